@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave: status codes, error records, sample types and logging shared by every header. */
+#ifndef TILEWAVE_COMMON_H
+#define TILEWAVE_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tilewave/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * @defgroup tw_common Status codes, errors and logging
+ *
+ * Error contract (applies to every function in tilewave):
+ *
+ * - Every fallible function returns a ::tw_status; #TW_OK (zero) is success and results come
+ *   back through out-parameters, which are left untouched on failure.
+ * - Functions that create or open an object take an optional ::tw_error; on failure it holds
+ *   one line, "domain: what (values)", naming the problem. Pass NULL when the text is not wanted.
+ * - Jobs keep their first error (sticky): tw_job_get_error() returns it until the job is
+ *   destroyed.
+ * - The library never prints, exits or aborts. Diagnostics go through the log handler
+ *   (tw_log_set_handler()); the default handler writes WARN and above to stderr.
+ * - Functions are safe to call concurrently on different objects; runtimes and slides may be
+ *   shared between threads; `*_destroy` and `*_close` need the object to be quiescent.
+ * @{
+ */
+
+/** Result of a fallible call. @since 0.1 */
+typedef enum tw_status {
+    TW_OK = 0,
+    TW_E_INVALID,  /**< bad argument, unknown key or flag, out-of-range value */
+    TW_E_NOMEM,    /**< an allocation failed */
+    TW_E_IO,       /**< a file could not be opened, read or written */
+    TW_E_FORMAT,   /**< unsupported or corrupt slide / TIFF */
+    TW_E_NODEV,    /**< no worker can run this task (no variant for any device present) */
+    TW_E_DEVICE,   /**< a CUDA error */
+    TW_E_CANCELED, /**< the job was canceled */
+    TW_E_TIMEOUT,  /**< a wait ran out of time; the job goes on */
+    TW_E_INTERNAL  /**< a bug in tilewave: please report it */
+} tw_status;
+
+/** Static name of a status, e.g. "TW_E_IO". Never NULL. @since 0.1 */
+TW_API const char *tw_status_string(tw_status st);
+
+/** Longest error message kept, terminating NUL included. */
+#define TW_ERROR_MAX 512
+
+/**
+ * Caller-owned error record filled by constructors and synchronous calls on failure.
+ * @since 0.1
+ */
+typedef struct tw_error {
+    tw_status status;              /**< the code returned */
+    char message[TW_ERROR_MAX];    /**< one line, "domain: what (values)" */
+} tw_error;
+
+/** Sample type of an image channel. @since 0.1 */
+typedef enum tw_sample_type {
+    TW_U8 = 1, /**< unsigned 8-bit */
+    TW_U16,    /**< unsigned 16-bit */
+    TW_U32,    /**< unsigned 32-bit */
+    TW_F32     /**< IEEE float32 */
+} tw_sample_type;
+
+/** Bytes per sample of @p t, 0 for an unknown type. Thread-safe. @since 0.1 */
+TW_API size_t tw_sample_size(tw_sample_type t);
+
+/** Short name of a sample type: "u8", "u16", "u32", "f32" ("?" when unknown). @since 0.1 */
+TW_API const char *tw_sample_type_name(tw_sample_type t);
+
+/** Log levels, most severe first. @since 0.1 */
+typedef enum tw_log_level {
+    TW_LOG_ERROR = 0,
+    TW_LOG_WARN,
+    TW_LOG_INFO,
+    TW_LOG_DEBUG
+} tw_log_level;
+
+/**
+ * Log handler. Called on whichever thread logs (a worker, the caller), possibly concurrently;
+ * it must be thread-safe and must not call back into tilewave.
+ * @since 0.1
+ */
+typedef void (*tw_log_fn)(tw_log_level level, const char *domain, const char *message,
+                          void *user);
+
+/**
+ * Replace the process-wide log handler; NULL restores the default (stderr, WARN and above).
+ * Messages above the level set with tw_log_set_level() are not formatted at all.
+ * Thread-safe. @since 0.1
+ */
+TW_API void tw_log_set_handler(tw_log_fn fn, void *user);
+
+/** Most verbose level delivered to the handler (default #TW_LOG_WARN). @since 0.1 */
+TW_API void tw_log_set_level(tw_log_level level);
+
+/** Free memory that a tilewave function documented as "free with tw_free()". @since 0.1 */
+TW_API void tw_free(void *p);
+
+/** Version string of the library, e.g. "0.1.0". @since 0.1 */
+TW_API const char *tw_version_string(void);
+
+/** Non-zero when the library was built with CUDA support (a GPU may still be absent). */
+TW_API int tw_build_has_cuda(void);
+
+/** @} */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TILEWAVE_COMMON_H */

@@ -1,0 +1,193 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave: reading slides and TIFFs, writing tiled BigTIFF, and the synthetic sample slide. */
+#ifndef TILEWAVE_IMAGE_H
+#define TILEWAVE_IMAGE_H
+
+#include <stdbool.h>
+
+#include "tilewave/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * @defgroup tw_image Slides, TIFF reading and writing
+ *
+ * Input: anything OpenSlide opens (read as 8-bit RGB, premultiplied ARGB undone, fully
+ * transparent pixels white), and plain TIFF/BigTIFF (tiled or striped; 8/16-bit, gray or RGB,
+ * 32-bit and float32 gray) through libtiff, keeping the stored samples. The automatic choice:
+ * files that OpenSlide recognises with a vendor format (Aperio, Hamamatsu, MIRAX, ...) go
+ * through OpenSlide; plain and generic tiled TIFF go through libtiff; anything else that
+ * OpenSlide opens goes through OpenSlide. A generic tiled TIFF whose layout libtiff's reader
+ * does not keep (palette, 1-bit, ...) but OpenSlide reads is read through OpenSlide as RGB.
+ *
+ * Coordinates passed to tw_slide_read_region() are in the pixel frame of the level read.
+ *
+ * Output: tiled BigTIFF, one directory per level, deflate or zstd, written under a temporary
+ * name in the destination folder and renamed on tw_writer_close(); nothing is left at the
+ * output path on failure.
+ * @{
+ */
+
+/** An opened slide or TIFF. Thread-safe: regions may be read from several threads. @since 0.1 */
+typedef struct tw_slide tw_slide;
+
+/** Which library reads a slide. @since 0.1 */
+typedef enum tw_reader_kind {
+    TW_READER_AUTO = 0,
+    TW_READER_OPENSLIDE,
+    TW_READER_TIFF
+} tw_reader_kind;
+
+/** One resolution level. @since 0.1 */
+typedef struct tw_level_info {
+    int64_t w, h;         /**< pixels */
+    double downsample;    /**< level-0 width / this width */
+    int32_t tile_w, tile_h; /**< native tile size; 0 when striped or unknown */
+} tw_level_info;
+
+/**
+ * Open @p path with @p reader. @return TW_OK, TW_E_INVALID (NULL args), TW_E_IO (missing or
+ * unreadable file), TW_E_FORMAT (not an image, truncated, unsupported layout or bit depth),
+ * TW_E_NOMEM. Thread-safe. @since 0.1
+ */
+TW_API TW_NODISCARD tw_status tw_slide_open(const char *path, tw_reader_kind reader,
+                                           tw_slide **out, tw_error *err);
+
+/** Close; NULL is a no-op. @since 0.1 */
+TW_API void tw_slide_close(tw_slide *s);
+
+/** Format name: the OpenSlide vendor ("aperio", "generic-tiff", ...) or "tiff". Owned by s. */
+TW_API const char *tw_slide_get_format(const tw_slide *s);
+
+/** Reader actually used. @since 0.1 */
+TW_API tw_reader_kind tw_slide_get_reader(const tw_slide *s);
+
+/** Number of levels (>= 1). @since 0.1 */
+TW_API int tw_slide_get_level_count(const tw_slide *s);
+
+/** Describe a level. @return TW_OK, TW_E_INVALID (no such level). @since 0.1 */
+TW_API TW_NODISCARD tw_status tw_slide_get_level(const tw_slide *s, int level,
+                                                tw_level_info *out);
+
+/** Channels per pixel as read: 1 (gray) or 3 (RGB). @since 0.1 */
+TW_API int tw_slide_get_channels(const tw_slide *s);
+
+/** Sample type as read. @since 0.1 */
+TW_API tw_sample_type tw_slide_get_sample_type(const tw_slide *s);
+
+/** Microns per pixel at level 0, 0 when unknown. @since 0.1 */
+TW_API void tw_slide_get_mpp(const tw_slide *s, double *mpp_x, double *mpp_y);
+
+/**
+ * Property @p name ("openslide.vendor", "tiff.ImageDescription", ...), or NULL. Owned by s.
+ * Properties are listed with tw_slide_get_property_names(). @since 0.1
+ */
+TW_API const char *tw_slide_get_property(const tw_slide *s, const char *name);
+
+/** NULL-terminated list of property names, owned by s. @since 0.1 */
+TW_API const char *const *tw_slide_get_property_names(const tw_slide *s);
+
+/**
+ * Read the region (x, y, w, h) of @p level into @p dst: h rows of w pixels of
+ * tw_slide_get_channels() interleaved samples of tw_slide_get_sample_type(), rows
+ * @p dst_stride bytes apart. The region must lie inside the level.
+ * @return TW_OK, TW_E_INVALID (region outside the level), TW_E_IO / TW_E_FORMAT (decode
+ * failure), TW_E_NOMEM. Thread-safe. @since 0.1
+ */
+TW_API TW_NODISCARD tw_status tw_slide_read_region(tw_slide *s, int level, int64_t x, int64_t y,
+                                                  int64_t w, int64_t h, void *dst,
+                                                  size_t dst_stride, tw_error *err);
+
+/** Compression of written tiles. @since 0.1 */
+typedef enum tw_compression {
+    TW_COMPRESS_NONE = 0,
+    TW_COMPRESS_DEFLATE,
+    TW_COMPRESS_ZSTD
+} tw_compression;
+
+/** Parse "none", "deflate", "zstd". @return TW_OK, TW_E_INVALID. @since 0.1 */
+TW_API TW_NODISCARD tw_status tw_compression_parse(const char *name, tw_compression *out);
+
+/** A tiled BigTIFF being written. @since 0.1 */
+typedef struct tw_writer tw_writer;
+
+/** What to write. Initialise with tw_writer_opts_init(). @since 0.1 */
+typedef struct tw_writer_opts {
+    size_t struct_size;          /**< set by tw_writer_opts_init() */
+    int64_t w, h;                /**< level 0 size in pixels */
+    int channels;                /**< 1 or 3 (RGB); 3 only with TW_U8/TW_U16 */
+    tw_sample_type type;
+    int32_t tile_w, tile_h;      /**< multiples of 16 (TIFF rule), default 512 */
+    int n_levels;                /**< >= 1; level k is ceil(w / 2^k) x ceil(h / 2^k) */
+    tw_compression compression;  /**< default deflate */
+    int level_of_compression;    /**< 0 = codec default (deflate 6, zstd 3); deflate 1..9,
+                                      zstd 1..22 */
+    double mpp_x, mpp_y;         /**< 0 = unknown (no resolution tags) */
+    const char *description;     /**< ImageDescription, may be NULL */
+    const char *software;        /**< Software tag, may be NULL */
+} tw_writer_opts;
+
+/** Fill @p o with defaults. @since 0.1 */
+TW_API void tw_writer_opts_init(tw_writer_opts *o);
+
+/**
+ * Create a temporary file beside @p path and write the headers.
+ * @return TW_OK, TW_E_INVALID (bad options), TW_E_IO (cannot create), TW_E_NOMEM. @since 0.1
+ */
+TW_API TW_NODISCARD tw_status tw_writer_open(const char *path, const tw_writer_opts *o,
+                                            tw_writer **out, tw_error *err);
+
+/**
+ * Compress and write tile (tx, ty) of @p level from @p data (tile_h rows of tile_w pixels,
+ * @p stride bytes apart; edge tiles are padded by the writer, only the part inside the image
+ * is read). Compression runs on the calling thread; only the file append is serialised.
+ * All tiles of level k must be written before any tile of level k+1.
+ * @return TW_OK, TW_E_INVALID (bad tile, level out of order, tile written twice), TW_E_IO.
+ * Thread-safe. @since 0.1
+ */
+TW_API TW_NODISCARD tw_status tw_writer_write_tile(tw_writer *wr, int level, int64_t tx,
+                                                  int64_t ty, const void *data, size_t stride,
+                                                  tw_error *err);
+
+/**
+ * Finish: check every tile of every level was written, close the file and rename it to the
+ * output path. On failure the temporary file is removed. Frees @p wr in every case.
+ * @return TW_OK, TW_E_INVALID (missing tiles), TW_E_IO. @since 0.1
+ */
+TW_API TW_NODISCARD tw_status tw_writer_close(tw_writer *wr, tw_error *err);
+
+/** Abandon: remove the temporary file and free @p wr. NULL is a no-op. @since 0.1 */
+TW_API void tw_writer_abort(tw_writer *wr);
+
+/** Options of the synthetic sample slide. @since 0.1 */
+typedef struct tw_sample_opts {
+    size_t struct_size;
+    int64_t w, h;          /**< level-0 size, default 8192 x 6144 */
+    uint64_t seed;         /**< default 1 */
+    int32_t tile;          /**< tile edge, default 256 */
+    tw_compression compression; /**< default deflate */
+} tw_sample_opts;
+
+/** Fill @p o with defaults. @since 0.1 */
+TW_API void tw_sample_opts_init(tw_sample_opts *o);
+
+/**
+ * Write the deterministic synthetic tissue-like slide: 8-bit RGB, tiled, pyramidal (levels
+ * halve while the next still covers a whole tile both ways), mpp 0.25, glass background,
+ * tissue regions with stroma texture and nuclei-like blobs. Same options give the same bytes
+ * on any machine.
+ * OpenSlide opens it as "generic-tiff".
+ * @return TW_OK, TW_E_INVALID, TW_E_IO, TW_E_NOMEM. @since 0.1
+ */
+TW_API TW_NODISCARD tw_status tw_sample_write(const char *path, const tw_sample_opts *o,
+                                             tw_error *err);
+
+/** @} */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TILEWAVE_IMAGE_H */

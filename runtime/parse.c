@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave: whole-string, range-checked number parsing (the only strtoll/strtod callers). */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tw_internal.h"
+
+tw_status
+twi_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+    char *end = NULL;
+    long long v;
+
+    if (!s || !*s || !out)
+        return TW_E_INVALID;
+    errno = 0;
+    v = strtoll(s, &end, 10); /* lint-allow */
+    if (errno || end == s || *end != '\0' || v < min || v > max)
+        return TW_E_INVALID;
+    *out = (int64_t)v;
+    return TW_OK;
+}
+
+tw_status
+twi_parse_f64(const char *s, double *out)
+{
+    char *end = NULL;
+    double v;
+
+    if (!s || !*s || !out)
+        return TW_E_INVALID;
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno || end == s || *end != '\0' || !isfinite(v))
+        return TW_E_INVALID;
+    *out = v;
+    return TW_OK;
+}
+
+tw_status
+twi_parse_dims(const char *s, int64_t min, int64_t max, int64_t *w, int64_t *h)
+{
+    char buf[64];
+    const char *x;
+    size_t n;
+    int64_t a, b;
+
+    if (!s || !w || !h)
+        return TW_E_INVALID;
+    x = strchr(s, 'x');
+    if (!x) {
+        if (twi_parse_i64(s, min, max, &a) != TW_OK)
+            return TW_E_INVALID;
+        *w = *h = a;
+        return TW_OK;
+    }
+    n = (size_t)(x - s);
+    if (n == 0 || n >= sizeof buf)
+        return TW_E_INVALID;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    if (twi_parse_i64(buf, min, max, &a) != TW_OK || twi_parse_i64(x + 1, min, max, &b) != TW_OK)
+        return TW_E_INVALID;
+    *w = a;
+    *h = b;
+    return TW_OK;
+}

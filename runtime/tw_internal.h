@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave: internals shared across folders (tasks, tiles, jobs, logging, parsing). */
+#ifndef TW_INTERNAL_H
+#define TW_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+
+#include "tilewave.h"
+#include "tw_tile_view.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define TWI_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define TWI_HIDDEN
+#endif
+
+/* ---- assertions: compiled out unless TW_DEBUG_ASSERT; the library never aborts in release */
+#ifdef TW_DEBUG_ASSERT
+#include <assert.h>
+#define TW_ASSERT(c) assert(c)
+#else
+#define TW_ASSERT(c) ((void)0)
+#endif
+
+/* ---- logging (runtime/log.c). The level check sits in the macro so that suppressed
+ * messages are never formatted. */
+TWI_HIDDEN int twi_log_level_get(void);
+TWI_HIDDEN void twi_log(tw_log_level level, const char *domain, const char *fmt, ...)
+    TW_PRINTF(3, 4);
+#define TW_LOG(level, domain, ...)                                                              \
+    do {                                                                                        \
+        if ((int)(level) <= twi_log_level_get())                                                \
+            twi_log((level), (domain), __VA_ARGS__);                                            \
+    } while (0)
+#define TW_WARN(domain, ...) TW_LOG(TW_LOG_WARN, domain, __VA_ARGS__)
+#define TW_INFO(domain, ...) TW_LOG(TW_LOG_INFO, domain, __VA_ARGS__)
+#define TW_DEBUG(domain, ...) TW_LOG(TW_LOG_DEBUG, domain, __VA_ARGS__)
+
+/* ---- errors (runtime/error.c). Fill err (may be NULL) with "domain: what" and return st. */
+TWI_HIDDEN tw_status twi_error_set(tw_error *err, tw_status st, const char *fmt, ...)
+    TW_PRINTF(3, 4);
+TWI_HIDDEN tw_status twi_error_setv(tw_error *err, tw_status st, const char *fmt, va_list ap);
+
+/* ---- parsing (runtime/parse.c): whole-string, range-checked; never atoi/strtol elsewhere. */
+TWI_HIDDEN tw_status twi_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
+TWI_HIDDEN tw_status twi_parse_f64(const char *s, double *out);
+/* "WxH" (also "W" alone meaning WxW), each within [min, max]. */
+TWI_HIDDEN tw_status twi_parse_dims(const char *s, int64_t min, int64_t max, int64_t *w,
+                                    int64_t *h);
+/* (runtime/config.c) A byte count: digits with an optional K, M, G or T suffix (either case,
+ * powers of 1024), within [min, max]; no sign, no blanks. */
+TWI_HIDDEN tw_status twi_parse_bytes(const char *s, int64_t min, int64_t max, int64_t *out);
+/* Format a byte count with the largest suffix that divides it exactly: 65536 -> "64K",
+ * 1536 -> "1536", 0 -> "0". */
+TWI_HIDDEN void twi_format_bytes(int64_t v, char *buf, size_t n);
+
+/* ---- tiles (runtime/tile.c): reference-counted pixel buffers the runtime moves between host
+ * and devices. The host copy is pinned when the runtime has GPUs. After a task that wrote a
+ * tile ends, the host copy is current (the skeleton writes back at the end of every GPU task). */
+typedef struct tw_tile tw_tile;
+
+TWI_HIDDEN tw_status twi_tile_create(tw_runtime *rt, int32_t w, int32_t h, int32_t channels,
+                                     tw_sample_type type, tw_tile **out);
+TWI_HIDDEN void twi_tile_acquire(tw_tile *t);
+TWI_HIDDEN void twi_tile_release(tw_tile *t); /* NULL is a no-op */
+TWI_HIDDEN void twi_tile_set_origin(tw_tile *t, int64_t x0, int64_t y0);
+TWI_HIDDEN tw_tile_view twi_tile_host_view(tw_tile *t);
+
+/* ---- task kinds and tasks (runtime/task.c) */
+typedef enum tw_access {
+    TW_R = 1,
+    TW_W = 2,
+    TW_RW = 3
+} tw_access;
+
+#define TW_TASK_MAX_TILES 8
+
+typedef struct tw_task tw_task;
+typedef struct tw_task_ctx tw_task_ctx; /* what a running variant sees */
+
+/* A variant. Runs on a worker thread; returns TW_OK or an error (preferably via twi_ctx_fail,
+ * which records a message). A CUDA variant enqueues on twi_ctx_stream() and does not
+ * synchronise: the GPU worker synchronises and writes W/RW tiles back after it returns. */
+typedef tw_status (*tw_task_fn)(tw_task_ctx *ctx, void *arg);
+
+/* A task kind: a const descriptor with one function per device (StarPU's codelet). */
+typedef struct tw_task_kind {
+    const char *name;  /* "gray.tp"; also the trace / NVTX name */
+    unsigned devices;  /* TW_DEVICE_* mask of the variants present */
+    tw_task_fn cpu;    /* may open an OpenMP team of twi_ctx_team() threads */
+    tw_task_fn cuda;   /* asynchronous on twi_ctx_stream() */
+    /* Optional: may this task run on that device (e.g. the tile fits in free GPU memory)?
+     * Called under the scheduler lock; must be quick and must not block. */
+    bool (*can_run)(const void *arg, tw_device_type dev);
+    /* Optional cost model hook: expected seconds on that device, < 0 when unknown. */
+    double (*cost)(const void *arg, tw_device_type dev);
+} tw_task_kind;
+
+/* Create a task of `kind` in `job` with argument `arg` (freed with arg_free when the task is
+ * freed, if not NULL). The caller holds one reference. */
+TWI_HIDDEN tw_status twi_task_create(tw_job *job, const tw_task_kind *kind, void *arg,
+                                     void (*arg_free)(void *), tw_task **out);
+/* Attach a tile (a reference is taken) with an access mode; index = order of the calls. */
+TWI_HIDDEN tw_status twi_task_add_tile(tw_task *t, tw_tile *tile, tw_access mode);
+/* `t` runs only after `dep` has completed. `dep` must be of the same job; a dep that already
+ * completed is satisfied. Only before twi_task_submit(t). */
+TWI_HIDDEN tw_status twi_task_depend(tw_task *t, tw_task *dep);
+/* Hand the task to the scheduler; it becomes ready when its dependencies complete. May be
+ * called from inside a running task. The caller keeps its reference until it releases it. */
+TWI_HIDDEN tw_status twi_task_submit(tw_task *t);
+TWI_HIDDEN void twi_task_release(tw_task *t); /* NULL is a no-op */
+
+/* Inside a variant */
+TWI_HIDDEN tw_tile_view twi_ctx_view(tw_task_ctx *ctx, int i); /* on the worker's device */
+TWI_HIDDEN tw_tile *twi_ctx_tile(tw_task_ctx *ctx, int i);
+TWI_HIDDEN tw_device_type twi_ctx_device(const tw_task_ctx *ctx);
+TWI_HIDDEN int twi_ctx_worker(const tw_task_ctx *ctx);   /* worker index */
+TWI_HIDDEN int twi_ctx_team(const tw_task_ctx *ctx);     /* OpenMP threads this variant may use */
+TWI_HIDDEN void *twi_ctx_stream(const tw_task_ctx *ctx); /* cudaStream_t on GPU workers, else NULL */
+TWI_HIDDEN tw_job *twi_ctx_job(tw_task_ctx *ctx);
+TWI_HIDDEN bool twi_ctx_canceled(const tw_task_ctx *ctx);
+/* Record a message for this task's failure ("domain: what") and return st. */
+TWI_HIDDEN tw_status twi_ctx_fail(tw_task_ctx *ctx, tw_status st, const char *fmt, ...)
+    TW_PRINTF(3, 4);
+/* Scratch memory on the worker's device (device memory on GPU workers, from the per-GPU pool;
+ * host memory on CPU workers), valid until the variant returns. NULL when out of memory. */
+TWI_HIDDEN void *twi_ctx_scratch(tw_task_ctx *ctx, size_t bytes);
+
+/* ---- jobs (runtime/job.c). A job ends when it is sealed and none of its tasks remain. */
+/* Runs once, on the thread that ended the job's last task (or the sealing thread), after every
+ * task: `st` is the job's status so far. Returning an error fails the job (e.g. a rename that
+ * failed). Must not wait on the job. */
+typedef tw_status (*twi_job_finish_fn)(tw_job *job, tw_status st, void *user);
+
+TWI_HIDDEN tw_status twi_job_create(tw_runtime *rt, const char *name, tw_job **out);
+TWI_HIDDEN void twi_job_set_finish(tw_job *job, twi_job_finish_fn fn, void *user,
+                                   void (*user_free)(void *));
+TWI_HIDDEN void twi_job_seal(tw_job *job);
+TWI_HIDDEN void twi_job_add_total(tw_job *job, int64_t n); /* progress units */
+TWI_HIDDEN void twi_job_add_done(tw_job *job, int64_t n);
+/* Fail the job (the first error sticks; later ones are ignored) and return st. */
+TWI_HIDDEN tw_status twi_job_fail(tw_job *job, tw_status st, const char *fmt, ...)
+    TW_PRINTF(3, 4);
+TWI_HIDDEN bool twi_job_stopping(const tw_job *job); /* canceled or failed */
+TWI_HIDDEN tw_runtime *twi_job_runtime(tw_job *job);
+
+/* ---- runtime queries used by ops */
+TWI_HIDDEN int twi_runtime_gpu_count(const tw_runtime *rt);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TW_INTERNAL_H */

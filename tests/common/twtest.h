@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave tests: helpers shared by the test programs (temp dirs, running the CLI). */
+#ifndef TWTEST_H
+#define TWTEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A fresh private directory under $TILEWAVE_TEST_TMP (or /tmp); returns a malloc'd path. */
+char *twtest_tmpdir(void);
+/* Remove a directory tree made by twtest_tmpdir. */
+void twtest_rmtree(const char *dir);
+/* malloc'd "dir/name". */
+char *twtest_path(const char *dir, const char *name);
+bool twtest_exists(const char *path);
+/* Number of entries in a directory, "." and ".." excluded. */
+int twtest_count_entries(const char *dir);
+
+/* Result of running the tilewave CLI. */
+typedef struct twtest_run {
+    int status;  /* exit code, or 128 + signal */
+    char *out;   /* stdout, NUL-terminated, malloc'd */
+    char *err;   /* stderr */
+} twtest_run;
+
+/* Run TW_CLI_PATH with argv (NULL-terminated, argv[0] excluded) and extra environment
+ * entries "K=V" (NULL-terminated, may be NULL). */
+twtest_run twtest_cli(const char *const *args, const char *const *env);
+void twtest_run_free(twtest_run *r);
+/* Number of lines of s (a last line without '\n' counts). */
+int twtest_lines(const char *s);
+
+#endif /* TWTEST_H */
