@@ -1,0 +1,341 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave: jobs: completion counting, sticky error, cancel, wait, progress. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime_internal.h"
+
+/*
+ * A job ends when its `outstanding` count reaches zero. The count starts at one (the seal
+ * guard, removed by twi_job_seal) and every submitted task adds one until it completes, so the
+ * job cannot end while its driver is still submitting, nor while a running task may still
+ * submit more (the running task itself counts). Exactly one thread sees the count reach zero:
+ * it runs the finish callback, outside every lock, then marks the job finished.
+ *
+ * Stopping (cancel or the first failure) only sets a flag: queued tasks are dropped when a
+ * worker takes them (completed without running), so dependents and counts resolve as usual.
+ */
+
+static double
+now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static double
+elapsed_since(const struct timespec *t0)
+{
+    return now_s() - ((double)t0->tv_sec + (double)t0->tv_nsec * 1e-9);
+}
+
+tw_status
+twi_job_create(tw_runtime *rt, const char *name, tw_job **out)
+{
+    tw_status st = TW_OK;
+    tw_job *job = NULL;
+    pthread_condattr_t ca;
+    bool ca_init = false, lock_init = false;
+    size_t n;
+
+    if (!rt || !out)
+        return TW_E_INVALID;
+    if (!name)
+        name = "job";
+    if (!(job = calloc(1, sizeof *job))) {
+        st = TW_E_NOMEM;
+        goto out;
+    }
+    n = strlen(name) + 1;
+    if (!(job->name = malloc(n))) {
+        st = TW_E_NOMEM;
+        goto out;
+    }
+    memcpy(job->name, name, n);
+    if (pthread_mutex_init(&job->lock, NULL) != 0) {
+        st = TW_E_NOMEM;
+        goto out;
+    }
+    lock_init = true;
+    /* Timed waits use the monotonic clock so that a clock change cannot stretch them. */
+    if (pthread_condattr_init(&ca) != 0) {
+        st = TW_E_NOMEM;
+        goto out;
+    }
+    ca_init = true;
+    if (pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) != 0 ||
+        pthread_cond_init(&job->cond, &ca) != 0) {
+        st = TW_E_NOMEM;
+        goto out;
+    }
+    job->rt = rt;
+    atomic_init(&job->refs, 1);
+    atomic_init(&job->outstanding, 1);
+    atomic_init(&job->sealed, false);
+    atomic_init(&job->stopping, false);
+    atomic_init(&job->total, 0);
+    atomic_init(&job->done, 0);
+    clock_gettime(CLOCK_MONOTONIC, &job->t0);
+    job->stop_status = TW_OK;
+    *out = job;
+    job = NULL;
+out:
+    if (ca_init)
+        pthread_condattr_destroy(&ca);
+    if (job) {
+        if (lock_init)
+            pthread_mutex_destroy(&job->lock);
+        free(job->name);
+        free(job);
+    }
+    return st;
+}
+
+void
+twi_job_acquire(tw_job *job)
+{
+    atomic_fetch_add_explicit(&job->refs, 1, memory_order_relaxed);
+}
+
+void
+twi_job_release(tw_job *job)
+{
+    if (!job || atomic_fetch_sub_explicit(&job->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    if (job->finish_user_free)
+        job->finish_user_free(job->finish_user);
+    pthread_cond_destroy(&job->cond);
+    pthread_mutex_destroy(&job->lock);
+    free(job->name);
+    free(job);
+}
+
+void
+twi_job_set_finish(tw_job *job, twi_job_finish_fn fn, void *user, void (*user_free)(void *))
+{
+    void *old_user;
+    void (*old_free)(void *);
+
+    if (!job)
+        return;
+    pthread_mutex_lock(&job->lock);
+    old_user = job->finish_user;
+    old_free = job->finish_user_free;
+    job->finish = fn;
+    job->finish_user = user;
+    job->finish_user_free = user_free;
+    pthread_mutex_unlock(&job->lock);
+    if (old_free)
+        old_free(old_user);
+}
+
+/* The job's last task ended (or it was sealed with none left). */
+static void
+job_end(tw_job *job)
+{
+    twi_job_finish_fn fn;
+    void *user;
+    tw_status st;
+
+    pthread_mutex_lock(&job->lock);
+    st = job->stop_status;
+    fn = job->finish;
+    user = job->finish_user;
+    pthread_mutex_unlock(&job->lock);
+    if (fn) {
+        tw_status r = fn(job, st, user);
+
+        if (r != TW_OK)
+            (void)twi_job_fail(job, r, "%s: finishing failed (%s)", job->name,
+                               tw_status_string(r));
+    }
+    pthread_mutex_lock(&job->lock);
+    job->finished = true;
+    job->end_s = elapsed_since(&job->t0);
+    pthread_cond_broadcast(&job->cond);
+    pthread_mutex_unlock(&job->lock);
+}
+
+void
+twi_job_seal(tw_job *job)
+{
+    if (!job || atomic_exchange(&job->sealed, true))
+        return;
+    twi_job_task_end(job);
+}
+
+tw_status
+twi_job_task_begin(tw_job *job)
+{
+    int_fast64_t n = atomic_load_explicit(&job->outstanding, memory_order_relaxed);
+
+    do {
+        if (n == 0)
+            return TW_E_INVALID; /* the job has ended */
+    } while (!atomic_compare_exchange_weak_explicit(&job->outstanding, &n, n + 1,
+                                                    memory_order_acq_rel,
+                                                    memory_order_relaxed));
+    return TW_OK;
+}
+
+void
+twi_job_task_end(tw_job *job)
+{
+    if (atomic_fetch_sub_explicit(&job->outstanding, 1, memory_order_acq_rel) == 1)
+        job_end(job);
+}
+
+void
+twi_job_add_total(tw_job *job, int64_t n)
+{
+    if (job)
+        atomic_fetch_add_explicit(&job->total, n, memory_order_relaxed);
+}
+
+void
+twi_job_add_done(tw_job *job, int64_t n)
+{
+    if (job)
+        atomic_fetch_add_explicit(&job->done, n, memory_order_relaxed);
+}
+
+tw_status
+twi_job_fail(tw_job *job, tw_status st, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!job || st == TW_OK)
+        return st;
+    pthread_mutex_lock(&job->lock);
+    if (!job->finished && job->stop_status == TW_OK) {
+        job->stop_status = st;
+        va_start(ap, fmt);
+        vsnprintf(job->message, sizeof job->message, fmt, ap);
+        va_end(ap);
+        job->has_message = true;
+        atomic_store(&job->stopping, true);
+    }
+    pthread_mutex_unlock(&job->lock);
+    return st;
+}
+
+bool
+twi_job_stopping(const tw_job *job)
+{
+    return atomic_load_explicit(&job->stopping, memory_order_acquire);
+}
+
+tw_runtime *
+twi_job_runtime(tw_job *job)
+{
+    return job ? job->rt : NULL;
+}
+
+void
+tw_job_cancel(tw_job *job)
+{
+    if (!job)
+        return;
+    pthread_mutex_lock(&job->lock);
+    if (!job->finished && job->stop_status == TW_OK) {
+        job->stop_status = TW_E_CANCELED;
+        atomic_store(&job->stopping, true);
+    }
+    pthread_mutex_unlock(&job->lock);
+}
+
+tw_status
+tw_job_wait(tw_job *job, int64_t timeout_ms)
+{
+    tw_status st;
+    struct timespec deadline;
+
+    if (!job)
+        return TW_E_INVALID;
+    if (timeout_ms >= 0) {
+        clock_gettime(CLOCK_MONOTONIC, &deadline);
+        deadline.tv_sec += (time_t)(timeout_ms / 1000);
+        deadline.tv_nsec += timeout_ms % 1000 * 1000000;
+        if (deadline.tv_nsec >= 1000000000) {
+            deadline.tv_sec++;
+            deadline.tv_nsec -= 1000000000;
+        }
+    }
+    pthread_mutex_lock(&job->lock);
+    while (!job->finished) {
+        if (timeout_ms < 0) {
+            pthread_cond_wait(&job->cond, &job->lock);
+        } else if (pthread_cond_timedwait(&job->cond, &job->lock, &deadline) == ETIMEDOUT &&
+                   !job->finished) {
+            pthread_mutex_unlock(&job->lock);
+            return TW_E_TIMEOUT;
+        }
+    }
+    st = job->stop_status;
+    pthread_mutex_unlock(&job->lock);
+    return st;
+}
+
+const char *
+tw_job_get_error(tw_job *job)
+{
+    const char *msg = NULL;
+
+    if (!job)
+        return NULL;
+    /* Written once, before has_message is set, and never again: safe to hand out. */
+    pthread_mutex_lock(&job->lock);
+    if (job->has_message)
+        msg = job->message;
+    pthread_mutex_unlock(&job->lock);
+    return msg;
+}
+
+void
+tw_job_get_progress(tw_job *job, tw_progress *out)
+{
+    int64_t done, total;
+
+    if (!out)
+        return;
+    memset(out, 0, sizeof *out);
+    if (!job)
+        return;
+    done = (int64_t)atomic_load_explicit(&job->done, memory_order_relaxed);
+    total = (int64_t)atomic_load_explicit(&job->total, memory_order_relaxed);
+    pthread_mutex_lock(&job->lock);
+    out->finished = job->finished;
+    out->elapsed_s = job->finished ? job->end_s : elapsed_since(&job->t0);
+    pthread_mutex_unlock(&job->lock);
+    out->done = done;
+    out->total = total;
+    if (out->finished)
+        out->eta_s = 0.0;
+    else if (done > 0)
+        out->eta_s = total > done ? out->elapsed_s / (double)done * (double)(total - done) : 0.0;
+    else
+        out->eta_s = -1.0;
+}
+
+void
+tw_job_destroy(tw_job *job)
+{
+    bool finished;
+
+    if (!job)
+        return;
+    pthread_mutex_lock(&job->lock);
+    finished = job->finished;
+    pthread_mutex_unlock(&job->lock);
+    if (!finished) {
+        tw_job_cancel(job);
+        /* A driver that gave up half-way may not have sealed it. */
+        twi_job_seal(job);
+        (void)tw_job_wait(job, -1);
+    }
+    twi_job_release(job);
+}

@@ -1,0 +1,559 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave: the runtime: configuration, worker threads, idle waiting, public queries. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime_internal.h"
+
+/*
+ * Worker threads are demand-driven (seed 004 section 4): an idle worker asks the policy for the
+ * next task it has a variant for and sleeps on its own condition variable when there is none.
+ * A push wakes one idle worker able to run the pushed task, so a CUDA-only task never wakes a
+ * CPU worker that would find nothing and go back to sleep. The policy and the idle list share
+ * one lock; variants run outside it.
+ */
+
+static const tw_sched_policy *const policies[] = {&twi_sched_fcfs};
+
+static tw_status
+get_int(const tw_config *cfg, const char *key, int64_t *v, tw_error *err)
+{
+    if (tw_config_get_int(cfg, key, v) != TW_OK)
+        return twi_error_set(err, TW_E_INTERNAL, "runtime: config key %s is missing", key);
+    return TW_OK;
+}
+
+static tw_status
+get_string(const tw_config *cfg, const char *key, const char **v, tw_error *err)
+{
+    if (tw_config_get_string(cfg, key, v) != TW_OK || !*v)
+        return twi_error_set(err, TW_E_INTERNAL, "runtime: config key %s is missing", key);
+    return TW_OK;
+}
+
+/* Parse runtime.gpus ("all", "none", "0,2") into CUDA ordinals. */
+static tw_status
+parse_gpus(const char *s, int n_present, int **out, int *n_out, tw_error *err)
+{
+    tw_status st = TW_OK;
+    int *ord = NULL;
+    int n = 0, i;
+    const char *p;
+
+    *out = NULL;
+    *n_out = 0;
+    if (strcmp(s, "none") == 0)
+        return TW_OK;
+    if (strcmp(s, "all") == 0) {
+        if (n_present == 0)
+            return TW_OK;
+        if (!(ord = calloc((size_t)n_present, sizeof *ord)))
+            return twi_error_set(err, TW_E_NOMEM, "runtime: out of memory");
+        for (i = 0; i < n_present; i++)
+            ord[i] = i;
+        *out = ord;
+        *n_out = n_present;
+        return TW_OK;
+    }
+#ifndef TW_HAVE_CUDA
+    return twi_error_set(err, TW_E_INVALID,
+                         "runtime: runtime.gpus=%s but this build has no CUDA support", s);
+#endif
+    if (!*s)
+        return twi_error_set(err, TW_E_INVALID,
+                             "runtime: runtime.gpus is empty (use all, none or a list like 0,1)");
+    if (!(ord = calloc(strlen(s) / 2 + 1, sizeof *ord)))
+        return twi_error_set(err, TW_E_NOMEM, "runtime: out of memory");
+    for (p = s;;) {
+        char tok[32];
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        int64_t v;
+
+        while (len > 0 && (*p == ' ' || *p == '\t')) {
+            p++;
+            len--;
+        }
+        while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+            len--;
+        if (len == 0 || len >= sizeof tok) {
+            st = twi_error_set(err, TW_E_INVALID,
+                               "runtime: bad GPU list runtime.gpus=%s (use all, none or 0,1)", s);
+            goto out;
+        }
+        memcpy(tok, p, len);
+        tok[len] = '\0';
+        if (twi_parse_i64(tok, 0, 1 << 20, &v) != TW_OK) {
+            st = twi_error_set(err, TW_E_INVALID,
+                               "runtime: bad GPU ordinal '%s' in runtime.gpus=%s", tok, s);
+            goto out;
+        }
+        if (v >= n_present) {
+            st = twi_error_set(err, TW_E_INVALID,
+                               "runtime: runtime.gpus names GPU %d but %d %s present", (int)v,
+                               n_present, n_present == 1 ? "is" : "are");
+            goto out;
+        }
+        for (i = 0; i < n; i++) {
+            if (ord[i] == (int)v) {
+                st = twi_error_set(err, TW_E_INVALID, "runtime: runtime.gpus names GPU %d twice",
+                                   (int)v);
+                goto out;
+            }
+        }
+        ord[n++] = (int)v;
+        if (!e)
+            break;
+        p = e + 1;
+    }
+    *out = ord;
+    *n_out = n;
+    ord = NULL;
+out:
+    free(ord);
+    return st;
+}
+
+unsigned
+twi_worker_variant(const tw_worker *w, const tw_task *t)
+{
+    const tw_task_kind *k = t->kind;
+
+    if (w->type == TW_DEVICE_CUDA && (t->variants & TW_DEVICE_CUDA) &&
+        (!k->can_run || k->can_run(t->arg, TW_DEVICE_CUDA)))
+        return TW_DEVICE_CUDA;
+    /* A GPU manager runs CPU variants only when the runtime has no CPU worker (w->runs). */
+    if ((w->runs & TW_DEVICE_CPU) && (t->variants & TW_DEVICE_CPU) &&
+        (!k->can_run || k->can_run(t->arg, TW_DEVICE_CPU)))
+        return TW_DEVICE_CPU;
+    return 0;
+}
+
+/* Wake the most recently idle worker able to take t. Under rt->lock. */
+static void
+wake_for(tw_runtime *rt, const tw_task *t)
+{
+    int i, j;
+
+    for (i = rt->n_idle - 1; i >= 0; i--) {
+        tw_worker *w = rt->idle[i];
+        bool ok = twi_job_stopping(t->job) ? (t->variants & w->runs) != 0
+                                            : twi_worker_variant(w, t) != 0;
+
+        if (!ok)
+            continue;
+        for (j = i; j < rt->n_idle - 1; j++)
+            rt->idle[j] = rt->idle[j + 1];
+        rt->n_idle--;
+        w->idle = false;
+        pthread_cond_signal(&w->cond);
+        return;
+    }
+}
+
+void
+twi_sched_push_list(tw_runtime *rt, tw_task *head)
+{
+    pthread_mutex_lock(&rt->lock);
+    while (head) {
+        tw_task *t = head;
+
+        head = t->next;
+        rt->sched.policy->push(&rt->sched, t);
+        if (rt->n_idle > 0)
+            wake_for(rt, t);
+    }
+    pthread_mutex_unlock(&rt->lock);
+}
+
+static void
+worker_loop(tw_worker *w)
+{
+    tw_runtime *rt = w->rt;
+
+    pthread_mutex_lock(&rt->lock);
+    while (!rt->stopping) {
+        tw_task *t = rt->sched.policy->pop(&rt->sched, w);
+        int i;
+
+        if (t) {
+            /* can_run() hooks are promised the lock, so the variant is chosen here. */
+            unsigned variant = twi_job_stopping(t->job) ? 0u : twi_worker_variant(w, t);
+
+            /* Never hold the scheduler lock while a variant runs. */
+            pthread_mutex_unlock(&rt->lock);
+            twi_task_execute(w, t, variant);
+            pthread_mutex_lock(&rt->lock);
+            continue;
+        }
+        w->idle = true;
+        rt->idle[rt->n_idle++] = w;
+        while (w->idle && !rt->stopping)
+            pthread_cond_wait(&w->cond, &rt->lock);
+        if (w->idle) { /* stopping: leave the idle list tidy */
+            for (i = 0; i < rt->n_idle; i++) {
+                if (rt->idle[i] == w) {
+                    rt->idle[i] = rt->idle[--rt->n_idle];
+                    break;
+                }
+            }
+            w->idle = false;
+        }
+    }
+    pthread_mutex_unlock(&rt->lock);
+}
+
+static void *
+worker_main(void *arg)
+{
+    tw_worker *w = arg;
+    tw_runtime *rt = w->rt;
+    tw_status st = TW_OK;
+    tw_error err = {0};
+    char who[64];
+
+    if (w->type == TW_DEVICE_CUDA)
+        snprintf(who, sizeof who, "GPU %d manager (worker %d)", w->gpu, w->index);
+    else
+        snprintf(who, sizeof who, "CPU worker %d", w->index);
+    twi_topo_bind_self(&rt->topo, w->cpuset, who, w->bound_str, sizeof w->bound_str);
+    /* GPU managers too: they run CPU variants when the runtime has no CPU worker. */
+    twi_cpu_worker_start(w);
+    if (w->type == TW_DEVICE_CUDA)
+        st = twi_cuda_worker_start(w, &err);
+
+    pthread_mutex_lock(&rt->lock);
+    w->ready = true;
+    w->start_status = st;
+    w->start_err = err;
+    pthread_cond_broadcast(&rt->ctl);
+    pthread_mutex_unlock(&rt->lock);
+
+    if (st == TW_OK) {
+        worker_loop(w);
+        if (w->type == TW_DEVICE_CUDA)
+            twi_cuda_worker_stop(w);
+    }
+    return NULL;
+}
+
+/* Fill the workers' device roles and core sets. */
+static tw_status
+plan_workers(tw_runtime *rt, int64_t cpu_workers, int team, tw_error *err)
+{
+    tw_status st = TW_OK;
+    int *gpu_unit = NULL;
+    hwloc_bitmap_t taken = NULL, *cpu_sets = NULL;
+    int n_cpu, i, n_reserved;
+    bool oversub = false;
+
+    if (rt->n_gpus > 0 && (!(gpu_unit = calloc((size_t)rt->n_gpus, sizeof *gpu_unit)) ||
+                           !(taken = hwloc_bitmap_alloc()))) {
+        st = twi_error_set(err, TW_E_NOMEM, "runtime: out of memory");
+        goto out;
+    }
+    for (i = 0; i < rt->n_gpus; i++) {
+        gpu_unit[i] = twi_topo_pick_gpu_unit(&rt->topo, rt->gpus[i].near, taken);
+        hwloc_bitmap_or(taken, taken, rt->topo.unit[gpu_unit[i]]);
+    }
+    /* Auto: one worker per `team` cores not reserved for a GPU manager, at least one. */
+    if (cpu_workers < 0) {
+        int64_t n = (rt->topo.n_units - rt->n_gpus) / team;
+        n_cpu = n < 1 ? 1 : (int)n;
+    } else {
+        n_cpu = (int)cpu_workers;
+    }
+    if (n_cpu == 0 && rt->n_gpus == 0) {
+        st = twi_error_set(err, TW_E_INVALID,
+                           "runtime: no workers (runtime.cpu_workers=0 and no GPU is used)");
+        goto out;
+    }
+    rt->n_cpu_workers = n_cpu;
+    rt->n_workers = n_cpu + rt->n_gpus;
+    if (!(rt->workers = calloc((size_t)rt->n_workers, sizeof *rt->workers)) ||
+        !(rt->idle = calloc((size_t)rt->n_workers, sizeof *rt->idle)) ||
+        (n_cpu > 0 && !(cpu_sets = calloc((size_t)n_cpu, sizeof *cpu_sets)))) {
+        st = twi_error_set(err, TW_E_NOMEM, "runtime: out of memory");
+        goto out;
+    }
+    /* GPU managers keep a core of their own only when the machine has cores to spare. */
+    n_reserved = rt->topo.n_units > rt->n_gpus ? rt->n_gpus : 0;
+    if (n_cpu > 0) {
+        if (twi_topo_assign_cpu(&rt->topo, n_cpu, team, gpu_unit, n_reserved, cpu_sets,
+                                &oversub) != TW_OK) {
+            st = twi_error_set(err, TW_E_NOMEM, "runtime: out of memory");
+            goto out;
+        }
+    }
+    if (oversub)
+        TW_WARN("runtime",
+                "%d CPU workers with teams of %d need %d cores but %d are available; "
+                "cores are shared", n_cpu, team, n_cpu * team, rt->topo.n_units);
+    rt->runs = 0;
+    for (i = 0; i < rt->n_workers; i++) {
+        tw_worker *w = &rt->workers[i];
+
+        w->rt = rt;
+        w->index = i;
+        atomic_init(&w->tasks_run, 0);
+        if (i < n_cpu) {
+            w->type = TW_DEVICE_CPU;
+            w->gpu = -1;
+            w->team = team;
+            w->runs = TW_DEVICE_CPU;
+            w->cpuset = cpu_sets[i];
+            cpu_sets[i] = NULL;
+        } else {
+            w->type = TW_DEVICE_CUDA;
+            w->g = &rt->gpus[i - n_cpu];
+            w->gpu = w->g->ordinal;
+            w->team = 1;
+            /* With no CPU worker, GPU managers also run CPU-only kinds (e.g. I/O tasks) on
+             * their host thread, so such jobs still complete. */
+            w->runs = TW_DEVICE_CUDA | (n_cpu == 0 ? TW_DEVICE_CPU : 0u);
+            if (!(w->cpuset = hwloc_bitmap_dup(rt->topo.unit[gpu_unit[i - n_cpu]]))) {
+                st = twi_error_set(err, TW_E_NOMEM, "runtime: out of memory");
+                goto out;
+            }
+        }
+        hwloc_bitmap_list_snprintf(w->cpuset_str, sizeof w->cpuset_str, w->cpuset);
+        rt->runs |= w->runs;
+    }
+out:
+    if (cpu_sets) {
+        for (i = 0; i < n_cpu; i++)
+            hwloc_bitmap_free(cpu_sets[i]);
+        free(cpu_sets);
+    }
+    hwloc_bitmap_free(taken);
+    free(gpu_unit);
+    return st;
+}
+
+static tw_status
+start_workers(tw_runtime *rt, tw_error *err)
+{
+    tw_status st = TW_OK;
+    int i, n_started = 0;
+
+    for (i = 0; i < rt->n_workers; i++) {
+        tw_worker *w = &rt->workers[i];
+        int rc;
+
+        if (pthread_cond_init(&w->cond, NULL) != 0)
+            return twi_error_set(err, TW_E_NOMEM, "runtime: out of memory");
+        w->cond_init = true;
+        rc = pthread_create(&w->thread, NULL, worker_main, w);
+        if (rc != 0) {
+            st = twi_error_set(err, TW_E_NOMEM, "runtime: cannot start worker thread %d (error %d)",
+                               i, rc);
+            break;
+        }
+        w->thread_started = true;
+        n_started++;
+    }
+    /* Wait for every started worker to report (bound, device initialised). */
+    pthread_mutex_lock(&rt->lock);
+    for (i = 0; i < n_started; i++) {
+        tw_worker *w = &rt->workers[i];
+
+        while (!w->ready)
+            pthread_cond_wait(&rt->ctl, &rt->lock);
+        if (st == TW_OK && w->start_status != TW_OK) {
+            st = w->start_status;
+            if (err)
+                *err = w->start_err;
+        }
+    }
+    pthread_mutex_unlock(&rt->lock);
+    return st;
+}
+
+tw_status
+tw_runtime_create(const tw_config *cfg, tw_runtime **out, tw_error *err)
+{
+    tw_status st = TW_OK;
+    tw_runtime *rt = NULL;
+    int64_t cpu_workers = 0, team = 1;
+    const char *gpus = NULL, *policy = NULL;
+    int *ordinals = NULL;
+    size_t i;
+    int g;
+
+    if (!out)
+        return twi_error_set(err, TW_E_INVALID, "runtime: no place for the runtime (out is NULL)");
+    if (!(rt = calloc(1, sizeof *rt)))
+        return twi_error_set(err, TW_E_NOMEM, "runtime: out of memory");
+    if ((cfg ? tw_config_clone(cfg, &rt->cfg) : tw_config_create(&rt->cfg)) != TW_OK) {
+        st = twi_error_set(err, TW_E_NOMEM, "runtime: cannot copy the configuration");
+        goto out;
+    }
+    if ((st = get_int(rt->cfg, "runtime.cpu_workers", &cpu_workers, err)) != TW_OK ||
+        (st = get_int(rt->cfg, "runtime.cpu_team", &team, err)) != TW_OK ||
+        (st = get_string(rt->cfg, "runtime.gpus", &gpus, err)) != TW_OK ||
+        (st = get_string(rt->cfg, "runtime.policy", &policy, err)) != TW_OK)
+        goto out;
+    if (cpu_workers < -1 || cpu_workers > 4096 || team < 1 || team > 4096) {
+        st = twi_error_set(err, TW_E_INVALID,
+                           "runtime: bad worker layout (runtime.cpu_workers=%" PRId64
+                           ", runtime.cpu_team=%" PRId64 ")", cpu_workers, team);
+        goto out;
+    }
+    for (i = 0; i < sizeof policies / sizeof policies[0]; i++)
+        if (strcmp(policies[i]->name, policy) == 0)
+            rt->sched.policy = policies[i];
+    if (!rt->sched.policy) {
+        st = twi_error_set(err, TW_E_INVALID, "runtime: unknown runtime.policy '%s' (fcfs)",
+                           policy);
+        goto out;
+    }
+    if ((st = twi_topo_load(&rt->topo, err)) != TW_OK)
+        goto out;
+
+    rt->n_gpus_present = twi_cuda_device_count();
+    if ((st = parse_gpus(gpus, rt->n_gpus_present, &ordinals, &rt->n_gpus, err)) != TW_OK)
+        goto out;
+    if (rt->n_gpus > 0) {
+        if (!(rt->gpus = calloc((size_t)rt->n_gpus, sizeof *rt->gpus))) {
+            st = twi_error_set(err, TW_E_NOMEM, "runtime: out of memory");
+            goto out;
+        }
+        for (g = 0; g < rt->n_gpus; g++) {
+            rt->gpus[g].ordinal = ordinals[g];
+            if ((st = twi_cuda_describe(rt->topo.topo, ordinals[g], &rt->gpus[g], err)) != TW_OK)
+                goto out;
+        }
+    }
+    rt->pinned_host = rt->n_gpus > 0;
+    if ((st = plan_workers(rt, cpu_workers, (int)team, err)) != TW_OK)
+        goto out;
+
+    if (pthread_mutex_init(&rt->lock, NULL) != 0) {
+        st = twi_error_set(err, TW_E_NOMEM, "runtime: out of memory");
+        goto out;
+    }
+    if (pthread_cond_init(&rt->ctl, NULL) != 0) {
+        pthread_mutex_destroy(&rt->lock);
+        st = twi_error_set(err, TW_E_NOMEM, "runtime: out of memory");
+        goto out;
+    }
+    rt->lock_init = true;
+    rt->sched.rt = rt;
+    if ((st = rt->sched.policy->init(&rt->sched)) != TW_OK) {
+        st = twi_error_set(err, st, "runtime: cannot start the %s policy", rt->sched.policy->name);
+        goto out;
+    }
+    rt->sched_init = true;
+    if ((st = start_workers(rt, err)) != TW_OK)
+        goto out;
+    TW_INFO("runtime", "started %d CPU workers (team %d) and %d GPU managers (%d GPUs present)",
+            rt->n_cpu_workers, (int)team, rt->n_gpus, rt->n_gpus_present);
+    *out = rt;
+    rt = NULL;
+out:
+    free(ordinals);
+    tw_runtime_destroy(rt);
+    return st;
+}
+
+void
+tw_runtime_destroy(tw_runtime *rt)
+{
+    int i;
+
+    if (!rt)
+        return;
+    if (rt->lock_init) {
+        pthread_mutex_lock(&rt->lock);
+        rt->stopping = true;
+        for (i = 0; i < rt->n_workers; i++)
+            if (rt->workers[i].cond_init)
+                pthread_cond_signal(&rt->workers[i].cond);
+        pthread_mutex_unlock(&rt->lock);
+    }
+    for (i = 0; i < rt->n_workers; i++)
+        if (rt->workers[i].thread_started)
+            pthread_join(rt->workers[i].thread, NULL);
+    if (rt->sched_init)
+        rt->sched.policy->fini(&rt->sched);
+    for (i = 0; i < rt->n_workers; i++) {
+        if (rt->workers[i].cond_init)
+            pthread_cond_destroy(&rt->workers[i].cond);
+        hwloc_bitmap_free(rt->workers[i].cpuset);
+    }
+    if (rt->lock_init) {
+        pthread_cond_destroy(&rt->ctl);
+        pthread_mutex_destroy(&rt->lock);
+    }
+    for (i = 0; i < rt->n_gpus && rt->gpus; i++)
+        hwloc_bitmap_free(rt->gpus[i].near);
+    free(rt->gpus);
+    free(rt->workers);
+    free(rt->idle);
+    twi_topo_fini(&rt->topo);
+    tw_config_destroy(rt->cfg);
+    free(rt);
+}
+
+const tw_config *
+tw_runtime_get_config(const tw_runtime *rt)
+{
+    return rt ? rt->cfg : NULL;
+}
+
+tw_status
+tw_runtime_get_topology(const tw_runtime *rt, tw_topology_info *out)
+{
+    if (!rt || !out)
+        return TW_E_INVALID;
+    memset(out, 0, sizeof *out);
+    out->n_packages = rt->topo.n_packages;
+    out->n_numa_nodes = rt->topo.n_numa_nodes;
+    out->n_cores = rt->topo.n_cores;
+    out->n_pus = rt->topo.n_pus;
+    out->n_gpus = rt->n_gpus;
+    out->n_gpus_present = rt->n_gpus_present;
+    return TW_OK;
+}
+
+tw_status
+tw_runtime_get_gpu(const tw_runtime *rt, int i, tw_gpu_info *out)
+{
+    if (!rt || !out || i < 0 || i >= rt->n_gpus)
+        return TW_E_INVALID;
+    *out = rt->gpus[i].info;
+    return TW_OK;
+}
+
+int
+tw_runtime_get_worker_count(const tw_runtime *rt)
+{
+    return rt ? rt->n_workers : 0;
+}
+
+tw_status
+tw_runtime_get_worker(const tw_runtime *rt, int i, tw_worker_info *out)
+{
+    const tw_worker *w;
+
+    if (!rt || !out || i < 0 || i >= rt->n_workers)
+        return TW_E_INVALID;
+    w = &rt->workers[i];
+    memset(out, 0, sizeof *out);
+    out->index = w->index;
+    out->type = w->type;
+    out->gpu = w->gpu;
+    out->team = w->team;
+    snprintf(out->cpuset, sizeof out->cpuset, "%s", w->cpuset_str);
+    snprintf(out->bound_cpuset, sizeof out->bound_cpuset, "%s", w->bound_str);
+    out->tasks_run = (uint64_t)atomic_load_explicit(&w->tasks_run, memory_order_relaxed);
+    return TW_OK;
+}
+
+int
+twi_runtime_gpu_count(const tw_runtime *rt)
+{
+    return rt ? rt->n_gpus : 0;
+}

@@ -1,0 +1,254 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave: private structures of runtime/ (workers, scheduler, tasks, jobs, tiles, pools). */
+#ifndef TW_RUNTIME_INTERNAL_H
+#define TW_RUNTIME_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#include <hwloc.h>
+
+#include "tw_internal.h"
+
+/* Only the sources of runtime/ include this header; nothing outside sees these layouts. */
+
+typedef struct tw_worker tw_worker;
+typedef struct tw_sched tw_sched;
+
+/* ---- scheduling policies (house style rule 5). Every callback runs under the runtime's
+ * scheduler lock, single-threaded; none may block. */
+typedef struct tw_sched_policy {
+    const char *name;                          /* "fcfs"; selected by runtime.policy */
+    tw_status (*init)(tw_sched *s);            /* allocate s->data */
+    void (*fini)(tw_sched *s);                 /* free s->data (the queue is empty by then) */
+    void (*push)(tw_sched *s, tw_task *t);     /* t is ready: all its dependencies completed */
+    tw_task *(*pop)(tw_sched *s, const tw_worker *w); /* NULL = nothing this worker can run */
+} tw_sched_policy;
+
+struct tw_sched {
+    const tw_sched_policy *policy;
+    tw_runtime *rt;
+    void *data; /* the policy's state */
+};
+
+TWI_HIDDEN extern const tw_sched_policy twi_sched_fcfs;
+
+/* ---- topology (runtime/topology.c) */
+typedef struct twi_topo {
+    hwloc_topology_t topo;
+    int n_packages, n_numa_nodes, n_cores, n_pus;
+    int n_units;          /* schedulable units: cores, or PUs when hwloc sees no cores */
+    hwloc_bitmap_t *unit; /* n_units cpusets, in hwloc's logical order */
+} twi_topo;
+
+TWI_HIDDEN tw_status twi_topo_load(twi_topo *tp, tw_error *err);
+TWI_HIDDEN void twi_topo_fini(twi_topo *tp);
+/* Pick one unit inside `near` (NULL or empty: anywhere) for a GPU manager, preferring units not
+ * already in `taken`; returns the unit index. */
+TWI_HIDDEN int twi_topo_pick_gpu_unit(const twi_topo *tp, hwloc_const_bitmap_t near,
+                                      hwloc_const_bitmap_t taken);
+/* Cpusets of n_workers CPU workers of `team` units each. Units listed in `reserved_units`
+ * (n_reserved of them, for GPU managers) are skipped while enough others remain; beyond the
+ * machine's size units are reused round-robin and *oversubscribed is set. */
+TWI_HIDDEN tw_status twi_topo_assign_cpu(const twi_topo *tp, int n_workers, int team,
+                                         const int *reserved_units, int n_reserved,
+                                         hwloc_bitmap_t *sets_out, bool *oversubscribed);
+/* Bind the calling thread to `set` (a failure is a warning) and write the binding read back
+ * in list syntax to `bound` ("" when the read-back is unsupported). */
+TWI_HIDDEN void twi_topo_bind_self(const twi_topo *tp, hwloc_const_bitmap_t set,
+                                   const char *who, char *bound, size_t bound_size);
+
+/* ---- GPUs (runtime/worker_cuda.c; stubs without TW_HAVE_CUDA) */
+typedef struct twi_devpool twi_devpool;
+
+typedef struct twi_gpu {
+    int ordinal;            /* CUDA device ordinal */
+    tw_gpu_info info;
+    hwloc_bitmap_t near;    /* cores near the device (may be empty when unknown) */
+} twi_gpu;
+
+/* CUDA devices present; 0 (and an INFO log) when the driver or device is missing. */
+TWI_HIDDEN int twi_cuda_device_count(void);
+TWI_HIDDEN tw_status twi_cuda_describe(hwloc_topology_t topo, int ordinal, twi_gpu *g,
+                                       tw_error *err);
+/* On the manager thread: make the device current, create the stream and the pool. */
+TWI_HIDDEN tw_status twi_cuda_worker_start(tw_worker *w, tw_error *err);
+TWI_HIDDEN void twi_cuda_worker_stop(tw_worker *w);
+/* Run the CUDA variant of t on w (transfers, launch, synchronise, write back). */
+TWI_HIDDEN tw_status twi_cuda_run(tw_worker *w, tw_task_ctx *ctx);
+TWI_HIDDEN void *twi_cuda_scratch(tw_task_ctx *ctx, size_t bytes);
+
+/* ---- memory (runtime/mem_cuda.c: the only file that calls cudaMalloc/cudaFree/cudaHostAlloc) */
+/* Host tile memory, 64-byte aligned: pinned when `pinned` is requested and CUDA is built in
+ * (falls back to plain memory with a warning), plain otherwise. *pinned_out says which. */
+TWI_HIDDEN void *twi_host_alloc(size_t bytes, bool pinned, bool *pinned_out);
+TWI_HIDDEN void twi_host_free(void *p, bool pinned);
+/* A caching device allocator for one GPU: free lists by size class, cudaMalloc on a miss,
+ * everything cudaFree'd at destroy. Thread-safe. Create and destroy with the device current. */
+TWI_HIDDEN tw_status twi_devpool_create(int ordinal, twi_devpool **out);
+TWI_HIDDEN void twi_devpool_destroy(twi_devpool *p);
+TWI_HIDDEN void *twi_devpool_alloc(twi_devpool *p, size_t bytes); /* NULL: out of memory */
+TWI_HIDDEN void twi_devpool_free(twi_devpool *p, void *d_ptr, size_t bytes);
+
+/* ---- workers */
+struct tw_worker {
+    tw_runtime *rt;
+    int index;
+    tw_device_type type;
+    int gpu;                /* CUDA ordinal, -1 for CPU workers */
+    twi_gpu *g;             /* the GPU a manager drives, NULL for CPU workers */
+    int team;               /* OpenMP threads a CPU variant may use */
+    unsigned runs;          /* TW_DEVICE_* variants this worker executes */
+    hwloc_bitmap_t cpuset;  /* assigned */
+    char cpuset_str[256];
+    char bound_str[256];
+    pthread_t thread;
+    bool thread_started;
+    atomic_uint_fast64_t tasks_run;
+
+    /* startup handshake, under rt->lock */
+    bool ready;
+    tw_status start_status;
+    tw_error start_err;
+
+    /* idle waiting, under rt->lock */
+    pthread_cond_t cond;
+    bool cond_init;
+    bool idle;
+
+    /* GPU manager state, touched only by the manager thread after startup */
+    void *stream;           /* cudaStream_t */
+    twi_devpool *pool;
+};
+
+/* Per-thread OpenMP setup of any worker (team size), and execution of a CPU variant. */
+TWI_HIDDEN void twi_cpu_worker_start(tw_worker *w);
+TWI_HIDDEN tw_status twi_cpu_run(tw_worker *w, tw_task_ctx *ctx);
+
+/* The variant w would run for t: TW_DEVICE_CPU, TW_DEVICE_CUDA, or 0 when it has none (or
+ * can_run refuses). Under the scheduler lock. */
+TWI_HIDDEN unsigned twi_worker_variant(const tw_worker *w, const tw_task *t);
+
+/* ---- the runtime */
+struct tw_runtime {
+    tw_config *cfg;
+    twi_topo topo;
+    int n_gpus_present;
+    int n_gpus;
+    twi_gpu *gpus;
+    int n_workers, n_cpu_workers;
+    tw_worker *workers;
+    unsigned runs;          /* union of the workers' `runs` masks */
+    bool pinned_host;       /* host tiles are pinned (the runtime has GPUs) */
+
+    pthread_mutex_t lock;   /* the scheduler lock: queue, idle list, startup, stop */
+    pthread_cond_t ctl;     /* startup handshake */
+    bool lock_init;
+    bool stopping;
+    tw_sched sched;
+    bool sched_init;
+    tw_worker **idle;       /* idle workers, most recent last */
+    int n_idle;
+};
+
+/* Hand ready tasks (linked through t->next) to the policy and wake idle workers able to run
+ * them. Takes the scheduler lock. */
+TWI_HIDDEN void twi_sched_push_list(tw_runtime *rt, tw_task *head);
+
+/* ---- tasks */
+typedef struct twi_edge {
+    struct twi_edge *next;
+    tw_task *task;          /* the dependent; the edge holds a reference on it */
+    bool heap;              /* malloc'd (else one of task->inline_edges) */
+} twi_edge;
+
+#define TWI_TASK_INLINE_EDGES 4
+#define TWI_CTX_MAX_SCRATCH 8
+
+struct tw_task {
+    atomic_int refs;
+    atomic_int state;       /* TWI_TASK_CREATED, TWI_TASK_SUBMITTED */
+    atomic_int deps_left;   /* unfinished dependencies, +1 until submitted */
+    _Atomic(twi_edge *) dependents; /* lock-free stack; task.c's CLOSED marker once done */
+    const tw_task_kind *kind;
+    unsigned variants;      /* TW_DEVICE_* variants the kind has (mask and function present) */
+    void *arg;
+    void (*arg_free)(void *);
+    tw_job *job;
+    int n_tiles;
+    tw_tile *tiles[TW_TASK_MAX_TILES];
+    tw_access modes[TW_TASK_MAX_TILES];
+    int n_inline_edges;     /* inline edges handed out (stored in the dependencies' lists) */
+    twi_edge inline_edges[TWI_TASK_INLINE_EDGES];
+    /* scheduler fields, under the scheduler lock */
+    tw_task *next;
+    uint64_t seq;           /* push order */
+};
+
+enum { TWI_TASK_CREATED = 0, TWI_TASK_SUBMITTED = 1 };
+
+/* What a running variant sees; lives on the worker's stack for one task. */
+struct tw_task_ctx {
+    tw_task *task;
+    tw_worker *w;
+    tw_device_type dev;
+    tw_tile_view views[TW_TASK_MAX_TILES];
+    tw_status fail_status;
+    bool failed;            /* twi_ctx_fail was called: `msg` holds the first message */
+    char msg[TW_ERROR_MAX];
+    int n_scratch;
+    void *scratch[TWI_CTX_MAX_SCRATCH];
+    size_t scratch_bytes[TWI_CTX_MAX_SCRATCH];
+};
+
+/* Run the `variant` (TW_DEVICE_*) of t on w, or drop t when variant is 0 or its job is
+ * stopping, then complete it and release the scheduler's reference. On the worker thread,
+ * without any lock. */
+TWI_HIDDEN void twi_task_execute(tw_worker *w, tw_task *t, unsigned variant);
+
+/* ---- tiles */
+struct tw_tile {
+    atomic_int refs;
+    tw_runtime *rt;
+    void *h_data;           /* host pixels, 64-byte aligned, rows packed */
+    bool pinned;            /* h_data came from cudaHostAlloc */
+    int64_t stride;         /* bytes between rows = w * channels * sample size */
+    size_t bytes;           /* stride * h */
+    int32_t w, h, channels;
+    tw_sample_type type;
+    int64_t x0, y0;
+};
+
+/* ---- jobs (runtime/job.c) */
+struct tw_job {
+    tw_runtime *rt;
+    char *name;
+    atomic_int refs;        /* the creator's + one per task */
+    /* Submitted tasks not yet completed, + 1 until sealed: the job ends when it reaches 0. */
+    atomic_int_fast64_t outstanding;
+    atomic_bool sealed;
+    atomic_bool stopping;   /* canceled or failed */
+    atomic_int_fast64_t total, done;
+    struct timespec t0;
+
+    pthread_mutex_t lock;   /* guards everything below */
+    pthread_cond_t cond;    /* signalled when finished */
+    tw_status stop_status;  /* TW_OK, TW_E_CANCELED or the first error */
+    bool has_message;
+    char message[TW_ERROR_MAX];
+    bool finished;
+    double end_s;           /* elapsed seconds at the end */
+    twi_job_finish_fn finish;
+    void *finish_user;
+    void (*finish_user_free)(void *);
+};
+
+TWI_HIDDEN void twi_job_acquire(tw_job *job);
+TWI_HIDDEN void twi_job_release(tw_job *job);
+/* Count a submitted task; TW_E_INVALID when the job has already ended. */
+TWI_HIDDEN tw_status twi_job_task_begin(tw_job *job);
+/* A submitted task completed (ran or was dropped); may end the job. No lock held. */
+TWI_HIDDEN void twi_job_task_end(tw_job *job);
+
+#endif /* TW_RUNTIME_INTERNAL_H */

@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave: the FCFS scheduling policy (first come, first served; seed 004 section 4). */
+#include <stdlib.h>
+
+#include "runtime_internal.h"
+
+/*
+ * FCFS: an idle worker asks for work and gets the oldest ready task it has a variant for.
+ *
+ * Guarantee: among the ready tasks a worker can run, pop() returns the one pushed first. A task
+ * no worker of the moment can take (a CUDA-only task while the GPU is busy) waits without
+ * blocking the tasks behind it, which is the demand-driven dispatch of seed 004: a CPU core
+ * or a GPU that falls idle takes the next task suitable for it.
+ *
+ * How: conceptually one FIFO, kept as three intrusive FIFOs keyed by the set of variants a
+ * task has (CPU only, CUDA only, both), each task stamped with a global push sequence number.
+ * A worker looks only at the queues it can serve and takes the head with the smallest stamp,
+ * so pop is O(1) instead of a scan past every task of the other device type. A kind's
+ * can_run() hook may refuse a device; then the queue is scanned past the refused tasks (rare,
+ * and bounded by the queue length).
+ *
+ * Tasks of a stopping (canceled or failed) job are returned regardless of can_run: the worker
+ * drops them without running their variant, which resolves their dependents and the job's
+ * count quickly.
+ *
+ * Everything here runs under the runtime's scheduler lock, so the queues need no atomics.
+ * Re-queueing does not occur: a task is pushed once, when its last dependency completes.
+ */
+
+#define N_QUEUES 4 /* indexed by the variant mask: 1 = CPU, 2 = CUDA, 3 = both */
+
+typedef struct fifo {
+    tw_task *head, *tail;
+} fifo;
+
+typedef struct fcfs {
+    fifo q[N_QUEUES];
+    uint64_t next_seq;
+} fcfs;
+
+static unsigned
+task_class(const tw_task *t)
+{
+    return t->variants & (TW_DEVICE_CPU | TW_DEVICE_CUDA);
+}
+
+static tw_status
+fcfs_init(tw_sched *s)
+{
+    if (!(s->data = calloc(1, sizeof(fcfs))))
+        return TW_E_NOMEM;
+    return TW_OK;
+}
+
+static void
+fcfs_fini(tw_sched *s)
+{
+    free(s->data);
+    s->data = NULL;
+}
+
+static void
+fcfs_push(tw_sched *s, tw_task *t)
+{
+    fcfs *f = s->data;
+    fifo *q = &f->q[task_class(t)];
+
+    t->seq = f->next_seq++;
+    t->next = NULL;
+    if (q->tail)
+        q->tail->next = t;
+    else
+        q->head = t;
+    q->tail = t;
+}
+
+static tw_task *
+fcfs_pop(tw_sched *s, const tw_worker *w)
+{
+    fcfs *f = s->data;
+    tw_task *best = NULL, *best_prev = NULL;
+    fifo *best_q = NULL;
+    unsigned c;
+
+    for (c = 1; c < N_QUEUES; c++) {
+        fifo *q = &f->q[c];
+        tw_task *t, *prev = NULL;
+
+        if (!(c & w->runs) || !q->head)
+            continue;
+        for (t = q->head; t; prev = t, t = t->next) {
+            if (twi_job_stopping(t->job) || twi_worker_variant(w, t))
+                break;
+        }
+        if (t && (!best || t->seq < best->seq)) {
+            best = t;
+            best_prev = prev;
+            best_q = q;
+        }
+    }
+    if (!best)
+        return NULL;
+    if (best_prev)
+        best_prev->next = best->next;
+    else
+        best_q->head = best->next;
+    if (best_q->tail == best)
+        best_q->tail = best_prev;
+    best->next = NULL;
+    return best;
+}
+
+const tw_sched_policy twi_sched_fcfs = {
+    .name = "fcfs",
+    .init = fcfs_init,
+    .fini = fcfs_fini,
+    .push = fcfs_push,
+    .pop = fcfs_pop,
+};

@@ -1,0 +1,450 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave tests: jobs: sticky errors, cancel, wait timeout, finish callback, progress. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Criterion 2.4 assertions store into a 1-bit field, which -Wconversion flags at every use. */
+#pragma GCC diagnostic ignored "-Wconversion"
+
+#include "tw_internal.h"
+
+/* ---- helpers */
+
+static void
+quiet_log(tw_log_level level, const char *domain, const char *message, void *user)
+{
+    (void)level;
+    (void)domain;
+    (void)message;
+    (void)user;
+}
+
+static tw_runtime *
+make_runtime(int cpu_workers)
+{
+    tw_config *cfg = NULL;
+    tw_runtime *rt = NULL;
+    tw_error err = {0};
+    char v[16];
+
+    tw_log_set_handler(quiet_log, NULL);
+    snprintf(v, sizeof v, "%d", cpu_workers);
+    cr_assert(eq(int, tw_config_create(&cfg), TW_OK));
+    cr_assert(eq(int, tw_config_set(cfg, "runtime.gpus", "none", TW_CONFIG_SET, NULL), TW_OK));
+    cr_assert(eq(int, tw_config_set(cfg, "runtime.cpu_workers", v, TW_CONFIG_SET, NULL), TW_OK));
+    cr_assert(eq(int, tw_runtime_create(cfg, &rt, &err), TW_OK), "%s", err.message);
+    tw_config_destroy(cfg);
+    return rt;
+}
+
+static double
+now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void
+sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* Task argument: its index, and how long it works (in 1 ms steps, checking cancellation). */
+typedef struct work_arg {
+    int index;
+    int fail_at;   /* the index that fails, -1 for none */
+    int ms;
+} work_arg;
+
+static atomic_int ran;
+
+static tw_status
+work_cpu(tw_task_ctx *ctx, void *arg)
+{
+    work_arg *a = arg;
+    int i;
+
+    atomic_fetch_add(&ran, 1);
+    if (a->index == a->fail_at)
+        return twi_ctx_fail(ctx, TW_E_IO, "test: task %d failed on purpose", a->index);
+    for (i = 0; i < a->ms; i++) {
+        if (twi_ctx_canceled(ctx))
+            return TW_E_CANCELED;
+        sleep_ms(1);
+    }
+    return TW_OK;
+}
+
+static tw_status
+plain_fail_cpu(tw_task_ctx *ctx, void *arg)
+{
+    (void)ctx;
+    (void)arg;
+    return TW_E_FORMAT;
+}
+
+static const tw_task_kind work_kind = {.name = "test.work", .devices = TW_DEVICE_CPU,
+                                       .cpu = work_cpu};
+static const tw_task_kind plain_fail_kind = {.name = "test.plain_fail",
+                                             .devices = TW_DEVICE_CPU, .cpu = plain_fail_cpu};
+
+/* Submit n independent work tasks to a new sealed job. */
+static tw_job *
+submit_work(tw_runtime *rt, int n, int fail_at, int ms)
+{
+    tw_job *job = NULL;
+    int i;
+
+    cr_assert(eq(int, twi_job_create(rt, "work", &job), TW_OK));
+    for (i = 0; i < n; i++) {
+        work_arg *a = malloc(sizeof *a);
+        tw_task *t = NULL;
+        a->index = i;
+        a->fail_at = fail_at;
+        a->ms = ms;
+        cr_assert(eq(int, twi_task_create(job, &work_kind, a, free, &t), TW_OK));
+        cr_assert(eq(int, twi_task_submit(t), TW_OK));
+        twi_task_release(t);
+    }
+    twi_job_seal(job);
+    return job;
+}
+
+Test(job, failing_task_fails_job_and_runtime_stays_usable)
+{
+    /* On one worker (FCFS, deterministic), task 10 of 2000 fails with a message: the job
+     * returns that status and message, tasks 11.. never run, and a new job on the same runtime
+     * then succeeds with no error. */
+    tw_runtime *rt = make_runtime(1);
+    tw_job *job = submit_work(rt, 2000, 10, 1);
+
+    cr_assert(eq(int, tw_job_wait(job, -1), TW_E_IO));
+    cr_assert(eq(str, (char *)tw_job_get_error(job), "test: task 10 failed on purpose"));
+    cr_assert(eq(int, atomic_load(&ran), 11));
+    tw_job_destroy(job);
+
+    atomic_store(&ran, 0);
+    job = submit_work(rt, 100, -1, 0);
+    cr_assert(eq(int, tw_job_wait(job, -1), TW_OK));
+    cr_assert(eq(ptr, (void *)tw_job_get_error(job), NULL));
+    cr_assert(eq(int, atomic_load(&ran), 100));
+    tw_job_destroy(job);
+    tw_runtime_destroy(rt);
+}
+
+Test(job, failure_stops_dependents_on_two_workers)
+{
+    /* A chain of 500 tasks whose 3rd fails: nothing after it runs (its dependents are
+     * dropped), the job ends with the error, and a second job runs all its tasks. */
+    tw_runtime *rt = make_runtime(2);
+    tw_job *job = NULL;
+    tw_task *prev = NULL;
+    int i;
+
+    cr_assert(eq(int, twi_job_create(rt, "chain", &job), TW_OK));
+    for (i = 0; i < 500; i++) {
+        work_arg *a = malloc(sizeof *a);
+        tw_task *t = NULL;
+        a->index = i;
+        a->fail_at = 2;
+        a->ms = 0;
+        cr_assert(eq(int, twi_task_create(job, &work_kind, a, free, &t), TW_OK));
+        if (prev)
+            cr_assert(eq(int, twi_task_depend(t, prev), TW_OK));
+        cr_assert(eq(int, twi_task_submit(t), TW_OK));
+        twi_task_release(prev);
+        prev = t;
+    }
+    twi_task_release(prev);
+    twi_job_seal(job);
+    cr_assert(eq(int, tw_job_wait(job, -1), TW_E_IO));
+    cr_assert(eq(int, atomic_load(&ran), 3));
+    tw_job_destroy(job);
+
+    atomic_store(&ran, 0);
+    job = submit_work(rt, 300, -1, 0);
+    cr_assert(eq(int, tw_job_wait(job, -1), TW_OK));
+    cr_assert(eq(int, atomic_load(&ran), 300));
+    tw_job_destroy(job);
+    tw_runtime_destroy(rt);
+}
+
+Test(job, failure_without_message_names_the_kind)
+{
+    /* A variant returning an error without twi_ctx_fail gives "<kind>: failed (TW_E_X)". */
+    tw_runtime *rt = make_runtime(2);
+    tw_job *job = NULL;
+    tw_task *t = NULL;
+
+    cr_assert(eq(int, twi_job_create(rt, "plain", &job), TW_OK));
+    cr_assert(eq(int, twi_task_create(job, &plain_fail_kind, NULL, NULL, &t), TW_OK));
+    cr_assert(eq(int, twi_task_submit(t), TW_OK));
+    twi_task_release(t);
+    twi_job_seal(job);
+    cr_assert(eq(int, tw_job_wait(job, -1), TW_E_FORMAT));
+    cr_assert(eq(str, (char *)tw_job_get_error(job), "test.plain_fail: failed (TW_E_FORMAT)"));
+    tw_job_destroy(job);
+    tw_runtime_destroy(rt);
+}
+
+Test(job, first_error_sticks)
+{
+    /* twi_job_fail twice: the first status and message stay; a later cancel changes nothing. */
+    tw_runtime *rt = make_runtime(1);
+    tw_job *job = NULL;
+
+    cr_assert(eq(int, twi_job_create(rt, "sticky", &job), TW_OK));
+    cr_assert(eq(int, twi_job_fail(job, TW_E_IO, "io: first %d", 1), TW_E_IO));
+    cr_assert(twi_job_stopping(job));
+    cr_assert(eq(int, twi_job_fail(job, TW_E_FORMAT, "io: second"), TW_E_FORMAT));
+    tw_job_cancel(job);
+    twi_job_seal(job);
+    cr_assert(eq(int, tw_job_wait(job, -1), TW_E_IO));
+    cr_assert(eq(str, (char *)tw_job_get_error(job), "io: first 1"));
+    tw_job_destroy(job);
+    tw_runtime_destroy(rt);
+}
+
+Test(job, cancel_returns_quickly)
+{
+    /* 1000 tasks of 20 ms each on 2 workers (10 s of work): canceled after 50 ms, the wait
+     * returns TW_E_CANCELED well within a second, not every task ran, and there is no error
+     * message. */
+    tw_runtime *rt = make_runtime(2);
+    tw_job *job = submit_work(rt, 1000, -1, 20);
+    double t0;
+
+    sleep_ms(50);
+    t0 = now_s();
+    tw_job_cancel(job);
+    cr_assert(eq(int, tw_job_wait(job, -1), TW_E_CANCELED));
+    cr_assert(lt(dbl, now_s() - t0, 1.0));
+    cr_assert(lt(int, atomic_load(&ran), 1000));
+    cr_assert(eq(ptr, (void *)tw_job_get_error(job), NULL));
+    cr_assert(eq(int, tw_job_wait(job, 0), TW_E_CANCELED)); /* final status stays */
+    tw_job_destroy(job);
+    tw_runtime_destroy(rt);
+}
+
+Test(job, wait_times_out_and_job_goes_on)
+{
+    /* A 300 ms task: a 30 ms wait gives TW_E_TIMEOUT, the job goes on and then succeeds. */
+    tw_runtime *rt = make_runtime(1);
+    tw_job *job = submit_work(rt, 1, -1, 300);
+    double t0 = now_s();
+    tw_progress pr;
+
+    cr_assert(eq(int, tw_job_wait(job, 30), TW_E_TIMEOUT));
+    cr_assert(ge(dbl, now_s() - t0, 0.025));
+    tw_job_get_progress(job, &pr);
+    cr_assert(not(pr.finished));
+    cr_assert(eq(int, tw_job_wait(job, -1), TW_OK));
+    cr_assert(eq(int, atomic_load(&ran), 1));
+    tw_job_destroy(job);
+    tw_runtime_destroy(rt);
+}
+
+Test(job, destroy_cancels_an_unfinished_job)
+{
+    /* Destroying a running job cancels it and waits: it returns quickly, nothing leaks
+     * (checked under ASan in CI), and the runtime still runs new jobs. */
+    tw_runtime *rt = make_runtime(2);
+    tw_job *job = submit_work(rt, 500, -1, 20);
+    double t0;
+
+    sleep_ms(20);
+    t0 = now_s();
+    tw_job_destroy(job);
+    cr_assert(lt(dbl, now_s() - t0, 1.0));
+    job = submit_work(rt, 10, -1, 0);
+    cr_assert(eq(int, tw_job_wait(job, -1), TW_OK));
+    tw_job_destroy(job);
+    tw_runtime_destroy(rt);
+}
+
+/* ---- finish callback */
+
+static atomic_int finish_calls;
+static tw_status finish_seen;
+
+static tw_status
+finish_ok(tw_job *job, tw_status st, void *user)
+{
+    (void)job;
+    (void)user;
+    atomic_fetch_add(&finish_calls, 1);
+    finish_seen = st;
+    return TW_OK;
+}
+
+static tw_status
+finish_fail(tw_job *job, tw_status st, void *user)
+{
+    (void)st;
+    (void)user;
+    atomic_fetch_add(&finish_calls, 1);
+    return twi_job_fail(job, TW_E_IO, "test: rename failed");
+}
+
+static atomic_int user_freed;
+
+static void
+count_free(void *p)
+{
+    (void)p;
+    atomic_fetch_add(&user_freed, 1);
+}
+
+Test(job, finish_runs_once_after_all_tasks)
+{
+    /* The finish callback runs exactly once, sees TW_OK, and its user data is freed once
+     * when the job is destroyed. */
+    tw_runtime *rt = make_runtime(2);
+    tw_job *job = NULL;
+    int i;
+
+    cr_assert(eq(int, twi_job_create(rt, "fin", &job), TW_OK));
+    twi_job_set_finish(job, finish_ok, &finish_calls, count_free);
+    for (i = 0; i < 200; i++) {
+        work_arg *a = calloc(1, sizeof *a);
+        tw_task *t = NULL;
+        a->fail_at = -1;
+        cr_assert(eq(int, twi_task_create(job, &work_kind, a, free, &t), TW_OK));
+        cr_assert(eq(int, twi_task_submit(t), TW_OK));
+        twi_task_release(t);
+    }
+    twi_job_seal(job);
+    cr_assert(eq(int, tw_job_wait(job, -1), TW_OK));
+    cr_assert(eq(int, atomic_load(&finish_calls), 1));
+    cr_assert(eq(int, finish_seen, TW_OK));
+    cr_assert(eq(int, atomic_load(&ran), 200));
+    tw_job_destroy(job);
+    tw_runtime_destroy(rt);
+    cr_assert(eq(int, atomic_load(&user_freed), 1));
+}
+
+Test(job, finish_error_fails_the_job)
+{
+    /* A job with no task ends on the sealing thread; its finish callback's error (with its
+     * message) becomes the job's error. */
+    tw_runtime *rt = make_runtime(1);
+    tw_job *job = NULL;
+
+    cr_assert(eq(int, twi_job_create(rt, "fin", &job), TW_OK));
+    twi_job_set_finish(job, finish_fail, NULL, NULL);
+    twi_job_seal(job);
+    cr_assert(eq(int, atomic_load(&finish_calls), 1)); /* ran on this thread, in seal */
+    cr_assert(eq(int, tw_job_wait(job, 0), TW_E_IO));
+    cr_assert(eq(str, (char *)tw_job_get_error(job), "test: rename failed"));
+    tw_job_destroy(job);
+    tw_runtime_destroy(rt);
+}
+
+Test(job, finish_sees_canceled)
+{
+    /* A canceled job's finish callback is told TW_E_CANCELED. */
+    tw_runtime *rt = make_runtime(1);
+    tw_job *job = NULL;
+
+    cr_assert(eq(int, twi_job_create(rt, "fin", &job), TW_OK));
+    twi_job_set_finish(job, finish_ok, NULL, NULL);
+    tw_job_cancel(job);
+    twi_job_seal(job);
+    cr_assert(eq(int, tw_job_wait(job, -1), TW_E_CANCELED));
+    cr_assert(eq(int, finish_seen, TW_E_CANCELED));
+    tw_job_destroy(job);
+    tw_runtime_destroy(rt);
+}
+
+/* ---- progress, submission rules, concurrent jobs */
+
+Test(job, progress_reports_done_total_eta)
+{
+    /* Progress: eta < 0 before any unit is done; done/total as added; elapsed grows; once
+     * finished the flag is set and elapsed stops. */
+    tw_runtime *rt = make_runtime(1);
+    tw_job *job = NULL;
+    tw_progress pr;
+    double e1;
+
+    cr_assert(eq(int, twi_job_create(rt, "progress", &job), TW_OK));
+    twi_job_add_total(job, 10);
+    tw_job_get_progress(job, &pr);
+    cr_assert(eq(i64, pr.total, 10));
+    cr_assert(eq(i64, pr.done, 0));
+    cr_assert(lt(dbl, pr.eta_s, 0.0));
+    cr_assert(not(pr.finished));
+    sleep_ms(20);
+    twi_job_add_done(job, 5);
+    tw_job_get_progress(job, &pr);
+    cr_assert(ge(dbl, pr.elapsed_s, 0.015));
+    cr_assert(gt(dbl, pr.eta_s, 0.0));
+    twi_job_add_done(job, 5);
+    twi_job_seal(job);
+    tw_job_get_progress(job, &pr);
+    cr_assert(pr.finished);
+    e1 = pr.elapsed_s;
+    sleep_ms(20);
+    tw_job_get_progress(job, &pr);
+    cr_assert(eq(dbl, pr.elapsed_s, e1));
+    tw_job_destroy(job);
+    tw_runtime_destroy(rt);
+}
+
+Test(job, submit_rules)
+{
+    /* Submitting twice, depending after submission, or submitting into an ended job is
+     * TW_E_INVALID; a task depending on a completed task runs at once. */
+    tw_runtime *rt = make_runtime(1);
+    tw_job *job = NULL;
+    tw_task *a = NULL, *b = NULL, *c = NULL;
+    work_arg *wa = calloc(3, sizeof *wa);
+
+    wa[0].fail_at = wa[1].fail_at = wa[2].fail_at = -1;
+    cr_assert(eq(int, twi_job_create(rt, "rules", &job), TW_OK));
+    cr_assert(eq(int, twi_task_create(job, &work_kind, &wa[0], NULL, &a), TW_OK));
+    cr_assert(eq(int, twi_task_submit(a), TW_OK));
+    cr_assert(eq(int, twi_task_submit(a), TW_E_INVALID));
+    cr_assert(eq(int, twi_task_create(job, &work_kind, &wa[1], NULL, &b), TW_OK));
+    cr_assert(eq(int, twi_task_depend(b, b), TW_E_INVALID));
+    while (atomic_load(&ran) < 1)
+        sleep_ms(1);
+    sleep_ms(5); /* let a complete */
+    cr_assert(eq(int, twi_task_depend(b, a), TW_OK));
+    cr_assert(eq(int, twi_task_submit(b), TW_OK));
+    cr_assert(eq(int, twi_task_depend(b, a), TW_E_INVALID));
+    twi_job_seal(job);
+    cr_assert(eq(int, tw_job_wait(job, -1), TW_OK));
+    cr_assert(eq(int, atomic_load(&ran), 2));
+    cr_assert(eq(int, twi_task_create(job, &work_kind, &wa[2], NULL, &c), TW_OK));
+    cr_assert(eq(int, twi_task_submit(c), TW_E_INVALID));
+    twi_task_release(a);
+    twi_task_release(b);
+    twi_task_release(c);
+    tw_job_destroy(job);
+    tw_runtime_destroy(rt);
+    free(wa);
+}
+
+Test(job, concurrent_jobs_fail_independently)
+{
+    /* Two jobs share the workers: one fails, the other completes every task. */
+    tw_runtime *rt = make_runtime(2);
+    tw_job *bad = submit_work(rt, 300, 5, 1);
+    tw_job *good = submit_work(rt, 300, -1, 0);
+
+    cr_assert(eq(int, tw_job_wait(bad, -1), TW_E_IO));
+    cr_assert(eq(int, tw_job_wait(good, -1), TW_OK));
+    cr_assert(eq(ptr, (void *)tw_job_get_error(good), NULL));
+    tw_job_destroy(bad);
+    tw_job_destroy(good);
+    tw_runtime_destroy(rt);
+}
