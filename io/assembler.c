@@ -1,0 +1,205 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave: assembles operation tiles of any size into the writer's output tiles. */
+
+/*
+ * Each output tile has a slot: a buffer (only while the tile is partly covered) and the
+ * number of its pixels put so far. A put walks the output tiles its source overlaps:
+ *
+ * - a source covering a whole (edge-clipped) output tile hands it to the writer straight from
+ *   its own memory: no buffer, no copy (the common case when operation tiles are multiples of
+ *   the output tiles);
+ * - otherwise the overlap is copied into the slot's buffer outside the lock, then the count is
+ *   raised under the lock. Puts cover disjoint pixels, so concurrent copies never touch the
+ *   same bytes, and the thread whose count completes the tile saw (through the lock) every
+ *   other copy: it takes the buffer, writes the tile and frees it.
+ *
+ * A count above the tile's area means some pixels were put twice: an error, not a silent
+ * overwrite.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io_internal.h"
+#include "tw_io.h"
+
+typedef struct slot {
+    uint8_t *buf;    /* tile_w x tile_h pixels, rows packed; NULL unless partly covered */
+    int64_t covered; /* pixels put so far */
+} slot;
+
+struct twi_assembler {
+    tw_writer *wr;
+    int level;
+    int64_t w, h;            /* level size */
+    int32_t tw, th;          /* output tile size */
+    int channels;
+    tw_sample_type type;
+    size_t px;               /* bytes per pixel */
+    int64_t tiles_x, tiles_y;
+    slot *slots;             /* row-major */
+    pthread_mutex_t lock;    /* guards slots */
+};
+
+tw_status
+twi_assembler_create(tw_writer *wr, int level, int64_t level_w, int64_t level_h, int32_t tile_w,
+                     int32_t tile_h, int channels, tw_sample_type type, twi_assembler **out)
+{
+    const tw_writer_opts *o;
+    twi_assembler *a = NULL;
+    int64_t ww, wh;
+
+    if (!wr || !out)
+        return TW_E_INVALID;
+    o = twi_writer_opts(wr);
+    if (level < 0 || level >= o->n_levels || tile_w != o->tile_w || tile_h != o->tile_h ||
+        channels != o->channels || type != o->type)
+        return TW_E_INVALID;
+    twi_writer_level_size(wr, level, &ww, &wh);
+    if (level_w != ww || level_h != wh)
+        return TW_E_INVALID;
+    if (!(a = calloc(1, sizeof *a)))
+        return TW_E_NOMEM;
+    a->wr = wr;
+    a->level = level;
+    a->w = level_w;
+    a->h = level_h;
+    a->tw = tile_w;
+    a->th = tile_h;
+    a->channels = channels;
+    a->type = type;
+    a->px = twi_pixel_size(channels, type);
+    a->tiles_x = (level_w + tile_w - 1) / tile_w;
+    a->tiles_y = (level_h + tile_h - 1) / tile_h;
+    if (!(a->slots = calloc((size_t)(a->tiles_x * a->tiles_y), sizeof *a->slots))) {
+        free(a);
+        return TW_E_NOMEM;
+    }
+    pthread_mutex_init(&a->lock, NULL);
+    *out = a;
+    return TW_OK;
+}
+
+void
+twi_assembler_destroy(twi_assembler *a)
+{
+    int64_t i;
+
+    if (!a)
+        return;
+    for (i = 0; i < a->tiles_x * a->tiles_y; i++)
+        free(a->slots[i].buf);
+    free(a->slots);
+    pthread_mutex_destroy(&a->lock);
+    free(a);
+}
+
+static tw_status
+put_twice(const twi_assembler *a, int64_t tx, int64_t ty, tw_error *err)
+{
+    return twi_error_set(err, TW_E_INVALID,
+                         "io.assembler: pixels of output tile (%" PRId64 ",%" PRId64
+                         ") of level %d put twice",
+                         tx, ty, a->level);
+}
+
+tw_status
+twi_assembler_put(twi_assembler *a, int64_t x, int64_t y, const tw_tile_view *src, tw_error *err)
+{
+    const uint8_t *data;
+    size_t stride;
+    int64_t sw, sh, tx, ty;
+    tw_status st = TW_OK;
+
+    if (!a || !src || !src->data)
+        return twi_error_set(err, TW_E_INVALID, "io.assembler: put: NULL argument");
+    sw = src->w;
+    sh = src->h;
+    if (src->channels != a->channels || src->type != a->type)
+        return twi_error_set(err, TW_E_INVALID,
+                             "io.assembler: tile of %d x %s samples put into a %d x %s image",
+                             (int)src->channels, tw_sample_type_name(src->type), a->channels,
+                             tw_sample_type_name(a->type));
+    if (sw < 1 || sh < 1 || x < 0 || y < 0 || x >= a->w || y >= a->h || sw > a->w - x ||
+        sh > a->h - y)
+        return twi_error_set(err, TW_E_INVALID,
+                             "io.assembler: tile %" PRId64 ",%" PRId64 ",%" PRId64 "x%" PRId64
+                             " is outside level %d (%" PRId64 "x%" PRId64 ")",
+                             x, y, sw, sh, a->level, a->w, a->h);
+    if (src->stride < 0 || (size_t)src->stride < (size_t)sw * a->px)
+        return twi_error_set(err, TW_E_INVALID,
+                             "io.assembler: stride %" PRId64 " is below a row of %" PRId64
+                             " pixels",
+                             src->stride, sw);
+    data = src->data;
+    stride = (size_t)src->stride;
+
+    for (ty = y / a->th; ty <= (y + sh - 1) / a->th; ty++) {
+        for (tx = x / a->tw; tx <= (x + sw - 1) / a->tw; tx++) {
+            slot *sl = &a->slots[ty * a->tiles_x + tx];
+            const int64_t ox = tx * a->tw, oy = ty * a->th; /* output tile origin */
+            /* the output tile clipped to the level */
+            const int64_t cw = a->w - ox < a->tw ? a->w - ox : a->tw;
+            const int64_t ch = a->h - oy < a->th ? a->h - oy : a->th;
+            /* the part of src inside it */
+            const int64_t ix0 = x > ox ? x : ox, iy0 = y > oy ? y : oy;
+            const int64_t ix1 = x + sw < ox + cw ? x + sw : ox + cw;
+            const int64_t iy1 = y + sh < oy + ch ? y + sh : oy + ch;
+            const int64_t area = (ix1 - ix0) * (iy1 - iy0);
+            uint8_t *buf;
+            bool complete, twice;
+            int64_t r;
+
+            if (area == cw * ch) {
+                /* src holds the whole tile: write it from src's memory */
+                pthread_mutex_lock(&a->lock);
+                twice = sl->covered != 0;
+                sl->covered += area;
+                pthread_mutex_unlock(&a->lock);
+                if (twice)
+                    return put_twice(a, tx, ty, err);
+                st = tw_writer_write_tile(a->wr, a->level, tx, ty,
+                                          data + (size_t)(oy - y) * stride +
+                                              (size_t)(ox - x) * a->px,
+                                          stride, err);
+                if (st != TW_OK)
+                    return st;
+                continue;
+            }
+
+            pthread_mutex_lock(&a->lock);
+            twice = sl->covered >= cw * ch; /* already complete: these pixels came before */
+            if (!sl->buf && !twice)
+                sl->buf = calloc((size_t)a->tw * (size_t)a->th, a->px);
+            buf = sl->buf;
+            pthread_mutex_unlock(&a->lock);
+            if (twice)
+                return put_twice(a, tx, ty, err);
+            if (!buf)
+                return twi_error_set(err, TW_E_NOMEM, "io.assembler: out of memory for a tile");
+            for (r = iy0; r < iy1; r++)
+                memcpy(buf + ((size_t)(r - oy) * (size_t)a->tw + (size_t)(ix0 - ox)) * a->px,
+                       data + (size_t)(r - y) * stride + (size_t)(ix0 - x) * a->px,
+                       (size_t)(ix1 - ix0) * a->px);
+
+            pthread_mutex_lock(&a->lock);
+            sl->covered += area;
+            twice = sl->covered > cw * ch;
+            complete = sl->covered == cw * ch;
+            if (complete)
+                sl->buf = NULL; /* ours now */
+            pthread_mutex_unlock(&a->lock);
+            if (twice)
+                return put_twice(a, tx, ty, err);
+            if (complete) {
+                st = tw_writer_write_tile(a->wr, a->level, tx, ty, buf,
+                                          (size_t)a->tw * a->px, err);
+                free(buf);
+                if (st != TW_OK)
+                    return st;
+            }
+        }
+    }
+    return TW_OK;
+}

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave: private to io/: the slide object, the reader backends' ops table, helpers. */
+#ifndef TW_IO_INTERNAL_H
+#define TW_IO_INTERNAL_H
+
+#include <stdint.h>
+
+#include "tw_internal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A reader backend (house style rule 5). slide.c picks one, checks every argument and region
+ * before calling it, and owns the tw_slide; the backend keeps its state in s->priv. */
+typedef struct twi_reader_ops {
+    const char *name;    /* "tiff", "openslide": the domain of its messages is "io.<name>" */
+    tw_reader_kind kind; /* what tw_slide_get_reader() reports */
+    /* Open `path` (known to exist and be a readable regular file) and fill s: levels,
+     * n_levels, channels, type, mpp, format, properties, priv. On failure s->priv must be
+     * NULL or still closable by close(), and s->layout_unsupported says whether the file is
+     * sound but of a layout this backend does not read (another backend may). */
+    tw_status (*open)(tw_slide *s, const char *path, tw_error *err);
+    /* Read a region known to lie inside `level`, w, h >= 1, into dst (rows `stride` bytes
+     * apart, stride >= w * channels * sample size). Called concurrently from any thread. */
+    tw_status (*read_region)(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_t h,
+                             uint8_t *dst, size_t stride, tw_error *err);
+    /* Free s->priv (may be NULL). */
+    void (*close)(tw_slide *s);
+} twi_reader_ops;
+
+TWI_HIDDEN extern const twi_reader_ops twi_reader_tiff_ops;      /* reader_tiff.c */
+TWI_HIDDEN extern const twi_reader_ops twi_reader_openslide_ops; /* reader_openslide.c */
+
+/* The slide; read-only after open, so regions can be read from any thread. */
+struct tw_slide {
+    const twi_reader_ops *ops;
+    void *priv;             /* the backend's state */
+    char *path;
+    char *format;           /* "tiff" or the OpenSlide vendor */
+    int n_levels;
+    tw_level_info *levels;  /* n_levels entries, level 0 first */
+    int channels;           /* 1 or 3 */
+    tw_sample_type type;
+    double mpp_x, mpp_y;    /* microns per level-0 pixel, 0 when unknown */
+    char **prop_names;      /* n_props names then NULL (what get_property_names returns) */
+    char **prop_values;     /* n_props values */
+    size_t n_props, cap_props;
+    bool layout_unsupported; /* set by a failing open: a valid file of a layout not kept */
+};
+
+/* Add (or replace) property `name` = `value` on s; copies both. TW_OK or TW_E_NOMEM. */
+TWI_HIDDEN tw_status twi_slide_set_property(tw_slide *s, const char *name, const char *value);
+
+/* The writer as the assembler sees it (writer_tiff.c): its options and level sizes. */
+TWI_HIDDEN const tw_writer_opts *twi_writer_opts(const tw_writer *wr);
+TWI_HIDDEN void twi_writer_level_size(const tw_writer *wr, int level, int64_t *w, int64_t *h);
+
+/* strerror_r wrapper that always returns the text (thread-safe). */
+TWI_HIDDEN const char *twi_io_strerror(int errnum, char *buf, size_t n);
+
+/* Pixel size in bytes for `channels` samples of `type`. */
+static inline size_t
+twi_pixel_size(int channels, tw_sample_type type)
+{
+    return (size_t)channels * tw_sample_size(type);
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TW_IO_INTERNAL_H */

@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave: the OpenSlide reader: vendor slides as 8-bit RGB, premultiplied ARGB undone. */
+#include <math.h>
+#include <openslide.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io_internal.h"
+
+/* Pixels per openslide_read_region call: bounds the ARGB buffer to 16 MiB per reading thread
+ * whatever region is asked for. */
+#define CHUNK_PIXELS ((int64_t)1 << 22)
+
+typedef struct os_reader {
+    openslide_t *osr; /* thread-safe: one handle shared by every reading thread */
+} os_reader;
+
+static void
+os_close(tw_slide *s)
+{
+    os_reader *r = s->priv;
+
+    if (!r)
+        return;
+    if (r->osr)
+        openslide_close(r->osr);
+    free(r);
+    s->priv = NULL;
+}
+
+/* Integer property, or 0 when absent or not a number. */
+static int64_t
+prop_i64(openslide_t *osr, const char *name)
+{
+    const char *v = openslide_get_property_value(osr, name);
+    int64_t n = 0;
+
+    if (!v || twi_parse_i64(v, 0, INT32_MAX, &n) != TW_OK)
+        return 0;
+    return n;
+}
+
+static double
+prop_f64(openslide_t *osr, const char *name)
+{
+    const char *v = openslide_get_property_value(osr, name);
+    double d = 0;
+
+    if (!v || twi_parse_f64(v, &d) != TW_OK || d < 0)
+        return 0;
+    return d;
+}
+
+static tw_status
+os_open(tw_slide *s, const char *path, tw_error *err)
+{
+    os_reader *r = NULL;
+    const char *e, *vendor;
+    const char *const *names;
+    tw_status st;
+    int32_t n, i;
+    char key[64];
+
+    if (!(r = calloc(1, sizeof *r)))
+        return twi_error_set(err, TW_E_NOMEM, "io.openslide: out of memory opening '%s'", path);
+    s->priv = r;
+    if (!(r->osr = openslide_open(path)))
+        return twi_error_set(err, TW_E_FORMAT,
+                             "io.openslide: '%s' is not a slide OpenSlide can open", path);
+    if ((e = openslide_get_error(r->osr)))
+        return twi_error_set(err, TW_E_FORMAT, "io.openslide: cannot open '%s' (%s)", path, e);
+    n = openslide_get_level_count(r->osr);
+    if (n < 1)
+        return twi_error_set(err, TW_E_FORMAT, "io.openslide: '%s' has no levels", path);
+    if (!(s->levels = calloc((size_t)n, sizeof *s->levels)))
+        return twi_error_set(err, TW_E_NOMEM, "io.openslide: out of memory opening '%s'", path);
+    for (i = 0; i < n; i++) {
+        tw_level_info *l = &s->levels[i];
+
+        openslide_get_level_dimensions(r->osr, i, &l->w, &l->h);
+        l->downsample = openslide_get_level_downsample(r->osr, i);
+        if (l->w < 1 || l->h < 1 || !(l->downsample > 0))
+            return twi_error_set(err, TW_E_FORMAT,
+                                 "io.openslide: bad dimensions of level %d of '%s'", (int)i, path);
+        snprintf(key, sizeof key, "openslide.level[%d].tile-width", (int)i);
+        l->tile_w = (int32_t)prop_i64(r->osr, key);
+        snprintf(key, sizeof key, "openslide.level[%d].tile-height", (int)i);
+        l->tile_h = (int32_t)prop_i64(r->osr, key);
+    }
+    s->n_levels = (int)n;
+    s->channels = 3;
+    s->type = TW_U8;
+    s->mpp_x = prop_f64(r->osr, OPENSLIDE_PROPERTY_NAME_MPP_X);
+    s->mpp_y = prop_f64(r->osr, OPENSLIDE_PROPERTY_NAME_MPP_Y);
+    if (s->mpp_x == 0 && s->mpp_y == 0) {
+        /* OpenSlide 3.4 gives generic TIFFs no openslide.mpp-x (4.0 does): use the tags */
+        const char *unit = openslide_get_property_value(r->osr, "tiff.ResolutionUnit");
+        double um = unit && strcmp(unit, "centimeter") == 0 ? 10000.0
+                    : unit && strcmp(unit, "inch") == 0     ? 25400.0
+                                                            : 0.0;
+        double rx = prop_f64(r->osr, "tiff.XResolution");
+        double ry = prop_f64(r->osr, "tiff.YResolution");
+
+        if (um > 0 && rx > 0 && ry > 0) {
+            s->mpp_x = um / rx;
+            s->mpp_y = um / ry;
+        }
+    }
+    vendor = openslide_get_property_value(r->osr, OPENSLIDE_PROPERTY_NAME_VENDOR);
+    if (!(s->format = strdup(vendor ? vendor : "openslide")))
+        return twi_error_set(err, TW_E_NOMEM, "io.openslide: out of memory opening '%s'", path);
+    names = openslide_get_property_names(r->osr);
+    for (; names && *names; names++) {
+        if ((st = twi_slide_set_property(s, *names,
+                                         openslide_get_property_value(r->osr, *names))) != TW_OK)
+            return twi_error_set(err, st, "io.openslide: out of memory opening '%s'", path);
+    }
+    if ((e = openslide_get_error(r->osr)))
+        return twi_error_set(err, TW_E_FORMAT, "io.openslide: cannot open '%s' (%s)", path, e);
+    return TW_OK;
+}
+
+/* Premultiplied ARGB to RGB: opaque as is, transparent is glass (white), partial alpha is
+ * divided out with rounding. */
+static void
+argb_to_rgb(const uint32_t *src, int64_t n, uint8_t *dst)
+{
+    int64_t i;
+
+    for (i = 0; i < n; i++, dst += 3) {
+        const uint32_t p = src[i];
+        const uint32_t a = p >> 24;
+        uint32_t c[3] = {(p >> 16) & 0xff, (p >> 8) & 0xff, p & 0xff};
+        int k;
+
+        if (a == 255) {
+            dst[0] = (uint8_t)c[0];
+            dst[1] = (uint8_t)c[1];
+            dst[2] = (uint8_t)c[2];
+        } else if (a == 0) {
+            dst[0] = dst[1] = dst[2] = 255;
+        } else {
+            for (k = 0; k < 3; k++) {
+                uint32_t v = (c[k] * 255 + a / 2) / a;
+
+                dst[k] = (uint8_t)(v > 255 ? 255 : v);
+            }
+        }
+    }
+}
+
+static tw_status
+os_read_region(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_t h,
+               uint8_t *dst, size_t stride, tw_error *err)
+{
+    os_reader *r = s->priv;
+    const double ds = s->levels[level].downsample;
+    const int64_t cw = w < CHUNK_PIXELS ? w : CHUNK_PIXELS;
+    const int64_t ch_max = CHUNK_PIXELS / cw;
+    uint32_t *buf = NULL;
+    tw_status st = TW_OK;
+    const char *e;
+    int64_t cx, cy, row;
+
+    if (!(buf = malloc((size_t)cw * (size_t)(h < ch_max ? h : ch_max) * sizeof *buf)))
+        return twi_error_set(err, TW_E_NOMEM, "io.openslide: out of memory reading '%s'",
+                             s->path);
+    for (cy = 0; cy < h; cy += ch_max) {
+        const int64_t ch = h - cy < ch_max ? h - cy : ch_max;
+
+        for (cx = 0; cx < w; cx += cw) {
+            const int64_t ww = w - cx < cw ? w - cx : cw;
+            /* OpenSlide takes the top-left corner in level-0 pixels */
+            const int64_t x0 = llround((double)(x + cx) * ds);
+            const int64_t y0 = llround((double)(y + cy) * ds);
+
+            openslide_read_region(r->osr, buf, x0, y0, (int32_t)level, ww, ch);
+            if ((e = openslide_get_error(r->osr))) {
+                st = twi_error_set(err, TW_E_FORMAT,
+                                   "io.openslide: cannot read level %d of '%s' (%s)", level,
+                                   s->path, e);
+                goto out;
+            }
+            for (row = 0; row < ch; row++)
+                argb_to_rgb(buf + row * ww, ww, dst + (size_t)(cy + row) * stride + (size_t)cx * 3);
+        }
+    }
+out:
+    free(buf);
+    return st;
+}
+
+const twi_reader_ops twi_reader_openslide_ops = {
+    .name = "openslide",
+    .kind = TW_READER_OPENSLIDE,
+    .open = os_open,
+    .read_region = os_read_region,
+    .close = os_close,
+};

@@ -1,0 +1,777 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave: the libtiff reader: plain TIFF/BigTIFF, tiled or striped, samples kept as stored. */
+
+/*
+ * Levels. Directory 0 is level 0; each later directory with the same sample layout (samples,
+ * bits, sample format, photometric, tiled or striped) and a strictly smaller size is the next
+ * level. Anything else (a thumbnail of another layout, a label, a mask) is skipped.
+ *
+ * Checks at open. Before libtiff sees the file we walk the chain of directories ourselves and
+ * check each lies inside the file, then check that every tile or strip of every level ends
+ * inside the file, so that a truncated file is reported at open, naming what is missing,
+ * rather than as a decode error in the middle of a job.
+ *
+ * Threads. A libtiff handle is not thread-safe and carries a current directory, so we keep a
+ * pool: a reading thread takes a free handle (or opens a new one), selects the level's
+ * directory if needed, decodes, and gives the handle back. The pool grows to the number of
+ * threads that read at once. Each handle has its own libtiff error handler (TIFFOpenExt with
+ * TIFFOpenOptions) that keeps libtiff's first message for our error: libtiff never prints,
+ * and nothing process-wide (TIFFSetErrorHandler) is touched.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <tiffio.h>
+#include <unistd.h>
+
+#include "io_internal.h"
+
+/* More directories than any pyramid has; bounds the walk of a corrupt, looping chain. */
+#define MAX_DIRS 4096
+
+typedef struct tiff_level {
+    tdir_t dir;          /* directory number */
+    int64_t w, h;        /* pixels */
+    bool tiled;
+    uint32_t tw, th;     /* tile size; strips: width x rows per strip */
+    uint32_t n_across;   /* tiles per row (1 for strips) */
+    uint32_t n_striles;  /* tiles or strips */
+    size_t strile_bytes; /* decoded bytes of a full tile or strip */
+} tiff_level;
+
+typedef struct tiff_handle {
+    TIFF *tif;
+    const char *path;         /* the reader's; libtiff often uses it as the "module" */
+    int level;                /* level whose directory is selected, -1 none */
+    uint8_t *scratch;         /* one decoded tile or strip */
+    size_t scratch_bytes;
+    char msg[256];            /* libtiff's first error since the last clear */
+    struct tiff_handle *next; /* free list */
+} tiff_handle;
+
+typedef struct tiff_reader {
+    char *path;
+    int spp;                  /* samples per pixel in the file (an alpha sample included) */
+    size_t sample_bytes;
+    bool jpeg_rgb;            /* YCbCr JPEG decoded to RGB by libjpeg */
+    int n_levels;
+    tiff_level *levels;
+    size_t max_strile_bytes;
+    pthread_mutex_t lock;     /* guards free_list */
+    bool lock_init;
+    tiff_handle *free_list;
+} tiff_reader;
+
+/* ---- libtiff's messages, per handle */
+
+static int
+on_error(TIFF *tif, void *user, const char *module, const char *fmt, va_list ap)
+{
+    tiff_handle *h = user;
+    char *p;
+    int n = 0;
+
+    (void)tif;
+    /* The first message names the cause; later ones are usually consequences. */
+    if (!h || h->msg[0])
+        return 1;
+    if (module && *module && !(h->path && strcmp(module, h->path) == 0))
+        n = snprintf(h->msg, sizeof h->msg, "%s: ", module);
+    if (n < 0 || (size_t)n >= sizeof h->msg)
+        n = 0;
+    vsnprintf(h->msg + n, sizeof h->msg - (size_t)n, fmt, ap);
+    for (p = h->msg; *p; p++)
+        if (*p == '\n' || *p == '\r')
+            *p = ' ';
+    return 1; /* handled: the global handlers are not called */
+}
+
+static int
+on_warning(TIFF *tif, void *user, const char *module, const char *fmt, va_list ap)
+{
+    char buf[256];
+
+    (void)tif;
+    (void)user;
+    if (TW_LOG_DEBUG <= twi_log_level_get()) {
+        vsnprintf(buf, sizeof buf, fmt, ap);
+        TW_DEBUG("io.tiff", "libtiff warning: %s: %s", module ? module : "", buf);
+    }
+    return 1;
+}
+
+static const char *
+handle_msg(const tiff_handle *h)
+{
+    return h->msg[0] ? h->msg : "no message from libtiff";
+}
+
+static void
+handle_close(tiff_handle *h)
+{
+    if (!h)
+        return;
+    if (h->tif)
+        TIFFClose(h->tif);
+    free(h->scratch);
+    free(h);
+}
+
+static tw_status
+handle_open(tiff_reader *r, tiff_handle **out, tw_error *err)
+{
+    tw_status st = TW_OK;
+    tiff_handle *h = NULL;
+    TIFFOpenOptions *opts = NULL;
+
+    if (!(h = calloc(1, sizeof *h)) || !(opts = TIFFOpenOptionsAlloc())) {
+        st = twi_error_set(err, TW_E_NOMEM, "io.tiff: out of memory opening '%s'", r->path);
+        goto out;
+    }
+    h->level = -1;
+    h->path = r->path;
+    TIFFOpenOptionsSetErrorHandlerExtR(opts, on_error, h);
+    TIFFOpenOptionsSetWarningHandlerExtR(opts, on_warning, h);
+    /* "m": no memory mapping, so a file that shrinks under us gives a read error, not
+     * SIGBUS. libtiff copies the handlers out of opts. */
+    if (!(h->tif = TIFFOpenExt(r->path, "rm", opts))) {
+        st = twi_error_set(err, TW_E_FORMAT, "io.tiff: cannot read '%s' (%s)", r->path,
+                           handle_msg(h));
+        goto out;
+    }
+    *out = h;
+    h = NULL;
+out:
+    TIFFOpenOptionsFree(opts);
+    handle_close(h);
+    return st;
+}
+
+static tw_status
+handle_select(tiff_reader *r, tiff_handle *h, int level, tw_error *err)
+{
+    if (h->level == level)
+        return TW_OK;
+    h->level = -1;
+    h->msg[0] = '\0';
+    if (!TIFFSetDirectory(h->tif, r->levels[level].dir))
+        return twi_error_set(err, TW_E_FORMAT, "io.tiff: cannot read directory %u of '%s' (%s)",
+                             (unsigned)r->levels[level].dir, r->path, handle_msg(h));
+    /* a pseudo-tag reset with every directory */
+    if (r->jpeg_rgb && !TIFFSetField(h->tif, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB))
+        return twi_error_set(err, TW_E_FORMAT, "io.tiff: cannot decode JPEG as RGB in '%s' (%s)",
+                             r->path, handle_msg(h));
+    if (h->scratch_bytes < r->max_strile_bytes) {
+        uint8_t *p = realloc(h->scratch, r->max_strile_bytes);
+
+        if (!p)
+            return twi_error_set(err, TW_E_NOMEM,
+                                 "io.tiff: out of memory for a %zu-byte tile of '%s'",
+                                 r->max_strile_bytes, r->path);
+        h->scratch = p;
+        h->scratch_bytes = r->max_strile_bytes;
+    }
+    h->level = level;
+    return TW_OK;
+}
+
+static tw_status
+handle_acquire(tiff_reader *r, tiff_handle **out, tw_error *err)
+{
+    tiff_handle *h;
+
+    pthread_mutex_lock(&r->lock);
+    h = r->free_list;
+    if (h)
+        r->free_list = h->next;
+    pthread_mutex_unlock(&r->lock);
+    if (h) {
+        h->next = NULL;
+        *out = h;
+        return TW_OK;
+    }
+    return handle_open(r, out, err);
+}
+
+static void
+handle_release(tiff_reader *r, tiff_handle *h)
+{
+    pthread_mutex_lock(&r->lock);
+    h->next = r->free_list;
+    r->free_list = h;
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* ---- our own walk of the directory chain, to report truncation before libtiff does */
+
+typedef struct raw_file {
+    int fd;
+    uint64_t size;
+    bool big;    /* BigTIFF */
+    bool motor;  /* big-endian ("MM") */
+} raw_file;
+
+static bool
+raw_read(const raw_file *f, uint64_t off, void *buf, size_t n)
+{
+    uint8_t *p = buf;
+
+    if (off > f->size || n > f->size - off)
+        return false;
+    while (n > 0) {
+        int64_t got = pread(f->fd, p, n, (int64_t)off);
+
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return false;
+        p += got;
+        off += (uint64_t)got;
+        n -= (size_t)got;
+    }
+    return true;
+}
+
+static uint64_t
+raw_uint(const raw_file *f, const uint8_t *b, int n)
+{
+    uint64_t v = 0;
+    int i;
+
+    for (i = 0; i < n; i++)
+        v |= (uint64_t)b[f->motor ? n - 1 - i : i] << (8 * i);
+    return v;
+}
+
+/* Count the directories and check each lies inside the file. */
+static tw_status
+walk_directories(const char *path, int *n_dirs, tw_error *err)
+{
+    tw_status st = TW_OK;
+    raw_file f = {.fd = -1};
+    uint8_t b[16];
+    struct stat sb;
+    uint64_t off, count, entry, end;
+    char ebuf[128];
+    int n = 0;
+
+    if ((f.fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(f.fd, &sb) != 0) {
+        int e = errno;
+        st = twi_error_set(err, TW_E_IO, "io.tiff: cannot open '%s' (%s)", path,
+                           twi_io_strerror(e, ebuf, sizeof ebuf));
+        goto out;
+    }
+    f.size = (uint64_t)sb.st_size;
+    if (!raw_read(&f, 0, b, 8)) {
+        st = twi_error_set(err, TW_E_FORMAT, "io.tiff: '%s' is truncated (no TIFF header)", path);
+        goto out;
+    }
+    f.motor = b[0] == 'M';
+    f.big = raw_uint(&f, b + 2, 2) == 43;
+    if (f.big) {
+        if (!raw_read(&f, 8, b + 8, 8)) {
+            st = twi_error_set(err, TW_E_FORMAT,
+                               "io.tiff: '%s' is truncated (no BigTIFF header)", path);
+            goto out;
+        }
+        off = raw_uint(&f, b + 8, 8);
+    } else {
+        off = raw_uint(&f, b + 4, 4);
+    }
+    entry = f.big ? 20 : 12;
+    while (off != 0 && n < MAX_DIRS) {
+        /* count, entries, next offset */
+        if (!raw_read(&f, off, b, f.big ? 8 : 2)) {
+            st = twi_error_set(err, TW_E_FORMAT,
+                               "io.tiff: '%s' is truncated (directory %d starts at byte %" PRIu64
+                               ", the file has %" PRIu64 ")",
+                               path, n, off, f.size);
+            goto out;
+        }
+        count = raw_uint(&f, b, f.big ? 8 : 2);
+        end = off + (f.big ? 8 : 2) + count * entry;
+        if (count > 65535 || !raw_read(&f, end, b, f.big ? 8 : 4)) {
+            st = twi_error_set(err, TW_E_FORMAT,
+                               "io.tiff: '%s' is truncated (directory %d ends at byte %" PRIu64
+                               ", the file has %" PRIu64 ")",
+                               path, n, end + (f.big ? 8 : 4), f.size);
+            goto out;
+        }
+        off = raw_uint(&f, b, f.big ? 8 : 4);
+        n++;
+    }
+    *n_dirs = n;
+out:
+    if (f.fd >= 0)
+        close(f.fd);
+    return st;
+}
+
+/* ---- layout checks */
+
+static const char *
+photometric_name(uint16_t p)
+{
+    switch (p) {
+    case PHOTOMETRIC_MINISWHITE: return "min-is-white";
+    case PHOTOMETRIC_MINISBLACK: return "min-is-black";
+    case PHOTOMETRIC_RGB: return "rgb";
+    case PHOTOMETRIC_PALETTE: return "palette";
+    case PHOTOMETRIC_MASK: return "transparency mask";
+    case PHOTOMETRIC_SEPARATED: return "separated (CMYK)";
+    case PHOTOMETRIC_YCBCR: return "ycbcr";
+    case PHOTOMETRIC_CIELAB: return "cielab";
+    case PHOTOMETRIC_ICCLAB: return "icclab";
+    case PHOTOMETRIC_ITULAB: return "itulab";
+    case PHOTOMETRIC_LOGL: return "logl";
+    case PHOTOMETRIC_LOGLUV: return "logluv";
+    }
+    return "unknown";
+}
+
+/* The sample layout of the current directory; levels must all share it. */
+typedef struct tiff_layout {
+    uint16_t spp, bps, fmt, photometric, planar, compression;
+    bool tiled;
+} tiff_layout;
+
+static bool
+read_layout(TIFF *tif, tiff_layout *l)
+{
+    memset(l, 0, sizeof *l);
+    if (!TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLESPERPIXEL, &l->spp) ||
+        !TIFFGetFieldDefaulted(tif, TIFFTAG_BITSPERSAMPLE, &l->bps) ||
+        !TIFFGetFieldDefaulted(tif, TIFFTAG_SAMPLEFORMAT, &l->fmt) ||
+        !TIFFGetFieldDefaulted(tif, TIFFTAG_PLANARCONFIG, &l->planar) ||
+        !TIFFGetFieldDefaulted(tif, TIFFTAG_COMPRESSION, &l->compression))
+        return false;
+    if (!TIFFGetField(tif, TIFFTAG_PHOTOMETRIC, &l->photometric))
+        l->photometric = 0xffff;
+    l->tiled = TIFFIsTiled(tif) != 0;
+    return true;
+}
+
+static bool
+same_layout(const tiff_layout *a, const tiff_layout *b)
+{
+    return a->spp == b->spp && a->bps == b->bps && a->fmt == b->fmt &&
+           a->photometric == b->photometric && a->planar == b->planar && a->tiled == b->tiled;
+}
+
+/* What level 0's layout reads as; TW_E_FORMAT naming the first unsupported property. */
+static tw_status
+check_layout(tw_slide *s, tiff_reader *r, const tiff_layout *l, tw_error *err)
+{
+    const char *p = r->path;
+
+    if (l->photometric == 0xffff)
+        return twi_error_set(err, TW_E_FORMAT, "io.tiff: no photometric interpretation in '%s'",
+                             p);
+    if (l->photometric != PHOTOMETRIC_MINISBLACK && l->photometric != PHOTOMETRIC_RGB &&
+        !(l->photometric == PHOTOMETRIC_YCBCR && l->compression == COMPRESSION_JPEG))
+        return twi_error_set(err, TW_E_FORMAT, "io.tiff: unsupported photometric %s in '%s'",
+                             l->photometric == PHOTOMETRIC_YCBCR ? "ycbcr without JPEG"
+                                                                 : photometric_name(l->photometric),
+                             p);
+    if (l->spp > 1 && l->planar == PLANARCONFIG_SEPARATE)
+        return twi_error_set(err, TW_E_FORMAT,
+                             "io.tiff: unsupported planar configuration separate in '%s'", p);
+    if (l->bps != 8 && l->bps != 16 && l->bps != 32)
+        return twi_error_set(err, TW_E_FORMAT, "io.tiff: unsupported bits per sample %u in '%s'",
+                             (unsigned)l->bps, p);
+    if (l->fmt != SAMPLEFORMAT_UINT && l->fmt != SAMPLEFORMAT_IEEEFP)
+        return twi_error_set(err, TW_E_FORMAT, "io.tiff: unsupported sample format %s in '%s'",
+                             l->fmt == SAMPLEFORMAT_INT ? "signed integer" : "other", p);
+    if (l->fmt == SAMPLEFORMAT_IEEEFP && (l->bps != 32 || l->photometric != PHOTOMETRIC_MINISBLACK))
+        return twi_error_set(err, TW_E_FORMAT,
+                             "io.tiff: unsupported floating-point layout (%u bits, %u samples) "
+                             "in '%s'",
+                             (unsigned)l->bps, (unsigned)l->spp, p);
+    if (!TIFFIsCODECConfigured(l->compression))
+        return twi_error_set(err, TW_E_FORMAT, "io.tiff: unsupported compression %u in '%s'",
+                             (unsigned)l->compression, p);
+
+    if (l->photometric == PHOTOMETRIC_MINISBLACK) {
+        if (l->spp != 1)
+            return twi_error_set(err, TW_E_FORMAT,
+                                 "io.tiff: unsupported samples per pixel %u for gray in '%s'",
+                                 (unsigned)l->spp, p);
+        s->channels = 1;
+        s->type = l->fmt == SAMPLEFORMAT_IEEEFP ? TW_F32
+                  : l->bps == 8                 ? TW_U8
+                  : l->bps == 16                ? TW_U16
+                                                : TW_U32;
+    } else {
+        /* RGB, or YCbCr JPEG that libjpeg converts to RGB; a 4th sample (alpha) is dropped */
+        if (l->spp != 3 && l->spp != 4)
+            return twi_error_set(err, TW_E_FORMAT,
+                                 "io.tiff: unsupported samples per pixel %u for RGB in '%s'",
+                                 (unsigned)l->spp, p);
+        if (l->bps == 32)
+            return twi_error_set(err, TW_E_FORMAT,
+                                 "io.tiff: unsupported bits per sample 32 for RGB in '%s'", p);
+        if (l->photometric == PHOTOMETRIC_YCBCR && (l->bps != 8 || l->spp != 3))
+            return twi_error_set(err, TW_E_FORMAT,
+                                 "io.tiff: unsupported YCbCr JPEG layout (%u bits, %u samples) "
+                                 "in '%s'",
+                                 (unsigned)l->bps, (unsigned)l->spp, p);
+        s->channels = 3;
+        s->type = l->bps == 8 ? TW_U8 : TW_U16;
+        r->jpeg_rgb = l->photometric == PHOTOMETRIC_YCBCR;
+    }
+    r->spp = l->spp;
+    r->sample_bytes = tw_sample_size(s->type);
+    return TW_OK;
+}
+
+/* Geometry of the current directory as a level; false when it cannot be one. */
+static bool
+read_geometry(TIFF *tif, tiff_reader *r, tiff_level *lv)
+{
+    uint32_t w = 0, h = 0, tw = 0, th = 0, rps = 0;
+    uint64_t row_bytes;
+
+    if (!TIFFGetField(tif, TIFFTAG_IMAGEWIDTH, &w) || !TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &h) ||
+        w == 0 || h == 0)
+        return false;
+    lv->w = w;
+    lv->h = h;
+    lv->tiled = TIFFIsTiled(tif) != 0;
+    if (lv->tiled) {
+        if (!TIFFGetField(tif, TIFFTAG_TILEWIDTH, &tw) ||
+            !TIFFGetField(tif, TIFFTAG_TILELENGTH, &th) || tw == 0 || th == 0)
+            return false;
+        lv->tw = tw;
+        lv->th = th;
+        lv->n_across = (uint32_t)((w + (uint64_t)tw - 1) / tw);
+        lv->n_striles = TIFFNumberOfTiles(tif);
+    } else {
+        if (!TIFFGetFieldDefaulted(tif, TIFFTAG_ROWSPERSTRIP, &rps) || rps == 0)
+            return false;
+        lv->tw = w;
+        lv->th = rps < h ? rps : h;
+        lv->n_across = 1;
+        lv->n_striles = TIFFNumberOfStrips(tif);
+    }
+    /* decoded layout: rows of tw pixels of spp samples (JPEG YCbCr comes out as RGB) */
+    row_bytes = (uint64_t)lv->tw * (uint64_t)r->spp * r->sample_bytes;
+    if (row_bytes > SIZE_MAX / lv->th)
+        return false;
+    lv->strile_bytes = (size_t)(row_bytes * lv->th);
+    if (lv->n_striles != (uint32_t)(((uint64_t)h + lv->th - 1) / lv->th) * lv->n_across)
+        return false;
+    return true;
+}
+
+/* Every tile or strip of the current directory must end inside the file. */
+static tw_status
+check_striles(TIFF *tif, tiff_reader *r, int level, uint64_t file_size, tw_error *err)
+{
+    const tiff_level *lv = &r->levels[level];
+    uint32_t i;
+
+    for (i = 0; i < lv->n_striles; i++) {
+        uint64_t off = TIFFGetStrileOffset(tif, i);
+        uint64_t n = TIFFGetStrileByteCount(tif, i);
+
+        if (off == 0 && n == 0)
+            continue; /* sparse: reads as zeros */
+        if (off > file_size || n > file_size - off)
+            return twi_error_set(err, TW_E_FORMAT,
+                                 "io.tiff: '%s' is truncated (%s %u of level %d ends at byte "
+                                 "%" PRIu64 ", the file has %" PRIu64 ")",
+                                 r->path, lv->tiled ? "tile" : "strip", i, level, off + n,
+                                 file_size);
+    }
+    return TW_OK;
+}
+
+static tw_status
+add_string_prop(tw_slide *s, TIFF *tif, uint32_t tag, const char *name)
+{
+    const char *v = NULL;
+
+    if (TIFFGetField(tif, tag, &v) && v)
+        return twi_slide_set_property(s, name, v);
+    return TW_OK;
+}
+
+static tw_status
+read_properties(tw_slide *s, TIFF *tif)
+{
+    static const struct {
+        uint32_t tag;
+        const char *name;
+    } strs[] = {
+        {TIFFTAG_IMAGEDESCRIPTION, "tiff.ImageDescription"},
+        {TIFFTAG_MAKE, "tiff.Make"},
+        {TIFFTAG_MODEL, "tiff.Model"},
+        {TIFFTAG_SOFTWARE, "tiff.Software"},
+        {TIFFTAG_DATETIME, "tiff.DateTime"},
+        {TIFFTAG_ARTIST, "tiff.Artist"},
+        {TIFFTAG_HOSTCOMPUTER, "tiff.HostComputer"},
+        {TIFFTAG_COPYRIGHT, "tiff.Copyright"},
+    };
+    tw_status st;
+    float xres = 0, yres = 0;
+    uint16_t unit = RESUNIT_INCH; /* the TIFF default when the tag is absent */
+    bool has_unit;
+    char buf[64];
+    size_t i;
+
+    for (i = 0; i < sizeof strs / sizeof strs[0]; i++)
+        if ((st = add_string_prop(s, tif, strs[i].tag, strs[i].name)) != TW_OK)
+            return st;
+    has_unit = TIFFGetField(tif, TIFFTAG_RESOLUTIONUNIT, &unit) != 0;
+    if (!has_unit)
+        unit = RESUNIT_INCH;
+    if (TIFFGetField(tif, TIFFTAG_XRESOLUTION, &xres)) {
+        snprintf(buf, sizeof buf, "%.10g", (double)xres);
+        if ((st = twi_slide_set_property(s, "tiff.XResolution", buf)) != TW_OK)
+            return st;
+    }
+    if (TIFFGetField(tif, TIFFTAG_YRESOLUTION, &yres)) {
+        snprintf(buf, sizeof buf, "%.10g", (double)yres);
+        if ((st = twi_slide_set_property(s, "tiff.YResolution", buf)) != TW_OK)
+            return st;
+    }
+    if (has_unit &&
+        (st = twi_slide_set_property(s, "tiff.ResolutionUnit",
+                                     unit == RESUNIT_CENTIMETER ? "centimeter"
+                                     : unit == RESUNIT_INCH     ? "inch"
+                                                                : "none")) != TW_OK)
+        return st;
+    /* microns per pixel from pixels per unit */
+    if (unit == RESUNIT_CENTIMETER || unit == RESUNIT_INCH) {
+        double um = unit == RESUNIT_CENTIMETER ? 10000.0 : 25400.0;
+
+        s->mpp_x = xres > 0 ? um / (double)xres : 0.0;
+        s->mpp_y = yres > 0 ? um / (double)yres : 0.0;
+    }
+    return TW_OK;
+}
+
+/* ---- the backend */
+
+static void
+tiff_close(tw_slide *s)
+{
+    tiff_reader *r = s->priv;
+
+    if (!r)
+        return;
+    while (r->free_list) {
+        tiff_handle *h = r->free_list;
+
+        r->free_list = h->next;
+        handle_close(h);
+    }
+    if (r->lock_init)
+        pthread_mutex_destroy(&r->lock);
+    free(r->levels);
+    free(r->path);
+    free(r);
+    s->priv = NULL;
+}
+
+static tw_status
+tiff_open(tw_slide *s, const char *path, tw_error *err)
+{
+    tw_status st = TW_OK;
+    tiff_reader *r = NULL;
+    tiff_handle *h = NULL;
+    tiff_layout l0, l;
+    struct stat sb;
+    int n_dirs = 0, d, i;
+    char ebuf[128];
+
+    if (!(r = calloc(1, sizeof *r)) || !(r->path = strdup(path))) {
+        free(r);
+        return twi_error_set(err, TW_E_NOMEM, "io.tiff: out of memory opening '%s'", path);
+    }
+    s->priv = r;
+    if (pthread_mutex_init(&r->lock, NULL) != 0)
+        return twi_error_set(err, TW_E_NOMEM, "io.tiff: cannot create a mutex");
+    r->lock_init = true;
+    if (stat(path, &sb) != 0) {
+        int e = errno;
+        return twi_error_set(err, TW_E_IO, "io.tiff: cannot open '%s' (%s)", path,
+                             twi_io_strerror(e, ebuf, sizeof ebuf));
+    }
+    if ((st = walk_directories(path, &n_dirs, err)) != TW_OK)
+        return st;
+    if (n_dirs == 0)
+        return twi_error_set(err, TW_E_FORMAT, "io.tiff: '%s' has no image directory", path);
+    if ((st = handle_open(r, &h, err)) != TW_OK)
+        return st;
+    if (!read_layout(h->tif, &l0)) {
+        st = twi_error_set(err, TW_E_FORMAT, "io.tiff: cannot read the layout of '%s' (%s)",
+                           path, handle_msg(h));
+        goto out;
+    }
+    if ((st = check_layout(s, r, &l0, err)) != TW_OK) {
+        s->layout_unsupported = true;
+        goto out;
+    }
+    if ((st = read_properties(s, h->tif)) != TW_OK) {
+        twi_error_set(err, st, "io.tiff: out of memory reading the tags of '%s'", path);
+        goto out;
+    }
+    if (!(r->levels = calloc((size_t)n_dirs, sizeof *r->levels))) {
+        st = twi_error_set(err, TW_E_NOMEM, "io.tiff: out of memory opening '%s'", path);
+        goto out;
+    }
+
+    for (d = 0; d < n_dirs; d++) {
+        tiff_level lv = {.dir = (tdir_t)d};
+        uint32_t subfile = 0;
+
+        if (d > 0) {
+            h->msg[0] = '\0';
+            if (!TIFFReadDirectory(h->tif)) {
+                st = twi_error_set(err, TW_E_FORMAT,
+                                   "io.tiff: cannot read directory %d of '%s' (%s)", d, path,
+                                   handle_msg(h));
+                goto out;
+            }
+            TIFFGetField(h->tif, TIFFTAG_SUBFILETYPE, &subfile);
+            if (!read_layout(h->tif, &l) || !same_layout(&l, &l0) || (subfile & FILETYPE_MASK))
+                continue;
+            if (!TIFFIsCODECConfigured(l.compression))
+                continue;
+        }
+        if (r->jpeg_rgb)
+            TIFFSetField(h->tif, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB);
+        if (!read_geometry(h->tif, r, &lv)) {
+            if (d == 0) {
+                st = twi_error_set(err, TW_E_FORMAT,
+                                   "io.tiff: bad image or tile size in directory 0 of '%s'", path);
+                goto out;
+            }
+            continue;
+        }
+        if (d > 0) {
+            const tiff_level *prev = &r->levels[r->n_levels - 1];
+
+            if (lv.w > prev->w || lv.h > prev->h || (lv.w == prev->w && lv.h == prev->h))
+                continue;
+        }
+        r->levels[r->n_levels] = lv;
+        if ((st = check_striles(h->tif, r, r->n_levels, (uint64_t)sb.st_size, err)) != TW_OK)
+            goto out;
+        if (lv.strile_bytes > r->max_strile_bytes)
+            r->max_strile_bytes = lv.strile_bytes;
+        r->n_levels++;
+    }
+
+    if (!(s->levels = calloc((size_t)r->n_levels, sizeof *s->levels)) ||
+        !(s->format = strdup("tiff"))) {
+        st = twi_error_set(err, TW_E_NOMEM, "io.tiff: out of memory opening '%s'", path);
+        goto out;
+    }
+    s->n_levels = r->n_levels;
+    for (i = 0; i < r->n_levels; i++) {
+        const tiff_level *lv = &r->levels[i];
+
+        s->levels[i].w = lv->w;
+        s->levels[i].h = lv->h;
+        s->levels[i].downsample = (double)r->levels[0].w / (double)lv->w;
+        s->levels[i].tile_w = lv->tiled ? (int32_t)lv->tw : 0;
+        s->levels[i].tile_h = lv->tiled ? (int32_t)lv->th : 0;
+    }
+    /* the handle is at the last directory read; the next read selects its level */
+    h->level = -1;
+    handle_release(r, h);
+    h = NULL;
+out:
+    handle_close(h);
+    return st;
+}
+
+static tw_status
+tiff_read_region(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_t h,
+                 uint8_t *dst, size_t stride, tw_error *err)
+{
+    tiff_reader *r = s->priv;
+    const tiff_level *lv = &r->levels[level];
+    tiff_handle *hd = NULL;
+    tw_status st = TW_OK;
+    const size_t src_px = (size_t)r->spp * r->sample_bytes;
+    const size_t dst_px = twi_pixel_size(s->channels, s->type);
+    const size_t src_row = (size_t)lv->tw * src_px;
+    int64_t tx0 = x / lv->tw, tx1 = (x + w - 1) / lv->tw;
+    int64_t ty0 = y / lv->th, ty1 = (y + h - 1) / lv->th;
+    int64_t tx, ty;
+
+    if ((st = handle_acquire(r, &hd, err)) != TW_OK)
+        return st;
+    if ((st = handle_select(r, hd, level, err)) != TW_OK)
+        goto out;
+    for (ty = ty0; ty <= ty1; ty++) {
+        for (tx = tx0; tx <= tx1; tx++) {
+            const uint32_t idx = (uint32_t)(ty * lv->n_across + tx);
+            const int64_t ox = tx * lv->tw, oy = ty * lv->th; /* tile origin */
+            const int64_t cx0 = x > ox ? x : ox, cy0 = y > oy ? y : oy;
+            const int64_t cx1 = x + w < ox + lv->tw ? x + w : ox + lv->tw;
+            const int64_t cy1 = y + h < oy + lv->th ? y + h : oy + lv->th;
+            int64_t row;
+
+            if (TIFFGetStrileOffset(hd->tif, idx) == 0 &&
+                TIFFGetStrileByteCount(hd->tif, idx) == 0) {
+                memset(hd->scratch, 0, lv->strile_bytes);
+            } else {
+                tmsize_t got;
+
+                hd->msg[0] = '\0';
+                got = lv->tiled ? TIFFReadEncodedTile(hd->tif, idx, hd->scratch,
+                                                      (tmsize_t)lv->strile_bytes)
+                                : TIFFReadEncodedStrip(hd->tif, idx, hd->scratch,
+                                                       (tmsize_t)lv->strile_bytes);
+                if (got < 0) {
+                    st = twi_error_set(err, TW_E_FORMAT,
+                                       "io.tiff: cannot decode %s %u of level %d of '%s' (%s)",
+                                       lv->tiled ? "tile" : "strip", idx, level, r->path,
+                                       handle_msg(hd));
+                    goto out;
+                }
+                /* a short tile (corrupt or last strip) must not leak stale bytes */
+                if ((size_t)got < lv->strile_bytes)
+                    memset(hd->scratch + got, 0, lv->strile_bytes - (size_t)got);
+            }
+            for (row = cy0; row < cy1; row++) {
+                const uint8_t *sp = hd->scratch + (size_t)(row - oy) * src_row +
+                                    (size_t)(cx0 - ox) * src_px;
+                uint8_t *dp = dst + (size_t)(row - y) * stride + (size_t)(cx0 - x) * dst_px;
+
+                if (src_px == dst_px) {
+                    memcpy(dp, sp, (size_t)(cx1 - cx0) * dst_px);
+                } else {
+                    int64_t i;
+
+                    for (i = cx0; i < cx1; i++, sp += src_px, dp += dst_px)
+                        memcpy(dp, sp, dst_px);
+                }
+            }
+        }
+    }
+out:
+    if (st != TW_OK && hd)
+        hd->level = -1; /* reselect the directory next time: libtiff's state may be off */
+    if (hd)
+        handle_release(r, hd);
+    return st;
+}
+
+const twi_reader_ops twi_reader_tiff_ops = {
+    .name = "tiff",
+    .kind = TW_READER_TIFF,
+    .open = tiff_open,
+    .read_region = tiff_read_region,
+    .close = tiff_close,
+};

@@ -1,0 +1,750 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave: the tiled BigTIFF writer: parallel tile compression, serialised appends. */
+
+/*
+ * Layout. One directory per level, level k being ceil(w / 2^k) x ceil(h / 2^k) pixels, levels
+ * after the first marked FILETYPE_REDUCEDIMAGE (what OpenSlide's generic-tiff, vips and QuPath
+ * read as a pyramid). Tiles are PlanarConfig contig; edge tiles are padded with zeros.
+ *
+ * Parallelism. The caller's thread compresses its tile with zlib or zstd itself; only the
+ * append (TIFFWriteRawTile) runs under the writer's lock. Since libtiff can have only one
+ * directory open for writing, a level's directory is written when its last tile arrives and
+ * the next level is set up then: hence "all tiles of level k before any tile of level k+1".
+ *
+ * Compression levels. 0 means the codec default: deflate 6 (zlib's own default), zstd 3
+ * (zstd's own default, fast enough to keep up with the workers; libtiff uses 9).
+ *
+ * Atomicity. The file is created securely beside the output (mkostemp of
+ * "<dir>/.<name>.tw-XXXXXX"), and tw_writer_close() renames it over the output path only once
+ * every tile of every level is written and the data is synced; any failure, and
+ * tw_writer_abort(), remove it. So the output path never holds a partial file, and an existing
+ * file there is replaced only on success.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <tiffio.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include "io_internal.h"
+#include "tw_io.h"
+
+#define DEFLATE_DEFAULT 6
+#define ZSTD_DEFAULT 3
+#define TILE_MAX 16384
+
+enum { TILE_FREE = 0, TILE_CLAIMED, TILE_WRITTEN };
+
+typedef struct wr_level {
+    int64_t w, h;             /* pixels */
+    int64_t tiles_x, tiles_y;
+    int64_t n_tiles, n_written;
+    uint8_t *state;           /* TILE_* per tile, row-major */
+} wr_level;
+
+typedef struct cctx_node {
+    ZSTD_CCtx *c;
+    struct cctx_node *next;
+} cctx_node;
+
+struct tw_writer {
+    char *path, *tmp_path;
+    TIFF *tif;
+    tw_writer_opts o;         /* description/software point at our copies */
+    size_t px;                /* bytes per pixel */
+    size_t tile_bytes;        /* one uncompressed tile */
+    int clevel;               /* codec level actually used */
+    wr_level *levels;
+    pthread_mutex_t lock;     /* guards tif, levels, cur_level, failed, msg */
+    pthread_mutex_t pool_lock; /* guards cctx_free */
+    int cur_level;            /* level whose directory is open; n_levels when all are written */
+    tw_status failed;         /* sticky: the file is unusable after a failed append */
+    char fail_msg[TW_ERROR_MAX];
+    char msg[256];            /* libtiff's first error */
+    cctx_node *cctx_free;
+};
+
+static int
+on_error(TIFF *tif, void *user, const char *module, const char *fmt, va_list ap)
+{
+    tw_writer *wr = user;
+    char *p;
+    int n = 0;
+
+    (void)tif;
+    if (!wr || wr->msg[0])
+        return 1;
+    if (module && *module && !(wr->tmp_path && strcmp(module, wr->tmp_path) == 0))
+        n = snprintf(wr->msg, sizeof wr->msg, "%s: ", module);
+    if (n < 0 || (size_t)n >= sizeof wr->msg)
+        n = 0;
+    vsnprintf(wr->msg + n, sizeof wr->msg - (size_t)n, fmt, ap);
+    for (p = wr->msg; *p; p++)
+        if (*p == '\n' || *p == '\r')
+            *p = ' ';
+    return 1;
+}
+
+static int
+on_warning(TIFF *tif, void *user, const char *module, const char *fmt, va_list ap)
+{
+    char buf[256];
+
+    (void)tif;
+    (void)user;
+    if (TW_LOG_DEBUG <= twi_log_level_get()) {
+        vsnprintf(buf, sizeof buf, fmt, ap);
+        TW_DEBUG("io.writer", "libtiff warning: %s: %s", module ? module : "", buf);
+    }
+    return 1;
+}
+
+static const char *
+lib_msg(const tw_writer *wr)
+{
+    return wr->msg[0] ? wr->msg : "no message from libtiff";
+}
+
+void
+tw_writer_opts_init(tw_writer_opts *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+    o->channels = 1;
+    o->type = TW_U8;
+    o->tile_w = o->tile_h = 512;
+    o->n_levels = 1;
+    o->compression = TW_COMPRESS_DEFLATE;
+}
+
+tw_status
+tw_compression_parse(const char *name, tw_compression *out)
+{
+    if (!name || !out)
+        return TW_E_INVALID;
+    if (strcmp(name, "none") == 0)
+        *out = TW_COMPRESS_NONE;
+    else if (strcmp(name, "deflate") == 0)
+        *out = TW_COMPRESS_DEFLATE;
+    else if (strcmp(name, "zstd") == 0)
+        *out = TW_COMPRESS_ZSTD;
+    else
+        return TW_E_INVALID;
+    return TW_OK;
+}
+
+int
+twi_io_max_levels(int64_t w, int64_t h)
+{
+    int n = 1;
+
+    if (w < 1 || h < 1)
+        return 0;
+    while (w > 1 || h > 1) {
+        w = (w + 1) / 2;
+        h = (h + 1) / 2;
+        n++;
+    }
+    return n;
+}
+
+int32_t
+twi_io_out_tile(int32_t op_tile)
+{
+    int32_t t = op_tile, m, d;
+
+    if (t < 1)
+        return 512;
+    if (t % 16 == 0 && t >= 256 && t <= 1024)
+        return t;
+    if (t < 256) {
+        /* the smallest multiple of both t and 16 that reaches 256 */
+        int32_t a = t, b = 16;
+
+        while (b) {
+            int32_t r = a % b;
+            a = b;
+            b = r;
+        }
+        m = t / a * 16; /* lcm(t, 16) */
+        m *= (256 + m - 1) / m;
+        return m <= 1024 ? m : 256;
+    }
+    if (t > 1024) {
+        for (d = 1024; d >= 256; d -= 16)
+            if (t % d == 0)
+                return d;
+    }
+    return 512;
+}
+
+static tw_status
+validate(const tw_writer_opts *o, tw_error *err)
+{
+    int max_levels;
+
+    if (o->struct_size != sizeof *o)
+        return twi_error_set(err, TW_E_INVALID,
+                             "io.writer: options not initialised (struct_size %zu, expected %zu; "
+                             "call tw_writer_opts_init())",
+                             o->struct_size, sizeof *o);
+    if (o->w < 1 || o->h < 1 || o->w > UINT32_MAX || o->h > UINT32_MAX)
+        return twi_error_set(err, TW_E_INVALID,
+                             "io.writer: image size %" PRId64 "x%" PRId64
+                             " is invalid (width and height must be 1..4294967295)",
+                             o->w, o->h);
+    if (o->channels != 1 && o->channels != 3)
+        return twi_error_set(err, TW_E_INVALID,
+                             "io.writer: %d channels is not supported (1 = gray or 3 = RGB)",
+                             o->channels);
+    if (tw_sample_size(o->type) == 0)
+        return twi_error_set(err, TW_E_INVALID, "io.writer: unknown sample type %d",
+                             (int)o->type);
+    if (o->channels == 3 && o->type != TW_U8 && o->type != TW_U16)
+        return twi_error_set(err, TW_E_INVALID,
+                             "io.writer: 3 channels (RGB) need u8 or u16 samples, not %s",
+                             tw_sample_type_name(o->type));
+    if (o->tile_w < 16 || o->tile_h < 16 || o->tile_w > TILE_MAX || o->tile_h > TILE_MAX ||
+        o->tile_w % 16 || o->tile_h % 16)
+        return twi_error_set(err, TW_E_INVALID,
+                             "io.writer: tile size %dx%d is invalid (multiples of 16 from 16 to "
+                             "%d)",
+                             (int)o->tile_w, (int)o->tile_h, TILE_MAX);
+    /* libtiff numbers tiles with 32 bits */
+    if (((o->w + o->tile_w - 1) / o->tile_w) * ((o->h + o->tile_h - 1) / o->tile_h) > UINT32_MAX)
+        return twi_error_set(err, TW_E_INVALID,
+                             "io.writer: %" PRId64 "x%" PRId64 " in %dx%d tiles is too many tiles",
+                             o->w, o->h, (int)o->tile_w, (int)o->tile_h);
+    max_levels = twi_io_max_levels(o->w, o->h);
+    if (o->n_levels < 1 || o->n_levels > max_levels)
+        return twi_error_set(err, TW_E_INVALID,
+                             "io.writer: %d levels requested, a %" PRId64 "x%" PRId64
+                             " image allows 1..%d",
+                             o->n_levels, o->w, o->h, max_levels);
+    switch (o->compression) {
+    case TW_COMPRESS_NONE:
+        break;
+    case TW_COMPRESS_DEFLATE:
+        if (o->level_of_compression < 0 || o->level_of_compression > 9)
+            return twi_error_set(err, TW_E_INVALID,
+                                 "io.writer: deflate level %d is out of range (1..9, 0 = "
+                                 "default %d)",
+                                 o->level_of_compression, DEFLATE_DEFAULT);
+        break;
+    case TW_COMPRESS_ZSTD:
+        if (o->level_of_compression < 0 || o->level_of_compression > ZSTD_maxCLevel())
+            return twi_error_set(err, TW_E_INVALID,
+                                 "io.writer: zstd level %d is out of range (1..%d, 0 = default %d)",
+                                 o->level_of_compression, ZSTD_maxCLevel(), ZSTD_DEFAULT);
+        break;
+    default:
+        return twi_error_set(err, TW_E_INVALID, "io.writer: unknown compression %d",
+                             (int)o->compression);
+    }
+    if (!(o->mpp_x >= 0) || !(o->mpp_y >= 0) || !isfinite(o->mpp_x) || !isfinite(o->mpp_y))
+        return twi_error_set(err, TW_E_INVALID,
+                             "io.writer: mpp %g x %g is invalid (>= 0; 0 = unknown)", o->mpp_x,
+                             o->mpp_y);
+    return TW_OK;
+}
+
+/* Set the tags of `level`'s directory; called with the lock held (or before any tile). */
+static tw_status
+setup_directory(tw_writer *wr, int level, tw_error *err)
+{
+    const tw_writer_opts *o = &wr->o;
+    const wr_level *lv = &wr->levels[level];
+    TIFF *tif = wr->tif;
+    uint16_t compression = o->compression == TW_COMPRESS_DEFLATE ? COMPRESSION_ADOBE_DEFLATE
+                           : o->compression == TW_COMPRESS_ZSTD  ? COMPRESSION_ZSTD
+                                                                 : COMPRESSION_NONE;
+    uint16_t bps = (uint16_t)(8 * tw_sample_size(o->type));
+    int ok = 1;
+
+    wr->msg[0] = '\0';
+    ok &= TIFFSetField(tif, TIFFTAG_SUBFILETYPE, level > 0 ? FILETYPE_REDUCEDIMAGE : 0);
+    ok &= TIFFSetField(tif, TIFFTAG_IMAGEWIDTH, (uint32_t)lv->w);
+    ok &= TIFFSetField(tif, TIFFTAG_IMAGELENGTH, (uint32_t)lv->h);
+    ok &= TIFFSetField(tif, TIFFTAG_BITSPERSAMPLE, bps);
+    ok &= TIFFSetField(tif, TIFFTAG_SAMPLESPERPIXEL, (uint16_t)o->channels);
+    ok &= TIFFSetField(tif, TIFFTAG_SAMPLEFORMAT,
+                       o->type == TW_F32 ? SAMPLEFORMAT_IEEEFP : SAMPLEFORMAT_UINT);
+    ok &= TIFFSetField(tif, TIFFTAG_PHOTOMETRIC,
+                       o->channels == 3 ? PHOTOMETRIC_RGB : PHOTOMETRIC_MINISBLACK);
+    ok &= TIFFSetField(tif, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG);
+    ok &= TIFFSetField(tif, TIFFTAG_COMPRESSION, compression);
+    ok &= TIFFSetField(tif, TIFFTAG_TILEWIDTH, (uint32_t)o->tile_w);
+    ok &= TIFFSetField(tif, TIFFTAG_TILELENGTH, (uint32_t)o->tile_h);
+    if (level == 0 && o->description)
+        ok &= TIFFSetField(tif, TIFFTAG_IMAGEDESCRIPTION, o->description);
+    if (level == 0 && o->software)
+        ok &= TIFFSetField(tif, TIFFTAG_SOFTWARE, o->software);
+    if (o->mpp_x > 0 && o->mpp_y > 0) {
+        /* pixels per cm of this level: level-0 resolution scaled by the level's size */
+        double rx = 10000.0 / o->mpp_x * (double)lv->w / (double)wr->levels[0].w;
+        double ry = 10000.0 / o->mpp_y * (double)lv->h / (double)wr->levels[0].h;
+
+        ok &= TIFFSetField(tif, TIFFTAG_XRESOLUTION, rx);
+        ok &= TIFFSetField(tif, TIFFTAG_YRESOLUTION, ry);
+        ok &= TIFFSetField(tif, TIFFTAG_RESOLUTIONUNIT, RESUNIT_CENTIMETER);
+    }
+    if (!ok)
+        return twi_error_set(err, TW_E_IO,
+                             "io.writer: cannot set up level %d of '%s' (%s)", level, wr->path,
+                             lib_msg(wr));
+    return TW_OK;
+}
+
+static void
+writer_free(tw_writer *wr)
+{
+    int i;
+
+    if (!wr)
+        return;
+    if (wr->levels)
+        for (i = 0; i < wr->o.n_levels; i++)
+            free(wr->levels[i].state);
+    while (wr->cctx_free) {
+        cctx_node *n = wr->cctx_free;
+
+        wr->cctx_free = n->next;
+        ZSTD_freeCCtx(n->c);
+        free(n);
+    }
+    pthread_mutex_destroy(&wr->lock);
+    pthread_mutex_destroy(&wr->pool_lock);
+    free(wr->levels);
+    free((char *)wr->o.description);
+    free((char *)wr->o.software);
+    free(wr->tmp_path);
+    free(wr->path);
+    free(wr);
+}
+
+/* Close the TIFF and remove the temporary file: every failure path. */
+static void
+writer_discard(tw_writer *wr)
+{
+    if (wr->tif) {
+        TIFFClose(wr->tif);
+        wr->tif = NULL;
+    }
+    if (wr->tmp_path)
+        unlink(wr->tmp_path);
+    writer_free(wr);
+}
+
+tw_status
+tw_writer_open(const char *path, const tw_writer_opts *o, tw_writer **out, tw_error *err)
+{
+    tw_status st = TW_OK;
+    tw_writer *wr = NULL;
+    TIFFOpenOptions *topts = NULL;
+    const char *slash, *base;
+    char *dir = NULL;
+    char ebuf[128];
+    struct stat sb;
+    size_t dlen, tlen;
+    int fd = -1, i;
+    int64_t w, h;
+
+    if (!path || !o || !out)
+        return twi_error_set(err, TW_E_INVALID, "io.writer: tw_writer_open: NULL argument");
+    if ((st = validate(o, err)) != TW_OK)
+        return st;
+    slash = strrchr(path, '/');
+    base = slash ? slash + 1 : path;
+    if (!*base)
+        return twi_error_set(err, TW_E_INVALID, "io.writer: '%s' names a folder, not a file",
+                             path);
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return twi_error_set(err, TW_E_IO, "io.writer: cannot write '%s' (%s)", path,
+                             twi_io_strerror(EISDIR, ebuf, sizeof ebuf));
+
+    if (!(wr = calloc(1, sizeof *wr))) {
+        st = twi_error_set(err, TW_E_NOMEM, "io.writer: out of memory");
+        goto out;
+    }
+    pthread_mutex_init(&wr->lock, NULL);
+    pthread_mutex_init(&wr->pool_lock, NULL);
+    wr->o = *o;
+    wr->o.description = NULL;
+    wr->o.software = NULL;
+    if (!(wr->path = strdup(path)) ||
+        (o->description && !(wr->o.description = strdup(o->description))) ||
+        (o->software && !(wr->o.software = strdup(o->software))) ||
+        !(wr->levels = calloc((size_t)o->n_levels, sizeof *wr->levels))) {
+        st = twi_error_set(err, TW_E_NOMEM, "io.writer: out of memory");
+        goto out;
+    }
+    wr->px = twi_pixel_size(o->channels, o->type);
+    wr->tile_bytes = (size_t)o->tile_w * (size_t)o->tile_h * wr->px;
+    wr->clevel = o->level_of_compression ? o->level_of_compression
+                 : o->compression == TW_COMPRESS_ZSTD ? ZSTD_DEFAULT
+                                                      : DEFLATE_DEFAULT;
+    w = o->w;
+    h = o->h;
+    for (i = 0; i < o->n_levels; i++) {
+        wr_level *lv = &wr->levels[i];
+
+        lv->w = w;
+        lv->h = h;
+        lv->tiles_x = (w + o->tile_w - 1) / o->tile_w;
+        lv->tiles_y = (h + o->tile_h - 1) / o->tile_h;
+        lv->n_tiles = lv->tiles_x * lv->tiles_y;
+        if (!(lv->state = calloc((size_t)lv->n_tiles, 1))) {
+            st = twi_error_set(err, TW_E_NOMEM, "io.writer: out of memory");
+            goto out;
+        }
+        w = (w + 1) / 2;
+        h = (h + 1) / 2;
+    }
+
+    /* "<dir>/.<name>.tw-XXXXXX" beside the output, so that the final rename stays in one
+     * file system */
+    dir = slash ? strndup(path, (size_t)(slash - path) + 1) : strdup("");
+    if (!dir) {
+        st = twi_error_set(err, TW_E_NOMEM, "io.writer: out of memory");
+        goto out;
+    }
+    dlen = strlen(dir);
+    tlen = dlen + 1 + strlen(base) + sizeof ".tw-XXXXXX";
+    if (!(wr->tmp_path = malloc(tlen))) {
+        st = twi_error_set(err, TW_E_NOMEM, "io.writer: out of memory");
+        goto out;
+    }
+    snprintf(wr->tmp_path, tlen, "%s.%s.tw-XXXXXX", dir, base);
+    if ((fd = mkostemp(wr->tmp_path, O_CLOEXEC)) < 0) {
+        int e = errno;
+
+        free(wr->tmp_path);
+        wr->tmp_path = NULL; /* nothing to remove */
+        st = twi_error_set(err, TW_E_IO, "io.writer: cannot create '%s' (%s)", path,
+                           twi_io_strerror(e, ebuf, sizeof ebuf));
+        goto out;
+    }
+    /* mkstemp makes 0600; the output is an ordinary file */
+    if (fchmod(fd, 0644) != 0) {
+        int e = errno;
+
+        st = twi_error_set(err, TW_E_IO, "io.writer: cannot set the mode of '%s' (%s)",
+                           wr->tmp_path, twi_io_strerror(e, ebuf, sizeof ebuf));
+        goto out;
+    }
+    if (!(topts = TIFFOpenOptionsAlloc())) {
+        st = twi_error_set(err, TW_E_NOMEM, "io.writer: out of memory");
+        goto out;
+    }
+    TIFFOpenOptionsSetErrorHandlerExtR(topts, on_error, wr);
+    TIFFOpenOptionsSetWarningHandlerExtR(topts, on_warning, wr);
+    /* "w8": BigTIFF, since a level may pass 4 GiB */
+    if (!(wr->tif = TIFFFdOpenExt(fd, wr->tmp_path, "w8", topts))) {
+        st = twi_error_set(err, TW_E_IO, "io.writer: cannot create '%s' (%s)", path, lib_msg(wr));
+        goto out;
+    }
+    fd = -1; /* TIFFClose closes it */
+    if ((st = setup_directory(wr, 0, err)) != TW_OK)
+        goto out;
+    *out = wr;
+    wr = NULL;
+out:
+    TIFFOpenOptionsFree(topts);
+    if (fd >= 0)
+        close(fd);
+    if (wr)
+        writer_discard(wr);
+    free(dir);
+    return st;
+}
+
+static ZSTD_CCtx *
+cctx_get(tw_writer *wr)
+{
+    cctx_node *n;
+    ZSTD_CCtx *c;
+
+    pthread_mutex_lock(&wr->pool_lock);
+    n = wr->cctx_free;
+    if (n)
+        wr->cctx_free = n->next;
+    pthread_mutex_unlock(&wr->pool_lock);
+    if (!n)
+        return ZSTD_createCCtx();
+    c = n->c;
+    free(n);
+    return c;
+}
+
+static void
+cctx_put(tw_writer *wr, ZSTD_CCtx *c)
+{
+    cctx_node *n;
+
+    if (!c)
+        return;
+    if (!(n = malloc(sizeof *n))) {
+        ZSTD_freeCCtx(c);
+        return;
+    }
+    n->c = c;
+    pthread_mutex_lock(&wr->pool_lock);
+    n->next = wr->cctx_free;
+    wr->cctx_free = n;
+    pthread_mutex_unlock(&wr->pool_lock);
+}
+
+/* Compress `src` (tile_bytes) into a new buffer *out of *out_n bytes. */
+static tw_status
+compress_tile(tw_writer *wr, const uint8_t *src, uint8_t **out, size_t *out_n, tw_error *err)
+{
+    uint8_t *buf = NULL;
+    size_t n = wr->tile_bytes;
+
+    if (wr->o.compression == TW_COMPRESS_DEFLATE) {
+        uLongf cap = compressBound((uLong)n);
+        int zr;
+
+        if (!(buf = malloc(cap)))
+            return twi_error_set(err, TW_E_NOMEM, "io.writer: out of memory compressing a tile");
+        zr = compress2(buf, &cap, src, (uLong)n, wr->clevel);
+        if (zr != Z_OK) {
+            free(buf);
+            return twi_error_set(err, zr == Z_MEM_ERROR ? TW_E_NOMEM : TW_E_INTERNAL,
+                                 "io.writer: deflate failed (zlib error %d)", zr);
+        }
+        *out_n = cap;
+    } else {
+        size_t cap = ZSTD_compressBound(n), r;
+        ZSTD_CCtx *c = cctx_get(wr);
+
+        if (!c || !(buf = malloc(cap))) {
+            ZSTD_freeCCtx(c);
+            return twi_error_set(err, TW_E_NOMEM, "io.writer: out of memory compressing a tile");
+        }
+        r = ZSTD_compressCCtx(c, buf, cap, src, n, wr->clevel);
+        cctx_put(wr, c);
+        if (ZSTD_isError(r)) {
+            free(buf);
+            return twi_error_set(err, TW_E_INTERNAL, "io.writer: zstd failed (%s)",
+                                 ZSTD_getErrorName(r));
+        }
+        *out_n = r;
+    }
+    *out = buf;
+    return TW_OK;
+}
+
+tw_status
+tw_writer_write_tile(tw_writer *wr, int level, int64_t tx, int64_t ty, const void *data,
+                     size_t stride, tw_error *err)
+{
+    tw_status st = TW_OK;
+    wr_level *lv;
+    int64_t idx, in_w, in_h, r;
+    uint8_t *contig = NULL, *packed = NULL;
+    const uint8_t *src;
+    size_t n = 0;
+    bool claimed = false;
+    tw_error local;
+
+    /* the message is kept as the sticky failure even when the caller passes no err */
+    if (!err)
+        err = &local;
+    if (!wr || !data)
+        return twi_error_set(err, TW_E_INVALID, "io.writer: tw_writer_write_tile: NULL argument");
+    if (level < 0 || level >= wr->o.n_levels)
+        return twi_error_set(err, TW_E_INVALID, "io.writer: level %d does not exist (%d levels)",
+                             level, wr->o.n_levels);
+    lv = &wr->levels[level];
+    if (tx < 0 || ty < 0 || tx >= lv->tiles_x || ty >= lv->tiles_y)
+        return twi_error_set(err, TW_E_INVALID,
+                             "io.writer: tile (%" PRId64 ",%" PRId64
+                             ") is outside level %d (%" PRId64 "x%" PRId64 " tiles)",
+                             tx, ty, level, lv->tiles_x, lv->tiles_y);
+    in_w = lv->w - tx * wr->o.tile_w < wr->o.tile_w ? lv->w - tx * wr->o.tile_w : wr->o.tile_w;
+    in_h = lv->h - ty * wr->o.tile_h < wr->o.tile_h ? lv->h - ty * wr->o.tile_h : wr->o.tile_h;
+    if (stride < (size_t)in_w * wr->px)
+        return twi_error_set(err, TW_E_INVALID,
+                             "io.writer: stride %zu is below a row of %" PRId64 " pixels", stride,
+                             in_w);
+    idx = ty * lv->tiles_x + tx;
+
+    pthread_mutex_lock(&wr->lock);
+    if (wr->failed) {
+        st = twi_error_set(err, wr->failed, "%s", wr->fail_msg);
+    } else if (level > wr->cur_level) {
+        const wr_level *cl = &wr->levels[wr->cur_level];
+
+        st = twi_error_set(err, TW_E_INVALID,
+                           "io.writer: tile (%" PRId64 ",%" PRId64 ") of level %d written before "
+                           "level %d is complete (%" PRId64 " of %" PRId64 " tiles written)",
+                           tx, ty, level, wr->cur_level, cl->n_written, cl->n_tiles);
+    } else if (lv->state[idx] != TILE_FREE) {
+        st = twi_error_set(err, TW_E_INVALID,
+                           "io.writer: tile (%" PRId64 ",%" PRId64 ") of level %d is written twice",
+                           tx, ty, level);
+    } else {
+        lv->state[idx] = TILE_CLAIMED;
+        claimed = true;
+    }
+    pthread_mutex_unlock(&wr->lock);
+    if (st != TW_OK)
+        return st;
+
+    /* Outside the lock: gather the tile (padding edges with zeros) and compress it. */
+    if (in_w == wr->o.tile_w && in_h == wr->o.tile_h && stride == (size_t)in_w * wr->px) {
+        src = data;
+    } else {
+        if (!(contig = calloc(1, wr->tile_bytes))) {
+            st = twi_error_set(err, TW_E_NOMEM, "io.writer: out of memory for a tile");
+            goto out;
+        }
+        for (r = 0; r < in_h; r++)
+            memcpy(contig + (size_t)r * (size_t)wr->o.tile_w * wr->px,
+                   (const uint8_t *)data + (size_t)r * stride, (size_t)in_w * wr->px);
+        src = contig;
+    }
+    if (wr->o.compression == TW_COMPRESS_NONE) {
+        n = wr->tile_bytes;
+    } else {
+        if ((st = compress_tile(wr, src, &packed, &n, err)) != TW_OK)
+            goto out;
+        src = packed;
+    }
+
+    pthread_mutex_lock(&wr->lock);
+    wr->msg[0] = '\0';
+    if (wr->failed) {
+        st = twi_error_set(err, wr->failed, "%s", wr->fail_msg);
+    } else if (TIFFWriteRawTile(wr->tif, (uint32_t)idx, (void *)src, (tmsize_t)n) < 0) {
+        st = twi_error_set(err, TW_E_IO,
+                           "io.writer: cannot write tile (%" PRId64 ",%" PRId64 ") of level %d "
+                           "to '%s' (%s)",
+                           tx, ty, level, wr->tmp_path, lib_msg(wr));
+    } else {
+        lv->state[idx] = TILE_WRITTEN;
+        claimed = false;
+        if (++lv->n_written == lv->n_tiles) {
+            /* the level is complete: its directory goes out, the next level's comes in */
+            if (!TIFFWriteDirectory(wr->tif))
+                st = twi_error_set(err, TW_E_IO,
+                                   "io.writer: cannot write the directory of level %d to '%s' "
+                                   "(%s)",
+                                   level, wr->tmp_path, lib_msg(wr));
+            else if (++wr->cur_level < wr->o.n_levels)
+                st = setup_directory(wr, wr->cur_level, err);
+        }
+    }
+    if (st != TW_OK && !wr->failed && st == TW_E_IO) {
+        /* libtiff's state is unknown after a failed append: refuse everything after */
+        wr->failed = st;
+        snprintf(wr->fail_msg, sizeof wr->fail_msg, "%s", err->message);
+    }
+    pthread_mutex_unlock(&wr->lock);
+out:
+    if (claimed && st != TW_OK) {
+        pthread_mutex_lock(&wr->lock);
+        if (lv->state[idx] == TILE_CLAIMED)
+            lv->state[idx] = TILE_FREE;
+        pthread_mutex_unlock(&wr->lock);
+    }
+    free(contig);
+    free(packed);
+    return st;
+}
+
+tw_status
+tw_writer_close(tw_writer *wr, tw_error *err)
+{
+    tw_status st = TW_OK;
+    char ebuf[128];
+    int i, fd;
+
+    if (!wr)
+        return twi_error_set(err, TW_E_INVALID, "io.writer: tw_writer_close: NULL writer");
+    if (wr->failed) {
+        st = twi_error_set(err, wr->failed, "%s", wr->fail_msg);
+        goto fail;
+    }
+    for (i = 0; i < wr->o.n_levels; i++) {
+        const wr_level *lv = &wr->levels[i];
+        int64_t k;
+
+        if (lv->n_written == lv->n_tiles)
+            continue;
+        for (k = 0; k < lv->n_tiles && lv->state[k] == TILE_WRITTEN; k++)
+            ;
+        st = twi_error_set(err, TW_E_INVALID,
+                           "io.writer: tile (%" PRId64 ",%" PRId64 ") of level %d was never "
+                           "written (%" PRId64 " of %" PRId64 " tiles of the level missing); "
+                           "nothing written to '%s'",
+                           k % lv->tiles_x, k / lv->tiles_x, i, lv->n_tiles - lv->n_written,
+                           lv->n_tiles, wr->path);
+        goto fail;
+    }
+    /* every directory is written; sync the data before the rename makes it visible */
+    wr->msg[0] = '\0';
+    fd = TIFFFileno(wr->tif);
+    if (!TIFFFlush(wr->tif) || fsync(fd) != 0) {
+        int e = errno;
+
+        st = twi_error_set(err, TW_E_IO, "io.writer: cannot write '%s' (%s)", wr->tmp_path,
+                           wr->msg[0] ? wr->msg : twi_io_strerror(e, ebuf, sizeof ebuf));
+        goto fail;
+    }
+    TIFFClose(wr->tif);
+    wr->tif = NULL;
+    if (wr->msg[0]) {
+        st = twi_error_set(err, TW_E_IO, "io.writer: cannot write '%s' (%s)", wr->tmp_path,
+                           wr->msg);
+        goto fail;
+    }
+    if (rename(wr->tmp_path, wr->path) != 0) {
+        int e = errno;
+
+        st = twi_error_set(err, TW_E_IO, "io.writer: cannot rename '%s' to '%s' (%s)",
+                           wr->tmp_path, wr->path, twi_io_strerror(e, ebuf, sizeof ebuf));
+        goto fail;
+    }
+    free(wr->tmp_path);
+    wr->tmp_path = NULL;
+    writer_free(wr);
+    return TW_OK;
+fail:
+    writer_discard(wr);
+    return st;
+}
+
+void
+tw_writer_abort(tw_writer *wr)
+{
+    if (wr)
+        writer_discard(wr);
+}
+
+/* ---- for the assembler (io_internal.h) */
+
+const tw_writer_opts *
+twi_writer_opts(const tw_writer *wr)
+{
+    return &wr->o;
+}
+
+void
+twi_writer_level_size(const tw_writer *wr, int level, int64_t *w, int64_t *h)
+{
+    *w = wr->levels[level].w;
+    *h = wr->levels[level].h;
+}
