@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave CLI: what the subcommands share (public API only). */
+#ifndef TW_CLI_H
+#define TW_CLI_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "tilewave.h"
+
+/* Exit codes of every subcommand. */
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+
+/* Flags every command that runs a job (or shows the runtime) accepts. */
+typedef struct cli_common {
+    const char *config_path; /* --config FILE */
+    char **sets;             /* --set key=value, in order */
+    int n_sets;
+    const char *tile;        /* --tile WxH */
+    const char *cpu_workers; /* --cpu-workers N */
+    const char *gpus;        /* --gpus LIST|none */
+    bool quiet;
+} cli_common;
+
+/* Long options of cli_common, to append to a command's own (ids >= CLI_OPT_COMMON). */
+enum {
+    CLI_OPT_COMMON = 1000,
+    CLI_OPT_CONFIG = CLI_OPT_COMMON,
+    CLI_OPT_SET,
+    CLI_OPT_TILE,
+    CLI_OPT_CPU_WORKERS,
+    CLI_OPT_GPUS,
+    CLI_OPT_QUIET,
+    CLI_OPT_HELP,
+    CLI_OPT_END
+};
+#define CLI_COMMON_OPTIONS                                                                     \
+    {"config", required_argument, NULL, CLI_OPT_CONFIG},                                       \
+        {"set", required_argument, NULL, CLI_OPT_SET},                                         \
+        {"tile", required_argument, NULL, CLI_OPT_TILE},                                       \
+        {"cpu-workers", required_argument, NULL, CLI_OPT_CPU_WORKERS},                         \
+        {"gpus", required_argument, NULL, CLI_OPT_GPUS},                                       \
+        {"quiet", no_argument, NULL, CLI_OPT_QUIET}, {"help", no_argument, NULL, CLI_OPT_HELP}
+
+#define CLI_COMMON_HELP                                                                        \
+    "Common options:\n"                                                                        \
+    "  --config FILE        read an INI configuration (default: $TILEWAVE_CONFIG if set)\n"  \
+    "  --set KEY=VALUE      set one configuration key (repeatable; see 'tilewave config')\n" \
+    "  --tile WxH           processing tile size (key tile.size)\n"                            \
+    "  --cpu-workers N      CPU worker threads, -1 = one per free core (runtime.cpu_workers)\n" \
+    "  --gpus LIST|none     CUDA devices: all, none or 0,1,... (runtime.gpus)\n"              \
+    "  --quiet              no progress or summary, errors only\n"                            \
+    "  --help               this help\n"
+
+/* The program name used in messages ("tilewave gray"). */
+extern const char *cli_prog;
+
+/* Print "tilewave CMD: message" on stderr. */
+void cli_error(const char *fmt, ...) TW_PRINTF(1, 2);
+/* Usage error: message plus a pointer to --help; returns CLI_USAGE. */
+int cli_usage_error(const char *fmt, ...) TW_PRINTF(1, 2);
+
+void cli_common_init(cli_common *c);
+void cli_common_fini(cli_common *c);
+/* Handle a common option id from getopt_long. Returns 0 when handled, -1 when `opt` is not a
+ * common option, CLI_USAGE on error. --help is not handled here. */
+int cli_common_option(cli_common *c, int opt, const char *arg);
+
+/* Build the configuration: defaults < file < TILEWAVE_* < flags. On error prints and returns
+ * CLI_FAIL (file, environment) or CLI_USAGE (flags). */
+int cli_config_build(const cli_common *c, tw_config **out);
+
+/* Create the runtime from a config. Prints and returns CLI_FAIL on error. */
+int cli_runtime_create(const tw_config *cfg, tw_runtime **out);
+
+/* Wait for a job, showing progress on stderr for runs over a second (unless quiet) and
+ * canceling on SIGINT/SIGTERM. Returns CLI_OK or CLI_FAIL (after printing the error). */
+int cli_job_run(tw_job *job, const char *what, bool quiet);
+
+/* Parse "x,y,w,h" into four int64. Returns 0 or -1. */
+int cli_parse_region(const char *s, int64_t r[4]);
+/* Parse a non-negative int. Returns 0 or -1. */
+int cli_parse_int(const char *s, int min, int max, int *out);
+
+int cmd_info(int argc, char **argv);
+int cmd_devices(int argc, char **argv);
+int cmd_sample(int argc, char **argv);
+int cmd_gray(int argc, char **argv);
+int cmd_config(int argc, char **argv);
+
+#endif /* TW_CLI_H */

@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave CLI: `gray`, one channel of a slide as tiled BigTIFF. */
+#include <string.h>
+
+#include "cli.h"
+
+static const char help[] =
+    "Usage: tilewave gray IN -o OUT [options]\n"
+    "\n"
+    "Convert a slide or TIFF to one channel and write it as a tiled BigTIFF. RGB becomes\n"
+    "luminance (ITU-R BT.601, (299 R + 587 G + 114 B + 500) / 1000, exact) or one channel;\n"
+    "gray input is copied. The output keeps the input's sample type (8 or 16 bits). Tiles run\n"
+    "on CPU workers (OpenMP) and GPU workers (CUDA), with identical bytes either way.\n"
+    "\n"
+    "  -o, --output OUT      output TIFF (written under a temporary name, renamed when done)\n"
+    "  --mode NAME           luminance (default), r, g or b\n"
+    "  --level N             slide level to read (default 0)\n"
+    "  --region X,Y,W,H      region of that level (default: all of it)\n"
+    "  --reader NAME         auto (default), openslide or tiff\n"
+    "  --compression NAME    deflate, zstd or none (default: key io.compression)\n"
+    "\n" CLI_COMMON_HELP;
+
+int
+cmd_gray(int argc, char **argv)
+{
+    enum { O_MODE = 1, O_LEVEL, O_REGION, O_READER, O_COMPRESSION };
+    static const struct option opts[] = {
+        {"output", required_argument, NULL, 'o'},
+        {"mode", required_argument, NULL, O_MODE},
+        {"level", required_argument, NULL, O_LEVEL},
+        {"region", required_argument, NULL, O_REGION},
+        {"reader", required_argument, NULL, O_READER},
+        {"compression", required_argument, NULL, O_COMPRESSION},
+        CLI_COMMON_OPTIONS,
+        {NULL, 0, NULL, 0}};
+    cli_common c;
+    tw_gray_opts o;
+    tw_config *cfg = NULL;
+    tw_runtime *rt = NULL;
+    tw_job *job = NULL;
+    tw_error err;
+    int64_t region[4];
+    int opt, rc = CLI_OK;
+
+    cli_common_init(&c);
+    tw_gray_opts_init(&o);
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'o': o.output.path = optarg; break;
+        case O_MODE:
+            if (tw_gray_mode_parse(optarg, &o.mode) != TW_OK) {
+                rc = cli_usage_error("--mode: unknown mode '%s' (luminance, r, g, b)", optarg);
+                goto out;
+            }
+            break;
+        case O_LEVEL:
+            if (cli_parse_int(optarg, 0, 1000, &o.input.level) != 0) {
+                rc = cli_usage_error("--level: bad level '%s'", optarg);
+                goto out;
+            }
+            break;
+        case O_REGION:
+            if (cli_parse_region(optarg, region) != 0 || region[2] < 1 || region[3] < 1) {
+                rc = cli_usage_error("--region: bad region '%s' (want X,Y,W,H with W,H >= 1)",
+                                     optarg);
+                goto out;
+            }
+            o.input.x = region[0];
+            o.input.y = region[1];
+            o.input.w = region[2];
+            o.input.h = region[3];
+            break;
+        case O_READER:
+            if (strcmp(optarg, "auto") == 0)
+                o.input.reader = TW_READER_AUTO;
+            else if (strcmp(optarg, "openslide") == 0)
+                o.input.reader = TW_READER_OPENSLIDE;
+            else if (strcmp(optarg, "tiff") == 0)
+                o.input.reader = TW_READER_TIFF;
+            else {
+                rc = cli_usage_error("--reader: unknown reader '%s'", optarg);
+                goto out;
+            }
+            break;
+        case O_COMPRESSION:
+            if (tw_compression_parse(optarg, &o.output.compression) != TW_OK) {
+                rc = cli_usage_error("--compression: unknown compression '%s'", optarg);
+                goto out;
+            }
+            o.output.compression_set = true;
+            break;
+        case 'h':
+        case CLI_OPT_HELP: fputs(help, stdout); goto out;
+        default:
+            if ((rc = cli_common_option(&c, opt, optarg)) != 0) {
+                if (rc < 0)
+                    rc = cli_usage_error("unknown option '%s'", argv[optind - 1]);
+                goto out;
+            }
+        }
+    }
+    if (optind >= argc) {
+        rc = cli_usage_error("missing IN");
+        goto out;
+    }
+    if (optind < argc - 1) {
+        rc = cli_usage_error("too many arguments");
+        goto out;
+    }
+    if (!o.output.path) {
+        rc = cli_usage_error("missing -o OUT");
+        goto out;
+    }
+    o.input.path = argv[optind];
+    if ((rc = cli_config_build(&c, &cfg)) != CLI_OK ||
+        (rc = cli_runtime_create(cfg, &rt)) != CLI_OK)
+        goto out;
+    if (tw_gray_submit(rt, &o, &job, &err) != TW_OK) {
+        cli_error("%s", err.message);
+        rc = CLI_FAIL;
+        goto out;
+    }
+    rc = cli_job_run(job, "gray", c.quiet);
+    if (rc == CLI_OK && !c.quiet) {
+        tw_progress p;
+
+        tw_job_get_progress(job, &p);
+        fprintf(stderr, "%s: wrote %s (%lld tiles) in %.2f s\n", cli_prog, o.output.path,
+                (long long)p.total, p.elapsed_s);
+    }
+out:
+    tw_job_destroy(job);
+    tw_runtime_destroy(rt);
+    tw_config_destroy(cfg);
+    cli_common_fini(&c);
+    return rc;
+}

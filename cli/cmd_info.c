@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave CLI: `info`, what a slide or TIFF holds. */
+#include <string.h>
+
+#include "cli.h"
+
+static const char help[] =
+    "Usage: tilewave info SLIDE [--reader auto|openslide|tiff] [--properties]\n"
+    "\n"
+    "Print the format, the reader used, the pixel type, the microns per pixel and every\n"
+    "level (size, downsample, native tile size) of a slide or TIFF.\n"
+    "\n"
+    "  --reader NAME   force OpenSlide or libtiff (default: auto)\n"
+    "  --properties    also list every property (openslide.*, tiff.*)\n"
+    "  --help          this help\n";
+
+static const char *
+reader_name(tw_reader_kind r)
+{
+    return r == TW_READER_OPENSLIDE ? "OpenSlide" : r == TW_READER_TIFF ? "libtiff" : "auto";
+}
+
+int
+cmd_info(int argc, char **argv)
+{
+    static const struct option opts[] = {{"reader", required_argument, NULL, 'r'},
+                                         {"properties", no_argument, NULL, 'p'},
+                                         {"help", no_argument, NULL, 'h'},
+                                         {NULL, 0, NULL, 0}};
+    tw_reader_kind reader = TW_READER_AUTO;
+    bool props = false;
+    tw_slide *s = NULL;
+    tw_error err;
+    double mx = 0, my = 0;
+    int opt;
+
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'r':
+            if (strcmp(optarg, "auto") == 0)
+                reader = TW_READER_AUTO;
+            else if (strcmp(optarg, "openslide") == 0)
+                reader = TW_READER_OPENSLIDE;
+            else if (strcmp(optarg, "tiff") == 0)
+                reader = TW_READER_TIFF;
+            else
+                return cli_usage_error("--reader: unknown reader '%s'", optarg);
+            break;
+        case 'p': props = true; break;
+        case 'h': fputs(help, stdout); return CLI_OK;
+        default: return cli_usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    if (optind != argc - 1)
+        return cli_usage_error(optind >= argc ? "missing SLIDE" : "too many arguments");
+    if (tw_slide_open(argv[optind], reader, &s, &err) != TW_OK) {
+        cli_error("%s", err.message);
+        return CLI_FAIL;
+    }
+    tw_slide_get_mpp(s, &mx, &my);
+    printf("%s\n", argv[optind]);
+    printf("  format:   %s (read with %s)\n", tw_slide_get_format(s),
+           reader_name(tw_slide_get_reader(s)));
+    printf("  pixels:   %s, %s\n", tw_slide_get_channels(s) == 3 ? "RGB" : "gray",
+           tw_sample_type_name(tw_slide_get_sample_type(s)));
+    if (mx > 0)
+        printf("  mpp:      %.4f x %.4f\n", mx, my);
+    else
+        printf("  mpp:      unknown\n");
+    printf("  levels:   %d\n", tw_slide_get_level_count(s));
+    for (int l = 0; l < tw_slide_get_level_count(s); l++) {
+        tw_level_info li;
+
+        if (tw_slide_get_level(s, l, &li) != TW_OK)
+            continue;
+        printf("    level %d: %lld x %lld, downsample %.4g", l, (long long)li.w, (long long)li.h,
+               li.downsample);
+        if (li.tile_w > 0)
+            printf(", tiles %dx%d", (int)li.tile_w, (int)li.tile_h);
+        printf("\n");
+    }
+    if (props) {
+        const char *const *names = tw_slide_get_property_names(s);
+
+        printf("  properties:\n");
+        for (size_t i = 0; names && names[i]; i++) {
+            const char *v = tw_slide_get_property(s, names[i]);
+            printf("    %s = %s\n", names[i], v ? v : "");
+        }
+    }
+    tw_slide_close(s);
+    return CLI_OK;
+}

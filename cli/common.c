@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave CLI: common flags, configuration, runtime, progress and signals. */
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+const char *cli_prog = "tilewave";
+
+static volatile sig_atomic_t interrupted = 0;
+
+void
+cli_error(const char *fmt, ...)
+{
+    const char *cmd = strchr(cli_prog, ' ');
+    char msg[1024];
+    const char *m = msg;
+    size_t n;
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    /* "tilewave gray: gray: level 9 ..." reads better as "tilewave gray: level 9 ...". */
+    if (cmd && (n = strlen(cmd + 1)) > 0 && strncmp(msg, cmd + 1, n) == 0 && msg[n] == ':' &&
+        msg[n + 1] == ' ')
+        m = msg + n + 2;
+    fprintf(stderr, "%s: %s\n", cli_prog, m);
+}
+
+int
+cli_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+
+    fprintf(stderr, "%s: ", cli_prog);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (see '%s --help')\n", cli_prog);
+    return CLI_USAGE;
+}
+
+void
+cli_common_init(cli_common *c)
+{
+    memset(c, 0, sizeof *c);
+}
+
+void
+cli_common_fini(cli_common *c)
+{
+    free(c->sets);
+    memset(c, 0, sizeof *c);
+}
+
+int
+cli_common_option(cli_common *c, int opt, const char *arg)
+{
+    char **sets;
+
+    switch (opt) {
+    case CLI_OPT_CONFIG: c->config_path = arg; return 0;
+    case CLI_OPT_SET:
+        if (!strchr(arg, '='))
+            return cli_usage_error("--set wants KEY=VALUE, got '%s'", arg);
+        sets = realloc(c->sets, (size_t)(c->n_sets + 1) * sizeof *sets);
+        if (!sets) {
+            cli_error("out of memory");
+            return CLI_FAIL;
+        }
+        c->sets = sets;
+        c->sets[c->n_sets++] = (char *)arg;
+        return 0;
+    case CLI_OPT_TILE: c->tile = arg; return 0;
+    case CLI_OPT_CPU_WORKERS: c->cpu_workers = arg; return 0;
+    case CLI_OPT_GPUS: c->gpus = arg; return 0;
+    case CLI_OPT_QUIET: c->quiet = true; return 0;
+    default: return -1;
+    }
+}
+
+static int
+set_flag(tw_config *cfg, const char *flag, const char *key, const char *value)
+{
+    tw_error err;
+
+    if (tw_config_set(cfg, key, value, TW_CONFIG_SET, &err) != TW_OK)
+        return cli_usage_error("%s: %s", flag, err.message);
+    return CLI_OK;
+}
+
+int
+cli_config_build(const cli_common *c, tw_config **out)
+{
+    tw_config *cfg = NULL;
+    tw_error err;
+    const char *file = c->config_path ? c->config_path : getenv("TILEWAVE_CONFIG");
+    const char *level = NULL;
+    int rc = CLI_OK;
+
+    if (tw_config_create(&cfg) != TW_OK) {
+        cli_error("out of memory");
+        return CLI_FAIL;
+    }
+    if (file && *file && tw_config_load_file(cfg, file, &err) != TW_OK) {
+        cli_error("%s", err.message);
+        rc = CLI_FAIL;
+        goto out;
+    }
+    if (tw_config_load_env(cfg, &err) != TW_OK) {
+        cli_error("%s", err.message);
+        rc = CLI_FAIL;
+        goto out;
+    }
+    if ((c->tile && (rc = set_flag(cfg, "--tile", "tile.size", c->tile)) != CLI_OK) ||
+        (c->cpu_workers &&
+         (rc = set_flag(cfg, "--cpu-workers", "runtime.cpu_workers", c->cpu_workers)) != CLI_OK) ||
+        (c->gpus && (rc = set_flag(cfg, "--gpus", "runtime.gpus", c->gpus)) != CLI_OK))
+        goto out;
+    for (int i = 0; i < c->n_sets; i++) {
+        char key[256];
+        const char *eq = strchr(c->sets[i], '=');
+        size_t n = (size_t)(eq - c->sets[i]);
+
+        if (n == 0 || n >= sizeof key) {
+            rc = cli_usage_error("--set wants KEY=VALUE, got '%s'", c->sets[i]);
+            goto out;
+        }
+        memcpy(key, c->sets[i], n);
+        key[n] = '\0';
+        if ((rc = set_flag(cfg, "--set", key, eq + 1)) != CLI_OK)
+            goto out;
+    }
+    if (tw_config_get_string(cfg, "log.level", &level) == TW_OK) {
+        static const char *const names[] = {"error", "warn", "info", "debug"};
+        for (int i = 0; i < 4; i++)
+            if (strcmp(level, names[i]) == 0)
+                tw_log_set_level((tw_log_level)i);
+    }
+    if (c->quiet)
+        tw_log_set_level(TW_LOG_ERROR);
+    *out = cfg;
+    cfg = NULL;
+out:
+    tw_config_destroy(cfg);
+    return rc;
+}
+
+int
+cli_runtime_create(const tw_config *cfg, tw_runtime **out)
+{
+    tw_error err;
+
+    if (tw_runtime_create(cfg, out, &err) != TW_OK) {
+        cli_error("%s", err.message);
+        return CLI_FAIL;
+    }
+    return CLI_OK;
+}
+
+static void
+on_signal(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+static void
+format_seconds(char *buf, size_t n, double s)
+{
+    if (s < 60)
+        snprintf(buf, n, "%.1f s", s);
+    else
+        snprintf(buf, n, "%d min %02d s", (int)(s / 60), (int)s % 60);
+}
+
+int
+cli_job_run(tw_job *job, const char *what, bool quiet)
+{
+    struct sigaction sa, old_int, old_term;
+    bool tty = isatty(STDERR_FILENO), shown = false;
+    double last_line = 0;
+    tw_status st;
+    tw_progress p;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    while ((st = tw_job_wait(job, 200)) == TW_E_TIMEOUT) {
+        if (interrupted) {
+            tw_job_cancel(job);
+            interrupted = 2;
+            continue;
+        }
+        tw_job_get_progress(job, &p);
+        if (quiet || p.elapsed_s < 1.0 || p.total <= 0)
+            continue;
+        /* A live line on a terminal; on a pipe or a log, one line every 5 seconds. */
+        if (tty || p.elapsed_s - last_line >= 5.0) {
+            char el[32], eta[32] = "?";
+
+            format_seconds(el, sizeof el, p.elapsed_s);
+            if (p.eta_s >= 0)
+                format_seconds(eta, sizeof eta, p.eta_s);
+            fprintf(stderr, "%s%s: %3d%% (%lld/%lld tiles), %s, ETA %s%s", tty ? "\r" : "", what,
+                    (int)(100 * p.done / p.total), (long long)p.done, (long long)p.total, el,
+                    eta, tty ? "\033[K" : "\n");
+            fflush(stderr);
+            last_line = p.elapsed_s;
+            shown = true;
+        }
+    }
+    if (shown && tty)
+        fputc('\n', stderr);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    if (st == TW_E_CANCELED && interrupted) {
+        cli_error("interrupted: %s canceled, no output written", what);
+        return CLI_FAIL;
+    }
+    if (st != TW_OK) {
+        const char *msg = tw_job_get_error(job);
+        cli_error("%s", msg ? msg : tw_status_string(st));
+        return CLI_FAIL;
+    }
+    return CLI_OK;
+}
+
+int
+cli_parse_int(const char *s, int min, int max, int *out)
+{
+    char *end = NULL;
+    long v;
+
+    if (!s || !*s)
+        return -1;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (errno || *end || v < min || v > max)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+int
+cli_parse_region(const char *s, int64_t r[4])
+{
+    char *end = NULL;
+    const char *p = s;
+
+    for (int i = 0; i < 4; i++) {
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (errno || end == p || v < 0)
+            return -1;
+        r[i] = (int64_t)v;
+        /* "x,y,w,h" or "x,y,wxh" */
+        if (i < 3) {
+            if (*end != ',' && !(i == 2 && *end == 'x'))
+                return -1;
+            p = end + 1;
+        }
+    }
+    return *end ? -1 : 0;
+}

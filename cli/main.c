@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave CLI: the `tilewave` command and its subcommands. */
+#include <string.h>
+
+#include "cli.h"
+
+static const char usage[] =
+    "Usage: tilewave COMMAND [ARGS...]\n"
+    "\n"
+    "Morphology on gigapixel whole-slide images, tile by tile, on every core and GPU.\n"
+    "\n"
+    "Commands:\n"
+    "  info SLIDE            format, levels, dimensions and mpp of a slide or TIFF\n"
+    "  devices               cores, GPUs and the cores each worker is bound to\n"
+    "  sample OUT            write the synthetic tissue-like sample slide\n"
+    "  gray IN -o OUT        one channel (luminance, r, g or b) of a slide, as tiled BigTIFF\n"
+    "  config --print        the configuration in effect, with every key documented\n"
+    "\n"
+    "Run 'tilewave COMMAND --help' for a command's options; 'tilewave --version'.\n"
+    "Exit status: 0 success, 1 failure, 2 usage error.\n";
+
+static const struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+} commands[] = {
+    {"info", cmd_info},   {"devices", cmd_devices}, {"sample", cmd_sample},
+    {"gray", cmd_gray},   {"config", cmd_config},
+};
+
+int
+main(int argc, char **argv)
+{
+    static char prog[64];
+
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return CLI_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        fputs(usage, stdout);
+        return CLI_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
+        printf("tilewave %s (CUDA %s)\n", tw_version_string(),
+               tw_build_has_cuda() ? "enabled" : "disabled");
+        return CLI_OK;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            snprintf(prog, sizeof prog, "tilewave %s", commands[i].name);
+            cli_prog = prog;
+            return commands[i].fn(argc - 1, argv + 1);
+        }
+    }
+    return cli_usage_error("unknown command '%s'", argv[1]);
+}

@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave: gray kernel on CUDA: RGB to one channel, bit-identical to omp/gray_omp.c. */
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "cuda_kernels.h"
+
+namespace {
+
+/* tw_gray_mode (include/tilewave/ops.h) as plain ints. */
+enum { GRAY_LUMINANCE = 0, GRAY_R = 1, GRAY_G = 2, GRAY_B = 3 };
+
+/* Tuning (house style rule 34): one thread per pixel, 32 x 8 blocks so that a warp reads one
+ * contiguous run of a row. The grid strides over the image, so any size fits the grid limits. */
+struct GrayPolicy {
+    static constexpr int BLOCK_X = 32;
+    static constexpr int BLOCK_Y = 8;
+    static constexpr int THREADS = BLOCK_X * BLOCK_Y;
+    static constexpr unsigned MAX_GRID_Y = 65535u;
+};
+static_assert(GrayPolicy::THREADS <= 1024, "block too large");
+
+/* The exact integer rule shared with omp/gray_omp.c: max 1000 * 65535 + 500 fits 32 bits. */
+__device__ __forceinline__ uint32_t
+luminance(uint32_t r, uint32_t g, uint32_t b)
+{
+    return (299u * r + 587u * g + 114u * b + 500u) / 1000u;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(GrayPolicy::THREADS)
+gray_rgb_kernel(const unsigned char *__restrict__ src, int64_t src_stride,
+                unsigned char *__restrict__ dst, int64_t dst_stride, int32_t w, int32_t h, int mode)
+{
+    const int64_t x0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t y0 = (int64_t)blockIdx.y * blockDim.y + threadIdx.y;
+    const int64_t sx = (int64_t)gridDim.x * blockDim.x;
+    const int64_t sy = (int64_t)gridDim.y * blockDim.y;
+
+    for (int64_t y = y0; y < h; y += sy) {
+        const T *s = reinterpret_cast<const T *>(src + y * src_stride);
+        T *d = reinterpret_cast<T *>(dst + y * dst_stride);
+
+        for (int64_t x = x0; x < w; x += sx) {
+            const T *p = s + 3 * x;
+
+            if (mode == GRAY_LUMINANCE)
+                d[x] = (T)luminance(p[0], p[1], p[2]);
+            else
+                d[x] = p[mode - GRAY_R];
+        }
+    }
+}
+
+size_t
+sample_bytes(tw_sample_type t)
+{
+    switch (t) {
+    case TW_U8: return 1;
+    case TW_U16: return 2;
+    case TW_U32: return 4;
+    case TW_F32: return 4;
+    }
+    return 0;
+}
+
+bool
+view_ok(const tw_tile_view *v, size_t row_bytes, size_t align)
+{
+    if (v->w < 0 || v->h < 0)
+        return false;
+    if (v->w == 0 || v->h == 0)
+        return true;
+    if (!v->data || v->stride < 0 || (uint64_t)v->stride < row_bytes)
+        return false;
+    return (uintptr_t)v->data % align == 0 && (uint64_t)v->stride % align == 0;
+}
+
+/* Same contract as check_gray() in omp/gray_omp.c. */
+tw_status
+check_gray(const tw_tile_view *in, const tw_tile_view *out, int mode)
+{
+    size_t ss;
+
+    if (!in || !out || mode < GRAY_LUMINANCE || mode > GRAY_B)
+        return TW_E_INVALID;
+    if (in->w != out->w || in->h != out->h || in->type != out->type || out->channels != 1)
+        return TW_E_INVALID;
+    if ((ss = sample_bytes(in->type)) == 0)
+        return TW_E_INVALID;
+    if (in->channels == 3) {
+        if (in->type != TW_U8 && in->type != TW_U16)
+            return TW_E_INVALID;
+    } else if (in->channels != 1) {
+        return TW_E_INVALID;
+    }
+    if (!view_ok(in, (size_t)in->w * (size_t)in->channels * ss, ss) ||
+        !view_ok(out, (size_t)out->w * ss, ss))
+        return TW_E_INVALID;
+    return TW_OK;
+}
+
+tw_status
+launch_gray(const tw_tile_view *in, tw_tile_view *out, int mode, cudaStream_t stream)
+{
+    cudaError_t ce;
+
+    if (in->channels == 1) {
+        /* A copy: the copy engine does it best, still asynchronous on the stream. */
+        ce = cudaMemcpy2DAsync(out->data, (size_t)out->stride, in->data, (size_t)in->stride,
+                               (size_t)in->w * sample_bytes(in->type), (size_t)in->h,
+                               cudaMemcpyDefault, stream);
+        if (ce != cudaSuccess) {
+            (void)cudaGetLastError(); /* clear the (non-sticky) error for the next task */
+            return TW_E_DEVICE;
+        }
+    } else {
+        const unsigned gx = (unsigned)((in->w + GrayPolicy::BLOCK_X - 1) / GrayPolicy::BLOCK_X);
+        unsigned gy = (unsigned)((in->h + GrayPolicy::BLOCK_Y - 1) / GrayPolicy::BLOCK_Y);
+        const dim3 block(GrayPolicy::BLOCK_X, GrayPolicy::BLOCK_Y);
+
+        if (gy > GrayPolicy::MAX_GRID_Y)
+            gy = GrayPolicy::MAX_GRID_Y;
+        const dim3 grid(gx, gy);
+        const unsigned char *s = static_cast<const unsigned char *>(in->data);
+        unsigned char *d = static_cast<unsigned char *>(out->data);
+
+        if (in->type == TW_U8)
+            gray_rgb_kernel<uint8_t><<<grid, block, 0, stream>>>(s, in->stride, d, out->stride,
+                                                                 in->w, in->h, mode);
+        else
+            gray_rgb_kernel<uint16_t><<<grid, block, 0, stream>>>(s, in->stride, d, out->stride,
+                                                                  in->w, in->h, mode);
+    }
+    /* Catch launch errors now (CUB's Debug()), not at the worker's next synchronisation. */
+    if (cudaGetLastError() != cudaSuccess)
+        return TW_E_DEVICE;
+#ifdef TW_CUDA_DEBUG_SYNC
+    if (cudaStreamSynchronize(stream) != cudaSuccess || cudaGetLastError() != cudaSuccess)
+        return TW_E_DEVICE;
+#endif
+    return TW_OK;
+}
+
+} // namespace
+
+extern "C" tw_status
+twi_cuda_gray(const tw_tile_view *in, tw_tile_view *out, int mode, void *stream)
+{
+    try {
+        tw_status st = check_gray(in, out, mode);
+
+        if (st != TW_OK)
+            return st;
+        if (in->w == 0 || in->h == 0)
+            return TW_OK;
+        return launch_gray(in, out, mode, static_cast<cudaStream_t>(stream));
+    } catch (...) {
+        return TW_E_DEVICE;
+    }
+}

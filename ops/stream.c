@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave: the input/output frame shared by streaming per-tile operations. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ops_internal.h"
+
+tw_status
+twi_ops_tile_size(const tw_config *cfg, const char *op_key, int32_t w, int32_t h, int32_t *out_w,
+                  int32_t *out_h, tw_error *err)
+{
+    int64_t cw = 0, ch = 0;
+
+    if (w < 0 || h < 0 || (w == 0) != (h == 0))
+        return twi_error_set(err, TW_E_INVALID, "ops: bad tile size %dx%d", (int)w, (int)h);
+    if (w > 0) {
+        *out_w = w;
+        *out_h = h;
+        return TW_OK;
+    }
+    if (op_key && tw_config_get_dims(cfg, op_key, &cw, &ch) == TW_OK && cw > 0 && ch > 0) {
+        *out_w = (int32_t)cw;
+        *out_h = (int32_t)ch;
+        return TW_OK;
+    }
+    if (tw_config_get_dims(cfg, "tile.size", &cw, &ch) != TW_OK)
+        return twi_error_set(err, TW_E_INTERNAL, "ops: the config has no tile.size");
+    *out_w = (int32_t)cw;
+    *out_h = (int32_t)ch;
+    return TW_OK;
+}
+
+/* The same file? Compared by device and inode so that "./a.tif" and "a.tif" match. */
+static int
+same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+
+    if (stat(a, &sa) != 0 || stat(b, &sb) != 0)
+        return 0;
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+static tw_status
+reader_from_config(const tw_config *cfg, tw_reader_kind given, tw_reader_kind *out)
+{
+    const char *name = NULL;
+
+    *out = given;
+    if (given != TW_READER_AUTO)
+        return TW_OK;
+    if (tw_config_get_string(cfg, "io.reader", &name) != TW_OK)
+        return TW_OK;
+    if (strcmp(name, "openslide") == 0)
+        *out = TW_READER_OPENSLIDE;
+    else if (strcmp(name, "tiff") == 0)
+        *out = TW_READER_TIFF;
+    return TW_OK;
+}
+
+tw_status
+twi_stream_open(twi_stream *s, const tw_config *cfg, const char *op, const tw_input *in,
+                const tw_output *out, int32_t tile_w, int32_t tile_h, int out_channels,
+                tw_sample_type out_type, tw_error *err)
+{
+    tw_status st = TW_OK;
+    tw_reader_kind reader = TW_READER_AUTO;
+    tw_level_info li;
+    tw_writer_opts wo;
+    int64_t tw64 = 0, th64 = 0, level_cmp = 0;
+    const char *comp_name = NULL;
+    double mpp_x = 0, mpp_y = 0;
+    char desc[512];
+
+    memset(s, 0, sizeof *s);
+    if (!in || !in->path || !out || !out->path)
+        return twi_error_set(err, TW_E_INVALID, "%s: input and output paths are required", op);
+    if (tile_w < 1 || tile_h < 1)
+        return twi_error_set(err, TW_E_INVALID, "%s: tile size %dx%d must be at least 1x1", op,
+                             (int)tile_w, (int)tile_h);
+    if (same_file(in->path, out->path))
+        return twi_error_set(err, TW_E_INVALID, "%s: the output '%s' would overwrite the input",
+                             op, out->path);
+    reader_from_config(cfg, in->reader, &reader);
+    if ((st = tw_slide_open(in->path, reader, &s->slide, err)) != TW_OK)
+        return st;
+    if (in->level < 0 || in->level >= tw_slide_get_level_count(s->slide)) {
+        st = twi_error_set(err, TW_E_INVALID, "%s: level %d does not exist ('%s' has %d)", op,
+                           in->level, in->path, tw_slide_get_level_count(s->slide));
+        goto out;
+    }
+    if ((st = tw_slide_get_level(s->slide, in->level, &li)) != TW_OK) {
+        twi_error_set(err, st, "%s: cannot describe level %d of '%s'", op, in->level, in->path);
+        goto out;
+    }
+    s->level = in->level;
+    if (in->w == 0 && in->h == 0 && in->x == 0 && in->y == 0) {
+        s->w = li.w;
+        s->h = li.h;
+    } else {
+        if (in->w < 1 || in->h < 1 || in->x < 0 || in->y < 0 || in->x > li.w - in->w ||
+            in->y > li.h - in->h) {
+            st = twi_error_set(err, TW_E_INVALID,
+                               "%s: region %lld,%lld,%lldx%lld is outside level %d (%lldx%lld)",
+                               op, (long long)in->x, (long long)in->y, (long long)in->w,
+                               (long long)in->h, in->level, (long long)li.w, (long long)li.h);
+            goto out;
+        }
+        s->x = in->x;
+        s->y = in->y;
+        s->w = in->w;
+        s->h = in->h;
+    }
+    s->tile_w = tile_w;
+    s->tile_h = tile_h;
+    s->tiles_x = (s->w + tile_w - 1) / tile_w;
+    s->tiles_y = (s->h + tile_h - 1) / tile_h;
+    s->in_channels = tw_slide_get_channels(s->slide);
+    s->in_type = tw_slide_get_sample_type(s->slide);
+    if (out_type == (tw_sample_type)0)
+        out_type = s->in_type;
+
+    tw_writer_opts_init(&wo);
+    wo.w = s->w;
+    wo.h = s->h;
+    wo.channels = out_channels;
+    wo.type = out_type;
+    if (tw_config_get_dims(cfg, "io.tiff_tile", &tw64, &th64) == TW_OK) {
+        wo.tile_w = (int32_t)tw64;
+        wo.tile_h = (int32_t)th64;
+    }
+    if (out->compression_set) {
+        wo.compression = out->compression;
+    } else if (tw_config_get_string(cfg, "io.compression", &comp_name) == TW_OK &&
+               tw_compression_parse(comp_name, &wo.compression) != TW_OK) {
+        st = twi_error_set(err, TW_E_INVALID, "%s: bad io.compression '%s'", op, comp_name);
+        goto out;
+    }
+    if (tw_config_get_int(cfg, "io.compression_level", &level_cmp) == TW_OK)
+        wo.level_of_compression = (int)level_cmp;
+    tw_slide_get_mpp(s->slide, &mpp_x, &mpp_y);
+    wo.mpp_x = mpp_x * li.downsample;
+    wo.mpp_y = mpp_y * li.downsample;
+    snprintf(desc, sizeof desc, "tilewave %s %s level %d region %lld,%lld,%lldx%lld",
+             tw_version_string(), op, s->level, (long long)s->x, (long long)s->y,
+             (long long)s->w, (long long)s->h);
+    wo.description = desc;
+    wo.software = "tilewave " TW_VERSION_STRING;
+    if ((st = tw_writer_open(out->path, &wo, &s->writer, err)) != TW_OK)
+        goto out;
+    if ((st = twi_assembler_create(s->writer, 0, s->w, s->h, wo.tile_w, wo.tile_h, out_channels,
+                                   out_type, &s->assembler)) != TW_OK) {
+        twi_error_set(err, st, "%s: cannot set up the output tiles", op);
+        goto out;
+    }
+    return TW_OK;
+out:
+    twi_stream_finish(s, st, NULL);
+    return st;
+}
+
+void
+twi_stream_tile_rect(const twi_stream *s, int64_t i, int64_t *x, int64_t *y, int32_t *w,
+                     int32_t *h)
+{
+    int64_t tx = i % s->tiles_x, ty = i / s->tiles_x;
+    int64_t lx = tx * s->tile_w, ly = ty * s->tile_h;
+
+    *x = s->x + lx;
+    *y = s->y + ly;
+    *w = (int32_t)(s->w - lx < s->tile_w ? s->w - lx : s->tile_w);
+    *h = (int32_t)(s->h - ly < s->tile_h ? s->h - ly : s->tile_h);
+}
+
+tw_status
+twi_stream_finish(twi_stream *s, tw_status st, tw_error *err)
+{
+    twi_assembler_destroy(s->assembler);
+    s->assembler = NULL;
+    if (s->writer) {
+        if (st == TW_OK)
+            st = tw_writer_close(s->writer, err);
+        else
+            tw_writer_abort(s->writer);
+        s->writer = NULL;
+    }
+    tw_slide_close(s->slide);
+    s->slide = NULL;
+    return st;
+}

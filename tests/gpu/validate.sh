@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Build tilewave with CUDA on the GPU machine, run the whole test suite, then the CUDA tests
+# under compute-sanitizer (memcheck, racecheck, synccheck). Logs go to $OUT (or ./gpu-out).
+# Usage (device tool, from the repo root):
+#   source .devdeps/use-deps.sh && bash tests/gpu/validate.sh
+set -uo pipefail
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+build=build-gpu
+{
+    echo "== $(date -u +%FT%TZ) $(hostname)"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    nvcc --version | tail -1
+    git rev-parse --short HEAD 2>/dev/null || true
+} 2>&1 | tee "$out/env.txt"
+cmake -S . -B $build -DCMAKE_CUDA_ARCHITECTURES=90 -DTW_WERROR=ON -DTW_ENABLE_CUDA=ON \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$out/cmake.log" 2>&1 || { tail -30 "$out/cmake.log"; exit 1; }
+cmake --build $build -j16 > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+(cd $build && ctest --output-on-failure -j4) > "$out/ctest.log" 2>&1
+rc=$?
+tail -25 "$out/ctest.log"
+# The CUDA tests again, verbosely (Criterion prints skips), then under compute-sanitizer.
+: > "$out/sanitizer.log"
+for t in $build/tests/cuda_test_*; do
+    [ -x "$t" ] || continue
+    echo "== $t --verbose" >> "$out/cuda-tests.log"
+    "$t" --verbose --jobs 1 >> "$out/cuda-tests.log" 2>&1 || rc=1
+    for tool in memcheck racecheck synccheck; do
+        echo "== compute-sanitizer --tool $tool $t" | tee -a "$out/sanitizer.log"
+        compute-sanitizer --tool $tool --target-processes all --error-exitcode 99 \
+            "$t" --jobs 1 >> "$out/sanitizer.log" 2>&1
+        s=$?
+        echo "   exit $s" | tee -a "$out/sanitizer.log"
+        [ $s = 0 ] || rc=1
+    done
+done
+grep -E "ERROR SUMMARY|Synthesis|Tested" "$out/sanitizer.log" "$out/cuda-tests.log" | tail -20
+# The CLI end to end on the GPU: the default sample through gray on GPU workers only, CPU
+# workers only, and both with an odd tile size; times on stderr go to the log.
+b=$build/tilewave
+$b devices | tee "$out/devices.txt"
+{ $b sample "$out/s.tif" &&
+  $b gray "$out/s.tif" -o "$out/g-gpu.tif" --cpu-workers 0 &&
+  $b gray "$out/s.tif" -o "$out/g-cpu.tif" --gpus none &&
+  $b gray "$out/s.tif" -o "$out/g-mix.tif" --tile 1000x700; } 2>&1 | tee "$out/cli.txt" || rc=1
+rm -f "$out"/*.tif
+echo "validate: exit $rc"
+exit $rc
