@@ -27,40 +27,40 @@ plain_alloc(size_t bytes)
 }
 
 void *
-twi_host_alloc(size_t bytes, bool pinned, bool *pinned_out)
+twi_host_alloc(twi_devpool *pinned_pool, size_t bytes, bool *pinned_out)
 {
     *pinned_out = false;
 #ifdef TW_HAVE_CUDA
-    if (pinned) {
-        void *p = NULL;
-        /* Portable: the pinning holds for every device's context, not only the current one. */
-        cudaError_t e = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable);
+    if (pinned_pool) {
+        /* cudaHostAlloc costs milliseconds and stalls streams; the pool pays it once per
+         * size class, not once per tile. */
+        void *p = twi_devpool_alloc(pinned_pool, bytes);
 
-        if (e == cudaSuccess) {
+        if (p) {
             *pinned_out = true;
             return p;
         }
-        (void)cudaGetLastError();
-        TW_DEBUG("cuda", "cudaHostAlloc(%zu) failed (%s); using pageable memory", bytes,
-                 cudaGetErrorString(e));
+        TW_DEBUG("cuda", "pinned allocation of %zu bytes failed; using pageable memory", bytes);
     }
 #else
-    (void)pinned;
+    (void)pinned_pool;
 #endif
     return plain_alloc(bytes);
 }
 
 void
-twi_host_free(void *p, bool pinned)
+twi_host_free(twi_devpool *pinned_pool, void *p, size_t bytes, bool pinned)
 {
     if (!p)
         return;
 #ifdef TW_HAVE_CUDA
     if (pinned) {
-        (void)cudaFreeHost(p);
+        twi_devpool_free(pinned_pool, p, bytes);
         return;
     }
 #else
+    (void)pinned_pool;
+    (void)bytes;
     (void)pinned;
 #endif
     free(p);
@@ -81,6 +81,8 @@ typedef struct pool_list {
 
 struct twi_devpool {
     int ordinal;
+    bool host;            /* pinned host memory (cudaHostAlloc) instead of device memory */
+    size_t cache_cap;     /* bytes kept in the free lists at most; beyond, blocks go back */
     pthread_mutex_t lock;
     pool_list free_list[POOL_CLASSES];
     size_t bytes_cached;  /* in the free lists */
@@ -111,20 +113,52 @@ size_class(size_t bytes, size_t *class_bytes)
     return (shift - POOL_MIN_SHIFT) * POOL_SUBCLASSES + (int)((rounded - top) / step);
 }
 
-tw_status
-twi_devpool_create(int ordinal, twi_devpool **out)
+static tw_status
+pool_create(int ordinal, bool host, twi_devpool **out)
 {
     twi_devpool *p = calloc(1, sizeof *p);
 
     if (!p)
         return TW_E_NOMEM;
     p->ordinal = ordinal;
+    p->host = host;
+    /* Device blocks stay cached until an allocation fails; pinned host memory is taken from
+     * the whole machine, so keep at most 1 GiB of it idle. */
+    p->cache_cap = host ? (size_t)1 << 30 : SIZE_MAX;
     if (pthread_mutex_init(&p->lock, NULL) != 0) {
         free(p);
         return TW_E_NOMEM;
     }
     *out = p;
     return TW_OK;
+}
+
+tw_status
+twi_devpool_create(int ordinal, twi_devpool **out)
+{
+    return pool_create(ordinal, false, out);
+}
+
+tw_status
+twi_hostpool_create(int ordinal, twi_devpool **out)
+{
+    return pool_create(ordinal, true, out);
+}
+
+static cudaError_t
+block_alloc(const twi_devpool *p, void **ptr, size_t bytes)
+{
+    /* Portable: the pinning holds for every device's context, not only the current one. */
+    return p->host ? cudaHostAlloc(ptr, bytes, cudaHostAllocPortable) : cudaMalloc(ptr, bytes);
+}
+
+static void
+block_free(const twi_devpool *p, void *ptr)
+{
+    if (p->host)
+        (void)cudaFreeHost(ptr);
+    else
+        (void)cudaFree(ptr);
 }
 
 /* Give every cached block back to the driver. Under p->lock. */
@@ -136,7 +170,7 @@ trim(twi_devpool *p)
 
     for (c = 0; c < POOL_CLASSES; c++) {
         for (i = 0; i < p->free_list[c].n; i++)
-            (void)cudaFree(p->free_list[c].ptr[i]);
+            block_free(p, p->free_list[c].ptr[i]);
         p->free_list[c].n = 0;
     }
     p->bytes_cached = 0;
@@ -179,12 +213,12 @@ twi_devpool_alloc(twi_devpool *p, size_t bytes)
         pthread_mutex_unlock(&p->lock);
         return d_ptr;
     }
-    e = cudaMalloc(&d_ptr, cb);
+    e = block_alloc(p, &d_ptr, cb);
     if (e == cudaErrorMemoryAllocation && p->bytes_cached > 0) {
         /* Blocks cached for other sizes may be what stands in the way: free them and retry. */
         (void)cudaGetLastError();
         trim(p);
-        e = cudaMalloc(&d_ptr, cb);
+        e = block_alloc(p, &d_ptr, cb);
     }
     if (e != cudaSuccess) {
         /* Allocation failures are not sticky; clear them so the next call starts clean. */
@@ -209,13 +243,18 @@ twi_devpool_free(twi_devpool *p, void *d_ptr, size_t bytes)
     pthread_mutex_lock(&p->lock);
     l = &p->free_list[c];
     p->bytes_live -= cb;
+    if (p->bytes_cached + cb > p->cache_cap) {
+        block_free(p, d_ptr);
+        pthread_mutex_unlock(&p->lock);
+        return;
+    }
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 8;
         void **np = realloc(l->ptr, cap * sizeof *np);
 
         if (!np) {
             /* No room to cache it: hand it straight back to the driver. */
-            (void)cudaFree(d_ptr);
+            block_free(p, d_ptr);
             pthread_mutex_unlock(&p->lock);
             return;
         }
@@ -231,6 +270,14 @@ twi_devpool_free(twi_devpool *p, void *d_ptr, size_t bytes)
 
 tw_status
 twi_devpool_create(int ordinal, twi_devpool **out)
+{
+    (void)ordinal;
+    *out = NULL;
+    return TW_E_NODEV;
+}
+
+tw_status
+twi_hostpool_create(int ordinal, twi_devpool **out)
 {
     (void)ordinal;
     *out = NULL;

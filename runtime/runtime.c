@@ -426,7 +426,9 @@ tw_runtime_create(const tw_config *cfg, tw_runtime **out, tw_error *err)
                 goto out;
         }
     }
-    rt->pinned_host = rt->n_gpus > 0;
+    /* Host tiles are pinned when GPUs take part, so their copies run asynchronously. */
+    if (rt->n_gpus > 0 && twi_hostpool_create(rt->gpus[0].ordinal, &rt->host_pool) != TW_OK)
+        rt->host_pool = NULL;
     if ((st = plan_workers(rt, cpu_workers, (int)team, err)) != TW_OK)
         goto out;
 
@@ -492,6 +494,7 @@ tw_runtime_destroy(tw_runtime *rt)
     free(rt->gpus);
     free(rt->workers);
     free(rt->idle);
+    twi_devpool_destroy(rt->host_pool);
     twi_topo_fini(&rt->topo);
     tw_config_destroy(rt->cfg);
     free(rt);

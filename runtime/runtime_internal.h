@@ -80,14 +80,17 @@ TWI_HIDDEN tw_status twi_cuda_run(tw_worker *w, tw_task_ctx *ctx);
 TWI_HIDDEN void *twi_cuda_scratch(tw_task_ctx *ctx, size_t bytes);
 
 /* ---- memory (runtime/mem_cuda.c: the only file that calls cudaMalloc/cudaFree/cudaHostAlloc) */
-/* Host tile memory, 64-byte aligned: pinned when `pinned` is requested and CUDA is built in
- * (falls back to plain memory with a warning), plain otherwise. *pinned_out says which. */
-TWI_HIDDEN void *twi_host_alloc(size_t bytes, bool pinned, bool *pinned_out);
-TWI_HIDDEN void twi_host_free(void *p, bool pinned);
+/* Host tile memory, 64-byte aligned: pinned from `pinned_pool` when it is not NULL (falls back
+ * to plain memory when pinning fails), plain otherwise. *pinned_out says which. */
+TWI_HIDDEN void *twi_host_alloc(twi_devpool *pinned_pool, size_t bytes, bool *pinned_out);
+TWI_HIDDEN void twi_host_free(twi_devpool *pinned_pool, void *p, size_t bytes, bool pinned);
 /* A caching device allocator for one GPU: free lists by size class, cudaMalloc on a miss,
  * everything cudaFree'd at destroy. Thread-safe. Create and destroy with the device current. */
 TWI_HIDDEN tw_status twi_devpool_create(int ordinal, twi_devpool **out);
 TWI_HIDDEN void twi_devpool_destroy(twi_devpool *p);
+/* The same allocator over pinned host memory (cudaHostAlloc, portable), keeping at most
+ * 1 GiB idle; one per runtime with GPUs, for host tiles. */
+TWI_HIDDEN tw_status twi_hostpool_create(int ordinal, twi_devpool **out);
 TWI_HIDDEN void *twi_devpool_alloc(twi_devpool *p, size_t bytes); /* NULL: out of memory */
 TWI_HIDDEN void twi_devpool_free(twi_devpool *p, void *d_ptr, size_t bytes);
 
@@ -140,7 +143,7 @@ struct tw_runtime {
     int n_workers, n_cpu_workers;
     tw_worker *workers;
     unsigned runs;          /* union of the workers' `runs` masks */
-    bool pinned_host;       /* host tiles are pinned (the runtime has GPUs) */
+    twi_devpool *host_pool; /* pinned host tiles when the runtime has GPUs, else NULL */
 
     pthread_mutex_t lock;   /* the scheduler lock: queue, idle list, startup, stop */
     pthread_cond_t ctl;     /* startup handshake */

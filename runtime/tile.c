@@ -25,7 +25,7 @@ twi_tile_create(tw_runtime *rt, int32_t w, int32_t h, int32_t channels, tw_sampl
         return TW_E_INVALID;
     if (!(t = calloc(1, sizeof *t)))
         return TW_E_NOMEM;
-    t->h_data = twi_host_alloc((size_t)bytes, rt->pinned_host, &t->pinned);
+    t->h_data = twi_host_alloc(rt->host_pool, (size_t)bytes, &t->pinned);
     if (!t->h_data) {
         free(t);
         return TW_E_NOMEM;
@@ -56,7 +56,7 @@ twi_tile_release(tw_tile *t)
         return;
     if (atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1)
         return;
-    twi_host_free(t->h_data, t->pinned);
+    twi_host_free(t->rt->host_pool, t->h_data, t->bytes, t->pinned);
     free(t);
 }
 
