@@ -291,3 +291,55 @@ Test(cli, config_print_shows_values_and_origins)
     expect_error(&r, 2, "--print", NULL);
     free(saved);
 }
+
+static bool
+have_tool(const char *name)
+{
+    char cmd[256];
+
+    snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", name);
+    return system(cmd) == 0;
+}
+
+Test(cli, gray_output_opens_in_tiffinfo_vips_and_openslide)
+{
+    /* The gray output of the sample is a TIFF that tiffinfo, vips and OpenSlide read, with the
+     * right size, one band and the generic-tiff vendor. */
+    const char *tools[] = {"tiffinfo", "vipsheader", "openslide-show-properties"};
+    for (size_t i = 0; i < 3; i++)
+        if (!have_tool(tools[i]))
+            cr_skip_test("%s is not installed (libtiff-tools, libvips-tools, openslide-tools)",
+                         tools[i]);
+    make_sample("1200x900");
+    char *o = twtest_path(dir, "g.tif");
+    twtest_run r = RUN("gray", sample, "-o", o, "--quiet");
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    twtest_run_free(&r);
+    char cmd[4096], line[512];
+    FILE *p;
+
+    snprintf(cmd, sizeof cmd, "tiffinfo '%s' 2>&1", o);
+    p = popen(cmd, "r");
+    bool width = false;
+    while (fgets(line, sizeof line, p))
+        width |= strstr(line, "Image Width: 1200 Image Length: 900") != NULL;
+    cr_assert(eq(int, pclose(p), 0));
+    cr_assert(width, "tiffinfo did not report 1200x900");
+
+    snprintf(cmd, sizeof cmd, "vipsheader '%s' 2>&1", o);
+    p = popen(cmd, "r");
+    cr_assert(fgets(line, sizeof line, p) != NULL);
+    cr_assert(eq(int, pclose(p), 0));
+    cr_assert(strstr(line, "1200x900 uchar, 1 band") != NULL, "vipsheader: %s", line);
+
+    snprintf(cmd, sizeof cmd, "openslide-show-properties '%s' 2>&1", o);
+    p = popen(cmd, "r");
+    bool vendor = false, wide = false;
+    while (fgets(line, sizeof line, p)) {
+        vendor |= strstr(line, "openslide.vendor: 'generic-tiff'") != NULL;
+        wide |= strstr(line, "openslide.level[0].width: '1200'") != NULL;
+    }
+    cr_assert(eq(int, pclose(p), 0));
+    cr_assert(vendor && wide, "openslide-show-properties did not read the output");
+    free(o);
+}
