@@ -56,6 +56,15 @@ TWI_HIDDEN tw_status twi_slide_set_property(tw_slide *s, const char *name, const
 TWI_HIDDEN const tw_writer_opts *twi_writer_opts(const tw_writer *wr);
 TWI_HIDDEN void twi_writer_level_size(const tw_writer *wr, int level, int64_t *w, int64_t *h);
 
+/* libtiff per-handle handlers share these (tiff_common.c). Keep libtiff's first error in
+ * `buf` as one line, dropping the module name when it only repeats `path`; later messages are
+ * consequences and are ignored until the caller clears buf[0]. */
+TWI_HIDDEN void twi_tiff_keep_message(char *buf, size_t n, const char *path, const char *module,
+                                      const char *fmt, va_list ap);
+/* libtiff warnings go to the debug log under `domain`, never to stderr. */
+TWI_HIDDEN void twi_tiff_log_warning(const char *domain, const char *module, const char *fmt,
+                                     va_list ap);
+
 /* strerror_r wrapper that always returns the text (thread-safe). */
 TWI_HIDDEN const char *twi_io_strerror(int errnum, char *buf, size_t n);
 

@@ -74,35 +74,19 @@ static int
 on_error(TIFF *tif, void *user, const char *module, const char *fmt, va_list ap)
 {
     tiff_handle *h = user;
-    char *p;
-    int n = 0;
 
     (void)tif;
-    /* The first message names the cause; later ones are usually consequences. */
-    if (!h || h->msg[0])
-        return 1;
-    if (module && *module && !(h->path && strcmp(module, h->path) == 0))
-        n = snprintf(h->msg, sizeof h->msg, "%s: ", module);
-    if (n < 0 || (size_t)n >= sizeof h->msg)
-        n = 0;
-    vsnprintf(h->msg + n, sizeof h->msg - (size_t)n, fmt, ap);
-    for (p = h->msg; *p; p++)
-        if (*p == '\n' || *p == '\r')
-            *p = ' ';
+    if (h)
+        twi_tiff_keep_message(h->msg, sizeof h->msg, h->path, module, fmt, ap);
     return 1; /* handled: the global handlers are not called */
 }
 
 static int
 on_warning(TIFF *tif, void *user, const char *module, const char *fmt, va_list ap)
 {
-    char buf[256];
-
     (void)tif;
     (void)user;
-    if (TW_LOG_DEBUG <= twi_log_level_get()) {
-        vsnprintf(buf, sizeof buf, fmt, ap);
-        TW_DEBUG("io.tiff", "libtiff warning: %s: %s", module ? module : "", buf);
-    }
+    twi_tiff_log_warning("io.tiff", module, fmt, ap);
     return 1;
 }
 

@@ -77,34 +77,19 @@ static int
 on_error(TIFF *tif, void *user, const char *module, const char *fmt, va_list ap)
 {
     tw_writer *wr = user;
-    char *p;
-    int n = 0;
 
     (void)tif;
-    if (!wr || wr->msg[0])
-        return 1;
-    if (module && *module && !(wr->tmp_path && strcmp(module, wr->tmp_path) == 0))
-        n = snprintf(wr->msg, sizeof wr->msg, "%s: ", module);
-    if (n < 0 || (size_t)n >= sizeof wr->msg)
-        n = 0;
-    vsnprintf(wr->msg + n, sizeof wr->msg - (size_t)n, fmt, ap);
-    for (p = wr->msg; *p; p++)
-        if (*p == '\n' || *p == '\r')
-            *p = ' ';
+    if (wr)
+        twi_tiff_keep_message(wr->msg, sizeof wr->msg, wr->tmp_path, module, fmt, ap);
     return 1;
 }
 
 static int
 on_warning(TIFF *tif, void *user, const char *module, const char *fmt, va_list ap)
 {
-    char buf[256];
-
     (void)tif;
     (void)user;
-    if (TW_LOG_DEBUG <= twi_log_level_get()) {
-        vsnprintf(buf, sizeof buf, fmt, ap);
-        TW_DEBUG("io.writer", "libtiff warning: %s: %s", module ? module : "", buf);
-    }
+    twi_tiff_log_warning("io.writer", module, fmt, ap);
     return 1;
 }
 
