@@ -175,3 +175,36 @@ twtest_lines(const char *s)
             n++;
     return s[-1] == '\n' ? n : n + 1;
 }
+
+static void
+quiet_log(tw_log_level level, const char *domain, const char *message, void *user)
+{
+    (void)level;
+    (void)domain;
+    (void)message;
+    (void)user;
+}
+
+void
+twtest_quiet_logs(void)
+{
+    tw_log_set_handler(quiet_log, NULL);
+}
+
+tw_runtime *
+twtest_runtime(int cpu_workers, const char *gpus, tw_error *err)
+{
+    tw_config *cfg = NULL;
+    tw_runtime *rt = NULL;
+    char v[16];
+
+    twtest_quiet_logs();
+    snprintf(v, sizeof v, "%d", cpu_workers);
+    if (tw_config_create(&cfg) == TW_OK &&
+        tw_config_set(cfg, "runtime.gpus", gpus, TW_CONFIG_SET, err) == TW_OK &&
+        tw_config_set(cfg, "runtime.cpu_workers", v, TW_CONFIG_SET, err) == TW_OK &&
+        tw_runtime_create(cfg, &rt, err) != TW_OK)
+        rt = NULL;
+    tw_config_destroy(cfg);
+    return rt;
+}

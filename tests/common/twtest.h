@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tilewave.h"
+
 /* A fresh private directory under $TILEWAVE_TEST_TMP (or /tmp); returns a malloc'd path. */
 char *twtest_tmpdir(void);
 /* Remove a directory tree made by twtest_tmpdir. */
@@ -30,5 +32,11 @@ twtest_run twtest_cli(const char *const *args, const char *const *env);
 void twtest_run_free(twtest_run *r);
 /* Number of lines of s (a last line without '\n' counts). */
 int twtest_lines(const char *s);
+
+/* Silence the library's log (tests provoke warnings on purpose, e.g. oversubscription). */
+void twtest_quiet_logs(void);
+/* A runtime with `cpu_workers` CPU workers and GPUs `gpus` ("none", "all", "0"), logs
+ * silenced. NULL on failure, with the reason in err. */
+tw_runtime *twtest_runtime(int cpu_workers, const char *gpus, tw_error *err);
 
 #endif /* TWTEST_H */

@@ -12,33 +12,18 @@
 #pragma GCC diagnostic ignored "-Wconversion"
 
 #include "tw_internal.h"
+#include "twtest.h"
 
 /* ---- helpers */
 
-static void
-quiet_log(tw_log_level level, const char *domain, const char *message, void *user)
-{
-    (void)level;
-    (void)domain;
-    (void)message;
-    (void)user;
-}
 
 static tw_runtime *
 make_runtime(int cpu_workers)
 {
-    tw_config *cfg = NULL;
-    tw_runtime *rt = NULL;
     tw_error err = {0};
-    char v[16];
+    tw_runtime *rt = twtest_runtime(cpu_workers, "none", &err);
 
-    tw_log_set_handler(quiet_log, NULL);
-    snprintf(v, sizeof v, "%d", cpu_workers);
-    cr_assert(eq(int, tw_config_create(&cfg), TW_OK));
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.gpus", "none", TW_CONFIG_SET, NULL), TW_OK));
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.cpu_workers", v, TW_CONFIG_SET, NULL), TW_OK));
-    cr_assert(eq(int, tw_runtime_create(cfg, &rt, &err), TW_OK), "%s", err.message);
-    tw_config_destroy(cfg);
+    cr_assert(rt != NULL, "%s", err.message);
     return rt;
 }
 
