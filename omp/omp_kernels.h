@@ -28,6 +28,27 @@ extern "C" {
  */
 tw_status twi_omp_gray(const tw_tile_view *in, tw_tile_view *out, int mode, int nthreads);
 
+/*
+ * mrecon: grayscale reconstruction by dilation inside one tile, in place:
+ * marker := rho_mask(marker) computed within the tile only (pixels outside do not exist),
+ * with 4- or 8-connectivity (`conn`). marker and mask: 1 channel, same w and h, TW_U8 or
+ * TW_U16, marker <= mask everywhere (the caller guarantees it).
+ * seeds == NULL: the whole tile (Vincent's fast hybrid: raster scan, anti-raster scan, FIFO).
+ * seeds != NULL: the tile was already stable and the n_seeds pixels listed (tile raster index
+ * y * w + x, any order, duplicates allowed) have just had their marker raised from outside:
+ * propagate from them only (FIFO), touching nothing that they cannot reach.
+ * nthreads > 1: the tile is split into micro-tiles processed by an OpenMP team with border
+ * exchange until stable; the result is identical.
+ * Returns TW_OK, TW_E_INVALID (bad views, conn, seed index out of range), TW_E_NOMEM.
+ */
+tw_status twi_omp_mrecon(tw_tile_view *marker, const tw_tile_view *mask, int conn,
+                         const uint32_t *seeds, int64_t n_seeds, int nthreads);
+/* Same with the micro-tile grid forced to gx x gy (clamped to the tile) whatever the tile size
+ * (a 1 x 1 grid is the serial path): lets tests exercise the border exchange on small tiles. */
+tw_status twi_omp_mrecon_grid(tw_tile_view *marker, const tw_tile_view *mask, int conn,
+                              const uint32_t *seeds, int64_t n_seeds, int nthreads, int32_t gx,
+                              int32_t gy);
+
 #ifdef __cplusplus
 }
 #endif
