@@ -83,10 +83,56 @@ int cli_parse_region(const char *s, int64_t r[4]);
 /* Parse a non-negative int. Returns 0 or -1. */
 int cli_parse_int(const char *s, int min, int max, int *out);
 
+/* Options shared by `reconstruct` and the filters built on it (cmd_reconstruct.c); their
+ * getopt ids lie below CLI_OPT_COMMON. */
+enum {
+    CLI_OPT_RECON = 900,
+    CLI_OPT_LEVEL = CLI_OPT_RECON,
+    CLI_OPT_REGION,
+    CLI_OPT_READER,
+    CLI_OPT_COMPRESSION,
+    CLI_OPT_CONN
+};
+#define CLI_RECON_OPTIONS                                                                      \
+    {"level", required_argument, NULL, CLI_OPT_LEVEL},                                         \
+        {"region", required_argument, NULL, CLI_OPT_REGION},                                   \
+        {"reader", required_argument, NULL, CLI_OPT_READER},                                   \
+        {"compression", required_argument, NULL, CLI_OPT_COMPRESSION},                         \
+        {"conn", required_argument, NULL, CLI_OPT_CONN}
+
+#define CLI_RECON_HELP                                                                         \
+    "  --level N             slide level to read (default 0)\n"                                \
+    "  --region X,Y,W,H      region of that level (default: all of it)\n"                      \
+    "  --reader NAME         auto (default), openslide or tiff\n"                              \
+    "  --compression NAME    deflate, zstd or none (default: key io.compression)\n"
+
+typedef struct cli_recon_io {
+    int level;
+    int64_t region[4]; /* x, y, w, h; w = 0: the whole level */
+    tw_reader_kind reader;
+    tw_compression compression;
+    bool compression_set;
+    int conn; /* 0: not given */
+} cli_recon_io;
+
+/* Handle a CLI_RECON_OPTIONS id: 0 handled, -1 not one of them, CLI_USAGE on error. */
+int cli_recon_option(cli_recon_io *io, int opt, const char *arg);
+/* Copy level, region and reader into an input, compression into an output. */
+void cli_recon_apply(const cli_recon_io *io, tw_input *in, tw_output *out);
+/* Wait for the job and print the summary line (unless quiet). Returns CLI_OK or CLI_FAIL. */
+int cli_recon_run(tw_job *job, const char *what, const char *out_path,
+                  const tw_mrecon_stats *stats, bool quiet);
+
 int cmd_info(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_sample(int argc, char **argv);
 int cmd_gray(int argc, char **argv);
 int cmd_config(int argc, char **argv);
+int cmd_reconstruct(int argc, char **argv);
+int cmd_fill_holes(int argc, char **argv);
+int cmd_hmax(int argc, char **argv);
+int cmd_regional_max(int argc, char **argv);
+int cmd_open_rec(int argc, char **argv);
+int cmd_close_rec(int argc, char **argv);
 
 #endif /* TW_CLI_H */

@@ -14,6 +14,16 @@ static const char usage[] =
     "  devices               cores, GPUs and the cores each worker is bound to\n"
     "  sample OUT            write the synthetic tissue-like sample slide\n"
     "  gray IN -o OUT        one channel (luminance, r, g or b) of a slide, as tiled BigTIFF\n"
+    "  reconstruct --marker M --mask I -o OUT\n"
+    "                        morphological reconstruction by dilation (or --erode)\n"
+    "  fill-holes IN -o OUT  fill the holes (dark regions not connected to the border)\n"
+    "  hmax IN --h H -o OUT  h-maxima (or the h-dome image with --dome)\n"
+    "  regional-max IN -o OUT\n"
+    "                        regional maxima\n"
+    "  open-rec IN --radius R -o OUT\n"
+    "                        opening by reconstruction (erosion by a square first)\n"
+    "  close-rec IN --radius R -o OUT\n"
+    "                        closing by reconstruction (dilation by a square first)\n"
     "  config --print        the configuration in effect, with every key documented\n"
     "\n"
     "Run 'tilewave COMMAND --help' for a command's options; 'tilewave --version'.\n"
@@ -23,8 +33,17 @@ static const struct {
     const char *name;
     int (*fn)(int argc, char **argv);
 } commands[] = {
-    {"info", cmd_info},   {"devices", cmd_devices}, {"sample", cmd_sample},
-    {"gray", cmd_gray},   {"config", cmd_config},
+    {"info", cmd_info},
+    {"devices", cmd_devices},
+    {"sample", cmd_sample},
+    {"gray", cmd_gray},
+    {"config", cmd_config},
+    {"reconstruct", cmd_reconstruct},
+    {"fill-holes", cmd_fill_holes},
+    {"hmax", cmd_hmax},
+    {"regional-max", cmd_regional_max},
+    {"open-rec", cmd_open_rec},
+    {"close-rec", cmd_close_rec},
 };
 
 int

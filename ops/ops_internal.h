@@ -18,6 +18,7 @@ typedef struct twi_stream {
     twi_assembler *assembler;
     int in_channels;
     tw_sample_type in_type;
+    double downsample;             /* of the level read (scales the output mpp) */
 } twi_stream;
 
 /* Resolve the processing tile size: explicit (w, h > 0), else the op's key (e.g.
@@ -33,6 +34,20 @@ TWI_HIDDEN tw_status twi_stream_open(twi_stream *s, const tw_config *cfg, const 
                                      int32_t tile_w, int32_t tile_h, int out_channels,
                                      tw_sample_type out_type, tw_error *err);
 
+/* The two halves of twi_stream_open(), for operations with several inputs or with inputs and
+ * outputs in memory. open_input fills slide, level, x, y, w, h, in_channels, in_type and
+ * downsample of a zeroed `s` (on failure nothing stays open). open_output opens the writer and
+ * its assembler over s->w x s->h (mpp from s->slide when one is open, else unknown); on
+ * failure nothing stays open. */
+TWI_HIDDEN tw_status twi_stream_open_input(twi_stream *s, const tw_config *cfg, const char *op,
+                                           const tw_input *in, tw_error *err);
+TWI_HIDDEN tw_status twi_stream_open_output(twi_stream *s, const tw_config *cfg, const char *op,
+                                            const tw_output *out, int out_channels,
+                                            tw_sample_type out_type, tw_error *err);
+
+/* Non-zero when the paths name the same existing file (by device and inode). */
+TWI_HIDDEN int twi_ops_same_file(const char *a, const char *b);
+
 /* Position and size of processing tile `i` (raster order) in the level's frame. */
 TWI_HIDDEN void twi_stream_tile_rect(const twi_stream *s, int64_t i, int64_t *x, int64_t *y,
                                      int32_t *w, int32_t *h);
@@ -40,5 +55,50 @@ TWI_HIDDEN void twi_stream_tile_rect(const twi_stream *s, int64_t i, int64_t *x,
 /* Finish: on TW_OK close the writer (rename into place), otherwise abort it; close the
  * slide. Returns the status of the close. */
 TWI_HIDDEN tw_status twi_stream_finish(twi_stream *s, tw_status st, tw_error *err);
+
+/* ---- the reconstruction engine (ops/mrecon.c), shared by tw_mrecon_submit() and the
+ * operations built on it (ops/derived.c). Everything runs in "dilation space": with
+ * `complement` every loaded value v becomes MAX - v and every stored one is turned back, which
+ * is how reconstruction by erosion and the dual filters reuse the dilation kernels. */
+
+/* How the marker is made, per tile, from the inputs (in dilation space). */
+typedef enum twi_mrecon_prep {
+    TWI_MRECON_PREP_MARKER = 0, /* read from the marker input; checked (or clamped) <= mask */
+    TWI_MRECON_PREP_BORDER,     /* the mask on the image border, 0 inside (fill-holes) */
+    TWI_MRECON_PREP_SUB_H,      /* max(mask - h, 0) (h-maxima, h-dome) */
+    TWI_MRECON_PREP_ERODE       /* the mask eroded by the (2 radius + 1)-square (open-rec) */
+} twi_mrecon_prep;
+
+/* What is written, per tile, from the reconstruction R and the mask I (in dilation space). */
+typedef enum twi_mrecon_out {
+    TWI_MRECON_OUT_RESULT = 0, /* R (complemented back when `complement`) */
+    TWI_MRECON_OUT_MAXIMA,     /* u8: I - R >= h, all 0 when h > max I - min I */
+    TWI_MRECON_OUT_DOME        /* I - R */
+} twi_mrecon_out;
+
+/* One reconstruction job. An input is a file or, when its tw_host_image has data, memory. */
+typedef struct twi_mrecon_spec {
+    const char *op;                  /* job name and message domain: "mrecon", "hmax" ... */
+    const tw_input *marker_file;     /* PREP_MARKER only */
+    const tw_host_image *marker_mem;
+    const tw_input *mask_file;       /* the mask, or the image of a derived operation */
+    const tw_host_image *mask_mem;
+    const tw_output *out_file;
+    const tw_host_image *out_mem;
+    bool complement;
+    int conn;                        /* 4 or 8 */
+    bool clamp;                      /* PREP_MARKER: clamp instead of failing */
+    twi_mrecon_prep prep;
+    twi_mrecon_out out;
+    int64_t h;                       /* PREP_SUB_H, OUT_MAXIMA */
+    int32_t radius;                  /* PREP_ERODE */
+    int32_t tile_w, tile_h;          /* 0: mrecon.tile_size, else tile.size */
+    int64_t queue_capacity;          /* 0: mrecon.queue_capacity */
+    tw_mrecon_stats *stats;          /* optional */
+} twi_mrecon_spec;
+
+/* Validate the spec and the inputs, open them and the output, and submit the job. */
+TWI_HIDDEN tw_status twi_mrecon_submit(tw_runtime *rt, const twi_mrecon_spec *spec,
+                                       tw_job **out, tw_error *err);
 
 #endif /* TW_OPS_INTERNAL_H */

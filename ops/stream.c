@@ -9,6 +9,18 @@
 
 #include "ops_internal.h"
 
+/* Where a key's value came from (TW_CONFIG_DEFAULT when unknown). */
+static tw_config_source
+key_source(const tw_config *cfg, const char *key)
+{
+    tw_config_entry e;
+
+    for (size_t i = 0; i < tw_config_count(); i++)
+        if (tw_config_describe(cfg, i, &e) == TW_OK && strcmp(e.key, key) == 0)
+            return e.source;
+    return TW_CONFIG_DEFAULT;
+}
+
 tw_status
 twi_ops_tile_size(const tw_config *cfg, const char *op_key, int32_t w, int32_t h, int32_t *out_w,
                   int32_t *out_h, tw_error *err)
@@ -22,7 +34,10 @@ twi_ops_tile_size(const tw_config *cfg, const char *op_key, int32_t w, int32_t h
         *out_h = h;
         return TW_OK;
     }
-    if (op_key && tw_config_get_dims(cfg, op_key, &cw, &ch) == TW_OK && cw > 0 && ch > 0) {
+    /* The op's own key refines tile.size, unless tile.size came from a source of higher
+     * precedence (e.g. --tile on the command line over mrecon.tile_size in a file). */
+    if (op_key && tw_config_get_dims(cfg, op_key, &cw, &ch) == TW_OK && cw > 0 && ch > 0 &&
+        key_source(cfg, op_key) >= key_source(cfg, "tile.size")) {
         *out_w = (int32_t)cw;
         *out_h = (int32_t)ch;
         return TW_OK;
@@ -34,9 +49,9 @@ twi_ops_tile_size(const tw_config *cfg, const char *op_key, int32_t w, int32_t h
     return TW_OK;
 }
 
-/* The same file? Compared by device and inode so that "./a.tif" and "a.tif" match. */
-static int
-same_file(const char *a, const char *b)
+/* Compared by device and inode so that "./a.tif" and "a.tif" match. */
+int
+twi_ops_same_file(const char *a, const char *b)
 {
     struct stat sa, sb;
 
@@ -63,28 +78,15 @@ reader_from_config(const tw_config *cfg, tw_reader_kind given, tw_reader_kind *o
 }
 
 tw_status
-twi_stream_open(twi_stream *s, const tw_config *cfg, const char *op, const tw_input *in,
-                const tw_output *out, int32_t tile_w, int32_t tile_h, int out_channels,
-                tw_sample_type out_type, tw_error *err)
+twi_stream_open_input(twi_stream *s, const tw_config *cfg, const char *op, const tw_input *in,
+                      tw_error *err)
 {
     tw_status st = TW_OK;
     tw_reader_kind reader = TW_READER_AUTO;
     tw_level_info li;
-    tw_writer_opts wo;
-    int64_t tw64 = 0, th64 = 0, level_cmp = 0;
-    const char *comp_name = NULL;
-    double mpp_x = 0, mpp_y = 0;
-    char desc[512];
 
-    memset(s, 0, sizeof *s);
-    if (!in || !in->path || !out || !out->path)
-        return twi_error_set(err, TW_E_INVALID, "%s: input and output paths are required", op);
-    if (tile_w < 1 || tile_h < 1)
-        return twi_error_set(err, TW_E_INVALID, "%s: tile size %dx%d must be at least 1x1", op,
-                             (int)tile_w, (int)tile_h);
-    if (same_file(in->path, out->path))
-        return twi_error_set(err, TW_E_INVALID, "%s: the output '%s' would overwrite the input",
-                             op, out->path);
+    if (!in || !in->path)
+        return twi_error_set(err, TW_E_INVALID, "%s: an input path is required", op);
     reader_from_config(cfg, in->reader, &reader);
     if ((st = tw_slide_open(in->path, reader, &s->slide, err)) != TW_OK)
         return st;
@@ -98,7 +100,10 @@ twi_stream_open(twi_stream *s, const tw_config *cfg, const char *op, const tw_in
         goto out;
     }
     s->level = in->level;
+    s->downsample = li.downsample;
     if (in->w == 0 && in->h == 0 && in->x == 0 && in->y == 0) {
+        s->x = 0;
+        s->y = 0;
         s->w = li.w;
         s->h = li.h;
     } else {
@@ -115,15 +120,30 @@ twi_stream_open(twi_stream *s, const tw_config *cfg, const char *op, const tw_in
         s->w = in->w;
         s->h = in->h;
     }
-    s->tile_w = tile_w;
-    s->tile_h = tile_h;
-    s->tiles_x = (s->w + tile_w - 1) / tile_w;
-    s->tiles_y = (s->h + tile_h - 1) / tile_h;
     s->in_channels = tw_slide_get_channels(s->slide);
     s->in_type = tw_slide_get_sample_type(s->slide);
+    return TW_OK;
+out:
+    tw_slide_close(s->slide);
+    s->slide = NULL;
+    return st;
+}
+
+tw_status
+twi_stream_open_output(twi_stream *s, const tw_config *cfg, const char *op, const tw_output *out,
+                       int out_channels, tw_sample_type out_type, tw_error *err)
+{
+    tw_status st = TW_OK;
+    tw_writer_opts wo;
+    int64_t tw64 = 0, th64 = 0, level_cmp = 0;
+    const char *comp_name = NULL;
+    double mpp_x = 0, mpp_y = 0;
+    char desc[512];
+
+    if (!out || !out->path)
+        return twi_error_set(err, TW_E_INVALID, "%s: an output path is required", op);
     if (out_type == (tw_sample_type)0)
         out_type = s->in_type;
-
     tw_writer_opts_init(&wo);
     wo.w = s->w;
     wo.h = s->h;
@@ -137,26 +157,55 @@ twi_stream_open(twi_stream *s, const tw_config *cfg, const char *op, const tw_in
         wo.compression = out->compression;
     } else if (tw_config_get_string(cfg, "io.compression", &comp_name) == TW_OK &&
                tw_compression_parse(comp_name, &wo.compression) != TW_OK) {
-        st = twi_error_set(err, TW_E_INVALID, "%s: bad io.compression '%s'", op, comp_name);
-        goto out;
+        return twi_error_set(err, TW_E_INVALID, "%s: bad io.compression '%s'", op, comp_name);
     }
     if (tw_config_get_int(cfg, "io.compression_level", &level_cmp) == TW_OK)
         wo.level_of_compression = (int)level_cmp;
-    tw_slide_get_mpp(s->slide, &mpp_x, &mpp_y);
-    wo.mpp_x = mpp_x * li.downsample;
-    wo.mpp_y = mpp_y * li.downsample;
+    if (s->slide) {
+        tw_slide_get_mpp(s->slide, &mpp_x, &mpp_y);
+        wo.mpp_x = mpp_x * s->downsample;
+        wo.mpp_y = mpp_y * s->downsample;
+    }
     snprintf(desc, sizeof desc, "tilewave %s %s level %d region %lld,%lld,%lldx%lld",
              tw_version_string(), op, s->level, (long long)s->x, (long long)s->y,
              (long long)s->w, (long long)s->h);
     wo.description = desc;
     wo.software = "tilewave " TW_VERSION_STRING;
     if ((st = tw_writer_open(out->path, &wo, &s->writer, err)) != TW_OK)
-        goto out;
+        return st;
     if ((st = twi_assembler_create(s->writer, 0, s->w, s->h, wo.tile_w, wo.tile_h, out_channels,
                                    out_type, &s->assembler)) != TW_OK) {
-        twi_error_set(err, st, "%s: cannot set up the output tiles", op);
-        goto out;
+        tw_writer_abort(s->writer);
+        s->writer = NULL;
+        return twi_error_set(err, st, "%s: cannot set up the output tiles", op);
     }
+    return TW_OK;
+}
+
+tw_status
+twi_stream_open(twi_stream *s, const tw_config *cfg, const char *op, const tw_input *in,
+                const tw_output *out, int32_t tile_w, int32_t tile_h, int out_channels,
+                tw_sample_type out_type, tw_error *err)
+{
+    tw_status st = TW_OK;
+
+    memset(s, 0, sizeof *s);
+    if (!in || !in->path || !out || !out->path)
+        return twi_error_set(err, TW_E_INVALID, "%s: input and output paths are required", op);
+    if (tile_w < 1 || tile_h < 1)
+        return twi_error_set(err, TW_E_INVALID, "%s: tile size %dx%d must be at least 1x1", op,
+                             (int)tile_w, (int)tile_h);
+    if (twi_ops_same_file(in->path, out->path))
+        return twi_error_set(err, TW_E_INVALID, "%s: the output '%s' would overwrite the input",
+                             op, out->path);
+    if ((st = twi_stream_open_input(s, cfg, op, in, err)) != TW_OK)
+        return st;
+    s->tile_w = tile_w;
+    s->tile_h = tile_h;
+    s->tiles_x = (s->w + tile_w - 1) / tile_w;
+    s->tiles_y = (s->h + tile_h - 1) / tile_h;
+    if ((st = twi_stream_open_output(s, cfg, op, out, out_channels, out_type, err)) != TW_OK)
+        goto out;
     return TW_OK;
 out:
     twi_stream_finish(s, st, NULL);

@@ -67,6 +67,14 @@ static const key_def keys[] = {
     {.key = "gray.tile_size", .type = TW_CONFIG_DIMS, .def = "0x0", .min = 1, .max = 65536,
      .zero_ok = true,
      .help = "Processing tile size in pixels for the gray operation, WxH; 0x0 = tile.size."},
+    {.key = "mrecon.tile_size", .type = TW_CONFIG_DIMS, .def = "0x0", .min = 1, .max = 65536,
+     .zero_ok = true,
+     .help = "Processing tile size in pixels for reconstruction and the operations built on it, "
+             "WxH; 0x0 = tile.size."},
+    {.key = "mrecon.queue_capacity", .type = TW_CONFIG_INT, .def = "0", .min = 0,
+     .max = 2147483647,
+     .help = "Wavefront queue capacity of the GPU reconstruction kernel in pixels (elements); "
+             "0 = the kernel's default for the tile."},
     {.key = "io.reader", .type = TW_CONFIG_ENUM, .def = "auto", .words = reader_words,
      .help = "Slide reader: auto (OpenSlide for vendor formats, libtiff for plain TIFF), "
              "openslide or tiff."},

@@ -14,8 +14,8 @@ extern "C" {
 /**
  * @defgroup tw_ops Operations
  *
- * Each operation reads one input image (a slide level and region), streams it tile by tile
- * through the runtime's workers, and writes a tiled BigTIFF. Options structs are initialised
+ * Each operation reads its input images (a slide level and region, or a caller buffer), runs
+ * tile by tile on the runtime's workers, and writes a tiled BigTIFF (or a caller buffer). Options structs are initialised
  * by their `_init` function (which sets struct_size) and then edited. Submission validates the
  * input synchronously (errors in @p err); failures while running are the job's sticky error.
  * Tiling never changes the result: any tile size and CPU/GPU mix gives the same bytes.
@@ -68,6 +68,184 @@ TW_API void tw_gray_opts_init(tw_gray_opts *o);
  */
 TW_API TW_NODISCARD tw_status tw_gray_submit(tw_runtime *rt, const tw_gray_opts *o,
                                             tw_job **out, tw_error *err);
+
+/**
+ * @name Morphological reconstruction and the operations built on it
+ *
+ * Grayscale reconstruction by dilation rho_I(J): the marker J dilated under the mask I until
+ * nothing changes (J <= I required), with 4- or 8-connectivity; by erosion: the dual
+ * (J >= I required; MAX - rho_{MAX-I}(MAX-J)). 8- and 16-bit, marker and mask of one type and
+ * size; RGB inputs are first converted to luminance as tw_gray_submit() does. Equal to
+ * scikit-image `reconstruction(J, I, method, footprint)` with the 3x3 square (8) or the cross
+ * (4) as footprint.
+ *
+ * The image is cut into tiles; each tile is reconstructed on its own by a Tile Propagation
+ * task (CPU or GPU), and Border Propagation tasks exchange the shared borders between tiles
+ * and re-run propagation, seeded with the changed border pixels only, on the tiles that
+ * receive some, until nothing changes (see ops/mrecon.c). The result does not depend on the
+ * tile size, the number of workers or the CPU/GPU mix.
+ *
+ * Inputs and outputs are files (tw_input / tw_output, as for gray) or caller buffers
+ * (tw_host_image). The whole marker and mask are held in memory as tiles (about 2 bytes per
+ * pixel for 8-bit images, 4 for 16-bit); spilling to disk for slides beyond memory comes
+ * later.
+ * @{
+ */
+
+/**
+ * A one-channel image in host memory, owned by the caller, which keeps it valid until the job
+ * that uses it has ended. No alignment is required. @since 0.2
+ */
+typedef struct tw_host_image {
+    void *data;          /**< first sample of row 0; NULL: not given */
+    int64_t w, h;        /**< pixels */
+    size_t stride;       /**< bytes between rows; 0: packed (w * sample size) */
+    tw_sample_type type; /**< TW_U8 or TW_U16 for these operations */
+} tw_host_image;
+
+/** Reconstruction by dilation or by erosion. @since 0.2 */
+typedef enum tw_mrecon_method {
+    TW_MRECON_DILATION = 0, /**< rho_I(J): marker below the mask, raised under it */
+    TW_MRECON_EROSION       /**< the dual: marker above the mask, lowered over it */
+} tw_mrecon_method;
+
+/** Rounds recorded one by one in ::tw_mrecon_stats; later rounds are added to the last. */
+#define TW_MRECON_STATS_ROUNDS 64
+
+/**
+ * What a reconstruction job did, for benchmarks and tuning. Round 0 is the first pass (one
+ * full TP task per tile); round r >= 1 holds the seeded TP tasks created by BP task r - 1.
+ * Initialise with tw_mrecon_stats_init(). @since 0.2
+ */
+typedef struct tw_mrecon_stats {
+    size_t struct_size;      /**< set by tw_mrecon_stats_init() */
+    int64_t tiles;           /**< tiles of the grid */
+    int32_t tile_w, tile_h;  /**< their size */
+    int64_t rounds;          /**< BP tasks run; the last one found nothing to propagate */
+    int64_t tp_tasks;        /**< TP tasks run, every round */
+    int64_t tp_cpu, tp_cuda; /**< of which on CPU workers / on GPU workers */
+    int64_t seeds;           /**< border pixels raised by BP and re-seeded, every round */
+    int64_t pairs_compared;  /**< shared borders (edges and corners) compared by BP */
+    double load_s;           /**< from submission until every tile was read and prepared */
+    double propagate_s;      /**< from then until the last BP task found nothing to do */
+    double store_s;          /**< from then until the output was complete */
+    double bp_s;             /**< time spent inside BP tasks (part of propagate_s) */
+    int64_t tp_per_round[TW_MRECON_STATS_ROUNDS];    /**< TP tasks of each round */
+    int64_t seeds_per_round[TW_MRECON_STATS_ROUNDS]; /**< seeds given to each round's TPs */
+} tw_mrecon_stats;
+
+/** Zero @p s and set its struct_size. @since 0.2 */
+TW_API void tw_mrecon_stats_init(tw_mrecon_stats *s);
+
+/** Options of tw_mrecon_submit(). Initialise with tw_mrecon_opts_init(). @since 0.2 */
+typedef struct tw_mrecon_opts {
+    size_t struct_size;
+    tw_input marker;            /**< the marker file, when marker_image.data is NULL */
+    tw_input mask;              /**< the mask file, when mask_image.data is NULL */
+    tw_host_image marker_image; /**< the marker in memory (data != NULL: used instead) */
+    tw_host_image mask_image;   /**< the mask in memory (data != NULL: used instead) */
+    tw_output output;           /**< the output file, when result.data is NULL */
+    tw_host_image result;       /**< the result in memory: the mask's size and type; may be
+                                     the marker's or the mask's own buffer (every input pixel
+                                     is read before any output pixel is written) */
+    tw_mrecon_method method;    /**< default TW_MRECON_DILATION */
+    int conn;                   /**< 4 or 8 (default 8) */
+    bool clamp_marker;          /**< clamp a marker above the mask (below, for erosion) to it
+                                     instead of failing */
+    int32_t tile_w, tile_h;     /**< 0: the config's mrecon.tile_size, else tile.size */
+    int64_t queue_capacity;     /**< GPU queue elements; 0: the config's mrecon.queue_capacity */
+    tw_mrecon_stats *stats;     /**< optional, initialised with tw_mrecon_stats_init(); filled
+                                     when the job ends, before tw_job_wait() returns */
+} tw_mrecon_opts;
+
+/** Fill @p o with defaults. @since 0.2 */
+TW_API void tw_mrecon_opts_init(tw_mrecon_opts *o);
+
+/**
+ * Reconstruct @p o->marker under @p o->mask and write the result. The inputs are checked
+ * synchronously (open, same size and sample type, 8 or 16 bits, 1 or 3 channels); a marker
+ * pixel above the mask (below it, for erosion) is found while the job runs and fails it with
+ * "mrecon: marker V above mask W at (X, Y)" naming the first such pixel in raster order (in
+ * the mask's level frame), unless clamp_marker is set.
+ * @return TW_OK (the job runs), TW_E_INVALID, TW_E_IO, TW_E_FORMAT, TW_E_NOMEM, TW_E_NODEV.
+ * Thread-safe. @since 0.2
+ */
+TW_API TW_NODISCARD tw_status tw_mrecon_submit(tw_runtime *rt, const tw_mrecon_opts *o,
+                                              tw_job **out, tw_error *err);
+
+/** Parse "dilation" or "erosion". @return TW_OK, TW_E_INVALID. @since 0.2 */
+TW_API TW_NODISCARD tw_status tw_mrecon_method_parse(const char *name, tw_mrecon_method *out);
+
+/**
+ * Options of the operations built on reconstruction (tw_fill_holes_submit() and the others
+ * below); each reads the fields it needs. Initialise with tw_rfilter_opts_init(). @since 0.2
+ */
+typedef struct tw_rfilter_opts {
+    size_t struct_size;
+    tw_input input;         /**< the image file, when image.data is NULL */
+    tw_host_image image;    /**< the image in memory (data != NULL: used instead) */
+    tw_output output;       /**< the output file, when result.data is NULL */
+    tw_host_image result;   /**< the result in memory (its type: see each operation); may be
+                                 the image's own buffer */
+    int conn;               /**< 4 or 8; 0 (default): the operation's default */
+    int64_t h;              /**< hmax: the height, >= 1 */
+    bool dome;              /**< hmax: write the h-dome image instead of the maxima */
+    int32_t radius;         /**< open-rec, close-rec: the square is 2 radius + 1 wide, >= 0 */
+    int32_t tile_w, tile_h; /**< 0: the config's mrecon.tile_size, else tile.size */
+    int64_t queue_capacity; /**< as in ::tw_mrecon_opts */
+    tw_mrecon_stats *stats; /**< as in ::tw_mrecon_opts */
+} tw_rfilter_opts;
+
+/** Fill @p o with defaults. @since 0.2 */
+TW_API void tw_rfilter_opts_init(tw_rfilter_opts *o);
+
+/**
+ * Fill holes: reconstruction by erosion, under the image, of a marker equal to the image on
+ * the image border and to the type's maximum inside; regional minima not connected to the
+ * border are raised to the level where they would overflow. On a two-level image {0, v} this
+ * is SciPy `binary_fill_holes` (v in the holes). @p conn is the connectivity of the flooded
+ * background (default 4, as SciPy's default structure). The result has the image's type.
+ * @return as tw_mrecon_submit(). Thread-safe. @since 0.2
+ */
+TW_API TW_NODISCARD tw_status tw_fill_holes_submit(tw_runtime *rt, const tw_rfilter_opts *o,
+                                                  tw_job **out, tw_error *err);
+
+/**
+ * h-maxima, exactly as scikit-image 0.19 `h_maxima(image, h, footprint)`: R = reconstruction
+ * by dilation of max(image - h, 0) under the image; the result is a TW_U8 image, 1 where
+ * image - R >= h and 0 elsewhere; all 0 when h exceeds max - min of the image. With
+ * @p o->dome, the h-dome image image - R instead (the image's type). @p conn default 8.
+ * @return as tw_mrecon_submit(); TW_E_INVALID for h < 1. Thread-safe. @since 0.2
+ */
+TW_API TW_NODISCARD tw_status tw_hmax_submit(tw_runtime *rt, const tw_rfilter_opts *o,
+                                            tw_job **out, tw_error *err);
+
+/**
+ * Regional maxima: h-maxima with h = 1 (TW_U8, 1 on every connected plateau whose neighbours
+ * are all lower, 0 elsewhere; all 0 on a constant image), the same as scikit-image
+ * `h_maxima(image, 1)` and `local_maxima(image)`. @p conn default 8.
+ * @return as tw_mrecon_submit(). Thread-safe. @since 0.2
+ */
+TW_API TW_NODISCARD tw_status tw_regional_max_submit(tw_runtime *rt, const tw_rfilter_opts *o,
+                                                    tw_job **out, tw_error *err);
+
+/**
+ * Opening by reconstruction: the image eroded by the (2 radius + 1)-square (the window
+ * clipped to the image), then reconstructed by dilation under the image. Bright structures
+ * the square does not fit in vanish; the others keep their exact shape. @p conn default 8.
+ * The result has the image's type. @return as tw_mrecon_submit(). Thread-safe. @since 0.2
+ */
+TW_API TW_NODISCARD tw_status tw_open_rec_submit(tw_runtime *rt, const tw_rfilter_opts *o,
+                                                tw_job **out, tw_error *err);
+
+/**
+ * Closing by reconstruction, the dual: dilation by the square, then reconstruction by erosion
+ * over the image. @return as tw_mrecon_submit(). Thread-safe. @since 0.2
+ */
+TW_API TW_NODISCARD tw_status tw_close_rec_submit(tw_runtime *rt, const tw_rfilter_opts *o,
+                                                 tw_job **out, tw_error *err);
+
+/** @} */
 
 /** @} */
 

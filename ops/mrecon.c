@@ -1,0 +1,1377 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave: morphological reconstruction across tiles, by TP and BP tasks until stable. */
+/*
+ * The guarantee. The job computes rho_I(J), the reconstruction by dilation of the marker J
+ * under the mask I over the whole image, with 4- or 8-connectivity: the smallest image K with
+ * J <= K <= I and K(p) >= min(K(q), I(p)) for every pair of neighbours p, q. That fixpoint is
+ * unique, so any order of monotone updates that only ever writes values <= rho_I(J), and that
+ * stops only when no update applies, reaches the same bytes. This is why tiling, worker count,
+ * CPU or GPU variants and the order in which tasks finish never change the result.
+ * Reconstruction by erosion and the dual filters run the same machine on complemented values
+ * (MAX - v on load and on store).
+ *
+ * The tiles. The image is cut into a grid of tiles (any size, from 1x1 to larger than the
+ * image; the last row and column may be smaller). Each tile holds its marker (RW) and mask (R)
+ * in host memory for the whole job: slide-scale spilling is for later.
+ *
+ * The task graph (seed 004, section 4):
+ *
+ *     mrecon.load[i] --> mrecon.tp[i] (full) --+
+ *     (mrecon.sync --> mrecon.prep[i]) .........+--> mrecon.bp (round 0)
+ *                                                      |  creates, for the tiles that
+ *                                                      v  received propagation only:
+ *                            mrecon.tp[j] (seeded) --> mrecon.bp (round 1) --> ...
+ *                                                      |  when nothing changed:
+ *                                                      v
+ *                                                 mrecon.store[i]
+ *
+ * load reads (or copies) a tile of each input, converts RGB to luminance with the gray kernel,
+ * complements for erosion, prepares the marker (checked against the mask, or derived from the
+ * image for the filters). The open-rec marker needs a neighbourhood beyond the tile, so it is
+ * made by prep tasks behind a sync task that waits for every load. A TP task (CPU: OpenMP
+ * kernel with the worker's team; GPU: CUDA kernel, scratch from the device pool) reconstructs
+ * its tile as if nothing existed outside it. A BP task runs when every TP of its round has
+ * finished (it depends on all of them, and nothing else writes tiles while it runs), so it may
+ * read and write any tile's host copy.
+ *
+ * What BP does. For every shared border that may have changed, and for both directions, it
+ * takes each border pixel q of a tile B and each neighbour p of q in the adjacent tile A (the
+ * opposite pixel with 4-connectivity; the three facing pixels with 8, plus the single pixel
+ * across each corner, which is its own "corner pair" of diagonal tiles) and sets
+ * J(q) = min(J(p), I(q)) when that is above J(q). Every raised q is a seed of B. Tiles with
+ * seeds get a seeded TP task (the kernel propagates from those pixels only, so a tile that
+ * nothing reaches is never recomputed), and one new BP task depends on all of them. A BP that
+ * raises nothing ends the propagation and submits the store tasks.
+ *
+ * Which borders may have changed. GPU kernels are asynchronous and cannot report which pixels
+ * they wrote, so BP keeps a snapshot of every tile's perimeter (top and bottom rows, left and
+ * right columns) as of its last comparison. At the start of each round it diffs the perimeter
+ * of each tile that ran a TP against its snapshot and refreshes the snapshot; a change sets the
+ * tile's dirty bits (one per side and one per corner pixel). Only pairs with a dirty side (or
+ * corner) on either end are compared, each once per round. Pixels BP itself raises are left
+ * out of the snapshot on purpose: the next round then sees them as changed, which matters
+ * because a raised pixel can propagate further across another border of its tile (a corner
+ * pixel raised from the left may raise the tile above) and even back across a border where
+ * the tile's own TP has meanwhile raised a neighbour. Invariant: at the end of every BP, each
+ * pair is either consistent (no update applies across it) or has a pixel on one side that
+ * changed since that side's snapshot; so when a BP compares every dirty pair and raises
+ * nothing, no update applies anywhere and the fixpoint is reached.
+ *
+ * Iterating is needed because a seeded TP in B can change B's other borders. The number of
+ * rounds is bounded by how many times the longest geodesic path crosses tile borders; with
+ * large tiles it is small, with 1x1 tiles it is the path's length.
+ *
+ * The marker check. Each load finds the first marker pixel above the mask in its tile; the
+ * first in raster order over the image is kept under a lock. TP tasks skip their kernel once
+ * a violation is known (a tile's own TP always runs after its load, so no kernel ever sees a
+ * marker above its mask), and the round-0 BP, which runs after every load, fails the job with
+ * the first pixel: deterministic whatever the order in which loads ran.
+ *
+ * Progress counts tasks: loads, preps, TPs, BPs and stores; the total grows as BP adds rounds.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cuda_kernels.h"
+#include "omp_kernels.h"
+#include "ops_internal.h"
+
+/* Forward directions of the pairs a tile owns (the other tile is right of it or below). */
+enum { D_RIGHT, D_DOWN, D_DOWN_RIGHT, D_DOWN_LEFT, N_DIRS };
+
+/* Dirty bits: a side of the perimeter, or a corner pixel, changed since the last BP. */
+enum {
+    S_TOP = 1u << 0,
+    S_BOTTOM = 1u << 1,
+    S_LEFT = 1u << 2,
+    S_RIGHT = 1u << 3,
+    C_TL = 1u << 4,
+    C_TR = 1u << 5,
+    C_BL = 1u << 6,
+    C_BR = 1u << 7,
+    DIRTY_ALL = 0xffu
+};
+
+/* Run BODY with T the C type of `type` (TW_U8 or TW_U16). */
+#define TYPED(type, ...)                                                                       \
+    do {                                                                                       \
+        if ((type) == TW_U8) {                                                                 \
+            typedef uint8_t T;                                                                 \
+            __VA_ARGS__                                                                        \
+        } else {                                                                               \
+            typedef uint16_t T;                                                                \
+            __VA_ARGS__                                                                        \
+        }                                                                                      \
+    } while (0)
+
+#define ROW(v, T, y) ((T *)(void *)((char *)(v)->data + (int64_t)(y) * (v)->stride))
+
+typedef struct mr_job mr_job;
+
+/* One input: a slide region (s.slide open) or a caller buffer (mem.data). */
+typedef struct mr_src {
+    twi_stream s;       /* file: slide, level, region; the mask's also holds the writer */
+    tw_host_image mem;  /* memory: data != NULL */
+    const char *path;   /* for messages; NULL in memory */
+} mr_src;
+
+typedef struct mr_tile {
+    mr_job *m;
+    int64_t index;
+    tw_tile *marker, *mask; /* the job's references; NULL once stored */
+    int64_t x, y;           /* first pixel in the image frame */
+    int32_t w, h;
+    uint16_t *snap;         /* perimeter at the last BP: top[w] bottom[w] left[h] right[h] */
+    uint32_t *seeds;        /* pixels raised by the running BP (tile raster indices) */
+    int64_t n_seeds, cap_seeds;
+    int64_t stamp[N_DIRS];  /* 1 + the BP round that last compared the pair in that direction */
+    unsigned dirty;
+} mr_tile;
+
+struct mr_job {
+    tw_job *job;         /* borrowed: the job owns this struct */
+    char op[32];
+    mr_src marker, mask; /* the output writer lives in mask.s */
+    bool out_file;
+    tw_host_image result;
+    tw_sample_type type, out_type;
+    unsigned maxv;       /* 255 or 65535 */
+    bool complement, clamp;
+    int conn;
+    twi_mrecon_prep prep;
+    twi_mrecon_out outk;
+    int64_t hval;
+    int32_t radius;
+    int64_t qcap;
+    int64_t W, H;        /* image size */
+    int32_t tw, th;      /* tile size */
+    int64_t tiles_x, tiles_y, n;
+    mr_tile *tiles;
+    uint16_t *snaps;     /* all perimeters, one allocation */
+    int64_t *cur, n_cur; /* tiles whose TP ran in this round (BP only) */
+    int64_t *next, n_next;
+    int64_t round;       /* of the BP running or next to run (BP only) */
+    bool snaps_valid;
+
+    atomic_bool bad;     /* a marker pixel above the mask was found */
+    atomic_llong loads_left;
+    atomic_llong tp_cpu, tp_cuda;
+    pthread_mutex_t lock;
+    bool lock_init;
+    /* under lock */
+    int64_t bad_x, bad_y; /* first violation (image frame) */
+    unsigned bad_j, bad_i;
+    unsigned img_min, img_max;
+
+    /* BP-owned statistics */
+    tw_mrecon_stats stats;
+    tw_mrecon_stats *stats_out;
+    struct timespec t0;
+    double t_loaded, t_converged;
+};
+
+static const tw_task_kind load_kind, sync_kind, prep_kind, tp_kind, bp_kind, store_kind;
+
+static double
+since(const struct timespec *t0)
+{
+    struct timespec t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+
+static inline unsigned
+pix_get(const tw_tile_view *v, int64_t x, int64_t y)
+{
+    const char *row = (const char *)v->data + y * v->stride;
+
+    return v->type == TW_U8 ? ((const uint8_t *)row)[x] : ((const uint16_t *)(const void *)row)[x];
+}
+
+static inline void
+pix_set(const tw_tile_view *v, int64_t x, int64_t y, unsigned val)
+{
+    char *row = (char *)v->data + y * v->stride;
+
+    if (v->type == TW_U8)
+        ((uint8_t *)row)[x] = (uint8_t)val;
+    else
+        ((uint16_t *)(void *)row)[x] = (uint16_t)val;
+}
+
+/* ---- load */
+
+/* Read tile t of src into v (1 channel of m->type): a region of the slide, converted to
+ * luminance by the gray kernel when RGB, or rows of the caller's buffer. */
+static tw_status
+read_src(tw_task_ctx *ctx, const mr_src *src, const mr_tile *t, tw_tile_view *v)
+{
+    size_t ss = tw_sample_size(v->type);
+    tw_error err;
+    tw_status st;
+
+    if (src->mem.data) {
+        size_t stride = src->mem.stride ? src->mem.stride : (size_t)src->mem.w * ss;
+        const char *base = (const char *)src->mem.data + (size_t)t->y * stride + (size_t)t->x * ss;
+
+        for (int32_t r = 0; r < t->h; r++)
+            memcpy((char *)v->data + r * v->stride, base + (size_t)r * stride, (size_t)t->w * ss);
+        return TW_OK;
+    }
+    if (src->s.in_channels == 1) {
+        st = tw_slide_read_region(src->s.slide, src->s.level, src->s.x + t->x, src->s.y + t->y,
+                                  t->w, t->h, v->data, (size_t)v->stride, &err);
+    } else {
+        tw_tile_view rgb = *v;
+
+        rgb.channels = src->s.in_channels;
+        rgb.stride = (int64_t)((size_t)t->w * (size_t)rgb.channels * ss);
+        if (!(rgb.data = twi_ctx_scratch(ctx, (size_t)rgb.stride * (size_t)t->h)))
+            return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory", t->m->op);
+        st = tw_slide_read_region(src->s.slide, src->s.level, src->s.x + t->x, src->s.y + t->y,
+                                  t->w, t->h, rgb.data, (size_t)rgb.stride, &err);
+        if (st == TW_OK && (st = twi_omp_gray(&rgb, v, (int)TW_GRAY_LUMINANCE, 1)) != TW_OK)
+            return twi_ctx_fail(ctx, st, "%s: cannot convert '%s' to gray", t->m->op,
+                                src->path);
+    }
+    if (st != TW_OK)
+        return twi_ctx_fail(ctx, st, "%s", err.message);
+    return TW_OK;
+}
+
+static void
+complement(const tw_tile_view *v, unsigned maxv)
+{
+    TYPED(v->type, {
+        for (int32_t y = 0; y < v->h; y++) {
+            T *r = ROW(v, T, y);
+            for (int32_t x = 0; x < v->w; x++)
+                r[x] = (T)(maxv - r[x]);
+        }
+    });
+}
+
+/* Find (or clamp) marker pixels above the mask; keep the first in raster order. */
+static void
+check_marker(mr_job *m, const mr_tile *t, const tw_tile_view *jv, const tw_tile_view *iv)
+{
+    int64_t fx = -1, fy = -1;
+
+    TYPED(jv->type, {
+        for (int32_t y = 0; y < jv->h && fy < 0; y++) {
+            T *j = ROW(jv, T, y);
+            const T *i = ROW(iv, T, y);
+            for (int32_t x = 0; x < jv->w; x++) {
+                if (j[x] > i[x]) {
+                    if (m->clamp) {
+                        j[x] = i[x];
+                    } else if (fy < 0) {
+                        fx = x;
+                        fy = y;
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    if (fy < 0)
+        return;
+    pthread_mutex_lock(&m->lock);
+    if (!atomic_load(&m->bad) || t->y + fy < m->bad_y ||
+        (t->y + fy == m->bad_y && t->x + fx < m->bad_x)) {
+        unsigned j = pix_get(jv, fx, fy), i = pix_get(iv, fx, fy);
+
+        m->bad_x = t->x + fx;
+        m->bad_y = t->y + fy;
+        m->bad_j = m->complement ? m->maxv - j : j;
+        m->bad_i = m->complement ? m->maxv - i : i;
+        atomic_store(&m->bad, true);
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* fill-holes: the mask on the image border, 0 inside. */
+static void
+prep_border(const mr_job *m, const mr_tile *t, const tw_tile_view *jv, const tw_tile_view *iv)
+{
+    TYPED(jv->type, {
+        for (int32_t y = 0; y < jv->h; y++) {
+            T *j = ROW(jv, T, y);
+            const T *i = ROW(iv, T, y);
+            bool edge_row = t->y + y == 0 || t->y + y == m->H - 1;
+            memset(j, 0, (size_t)jv->w * sizeof(T));
+            for (int32_t x = 0; x < jv->w; x++)
+                if (edge_row || t->x + x == 0 || t->x + x == m->W - 1)
+                    j[x] = i[x];
+        }
+    });
+}
+
+/* h-maxima: max(I - h, 0); also the tile's range of I. */
+static void
+prep_sub_h(mr_job *m, const tw_tile_view *jv, const tw_tile_view *iv)
+{
+    unsigned lo = m->maxv, hi = 0;
+    int64_t h = m->hval;
+
+    TYPED(jv->type, {
+        for (int32_t y = 0; y < jv->h; y++) {
+            T *j = ROW(jv, T, y);
+            const T *i = ROW(iv, T, y);
+            for (int32_t x = 0; x < jv->w; x++) {
+                unsigned v = i[x];
+                lo = v < lo ? v : lo;
+                hi = v > hi ? v : hi;
+                j[x] = (int64_t)v >= h ? (T)((int64_t)v - h) : 0;
+            }
+        }
+    });
+    pthread_mutex_lock(&m->lock);
+    if (lo < m->img_min)
+        m->img_min = lo;
+    if (hi > m->img_max)
+        m->img_max = hi;
+    pthread_mutex_unlock(&m->lock);
+}
+
+static tw_status
+load_cpu(tw_task_ctx *ctx, void *arg)
+{
+    mr_tile *t = arg;
+    mr_job *m = t->m;
+    tw_tile_view jv = twi_ctx_view(ctx, 0), iv = twi_ctx_view(ctx, 1);
+    tw_status st;
+
+    if ((st = read_src(ctx, &m->mask, t, &iv)) != TW_OK)
+        return st;
+    if (m->complement)
+        complement(&iv, m->maxv);
+    switch (m->prep) {
+    case TWI_MRECON_PREP_MARKER:
+        if ((st = read_src(ctx, &m->marker, t, &jv)) != TW_OK)
+            return st;
+        if (m->complement)
+            complement(&jv, m->maxv);
+        check_marker(m, t, &jv, &iv);
+        break;
+    case TWI_MRECON_PREP_BORDER: prep_border(m, t, &jv, &iv); break;
+    case TWI_MRECON_PREP_SUB_H: prep_sub_h(m, &jv, &iv); break;
+    case TWI_MRECON_PREP_ERODE: break; /* mrecon.prep, once every mask tile is loaded */
+    }
+    if (atomic_fetch_sub(&m->loads_left, 1) == 1 && m->prep != TWI_MRECON_PREP_ERODE)
+        m->t_loaded = since(&m->t0);
+    twi_job_add_done(m->job, 1);
+    return TW_OK;
+}
+
+/* ---- prep (open-rec): erosion by a square, the window clipped to the image */
+
+/* out[i] = min(a[i .. i + 2r]) for i < n - 2r (van Herk / Gil-Werman: three passes whatever
+ * the radius). g and s are scratch of n elements. */
+static void
+min_line(const uint16_t *a, int64_t n, int64_t r, uint16_t *out, uint16_t *g, uint16_t *s)
+{
+    int64_t k = 2 * r + 1;
+
+    for (int64_t i = 0; i < n; i++)
+        g[i] = (i % k == 0 || a[i] < g[i - 1]) ? a[i] : g[i - 1];
+    for (int64_t i = n - 1; i >= 0; i--)
+        s[i] = (i == n - 1 || (i + 1) % k == 0 || a[i] < s[i + 1]) ? a[i] : s[i + 1];
+    for (int64_t i = 0; i + 2 * r < n; i++)
+        out[i] = s[i] < g[i + 2 * r] ? s[i] : g[i + 2 * r];
+}
+
+/* Row y of the mask, columns [xa, xa + n), into out; outside the image: 0xffff (neutral). */
+static void
+gather_row(const mr_job *m, int64_t y, int64_t xa, int64_t n, uint16_t *out)
+{
+    int64_t x = xa, end = xa + n;
+
+    for (; x < end && x < 0; x++)
+        *out++ = 0xffff;
+    while (x < end && x < m->W) {
+        const mr_tile *t = &m->tiles[(y / m->th) * m->tiles_x + x / m->tw];
+        tw_tile_view v = twi_tile_host_view(t->mask);
+        int64_t lx = x - t->x, stop = end - t->x < t->w ? end - t->x : t->w;
+
+        TYPED(v.type, {
+            const T *r = ROW(&v, T, y - t->y);
+            for (; lx < stop; lx++)
+                *out++ = r[lx];
+        });
+        x = t->x + stop;
+    }
+    for (; x < end; x++)
+        *out++ = 0xffff;
+}
+
+static tw_status
+prep_cpu(tw_task_ctx *ctx, void *arg)
+{
+    mr_tile *t = arg;
+    mr_job *m = t->m;
+    tw_tile_view jv = twi_ctx_view(ctx, 0);
+    int64_t r = m->radius, rows = t->h + 2 * r, cols = t->w + 2 * r;
+    int64_t n = rows > cols ? rows : cols;
+    uint16_t *line, *g, *s, *col, *hmin;
+
+    if (!(line = twi_ctx_scratch(ctx, ((size_t)(3 * n + t->h) + (size_t)rows * (size_t)t->w) *
+                                          sizeof *line)))
+        return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory", m->op);
+    g = line + n;
+    s = g + n;
+    col = s + n;
+    hmin = col + t->h;
+    /* Horizontal minima of the rows the vertical pass needs, then the vertical minima. */
+    for (int64_t j = 0; j < rows; j++) {
+        int64_t y = t->y - r + j;
+
+        if (y < 0 || y >= m->H) {
+            for (int32_t x = 0; x < t->w; x++)
+                hmin[j * t->w + x] = 0xffff;
+            continue;
+        }
+        gather_row(m, y, t->x - r, cols, line);
+        min_line(line, cols, r, hmin + j * t->w, g, s);
+    }
+    for (int32_t x = 0; x < t->w; x++) {
+        for (int64_t j = 0; j < rows; j++)
+            line[j] = hmin[j * t->w + x];
+        min_line(line, rows, r, col, g, s);
+        for (int32_t y = 0; y < t->h; y++)
+            pix_set(&jv, x, y, col[y]);
+    }
+    if (atomic_fetch_sub(&m->loads_left, 1) == 1)
+        m->t_loaded = since(&m->t0);
+    twi_job_add_done(m->job, 1);
+    return TW_OK;
+}
+
+static tw_status
+sync_cpu(tw_task_ctx *ctx, void *arg)
+{
+    mr_job *m = arg;
+
+    (void)ctx;
+    twi_job_add_done(m->job, 1);
+    return TW_OK;
+}
+
+/* ---- TP */
+
+static tw_status
+tp_fail(tw_task_ctx *ctx, const mr_tile *t, tw_status st)
+{
+    return twi_ctx_fail(ctx, st, "%s: reconstruction of the tile at (%lld, %lld) failed (%s)",
+                        t->m->op, (long long)t->x, (long long)t->y, tw_status_string(st));
+}
+
+static tw_status
+tp_cpu(tw_task_ctx *ctx, void *arg)
+{
+    mr_tile *t = arg;
+    mr_job *m = t->m;
+    tw_tile_view jv = twi_ctx_view(ctx, 0), iv = twi_ctx_view(ctx, 1), sv;
+    const uint32_t *seeds = NULL;
+    int64_t n_seeds = 0;
+    tw_status st;
+
+    if (!atomic_load(&m->bad)) {
+        if (twi_ctx_tile(ctx, 2)) {
+            sv = twi_ctx_view(ctx, 2);
+            seeds = sv.data;
+            n_seeds = sv.w;
+        }
+        st = twi_omp_mrecon(&jv, &iv, m->conn, seeds, n_seeds, twi_ctx_team(ctx));
+        if (st != TW_OK)
+            return tp_fail(ctx, t, st);
+        atomic_fetch_add(&m->tp_cpu, 1);
+    }
+    twi_job_add_done(m->job, 1);
+    return TW_OK;
+}
+
+#ifdef TW_HAVE_CUDA
+static tw_status
+tp_cuda(tw_task_ctx *ctx, void *arg)
+{
+    mr_tile *t = arg;
+    mr_job *m = t->m;
+    tw_tile_view jv = twi_ctx_view(ctx, 0), iv = twi_ctx_view(ctx, 1), sv;
+    const uint32_t *d_seeds = NULL;
+    int64_t n_seeds = 0;
+    size_t bytes;
+    void *d_scratch;
+    tw_status st;
+
+    if (!atomic_load(&m->bad)) {
+        if (twi_ctx_tile(ctx, 2)) {
+            sv = twi_ctx_view(ctx, 2);
+            d_seeds = sv.data;
+            n_seeds = sv.w;
+        }
+        bytes = twi_cuda_mrecon_scratch_size(jv.w, jv.h, m->qcap);
+        if (!(d_scratch = twi_ctx_scratch(ctx, bytes)))
+            return twi_ctx_fail(ctx, TW_E_DEVICE,
+                                "%s: no GPU memory for %zu bytes of scratch (tile %dx%d)", m->op,
+                                bytes, (int)jv.w, (int)jv.h);
+        st = twi_cuda_mrecon(&jv, &iv, m->conn, d_seeds, n_seeds, d_scratch, bytes, m->qcap,
+                             twi_ctx_stream(ctx));
+        if (st != TW_OK)
+            return tp_fail(ctx, t, st);
+        atomic_fetch_add(&m->tp_cuda, 1);
+    }
+    twi_job_add_done(m->job, 1);
+    return TW_OK;
+}
+#endif
+
+/* ---- BP */
+
+/* Diff tile t's perimeter against its snapshot, refresh the snapshot, set the dirty bits. */
+static void
+diff_perimeter(mr_tile *t, bool valid)
+{
+    tw_tile_view v = twi_tile_host_view(t->marker);
+    uint16_t *top = t->snap, *bot = top + t->w, *left = bot + t->w, *right = left + t->h;
+    int32_t w = t->w, h = t->h;
+    unsigned d = 0;
+
+    for (int32_t x = 0; x < w; x++) {
+        unsigned a = pix_get(&v, x, 0), b = pix_get(&v, x, h - 1);
+        if (a != top[x]) {
+            top[x] = (uint16_t)a;
+            d |= S_TOP | (x == 0 ? C_TL : 0u) | (x == w - 1 ? C_TR : 0u);
+        }
+        if (b != bot[x]) {
+            bot[x] = (uint16_t)b;
+            d |= S_BOTTOM | (x == 0 ? C_BL : 0u) | (x == w - 1 ? C_BR : 0u);
+        }
+    }
+    for (int32_t y = 0; y < h; y++) {
+        unsigned a = pix_get(&v, 0, y), b = pix_get(&v, w - 1, y);
+        if (a != left[y]) {
+            left[y] = (uint16_t)a;
+            d |= S_LEFT;
+        }
+        if (b != right[y]) {
+            right[y] = (uint16_t)b;
+            d |= S_RIGHT;
+        }
+    }
+    /* A corner pixel belongs to two sides. */
+    if (d & C_TL)
+        d |= S_TOP | S_LEFT;
+    if (d & C_TR)
+        d |= S_TOP | S_RIGHT;
+    if (d & C_BL)
+        d |= S_BOTTOM | S_LEFT;
+    if (d & C_BR)
+        d |= S_BOTTOM | S_RIGHT;
+    t->dirty = valid ? d : DIRTY_ALL;
+}
+
+static tw_status
+add_seed(mr_job *m, mr_tile *t, uint32_t idx)
+{
+    if (t->n_seeds == t->cap_seeds) {
+        int64_t cap = t->cap_seeds ? 2 * t->cap_seeds : 16;
+        uint32_t *p = realloc(t->seeds, (size_t)cap * sizeof *p);
+
+        if (!p)
+            return TW_E_NOMEM;
+        t->seeds = p;
+        t->cap_seeds = cap;
+    }
+    if (t->n_seeds == 0)
+        m->next[m->n_next++] = t->index;
+    t->seeds[t->n_seeds++] = idx;
+    return TW_OK;
+}
+
+/* The views a pair comparison needs. */
+typedef struct side {
+    mr_tile *t;
+    tw_tile_view j, i;
+} side;
+
+static side
+side_of(mr_tile *t)
+{
+    side s = {t, twi_tile_host_view(t->marker), twi_tile_host_view(t->mask)};
+
+    return s;
+}
+
+/* q in b raised from p in a: J(q) = min(J(p), I(q)) when that is above J(q). */
+static inline tw_status
+prop(mr_job *m, const side *a, int32_t px, int32_t py, const side *b, int32_t qx, int32_t qy)
+{
+    unsigned jp = pix_get(&a->j, px, py), jq = pix_get(&b->j, qx, qy), iq, v;
+
+    if (jp <= jq)
+        return TW_OK;
+    iq = pix_get(&b->i, qx, qy);
+    v = jp < iq ? jp : iq;
+    if (v <= jq)
+        return TW_OK;
+    pix_set(&b->j, qx, qy, v);
+    return add_seed(m, b->t, (uint32_t)((int64_t)qy * b->t->w + qx));
+}
+
+/* Compare the pair that tile `o` owns in direction d (both ways). */
+static tw_status
+compare_pair(mr_job *m, mr_tile *o, int d)
+{
+    mr_tile *n;
+    side a, b;
+    tw_status st = TW_OK;
+
+    if (o->stamp[d] == m->round + 1)
+        return TW_OK;
+    o->stamp[d] = m->round + 1;
+    switch (d) {
+    case D_RIGHT: n = o + 1; break;
+    case D_DOWN: n = o + m->tiles_x; break;
+    case D_DOWN_RIGHT: n = o + m->tiles_x + 1; break;
+    default: n = o + m->tiles_x - 1; break;
+    }
+    m->stats.pairs_compared++;
+    a = side_of(o);
+    b = side_of(n);
+    if (d == D_RIGHT) {
+        int32_t ax = o->w - 1, h = o->h;
+
+        for (int32_t y = 0; y < h && st == TW_OK; y++) {
+            int32_t lo = m->conn == 8 && y > 0 ? y - 1 : y;
+            int32_t hi = m->conn == 8 && y < h - 1 ? y + 1 : y;
+
+            for (int32_t yy = lo; yy <= hi && st == TW_OK; yy++)
+                if ((st = prop(m, &a, ax, yy, &b, 0, y)) == TW_OK)
+                    st = prop(m, &b, 0, yy, &a, ax, y);
+        }
+    } else if (d == D_DOWN) {
+        int32_t ay = o->h - 1, w = o->w;
+
+        for (int32_t x = 0; x < w && st == TW_OK; x++) {
+            int32_t lo = m->conn == 8 && x > 0 ? x - 1 : x;
+            int32_t hi = m->conn == 8 && x < w - 1 ? x + 1 : x;
+
+            for (int32_t xx = lo; xx <= hi && st == TW_OK; xx++)
+                if ((st = prop(m, &a, xx, ay, &b, x, 0)) == TW_OK)
+                    st = prop(m, &b, xx, 0, &a, x, ay);
+        }
+    } else if (d == D_DOWN_RIGHT) {
+        if ((st = prop(m, &a, o->w - 1, o->h - 1, &b, 0, 0)) == TW_OK)
+            st = prop(m, &b, 0, 0, &a, o->w - 1, o->h - 1);
+    } else {
+        if ((st = prop(m, &a, 0, o->h - 1, &b, n->w - 1, 0)) == TW_OK)
+            st = prop(m, &b, n->w - 1, 0, &a, 0, o->h - 1);
+    }
+    return st;
+}
+
+/* Compare every pair of tile t that touches one of its dirty sides or corners. */
+static tw_status
+compare_dirty(mr_job *m, mr_tile *t)
+{
+    int64_t tx = t->index % m->tiles_x, ty = t->index / m->tiles_x, nx = m->tiles_x;
+    bool left = tx > 0, right = tx < nx - 1, up = ty > 0, down = ty < m->tiles_y - 1;
+    unsigned d = t->dirty;
+    tw_status st = TW_OK;
+
+#define PAIR(cond, owner, dir)                                                                 \
+    if (st == TW_OK && (cond))                                                                 \
+    st = compare_pair(m, (owner), (dir))
+    PAIR((d & S_LEFT) && left, t - 1, D_RIGHT);
+    PAIR((d & S_RIGHT) && right, t, D_RIGHT);
+    PAIR((d & S_TOP) && up, t - nx, D_DOWN);
+    PAIR((d & S_BOTTOM) && down, t, D_DOWN);
+    if (m->conn == 8) {
+        PAIR((d & C_TL) && left && up, t - nx - 1, D_DOWN_RIGHT);
+        PAIR((d & C_BR) && right && down, t, D_DOWN_RIGHT);
+        PAIR((d & C_TR) && right && up, t - nx + 1, D_DOWN_LEFT);
+        PAIR((d & C_BL) && left && down, t, D_DOWN_LEFT);
+    }
+#undef PAIR
+    t->dirty = 0;
+    return st;
+}
+
+static int
+cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+static void
+record_round(mr_job *m, int64_t round, int64_t tps, int64_t seeds)
+{
+    int64_t r = round < TW_MRECON_STATS_ROUNDS ? round : TW_MRECON_STATS_ROUNDS - 1;
+
+    m->stats.tp_per_round[r] += tps;
+    m->stats.seeds_per_round[r] += seeds;
+    m->stats.seeds += seeds;
+}
+
+static tw_status submit_stores(mr_job *m);
+
+/* The next round: a seeded TP for every tile in m->next, and a BP depending on all of them.
+ * Everything BP owns in m is updated before that BP is submitted: it may start at once. */
+static tw_status
+submit_round(mr_job *m, const struct timespec *bp_t0)
+{
+    tw_runtime *rt = twi_job_runtime(m->job);
+    tw_task *bp = NULL, *tp = NULL;
+    tw_tile *seeds = NULL;
+    tw_status st = TW_OK;
+    int64_t total_seeds = 0;
+
+    if ((st = twi_task_create(m->job, &bp_kind, m, NULL, &bp)) != TW_OK)
+        return st;
+    twi_job_add_total(m->job, m->n_next + 1);
+    for (int64_t k = 0; k < m->n_next && st == TW_OK; k++) {
+        mr_tile *t = &m->tiles[m->next[k]];
+        int64_t n = 0;
+        uint32_t *dst;
+
+        /* A pixel raised from several neighbours is listed once. */
+        qsort(t->seeds, (size_t)t->n_seeds, sizeof *t->seeds, cmp_u32);
+        for (int64_t i = 0; i < t->n_seeds; i++)
+            if (n == 0 || t->seeds[i] != t->seeds[n - 1])
+                t->seeds[n++] = t->seeds[i];
+        t->n_seeds = 0;
+        total_seeds += n;
+        if ((st = twi_tile_create(rt, (int32_t)n, 1, 1, TW_U32, &seeds)) != TW_OK)
+            break;
+        dst = twi_tile_host_view(seeds).data;
+        memcpy(dst, t->seeds, (size_t)n * sizeof *dst);
+        if ((st = twi_task_create(m->job, &tp_kind, t, NULL, &tp)) == TW_OK &&
+            (st = twi_task_add_tile(tp, t->marker, TW_RW)) == TW_OK &&
+            (st = twi_task_add_tile(tp, t->mask, TW_R)) == TW_OK &&
+            (st = twi_task_add_tile(tp, seeds, TW_R)) == TW_OK &&
+            (st = twi_task_depend(bp, tp)) == TW_OK)
+            st = twi_task_submit(tp);
+        twi_task_release(tp);
+        tp = NULL;
+        twi_tile_release(seeds);
+        seeds = NULL;
+        m->cur[k] = m->next[k];
+    }
+    if (st == TW_OK) {
+        m->n_cur = m->n_next;
+        record_round(m, m->round + 1, m->n_next, total_seeds);
+        m->round++;
+        m->stats.bp_s += since(bp_t0);
+        st = twi_task_submit(bp);
+    }
+    twi_task_release(bp);
+    return st;
+}
+
+static tw_status
+bp_cpu(tw_task_ctx *ctx, void *arg)
+{
+    mr_job *m = arg;
+    struct timespec t0;
+    tw_status st = TW_OK;
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (twi_ctx_canceled(ctx))
+        return TW_OK;
+    if (atomic_load(&m->bad)) {
+        pthread_mutex_lock(&m->lock);
+        st = twi_ctx_fail(ctx, TW_E_INVALID, "%s: marker %u %s mask %u at (%lld, %lld)", m->op,
+                          m->bad_j, m->complement ? "below" : "above", m->bad_i,
+                          (long long)(m->mask.s.x + m->bad_x), (long long)(m->mask.s.y + m->bad_y));
+        pthread_mutex_unlock(&m->lock);
+        return st;
+    }
+    /* Which sides changed since the last comparison, then the pairs they touch. */
+    for (int64_t k = 0; k < m->n_cur; k++)
+        diff_perimeter(&m->tiles[m->cur[k]], m->snaps_valid);
+    m->snaps_valid = true;
+    m->n_next = 0;
+    for (int64_t k = 0; k < m->n_cur && st == TW_OK; k++)
+        st = compare_dirty(m, &m->tiles[m->cur[k]]);
+    if (st != TW_OK)
+        return twi_ctx_fail(ctx, st, "%s: out of memory in border propagation", m->op);
+    m->stats.rounds++;
+    if (m->n_next > 0) {
+        st = submit_round(m, &t0);
+    } else {
+        m->t_converged = since(&m->t0);
+        m->stats.bp_s += since(&t0);
+        st = submit_stores(m); /* the job cannot end (and read the stats) before this BP */
+    }
+    twi_job_add_done(m->job, 1);
+    if (st != TW_OK)
+        return twi_ctx_fail(ctx, st, "%s: cannot submit round %lld (%s)", m->op,
+                            (long long)m->round, tw_status_string(st));
+    return TW_OK;
+}
+
+/* ---- store */
+
+static tw_status
+store_cpu(tw_task_ctx *ctx, void *arg)
+{
+    mr_tile *t = arg;
+    mr_job *m = t->m;
+    tw_tile_view jv = twi_ctx_view(ctx, 0), iv = twi_ctx_view(ctx, 1), ov = jv;
+    size_t oss = tw_sample_size(m->out_type);
+    bool none = false;
+    tw_error err;
+    tw_status st;
+
+    if (m->out_file) {
+        /* The assembler takes a view: write into scratch unless R is the output as is. */
+        if (m->outk != TWI_MRECON_OUT_RESULT || m->complement) {
+            ov.type = m->out_type;
+            ov.stride = (int64_t)((size_t)t->w * oss);
+            if (!(ov.data = twi_ctx_scratch(ctx, (size_t)ov.stride * (size_t)t->h)))
+                return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory", m->op);
+        }
+    } else {
+        size_t stride = m->result.stride ? m->result.stride : (size_t)m->W * oss;
+
+        ov.type = m->out_type;
+        ov.stride = (int64_t)stride;
+        ov.data = (char *)m->result.data + (size_t)t->y * stride + (size_t)t->x * oss;
+    }
+    switch (m->outk) {
+    case TWI_MRECON_OUT_RESULT:
+        if (m->complement) {
+            TYPED(jv.type, {
+                for (int32_t y = 0; y < t->h; y++) {
+                    const T *j = ROW(&jv, T, y);
+                    T *o = ROW(&ov, T, y);
+                    for (int32_t x = 0; x < t->w; x++)
+                        o[x] = (T)(m->maxv - j[x]);
+                }
+            });
+        } else if (ov.data != jv.data) {
+            for (int32_t y = 0; y < t->h; y++)
+                memcpy(ROW(&ov, char, y), ROW(&jv, char, y), (size_t)t->w * oss);
+        }
+        break;
+    case TWI_MRECON_OUT_MAXIMA:
+        pthread_mutex_lock(&m->lock);
+        none = m->hval > (int64_t)m->img_max - (int64_t)m->img_min;
+        pthread_mutex_unlock(&m->lock);
+        TYPED(jv.type, {
+            for (int32_t y = 0; y < t->h; y++) {
+                const T *j = ROW(&jv, T, y), *i = ROW(&iv, T, y);
+                uint8_t *o = ROW(&ov, uint8_t, y);
+                for (int32_t x = 0; x < t->w; x++)
+                    o[x] = (uint8_t)(!none && (int64_t)i[x] - (int64_t)j[x] >= m->hval);
+            }
+        });
+        break;
+    case TWI_MRECON_OUT_DOME:
+        TYPED(jv.type, {
+            for (int32_t y = 0; y < t->h; y++) {
+                const T *j = ROW(&jv, T, y), *i = ROW(&iv, T, y);
+                T *o = ROW(&ov, T, y);
+                for (int32_t x = 0; x < t->w; x++)
+                    o[x] = (T)(i[x] - j[x]);
+            }
+        });
+        break;
+    }
+    if (m->out_file &&
+        (st = twi_assembler_put(m->mask.s.assembler, t->x, t->y, &ov, &err)) != TW_OK)
+        return twi_ctx_fail(ctx, st, "%s", err.message);
+    /* The task keeps its own references until it ends; the job no longer needs the tile. */
+    twi_tile_release(t->marker);
+    twi_tile_release(t->mask);
+    t->marker = t->mask = NULL;
+    twi_job_add_done(m->job, 1);
+    return TW_OK;
+}
+
+static tw_status
+submit_stores(mr_job *m)
+{
+    tw_status st = TW_OK;
+
+    for (int64_t i = 0; i < m->n && st == TW_OK; i++) {
+        mr_tile *t = &m->tiles[i];
+        tw_task *task = NULL;
+
+        if ((st = twi_task_create(m->job, &store_kind, t, NULL, &task)) == TW_OK &&
+            (st = twi_task_add_tile(task, t->marker, TW_R)) == TW_OK &&
+            (st = twi_task_add_tile(task, t->mask, TW_R)) == TW_OK)
+            st = twi_task_submit(task);
+        twi_task_release(task);
+    }
+    return st;
+}
+
+/* ---- kinds */
+
+static const tw_task_kind load_kind = {
+    .name = "mrecon.load",
+    .devices = TW_DEVICE_CPU,
+    .cpu = load_cpu,
+};
+
+static const tw_task_kind sync_kind = {
+    .name = "mrecon.sync",
+    .devices = TW_DEVICE_CPU,
+    .cpu = sync_cpu,
+};
+
+static const tw_task_kind prep_kind = {
+    .name = "mrecon.prep",
+    .devices = TW_DEVICE_CPU,
+    .cpu = prep_cpu,
+};
+
+static const tw_task_kind tp_kind = {
+    .name = "mrecon.tp",
+#ifdef TW_HAVE_CUDA
+    .devices = TW_DEVICE_CPU | TW_DEVICE_CUDA,
+    .cuda = tp_cuda,
+#else
+    .devices = TW_DEVICE_CPU,
+#endif
+    .cpu = tp_cpu,
+};
+
+static const tw_task_kind bp_kind = {
+    .name = "mrecon.bp",
+    .devices = TW_DEVICE_CPU,
+    .cpu = bp_cpu,
+};
+
+static const tw_task_kind store_kind = {
+    .name = "mrecon.store",
+    .devices = TW_DEVICE_CPU,
+    .cpu = store_cpu,
+};
+
+/* ---- the job */
+
+static void
+fill_stats(mr_job *m, tw_mrecon_stats *s)
+{
+    double end = since(&m->t0);
+
+    *s = m->stats;
+    s->struct_size = sizeof *s;
+    s->tiles = m->n;
+    s->tile_w = m->tw;
+    s->tile_h = m->th;
+    s->tp_cpu = atomic_load(&m->tp_cpu);
+    s->tp_cuda = atomic_load(&m->tp_cuda);
+    s->tp_tasks = s->tp_cpu + s->tp_cuda;
+    s->load_s = m->t_loaded;
+    s->propagate_s = m->t_converged > m->t_loaded ? m->t_converged - m->t_loaded : 0.0;
+    s->store_s = m->t_converged > 0 ? end - m->t_converged : 0.0;
+}
+
+static void
+close_inputs(mr_job *m)
+{
+    twi_stream_finish(&m->marker.s, TW_E_CANCELED, NULL);
+    twi_stream_finish(&m->mask.s, TW_E_CANCELED, NULL);
+}
+
+static tw_status
+mr_finish(tw_job *job, tw_status st, void *user)
+{
+    mr_job *m = user;
+    tw_error err;
+
+    twi_stream_finish(&m->marker.s, TW_E_CANCELED, NULL);
+    /* The mask's stream holds the writer: closing it renames the output into place. */
+    st = twi_stream_finish(&m->mask.s, st, &err);
+    if (m->stats_out)
+        fill_stats(m, m->stats_out);
+    if (st != TW_OK && st != TW_E_CANCELED)
+        return twi_job_fail(job, st, "%s", err.message);
+    return st;
+}
+
+static void
+mr_free(void *user)
+{
+    mr_job *m = user;
+
+    if (!m)
+        return;
+    close_inputs(m);
+    if (m->tiles) {
+        for (int64_t i = 0; i < m->n; i++) {
+            twi_tile_release(m->tiles[i].marker);
+            twi_tile_release(m->tiles[i].mask);
+            free(m->tiles[i].seeds);
+        }
+    }
+    free(m->tiles);
+    free(m->snaps);
+    free(m->cur);
+    free(m->next);
+    if (m->lock_init)
+        pthread_mutex_destroy(&m->lock);
+    free(m);
+}
+
+/* Open one input (file or memory) into src; 1 or 3 channels of u8 or u16. */
+static tw_status
+open_src(mr_job *m, const tw_config *cfg, const char *what, const tw_input *file,
+         const tw_host_image *mem, mr_src *src, tw_error *err)
+{
+    tw_status st;
+
+    memset(&src->s, 0, sizeof src->s);
+    if (mem && mem->data) {
+        size_t ss = tw_sample_size(mem->type);
+
+        if (mem->type != TW_U8 && mem->type != TW_U16)
+            return twi_error_set(err, TW_E_INVALID, "%s: the %s image is %s (u8 or u16 needed)",
+                                 m->op, what, tw_sample_type_name(mem->type));
+        if (mem->w < 1 || mem->h < 1 || mem->w > INT64_MAX / 4 / (int64_t)ss ||
+            (mem->stride && mem->stride < (size_t)mem->w * ss))
+            return twi_error_set(err, TW_E_INVALID,
+                                 "%s: bad %s image (%lldx%lld, stride %zu)", m->op, what,
+                                 (long long)mem->w, (long long)mem->h, mem->stride);
+        src->mem = *mem;
+        src->s.w = mem->w;
+        src->s.h = mem->h;
+        src->s.in_channels = 1;
+        src->s.in_type = mem->type;
+        return TW_OK;
+    }
+    if (!file || !file->path)
+        return twi_error_set(err, TW_E_INVALID, "%s: no %s given (a file or an image in memory)",
+                             m->op, what);
+    if ((st = twi_stream_open_input(&src->s, cfg, m->op, file, err)) != TW_OK)
+        return st;
+    src->path = file->path;
+    if ((src->s.in_channels != 1 && src->s.in_channels != 3) ||
+        (src->s.in_type != TW_U8 && src->s.in_type != TW_U16)) {
+        st = twi_error_set(err, TW_E_FORMAT,
+                           "%s: '%s' has %d channels of %s (1 or 3 channels of u8 or u16 needed)",
+                           m->op, file->path, src->s.in_channels,
+                           tw_sample_type_name(src->s.in_type));
+        twi_stream_finish(&src->s, st, NULL);
+        return st;
+    }
+    return TW_OK;
+}
+
+static tw_status
+check_spec(const twi_mrecon_spec *sp, tw_error *err)
+{
+    const char *op = sp->op;
+
+    if (sp->conn != 4 && sp->conn != 8)
+        return twi_error_set(err, TW_E_INVALID, "%s: connectivity %d (4 or 8)", op, sp->conn);
+    if (sp->queue_capacity < 0)
+        return twi_error_set(err, TW_E_INVALID, "%s: queue capacity %lld is negative", op,
+                             (long long)sp->queue_capacity);
+    if ((sp->prep == TWI_MRECON_PREP_SUB_H || sp->out == TWI_MRECON_OUT_MAXIMA) && sp->h < 1)
+        return twi_error_set(err, TW_E_INVALID, "%s: h = %lld (at least 1)", op,
+                             (long long)sp->h);
+    if (sp->prep == TWI_MRECON_PREP_ERODE && sp->radius < 0)
+        return twi_error_set(err, TW_E_INVALID, "%s: radius %d is negative", op, (int)sp->radius);
+    if (!sp->out_file && !(sp->out_mem && sp->out_mem->data))
+        return twi_error_set(err, TW_E_INVALID, "%s: no output given (a file or an image)", op);
+    if (sp->out_file && sp->out_mem && sp->out_mem->data)
+        return twi_error_set(err, TW_E_INVALID, "%s: both an output file and an output image",
+                             op);
+    return TW_OK;
+}
+
+/* Everything up to the job: inputs, output, tiles. */
+static tw_status
+mr_setup(mr_job *m, tw_runtime *rt, const twi_mrecon_spec *sp, tw_error *err)
+{
+    const tw_config *cfg = tw_runtime_get_config(rt);
+    tw_status st;
+    int64_t q = 0, snap_total = 0;
+    uint16_t *snap;
+
+    snprintf(m->op, sizeof m->op, "%s", sp->op);
+    m->complement = sp->complement;
+    m->clamp = sp->clamp;
+    m->conn = sp->conn;
+    m->prep = sp->prep;
+    m->outk = sp->out;
+    m->hval = sp->h;
+    m->radius = sp->radius;
+    m->stats_out = sp->stats;
+    if (sp->stats && sp->stats->struct_size != sizeof *sp->stats)
+        return twi_error_set(err, TW_E_INVALID,
+                             "%s: stats not initialised with tw_mrecon_stats_init()", m->op);
+    if (pthread_mutex_init(&m->lock, NULL) != 0)
+        return twi_error_set(err, TW_E_NOMEM, "%s: out of memory", m->op);
+    m->lock_init = true;
+    if ((st = open_src(m, cfg, sp->prep == TWI_MRECON_PREP_MARKER ? "mask" : "input",
+                       sp->mask_file, sp->mask_mem, &m->mask, err)) != TW_OK)
+        return st;
+    m->type = m->mask.s.in_type;
+    m->W = m->mask.s.w;
+    m->H = m->mask.s.h;
+    if (sp->prep == TWI_MRECON_PREP_MARKER) {
+        if ((st = open_src(m, cfg, "marker", sp->marker_file, sp->marker_mem, &m->marker,
+                           err)) != TW_OK)
+            return st;
+        if (m->marker.s.w != m->W || m->marker.s.h != m->H)
+            return twi_error_set(err, TW_E_INVALID, "%s: marker is %lldx%lld but mask is %lldx%lld",
+                                 m->op, (long long)m->marker.s.w, (long long)m->marker.s.h,
+                                 (long long)m->W, (long long)m->H);
+        if (m->marker.s.in_type != m->type)
+            return twi_error_set(err, TW_E_INVALID, "%s: marker is %s but mask is %s", m->op,
+                                 tw_sample_type_name(m->marker.s.in_type),
+                                 tw_sample_type_name(m->type));
+    }
+    m->maxv = m->type == TW_U8 ? 255u : 65535u;
+    m->out_type = sp->out == TWI_MRECON_OUT_MAXIMA ? TW_U8 : m->type;
+    m->img_min = m->maxv;
+    m->img_max = 0;
+
+    /* Output. */
+    if (sp->out_file) {
+        if ((m->mask.path && twi_ops_same_file(m->mask.path, sp->out_file->path)) ||
+            (m->marker.path && twi_ops_same_file(m->marker.path, sp->out_file->path)))
+            return twi_error_set(err, TW_E_INVALID,
+                                 "%s: the output '%s' would overwrite an input", m->op,
+                                 sp->out_file->path);
+        m->out_file = true;
+    } else {
+        const tw_host_image *r = sp->out_mem;
+        size_t oss = tw_sample_size(m->out_type);
+
+        if (r->w != m->W || r->h != m->H || r->type != m->out_type ||
+            (r->stride && r->stride < (size_t)r->w * oss))
+            return twi_error_set(err, TW_E_INVALID,
+                                 "%s: the result image is %lldx%lld %s (stride %zu); "
+                                 "%lldx%lld %s needed",
+                                 m->op, (long long)r->w, (long long)r->h,
+                                 tw_sample_type_name(r->type), r->stride, (long long)m->W,
+                                 (long long)m->H, tw_sample_type_name(m->out_type));
+        m->result = *r;
+    }
+
+    /* Tiles. */
+    if ((st = twi_ops_tile_size(cfg, "mrecon.tile_size", sp->tile_w, sp->tile_h, &m->tw, &m->th,
+                                err)) != TW_OK)
+        return st;
+    m->qcap = sp->queue_capacity;
+    if (m->qcap == 0 && tw_config_get_int(cfg, "mrecon.queue_capacity", &q) == TW_OK)
+        m->qcap = q;
+    m->tiles_x = (m->W + m->tw - 1) / m->tw;
+    m->tiles_y = (m->H + m->th - 1) / m->th;
+    m->n = m->tiles_x * m->tiles_y;
+    if (!(m->tiles = calloc((size_t)m->n, sizeof *m->tiles)) ||
+        !(m->cur = malloc((size_t)m->n * sizeof *m->cur)) ||
+        !(m->next = malloc((size_t)m->n * sizeof *m->next)))
+        return twi_error_set(err, TW_E_NOMEM, "%s: out of memory for %lld tiles", m->op,
+                             (long long)m->n);
+    for (int64_t i = 0; i < m->n; i++) {
+        mr_tile *t = &m->tiles[i];
+        int64_t tx = i % m->tiles_x, ty = i / m->tiles_x;
+
+        t->m = m;
+        t->index = i;
+        t->x = tx * m->tw;
+        t->y = ty * m->th;
+        t->w = (int32_t)(m->W - t->x < m->tw ? m->W - t->x : m->tw);
+        t->h = (int32_t)(m->H - t->y < m->th ? m->H - t->y : m->th);
+        snap_total += 2 * ((int64_t)t->w + t->h);
+        if ((st = twi_tile_create(rt, t->w, t->h, 1, m->type, &t->marker)) != TW_OK ||
+            (st = twi_tile_create(rt, t->w, t->h, 1, m->type, &t->mask)) != TW_OK)
+            return twi_error_set(err, st, "%s: out of memory for the %lldx%lld image (%s)",
+                                 m->op, (long long)m->W, (long long)m->H,
+                                 tw_status_string(st));
+        twi_tile_set_origin(t->marker, t->x, t->y);
+        twi_tile_set_origin(t->mask, t->x, t->y);
+        m->cur[i] = i;
+    }
+    m->n_cur = m->n;
+    if (!(m->snaps = malloc((size_t)snap_total * sizeof *m->snaps)))
+        return twi_error_set(err, TW_E_NOMEM, "%s: out of memory", m->op);
+    snap = m->snaps;
+    for (int64_t i = 0; i < m->n; i++) {
+        m->tiles[i].snap = snap;
+        snap += 2 * ((int64_t)m->tiles[i].w + m->tiles[i].h);
+    }
+    atomic_init(&m->loads_left, m->n * (m->prep == TWI_MRECON_PREP_ERODE ? 2 : 1));
+    if (m->out_file &&
+        (st = twi_stream_open_output(&m->mask.s, cfg, m->op, sp->out_file, 1, m->out_type,
+                                     err)) != TW_OK)
+        return st;
+    return TW_OK;
+}
+
+/* Round 0: loads (and preps), one full TP per tile, the first BP. */
+static tw_status
+submit_graph(mr_job *m)
+{
+    bool erode = m->prep == TWI_MRECON_PREP_ERODE;
+    tw_task *sync = NULL, *bp = NULL;
+    tw_status st;
+
+    twi_job_add_total(m->job, 3 * m->n + 1 + (erode ? m->n + 1 : 0));
+    record_round(m, 0, m->n, 0);
+    if ((st = twi_task_create(m->job, &bp_kind, m, NULL, &bp)) != TW_OK)
+        return st;
+    if (erode && (st = twi_task_create(m->job, &sync_kind, m, NULL, &sync)) != TW_OK)
+        goto out;
+    for (int64_t i = 0; i < m->n && st == TW_OK; i++) {
+        mr_tile *t = &m->tiles[i];
+        tw_task *ld = NULL, *tp = NULL;
+
+        if ((st = twi_task_create(m->job, &load_kind, t, NULL, &ld)) == TW_OK &&
+            (st = twi_task_add_tile(ld, t->marker, TW_W)) == TW_OK &&
+            (st = twi_task_add_tile(ld, t->mask, TW_W)) == TW_OK &&
+            (st = twi_task_create(m->job, &tp_kind, t, NULL, &tp)) == TW_OK &&
+            (st = twi_task_add_tile(tp, t->marker, TW_RW)) == TW_OK &&
+            (st = twi_task_add_tile(tp, t->mask, TW_R)) == TW_OK &&
+            (st = twi_task_depend(bp, tp)) == TW_OK) {
+            if (erode) {
+                tw_task *pr = NULL;
+
+                if ((st = twi_task_create(m->job, &prep_kind, t, NULL, &pr)) == TW_OK &&
+                    (st = twi_task_add_tile(pr, t->marker, TW_W)) == TW_OK &&
+                    (st = twi_task_depend(sync, ld)) == TW_OK &&
+                    (st = twi_task_depend(pr, sync)) == TW_OK &&
+                    (st = twi_task_depend(tp, pr)) == TW_OK && (st = twi_task_submit(tp)) == TW_OK)
+                    st = twi_task_submit(pr);
+                twi_task_release(pr);
+            } else if ((st = twi_task_depend(tp, ld)) == TW_OK) {
+                st = twi_task_submit(tp);
+            }
+            if (st == TW_OK)
+                st = twi_task_submit(ld);
+        }
+        twi_task_release(ld);
+        twi_task_release(tp);
+    }
+    if (st == TW_OK && erode)
+        st = twi_task_submit(sync);
+    if (st == TW_OK)
+        st = twi_task_submit(bp);
+out:
+    twi_task_release(sync);
+    twi_task_release(bp);
+    return st;
+}
+
+tw_status
+twi_mrecon_submit(tw_runtime *rt, const twi_mrecon_spec *sp, tw_job **out, tw_error *err)
+{
+    tw_status st;
+    mr_job *m = NULL;
+    tw_job *job = NULL;
+
+    if (!rt || !sp || !out)
+        return twi_error_set(err, TW_E_INVALID, "mrecon: NULL argument");
+    if ((st = check_spec(sp, err)) != TW_OK)
+        return st;
+    if (!(m = calloc(1, sizeof *m)))
+        return twi_error_set(err, TW_E_NOMEM, "%s: out of memory", sp->op);
+    clock_gettime(CLOCK_MONOTONIC, &m->t0);
+    if ((st = mr_setup(m, rt, sp, err)) != TW_OK) {
+        twi_stream_finish(&m->mask.s, st, NULL); /* aborts an opened writer */
+        mr_free(m);
+        return st;
+    }
+    if ((st = twi_job_create(rt, m->op, &job)) != TW_OK) {
+        twi_stream_finish(&m->mask.s, st, NULL);
+        mr_free(m);
+        return twi_error_set(err, st, "%s: cannot create the job", sp->op);
+    }
+    m->job = job;
+    twi_job_set_finish(job, mr_finish, m, mr_free); /* the job owns m from here */
+    st = submit_graph(m);
+    if (st != TW_OK)
+        twi_job_fail(job, st, "%s: cannot submit the tasks (%s)", m->op, tw_status_string(st));
+    twi_job_seal(job);
+    if (st != TW_OK) {
+        tw_job_wait(job, -1);
+        twi_error_set(err, st, "%s", tw_job_get_error(job));
+        tw_job_destroy(job);
+        return st;
+    }
+    *out = job;
+    return TW_OK;
+}
+
+/* ---- the public reconstruction */
+
+void
+tw_mrecon_stats_init(tw_mrecon_stats *s)
+{
+    if (!s)
+        return;
+    memset(s, 0, sizeof *s);
+    s->struct_size = sizeof *s;
+}
+
+void
+tw_mrecon_opts_init(tw_mrecon_opts *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+    o->method = TW_MRECON_DILATION;
+    o->conn = 8;
+}
+
+tw_status
+tw_mrecon_method_parse(const char *name, tw_mrecon_method *out)
+{
+    if (!name || !out)
+        return TW_E_INVALID;
+    if (strcmp(name, "dilation") == 0)
+        *out = TW_MRECON_DILATION;
+    else if (strcmp(name, "erosion") == 0)
+        *out = TW_MRECON_EROSION;
+    else
+        return TW_E_INVALID;
+    return TW_OK;
+}
+
+tw_status
+tw_mrecon_submit(tw_runtime *rt, const tw_mrecon_opts *o, tw_job **out, tw_error *err)
+{
+    twi_mrecon_spec sp;
+
+    if (!rt || !o || !out)
+        return twi_error_set(err, TW_E_INVALID, "mrecon: NULL argument");
+    if (o->struct_size != sizeof *o)
+        return twi_error_set(err, TW_E_INVALID,
+                             "mrecon: options not initialised with tw_mrecon_opts_init()");
+    if (o->method != TW_MRECON_DILATION && o->method != TW_MRECON_EROSION)
+        return twi_error_set(err, TW_E_INVALID, "mrecon: unknown method %d", (int)o->method);
+    memset(&sp, 0, sizeof sp);
+    sp.op = "mrecon";
+    sp.marker_file = &o->marker;
+    sp.marker_mem = &o->marker_image;
+    sp.mask_file = &o->mask;
+    sp.mask_mem = &o->mask_image;
+    sp.out_file = o->output.path ? &o->output : NULL;
+    sp.out_mem = &o->result;
+    sp.complement = o->method == TW_MRECON_EROSION;
+    sp.conn = o->conn;
+    sp.clamp = o->clamp_marker;
+    sp.prep = TWI_MRECON_PREP_MARKER;
+    sp.out = TWI_MRECON_OUT_RESULT;
+    sp.tile_w = o->tile_w;
+    sp.tile_h = o->tile_h;
+    sp.queue_capacity = o->queue_capacity;
+    sp.stats = o->stats;
+    return twi_mrecon_submit(rt, &sp, out, err);
+}
