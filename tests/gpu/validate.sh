@@ -19,16 +19,25 @@ cmake --build $build -j16 > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"
 (cd $build && ctest --output-on-failure -j4) > "$out/ctest.log" 2>&1
 rc=$?
 tail -25 "$out/ctest.log"
-# The CUDA tests again, verbosely (Criterion prints skips), then under compute-sanitizer.
+# The CUDA tests again, verbosely (Criterion prints skips), then under compute-sanitizer. The
+# sanitizers run the small cases of the slow programs (the full random sweeps take minutes
+# under racecheck); the filters name them.
+declare -A filter=(
+    [cuda_test_mrecon_cuda]='mrecon_cuda/small*'
+    [cuda_test_mrecon_job]='mrecon_job/large_tiles*'
+)
+declare -A tools=([cuda_test_mrecon_job]='memcheck')
 : > "$out/sanitizer.log"
 for t in $build/tests/cuda_test_*; do
     [ -x "$t" ] || continue
+    name=$(basename "$t")
     echo "== $t --verbose" >> "$out/cuda-tests.log"
     "$t" --verbose --jobs 1 >> "$out/cuda-tests.log" 2>&1 || rc=1
-    for tool in memcheck racecheck synccheck; do
-        echo "== compute-sanitizer --tool $tool $t" | tee -a "$out/sanitizer.log"
+    f=${filter[$name]:-}
+    for tool in ${tools[$name]:-memcheck racecheck synccheck}; do
+        echo "== compute-sanitizer --tool $tool $name ${f:+--filter $f}" | tee -a "$out/sanitizer.log"
         compute-sanitizer --tool $tool --target-processes all --error-exitcode 99 \
-            "$t" --jobs 1 >> "$out/sanitizer.log" 2>&1
+            "$t" --jobs 1 ${f:+--filter "$f"} >> "$out/sanitizer.log" 2>&1
         s=$?
         echo "   exit $s" | tee -a "$out/sanitizer.log"
         [ $s = 0 ] || rc=1
