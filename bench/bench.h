@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave bench: helpers shared by the tw_bench subcommands (timing, statistics, JSON). */
+#ifndef TW_BENCH_H
+#define TW_BENCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "tilewave.h"
+
+/* Exit codes, as the tilewave CLI: 0 ok, 1 failure (one line on stderr), 2 usage. */
+enum { BENCH_OK = 0, BENCH_FAIL = 1, BENCH_USAGE = 2 };
+
+/* The subcommand in messages ("tw_bench gray"). */
+extern const char *bench_prog;
+
+/* "tw_bench CMD: message" on stderr; return BENCH_FAIL. */
+int bench_fail(const char *fmt, ...) TW_PRINTF(1, 2);
+/* The same plus a pointer to --help; return BENCH_USAGE. */
+int bench_usage(const char *fmt, ...) TW_PRINTF(1, 2);
+
+/* Monotonic seconds. */
+double bench_now(void);
+/* Median of n values (sorts v in place); 0 when n is 0. */
+double bench_median(double *v, int n);
+double bench_min(const double *v, int n);
+double bench_max(const double *v, int n);
+/* User + system CPU seconds of this process so far. */
+double bench_cpu_seconds(void);
+/* Peak resident set of this process in MiB (getrusage ru_maxrss). */
+double bench_peak_rss_mib(void);
+/* CUDA devices visible (0 in builds without CUDA or when the driver finds none). */
+int bench_gpu_count(void);
+/* Why GPU measurements cannot run, or NULL when they can. */
+const char *bench_gpu_missing(void);
+
+/* Parse an integer option into [min, max]; prints a usage error and returns BENCH_USAGE. */
+int bench_parse_int(const char *flag, const char *s, int64_t min, int64_t max, int64_t *out);
+
+/* Log handler that drops everything below ERROR (tw_bench prints only JSON on stdout). */
+void bench_quiet_logs(void);
+
+/* Print s as a JSON string literal (quotes included). */
+void bench_json_str(FILE *f, const char *s);
+/* {"bench": NAME, "skipped": WHY} plus a newline. */
+void bench_print_skipped(const char *bench, const char *variant, const char *why);
+
+int bench_runtime(int argc, char **argv);
+int bench_transfer(int argc, char **argv);
+int bench_gray(int argc, char **argv);
+int bench_gray_kernel(int argc, char **argv);
+
+#endif /* TW_BENCH_H */

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# tilewave bench: the one-call GPU benchmark run for the device machine (H100/H200).
+#
+# From the repo root on the GPU machine, with the Debian packages of .devdeps/ carried along
+# (the device tool: command "bash bench/gpu.sh", carry [".devdeps"], timeout 600 s):
+#   builds tilewave + tw_bench for sm_90 without the tests, runs bench/run.py --gpu (all
+#   cores, CPU/GPU/both variants, CuPy and the other peers; at most 7.5 minutes) and draws the
+#   chart. Everything lands in $OUT (or ./bench-gpu-out): bench-gpu.json, bench-gpu.txt (the
+#   tables), bench-gpu.log (progress and build), bench-gray-gpu.png, env.txt.
+set -uo pipefail
+out=${OUT:-bench-gpu-out}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+if [ -f .devdeps/use-deps.sh ]; then
+    # shellcheck disable=SC1091
+    source .devdeps/use-deps.sh
+fi
+build="build-bench-gpu"
+log="$out/bench-gpu.log"
+{
+    echo "== $(date -u +%FT%TZ) $(hostname)"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    nvcc --version | tail -1
+    nproc
+    python3 -c 'import sys; print(sys.version.split()[0])'
+} > "$out/env.txt" 2>&1
+t0=$SECONDS
+if ! cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90 \
+        -DTW_ENABLE_CUDA=ON -DTW_ENABLE_TESTING=OFF > "$log" 2>&1 ||
+    ! cmake --build "$build" -j"$(nproc)" --target tilewave_cli tw_bench >> "$log" 2>&1; then
+    tail -40 "$log"
+    echo "gpu.sh: build failed"
+    exit 1
+fi
+echo "gpu.sh: built in $((SECONDS - t0)) s" | tee -a "$log"
+# A last guard under the device call's 10 minutes; run.py's own budget normally ends it first,
+# and it rewrites the JSON after every case, so a cut run keeps what it measured.
+# TW_BENCH_ARGS adds run.py flags (e.g. "--sizes 1024 --budget 60" for a dry run).
+# shellcheck disable=SC2086
+timeout 450 python3 bench/run.py --gpu --build "$build" --json "$out/bench-gpu.json" \
+    ${TW_BENCH_ARGS:-} 2>> "$log" | tee "$out/bench-gpu.txt"
+rc=${PIPESTATUS[0]}
+python3 bench/plot.py "$out/bench-gpu.json" --out "$out" --tag gpu >> "$log" 2>&1 ||
+    echo "gpu.sh: plot failed (see bench-gpu.log)"
+echo "gpu.sh: run.py exit $rc, total $((SECONDS - t0)) s" | tee -a "$log"
+exit "$rc"

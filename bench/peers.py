@@ -1,0 +1,365 @@
+# SPDX-License-Identifier: MIT
+# tilewave bench: peer implementations, each timed in its own child process of bench/run.py.
+"""Peers: other libraries doing the same operation on the same input.
+
+bench/run.py starts `python3 bench/peers.py NAME --input IN ...` once per peer and
+measurement, so each peer's peak RSS is its own and a missing package only skips that peer.
+The child loads the input (untimed for in-memory peers), runs one warm-up and R timed calls,
+optionally compares its result with tilewave's output, and prints one JSON line.
+
+A peer is a dict in PEERS:
+    op        the tilewave operation it matches ("gray")
+    kind      "memory" (host array in and out; load not timed), "device-memory" (data
+              already on the GPU) or "file" (file in, file out)
+    device    "cpu" or "gpu"
+    requires  Python modules (imported lazily) or, for CLI peers, executables
+    run       function(state) -> result array (memory) or output path (file); for "cli"
+              peers a function(input, output) -> argv
+    prepare   optional function(image) -> what run takes (e.g. upload to the GPU), not timed
+    max_pixels  optional: skipped above this size in run.py's timed modes (slow, one thread)
+    against   optional: tilewave measurement kinds it is also compared with (e.g. an
+              in-memory peer against tilewave's whole file-to-file run: conservative)
+    note      what differs from tilewave (formula, output type, what is timed)
+Later operations add their peers here (scikit-image reconstruction, SciPy EDT, ...).
+"""
+import argparse
+import importlib
+import importlib.util
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+
+
+# ---- loading and saving
+
+def load_rgb(path):
+    """Level 0 of a TIFF as an HxWx3 uint8 RGB array (tifffile, else OpenCV, else Pillow)."""
+    if importlib.util.find_spec("tifffile"):
+        import tifffile
+
+        return tifffile.imread(path, key=0)
+    if importlib.util.find_spec("cv2"):
+        import cv2
+
+        return cv2.cvtColor(cv2.imread(path, cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+    from PIL import Image
+
+    import numpy as np
+
+    return np.asarray(Image.open(path).convert("RGB"))
+
+
+def load_any(path):
+    """Level 0 of a TIFF as an array, whatever its layout (for the agreement check)."""
+    if importlib.util.find_spec("tifffile"):
+        import tifffile
+
+        return tifffile.imread(path, key=0)
+    import cv2
+
+    return cv2.imread(path, cv2.IMREAD_UNCHANGED)
+
+
+# ---- gray peers
+
+def gray_numpy(img):
+    """tilewave's exact rule: (299 R + 587 G + 114 B + 500) / 1000 in unsigned integers."""
+    import numpy as np
+
+    r = img[..., 0].astype(np.uint32)
+    g = img[..., 1].astype(np.uint32)
+    b = img[..., 2].astype(np.uint32)
+    return ((299 * r + 587 * g + 114 * b + 500) // 1000).astype(img.dtype)
+
+
+def gray_opencv(img):
+    import cv2
+
+    return cv2.cvtColor(img, cv2.COLOR_RGB2GRAY)
+
+
+def gray_skimage(img):
+    from skimage.color import rgb2gray
+
+    return rgb2gray(img)
+
+
+def gray_opencv_file(inp, out):
+    import cv2
+
+    img = cv2.imread(inp, cv2.IMREAD_COLOR)  # BGR
+    if img is None:
+        raise RuntimeError(f"cv2.imread cannot read '{inp}'")
+    gray = cv2.cvtColor(img, cv2.COLOR_BGR2GRAY)
+    if not cv2.imwrite(out, gray, [cv2.IMWRITE_TIFF_COMPRESSION, 1]):
+        raise RuntimeError(f"cv2.imwrite cannot write '{out}'")
+    return out
+
+
+def gray_tifffile_numpy_file(inp, out):
+    import tifffile
+
+    tifffile.imwrite(out, gray_numpy(tifffile.imread(inp, key=0)), tile=(512, 512))
+    return out
+
+
+def cupy_state(img):
+    """The image on the GPU, uploaded once (not timed): the device-memory peers' input."""
+    import cupy as cp
+
+    return cp.asarray(img)
+
+
+def gray_cupy(d_img):
+    """tilewave's integer formula with CuPy on a device array; synchronised before return."""
+    import cupy as cp
+
+    d = d_img.astype(cp.uint32)
+    out = ((299 * d[..., 0] + 587 * d[..., 1] + 114 * d[..., 2] + 500) // 1000).astype(cp.uint8)
+    cp.cuda.Device().synchronize()
+    return out
+
+
+def gray_cupy_xfer(img):
+    """Host array in, host array out: upload, the formula, download."""
+    import cupy as cp
+
+    return cp.asnumpy(gray_cupy(cp.asarray(img)))
+
+
+# ---- reconstruction peers (h-dome: image - reconstruction(max(image - h, 0), image))
+
+HDOME_H = 40
+
+
+def luminance_state(img):
+    """The tilewave gray rule applied to the RGB input: what `tilewave hmax` reconstructs."""
+    return gray_numpy(img)
+
+
+def hdome_skimage(gray):
+    import numpy as np
+    from skimage.morphology import reconstruction
+
+    seed = np.maximum(gray.astype(np.int32) - HDOME_H, 0)
+    rec = reconstruction(seed, gray.astype(np.int32), method="dilation")
+    return (gray.astype(np.int32) - rec.astype(np.int32)).astype(np.uint8)
+
+
+PEERS = {
+    "numpy": dict(
+        op="gray", kind="memory", device="cpu", requires=["numpy"], run=gray_numpy,
+        note="same integer formula as tilewave; one thread"),
+    "opencv": dict(
+        op="gray", kind="memory", device="cpu", requires=["cv2"], run=gray_opencv,
+        note="cv2.cvtColor RGB2GRAY: fixed-point BT.601 weights, may differ by 1"),
+    "skimage": dict(
+        op="gray", kind="memory", device="cpu", requires=["skimage"], run=gray_skimage,
+        max_pixels=8192 * 8192,
+        note="rgb2gray: float64 output, BT.709 weights (0.2125, 0.7154, 0.0721), one thread; "
+             "compared after x255 rounding"),
+    "cupy": dict(
+        op="gray", kind="device-memory", device="gpu", requires=["cupy"], run=gray_cupy,
+        prepare=cupy_state,
+        note="CuPy, the same integer formula on an array already on the GPU (elementwise "
+             "kernels with temporaries)"),
+    "cupy-xfer": dict(
+        op="gray", kind="memory", device="gpu", requires=["cupy"], run=gray_cupy_xfer,
+        note="CuPy: upload (pageable), the formula, download"),
+    "opencv-file": dict(
+        op="gray", kind="file", device="cpu", requires=["cv2"], run=gray_opencv_file,
+        note="cv2.imread + cvtColor BGR2GRAY + imwrite (uncompressed TIFF)"),
+    "tifffile-numpy-file": dict(
+        op="gray", kind="file", device="cpu", requires=["tifffile", "numpy"],
+        run=gray_tifffile_numpy_file, max_pixels=8192 * 8192,
+        note="tifffile read + the numpy formula + tifffile write (tiled, uncompressed)"),
+    "vips-colourspace": dict(
+        op="gray", kind="file", device="cpu", requires=["vips"], cli=True,
+        run=lambda inp, out: ["vips", "colourspace", inp, out, "b-w"],
+        note="vips CLI: sRGB -> B_W through linear light (a different formula); time "
+             "includes process start"),
+    "skimage-hdome": dict(
+        op="hdome", kind="memory", device="cpu", requires=["skimage", "numpy"],
+        run=hdome_skimage, prepare=luminance_state, max_pixels=2048 * 2048, against=["file"],
+        note="skimage.morphology.reconstruction (dilation, 8-conn) of max(image - 40, 0) "
+             "under the luminance image, then image - R; one thread; in memory, compared "
+             "with tilewave's whole file-to-file process (which also reads, converts and "
+             "writes), so the ratio understates tilewave"),
+    "vips-extract_band": dict(
+        op="gray", kind="file", device="cpu", requires=["vips"], cli=True,
+        run=lambda inp, out: ["vips", "extract_band", inp, out, "1"],
+        note="vips CLI: copies the G band only (an I/O floor, not the same operation); "
+             "time includes process start"),
+}
+
+
+def missing(peer):
+    """Name of the first missing requirement of a peer, or None."""
+    for req in peer["requires"]:
+        if peer.get("cli"):
+            if shutil.which(req) is None:
+                return f"{req} not installed"
+        elif importlib.util.find_spec(req) is None:
+            return f"{req} not installed"
+    return None
+
+
+def versions(names):
+    """Versions of the Python modules and CLIs named, "not installed" when missing."""
+    out = {}
+    for name in names:
+        if shutil.which(name) and not importlib.util.find_spec(name):
+            try:
+                r = subprocess.run([name, "--version"], capture_output=True, text=True,
+                                   timeout=30)
+                out[name] = r.stdout.strip().splitlines()[0] if r.stdout else "?"
+            except (OSError, subprocess.SubprocessError):
+                out[name] = "?"
+        elif importlib.util.find_spec(name):
+            try:
+                out[name] = getattr(importlib.import_module(name), "__version__", "?")
+            except Exception as e:  # noqa: BLE001 - report, do not fail the run
+                out[name] = f"import failed: {e}"
+        else:
+            out[name] = "not installed"
+    return out
+
+
+def peak_rss_mib():
+    """Peak RSS of this process's own address space (VmHWM). ru_maxrss is avoided: on Linux
+    exec folds the launcher's high-water mark into it (run.py's, for this process)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except (OSError, ValueError, IndexError):
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def max_abs_diff(result, reference):
+    """Largest |result - reference| (arrays or paths), float results scaled to 0..255;
+    None when the shapes differ. Row blocks keep the temporaries small."""
+    import numpy as np
+
+    ref = load_any(reference) if isinstance(reference, str) else reference
+    res = load_any(result) if isinstance(result, str) else np.asarray(result)
+    if res.shape != ref.shape:
+        return None
+    worst = 0
+    for y in range(0, res.shape[0], 512):
+        a = res[y:y + 512]
+        a = np.rint(a * 255.0) if a.dtype.kind == "f" else a
+        d = np.abs(a.astype(np.int64) - ref[y:y + 512].astype(np.int64))
+        worst = max(worst, int(d.max()) if d.size else 0)
+    return worst
+
+
+# In-memory calls of a few milliseconds are noisy: they get at least this many timed runs
+# while the total stays under a second.
+FAST_RUNS = 10
+
+
+def time_cli(argv, repeat):
+    """Warm-up plus `repeat` timed runs of a command; (times, peak RSS of the children)."""
+    times = []
+    for r in range(-1, repeat):
+        t0 = time.perf_counter()
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+        if r >= 0:
+            times.append(time.perf_counter() - t0)
+    # The children's ru_maxrss includes this launcher's own peak (exec inherits it): a floor
+    # of about 15 MiB, since this process has imported only the standard library.
+    return times, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024.0
+
+
+def worker(args):
+    if args.peer == "diff":  # pixel agreement of two files (kept out of run.py's memory)
+        return {"max_abs_diff": max_abs_diff(args.input, args.reference)}
+    if args.peer == "cmd":  # any command, e.g. the tilewave CLI, timed as CLI peers are
+        times, rss = time_cli(json.loads(args.argv), args.repeat)
+        return {"times": times, "peak_rss_mib": round(rss, 1),
+                "rss_floor_mib": round(peak_rss_mib(), 1)}
+    peer = PEERS[args.peer]
+    why = missing(peer)
+    if why:
+        return {"skipped": why}
+    times = []
+    result = None
+    if peer["kind"] in ("memory", "device-memory"):
+        img = load_rgb(args.input)
+        if peer.get("prepare"):
+            img = peer["prepare"](img)
+        r = -1  # warm-up; fast calls get up to FAST_RUNS runs, as long as they take < 1 s
+        while r < args.repeat or (r < FAST_RUNS and sum(times) < 1.0):
+            t0 = time.perf_counter()
+            result = peer["run"](img)
+            if r >= 0:
+                times.append(time.perf_counter() - t0)
+            r += 1
+        rss = peak_rss_mib()
+    elif peer.get("cli"):
+        times, rss = time_cli(peer["run"](args.input, args.output), args.repeat)
+    else:
+        for r in range(-1, args.repeat):
+            t0 = time.perf_counter()
+            result = peer["run"](args.input, args.output)
+            if r >= 0:
+                times.append(time.perf_counter() - t0)
+        rss = peak_rss_mib()
+    rec = {"times": times, "peak_rss_mib": round(rss, 1)}
+    if peer.get("cli"):
+        rec["rss_floor_mib"] = round(peak_rss_mib(), 1)  # the launcher's share, see time_cli
+    if peer["kind"] == "file":
+        try:
+            result = load_any(args.output) if args.reference else None
+        except ImportError as e:
+            rec["diff_error"] = str(e)
+        try:
+            os.remove(args.output)
+        except OSError:
+            pass
+    if args.reference and result is not None:
+        if type(result).__module__.startswith("cupy"):
+            result = result.get()
+        try:
+            rec["max_abs_diff"] = max_abs_diff(result, args.reference)
+        except ImportError as e:  # no numpy or TIFF reader here: time without the check
+            rec["diff_error"] = str(e)
+    if peer.get("cli"):
+        # Process start of the CLI alone, so a reader can tell it from the work.
+        starts = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            subprocess.run([peer["requires"][0], "--version"], check=True,
+                           stdout=subprocess.DEVNULL)
+            starts.append(time.perf_counter() - t0)
+        rec["startup_s"] = sorted(starts)[1]
+    return rec
+
+
+def main():
+    ap = argparse.ArgumentParser(description="Time one peer (run by bench/run.py).")
+    ap.add_argument("peer", choices=sorted(PEERS) + ["cmd", "diff"])
+    ap.add_argument("--input")
+    ap.add_argument("--argv", help="cmd: the command as a JSON list")
+    ap.add_argument("--output", help="output file of file peers")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--reference", help="tilewave's output, to report max_abs_diff")
+    args = ap.parse_args()
+    try:
+        rec = worker(args)
+    except Exception as e:  # noqa: BLE001 - one line, as the C tools do
+        print(f"peers.py {args.peer}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(rec))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
