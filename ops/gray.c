@@ -109,13 +109,8 @@ static const tw_task_kind read_kind = {
 
 static const tw_task_kind gray_kind = {
     .name = "gray.tp",
-#ifdef TW_HAVE_CUDA
-    .devices = TW_DEVICE_CPU | TW_DEVICE_CUDA,
-    .cuda = gray_cuda,
-#else
-    .devices = TW_DEVICE_CPU,
-#endif
     .cpu = gray_cpu,
+    TWI_CUDA_VARIANT(gray_cuda),
 };
 
 static const tw_task_kind write_kind = {

@@ -937,13 +937,8 @@ static const tw_task_kind prep_kind = {
 
 static const tw_task_kind tp_kind = {
     .name = "mrecon.tp",
-#ifdef TW_HAVE_CUDA
-    .devices = TW_DEVICE_CPU | TW_DEVICE_CUDA,
-    .cuda = tp_cuda,
-#else
-    .devices = TW_DEVICE_CPU,
-#endif
     .cpu = tp_cpu,
+    TWI_CUDA_VARIANT(tp_cuda),
 };
 
 static const tw_task_kind bp_kind = {

@@ -6,6 +6,14 @@
 #include "tw_internal.h"
 #include "tw_io.h"
 
+/* Designated initialisers of a task kind that has a CPU and, in CUDA builds, a CUDA variant:
+ * `.cpu = f, TWI_CUDA_VARIANT(g)`. Without CUDA, g need not exist. */
+#ifdef TW_HAVE_CUDA
+#define TWI_CUDA_VARIANT(fn) .cuda = (fn), .devices = TW_DEVICE_CPU | TW_DEVICE_CUDA
+#else
+#define TWI_CUDA_VARIANT(fn) .devices = TW_DEVICE_CPU
+#endif
+
 /* The streaming frame every per-tile operation shares: the input slide and region, the
  * output writer and its assembler, the tile grid. */
 typedef struct twi_stream {
