@@ -38,6 +38,10 @@ const char *bench_gpu_missing(void);
 /* Parse an integer option into [min, max]; prints a usage error and returns BENCH_USAGE. */
 int bench_parse_int(const char *flag, const char *s, int64_t min, int64_t max, int64_t *out);
 
+/* Set the runtime keys of a variant: cpu (runtime.gpus=none, every core), gpu (GPU workers
+ * only, cpu_workers=0) or both (every core and GPU). Returns BENCH_OK or BENCH_USAGE. */
+int bench_variant_config(tw_config *cfg, const char *variant);
+
 /* Log handler that drops everything below ERROR (tw_bench prints only JSON on stdout). */
 void bench_quiet_logs(void);
 
@@ -50,5 +54,6 @@ int bench_runtime(int argc, char **argv);
 int bench_transfer(int argc, char **argv);
 int bench_gray(int argc, char **argv);
 int bench_gray_kernel(int argc, char **argv);
+int bench_mrecon(int argc, char **argv);
 
 #endif /* TW_BENCH_H */

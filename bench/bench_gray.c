@@ -191,14 +191,7 @@ bench_gray(int argc, char **argv)
         rc = bench_fail("%s", err.message);
         goto out;
     }
-    if (strcmp(variant, "cpu") == 0)
-        rc = set_key(cfg, "runtime.gpus", "none");
-    else if (strcmp(variant, "gpu") == 0)
-        rc = set_key(cfg, "runtime.cpu_workers", "0");
-    if (rc == BENCH_OK && strcmp(variant, "cpu") == 0)
-        rc = set_key(cfg, "runtime.cpu_workers", "-1");
-    if (rc == BENCH_OK && strcmp(variant, "cpu") != 0)
-        rc = set_key(cfg, "runtime.gpus", "all");
+    rc = bench_variant_config(cfg, variant);
     if (rc == BENCH_OK && tile)
         rc = set_key(cfg, "tile.size", tile);
     for (int i = 0; rc == BENCH_OK && i < n_sets; i++)

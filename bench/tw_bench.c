@@ -24,6 +24,7 @@ static const char help[] =
     "  transfer     host<->GPU bandwidth (pinned and pageable, CUDA events)\n"
     "  gray         the whole gray job, file to file (cpu, gpu or both)\n"
     "  gray-kernel  the gray kernel alone on an in-memory image (cpu or gpu)\n"
+    "  mrecon       reconstruction of an in-memory image through the runtime, with stats\n"
     "\n"
     "'tw_bench COMMAND --help' describes each. Exit status: 0 success, 1 failure (one line\n"
     "on stderr), 2 usage error. bench/run.py drives these and compares with peers.\n";
@@ -227,6 +228,21 @@ bench_print_skipped(const char *bench, const char *variant, const char *why)
 }
 
 int
+bench_variant_config(tw_config *cfg, const char *variant)
+{
+    int cpu = strcmp(variant, "cpu") == 0, gpu = strcmp(variant, "gpu") == 0;
+    tw_error err;
+
+    if (!cpu && !gpu && strcmp(variant, "both") != 0)
+        return bench_usage("--variant: unknown variant '%s' (cpu, gpu, both)", variant);
+    if (tw_config_set(cfg, "runtime.gpus", cpu ? "none" : "all", TW_CONFIG_SET, &err) != TW_OK ||
+        tw_config_set(cfg, "runtime.cpu_workers", gpu ? "0" : "-1", TW_CONFIG_SET, &err) !=
+            TW_OK)
+        return bench_usage("%s", err.message);
+    return BENCH_OK;
+}
+
+int
 main(int argc, char **argv)
 {
     static const struct {
@@ -235,7 +251,8 @@ main(int argc, char **argv)
     } cmds[] = {{"runtime", bench_runtime},
                 {"transfer", bench_transfer},
                 {"gray", bench_gray},
-                {"gray-kernel", bench_gray_kernel}};
+                {"gray-kernel", bench_gray_kernel},
+                {"mrecon", bench_mrecon}};
     static char prog[64];
 
     if (argc < 2)
