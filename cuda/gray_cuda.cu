@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda_kernels.h"
+#include "omp_kernels.h" /* twi_gray_check: the contract both variants share */
 
 namespace {
 
@@ -53,54 +54,6 @@ gray_rgb_kernel(const unsigned char *__restrict__ src, int64_t src_stride,
     }
 }
 
-size_t
-sample_bytes(tw_sample_type t)
-{
-    switch (t) {
-    case TW_U8: return 1;
-    case TW_U16: return 2;
-    case TW_U32: return 4;
-    case TW_F32: return 4;
-    }
-    return 0;
-}
-
-bool
-view_ok(const tw_tile_view *v, size_t row_bytes, size_t align)
-{
-    if (v->w < 0 || v->h < 0)
-        return false;
-    if (v->w == 0 || v->h == 0)
-        return true;
-    if (!v->data || v->stride < 0 || (uint64_t)v->stride < row_bytes)
-        return false;
-    return (uintptr_t)v->data % align == 0 && (uint64_t)v->stride % align == 0;
-}
-
-/* Same contract as check_gray() in omp/gray_omp.c. */
-tw_status
-check_gray(const tw_tile_view *in, const tw_tile_view *out, int mode)
-{
-    size_t ss;
-
-    if (!in || !out || mode < GRAY_LUMINANCE || mode > GRAY_B)
-        return TW_E_INVALID;
-    if (in->w != out->w || in->h != out->h || in->type != out->type || out->channels != 1)
-        return TW_E_INVALID;
-    if ((ss = sample_bytes(in->type)) == 0)
-        return TW_E_INVALID;
-    if (in->channels == 3) {
-        if (in->type != TW_U8 && in->type != TW_U16)
-            return TW_E_INVALID;
-    } else if (in->channels != 1) {
-        return TW_E_INVALID;
-    }
-    if (!view_ok(in, (size_t)in->w * (size_t)in->channels * ss, ss) ||
-        !view_ok(out, (size_t)out->w * ss, ss))
-        return TW_E_INVALID;
-    return TW_OK;
-}
-
 tw_status
 launch_gray(const tw_tile_view *in, tw_tile_view *out, int mode, cudaStream_t stream)
 {
@@ -109,7 +62,7 @@ launch_gray(const tw_tile_view *in, tw_tile_view *out, int mode, cudaStream_t st
     if (in->channels == 1) {
         /* A copy: the copy engine does it best, still asynchronous on the stream. */
         ce = cudaMemcpy2DAsync(out->data, (size_t)out->stride, in->data, (size_t)in->stride,
-                               (size_t)in->w * sample_bytes(in->type), (size_t)in->h,
+                               (size_t)in->w * tw_sample_size(in->type), (size_t)in->h,
                                cudaMemcpyDefault, stream);
         if (ce != cudaSuccess) {
             (void)cudaGetLastError(); /* clear the (non-sticky) error for the next task */
@@ -149,7 +102,7 @@ extern "C" tw_status
 twi_cuda_gray(const tw_tile_view *in, tw_tile_view *out, int mode, void *stream)
 {
     try {
-        tw_status st = check_gray(in, out, mode);
+        tw_status st = twi_gray_check(in, out, mode);
 
         if (st != TW_OK)
             return st;

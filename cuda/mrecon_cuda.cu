@@ -972,13 +972,7 @@ sample_bytes(tw_sample_type t)
 bool
 view_ok(const tw_tile_view *v, size_t ss)
 {
-    if (v->channels != 1 || v->w < 0 || v->h < 0)
-        return false;
-    if (v->w == 0 || v->h == 0)
-        return true;
-    if (!v->data || v->stride < 0 || (uint64_t)v->stride < (uint64_t)v->w * ss)
-        return false;
-    return (uintptr_t)v->data % ss == 0 && (uint64_t)v->stride % ss == 0;
+    return v->channels == 1 && v->w >= 0 && twi_view_fits(v, (size_t)v->w * ss, ss);
 }
 
 tw_status

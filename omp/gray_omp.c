@@ -9,32 +9,9 @@
  * headers beyond what the tile view brings. */
 enum { GRAY_LUMINANCE = 0, GRAY_R = 1, GRAY_G = 2, GRAY_B = 3 };
 
-static size_t
-sample_bytes(tw_sample_type t)
-{
-    switch (t) {
-    case TW_U8: return 1;
-    case TW_U16: return 2;
-    case TW_U32: return 4;
-    case TW_F32: return 4;
-    }
-    return 0;
-}
-
-static bool
-view_ok(const tw_tile_view *v, size_t row_bytes, size_t align)
-{
-    if (v->w < 0 || v->h < 0)
-        return false;
-    if (v->w == 0 || v->h == 0)
-        return true;
-    if (!v->data || v->stride < 0 || (uint64_t)v->stride < row_bytes)
-        return false;
-    return (uintptr_t)v->data % align == 0 && (uint64_t)v->stride % align == 0;
-}
-
-static tw_status
-check_gray(const tw_tile_view *in, const tw_tile_view *out, int mode)
+/* The gray contract (omp_kernels.h), checked on the host for both variants. */
+tw_status
+twi_gray_check(const tw_tile_view *in, const tw_tile_view *out, int mode)
 {
     size_t ss;
 
@@ -42,7 +19,7 @@ check_gray(const tw_tile_view *in, const tw_tile_view *out, int mode)
         return TW_E_INVALID;
     if (in->w != out->w || in->h != out->h || in->type != out->type || out->channels != 1)
         return TW_E_INVALID;
-    if ((ss = sample_bytes(in->type)) == 0)
+    if ((ss = tw_sample_size(in->type)) == 0)
         return TW_E_INVALID;
     if (in->channels == 3) {
         if (in->type != TW_U8 && in->type != TW_U16)
@@ -50,8 +27,8 @@ check_gray(const tw_tile_view *in, const tw_tile_view *out, int mode)
     } else if (in->channels != 1) {
         return TW_E_INVALID;
     }
-    if (!view_ok(in, (size_t)in->w * (size_t)in->channels * ss, ss) ||
-        !view_ok(out, (size_t)out->w * ss, ss))
+    if (!twi_view_fits(in, (size_t)in->w * (size_t)in->channels * ss, ss) ||
+        !twi_view_fits(out, (size_t)out->w * ss, ss))
         return TW_E_INVALID;
     return TW_OK;
 }
@@ -102,7 +79,7 @@ do_row(const tw_tile_view *in, tw_tile_view *out, int mode, int32_t y)
     uint8_t *d = (uint8_t *)out->data + (int64_t)y * out->stride;
 
     if (in->channels == 1)
-        memcpy(d, s, (size_t)in->w * sample_bytes(in->type));
+        memcpy(d, s, (size_t)in->w * tw_sample_size(in->type));
     else if (in->type == TW_U8)
         row_u8(s, d, in->w, mode);
     else
@@ -115,7 +92,7 @@ twi_omp_gray(const tw_tile_view *in, tw_tile_view *out, int mode, int nthreads)
     tw_status st;
     int32_t y;
 
-    if ((st = check_gray(in, out, mode)) != TW_OK)
+    if ((st = twi_gray_check(in, out, mode)) != TW_OK)
         return st;
     if (in->w == 0 || in->h == 0)
         return TW_OK;

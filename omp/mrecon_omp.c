@@ -557,11 +557,7 @@ view_ok(const tw_tile_view *v, tw_sample_type t, int32_t w, int32_t h)
 
     if (v->channels != 1 || v->type != t || v->w != w || v->h != h)
         return false;
-    if (w == 0 || h == 0)
-        return true;
-    if (!v->data || v->stride < 0 || (uint64_t)v->stride < (uint64_t)w * ss)
-        return false;
-    return (uintptr_t)v->data % ss == 0 && (uint64_t)v->stride % ss == 0;
+    return twi_view_fits(v, (size_t)w * ss, ss);
 }
 
 static tw_status

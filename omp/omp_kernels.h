@@ -27,6 +27,8 @@ extern "C" {
  * too small or misaligned, NULL data for a non-empty view).
  */
 tw_status twi_omp_gray(const tw_tile_view *in, tw_tile_view *out, int mode, int nthreads);
+/* The argument check of twi_omp_gray, shared with its CUDA twin: TW_OK or TW_E_INVALID. */
+tw_status twi_gray_check(const tw_tile_view *in, const tw_tile_view *out, int mode);
 
 /*
  * mrecon: grayscale reconstruction by dilation inside one tile, in place:

@@ -3,6 +3,7 @@
 #ifndef TW_TILE_VIEW_H
 #define TW_TILE_VIEW_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "tilewave/common.h"
@@ -21,6 +22,22 @@ typedef struct tw_tile_view {
     tw_sample_type type;
     int64_t x0, y0;      /* position of the tile's first pixel in the image being processed */
 } tw_tile_view;
+
+/* The memory check every kernel makes of its views: 1 when the size is not negative and, for
+ * a non-empty view, data is set, rows hold at least `row_bytes` and both data and stride are
+ * multiples of `align` (the sample size); 0 otherwise. Shapes and types are the kernel's own
+ * business. */
+static inline int
+twi_view_fits(const tw_tile_view *v, size_t row_bytes, size_t align)
+{
+    if (v->w < 0 || v->h < 0)
+        return 0;
+    if (v->w == 0 || v->h == 0)
+        return 1;
+    if (!v->data || v->stride < 0 || (uint64_t)v->stride < row_bytes)
+        return 0;
+    return (uintptr_t)v->data % align == 0 && (uint64_t)v->stride % align == 0;
+}
 
 #ifdef __cplusplus
 }

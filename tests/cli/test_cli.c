@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "tilewave.h"
-#include "twtest.h"
+#include "twtest_cli.h"
 
 static char *dir;
 static char *sample; /* a small sample slide made once per test */
@@ -28,35 +28,12 @@ teardown(void)
     free(sample);
 }
 
-#define RUN(...)                                                                               \
-    ({                                                                                         \
-        const char *const a_[] = {__VA_ARGS__, NULL};                                          \
-        twtest_cli(a_, NULL);                                                                  \
-    })
-#define RUN_ENV(envv, ...)                                                                     \
-    ({                                                                                         \
-        const char *const a_[] = {__VA_ARGS__, NULL};                                          \
-        twtest_cli(a_, envv);                                                                  \
-    })
-
 static void
 make_sample(const char *size)
 {
     twtest_run r = RUN("sample", sample, "--size", size, "--quiet");
     cr_assert(eq(int, r.status, 0), "sample failed: %s", r.err);
     twtest_run_free(&r);
-}
-
-/* Expect exit code `code`, one line on stderr containing `needle`, and nothing at `out`. */
-static void
-expect_error(twtest_run *r, int code, const char *needle, const char *out)
-{
-    cr_assert(eq(int, r->status, code), "exit %d, want %d; stderr: %s", r->status, code, r->err);
-    cr_assert(eq(int, twtest_lines(r->err), 1), "want one line on stderr, got: %s", r->err);
-    cr_assert(strstr(r->err, needle) != NULL, "stderr '%s' lacks '%s'", r->err, needle);
-    if (out)
-        cr_assert(0 == twtest_exists(out), "%s was left behind", out);
-    twtest_run_free(r);
 }
 
 /* Read a whole single-channel u8 image through the library. */

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "tilewave.h"
-#include "twtest.h"
+#include "twtest_cli.h"
 
 static char *dir;
 
@@ -26,31 +26,6 @@ teardown(void)
 }
 
 TestSuite(cli_mrecon, .init = setup, .fini = teardown, .timeout = 120);
-
-#define RUN(...)                                                                               \
-    ({                                                                                         \
-        const char *const a_[] = {__VA_ARGS__, NULL};                                          \
-        twtest_cli(a_, NULL);                                                                  \
-    })
-
-/* Expect exit code `code`, one line on stderr containing `needle`, and nothing at `out`. */
-static void
-expect_error(twtest_run *r, int code, const char *needle, const char *out)
-{
-    cr_assert(eq(int, r->status, code), "exit %d, want %d; stderr: %s", r->status, code, r->err);
-    cr_assert(eq(int, twtest_lines(r->err), 1), "want one line on stderr, got: %s", r->err);
-    cr_assert(strstr(r->err, needle) != NULL, "stderr '%s' lacks '%s'", r->err, needle);
-    if (out)
-        cr_assert(0 == twtest_exists(out), "%s was left behind", out);
-    twtest_run_free(r);
-}
-
-static void
-expect_ok(twtest_run *r)
-{
-    cr_assert(eq(int, r->status, 0), "exit %d; stderr: %s", r->status, r->err);
-    twtest_run_free(r);
-}
 
 /* Write a one-channel 8-bit w x h image as a tiled TIFF under dir; returns the path. */
 static char *

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave tests: running the CLI and checking its failures, shared by the tests/cli programs. */
+#ifndef TWTEST_CLI_H
+#define TWTEST_CLI_H
+
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <string.h>
+
+#include "twtest.h"
+
+/* Run the CLI with the arguments given (and extra environment entries for RUN_ENV). */
+#define RUN(...)                                                                               \
+    ({                                                                                         \
+        const char *const a_[] = {__VA_ARGS__, NULL};                                          \
+        twtest_cli(a_, NULL);                                                                  \
+    })
+#define RUN_ENV(envv, ...)                                                                     \
+    ({                                                                                         \
+        const char *const a_[] = {__VA_ARGS__, NULL};                                          \
+        twtest_cli(a_, envv);                                                                  \
+    })
+
+/* Expect exit code `code`, one line on stderr containing `needle`, and nothing at `out`
+ * (when not NULL); frees the run. */
+static inline void
+expect_error(twtest_run *r, int code, const char *needle, const char *out)
+{
+    cr_assert(eq(int, r->status, code), "exit %d, want %d; stderr: %s", r->status, code, r->err);
+    cr_assert(eq(int, twtest_lines(r->err), 1), "want one line on stderr, got: %s", r->err);
+    cr_assert(strstr(r->err, needle) != NULL, "stderr '%s' lacks '%s'", r->err, needle);
+    if (out)
+        cr_assert(0 == twtest_exists(out), "%s was left behind", out);
+    twtest_run_free(r);
+}
+
+/* Expect success; frees the run. */
+static inline void
+expect_ok(twtest_run *r)
+{
+    cr_assert(eq(int, r->status, 0), "exit %d; stderr: %s", r->status, r->err);
+    twtest_run_free(r);
+}
+
+#endif /* TWTEST_CLI_H */
