@@ -382,11 +382,12 @@ check_layout(tw_slide *s, tiff_reader *r, const tiff_layout *l, tw_error *err)
                              (unsigned)l->compression, p);
 
     if (l->photometric == PHOTOMETRIC_MINISBLACK) {
-        if (l->spp != 1)
+        /* 2 samples: the u32 (row, column) pairs tilewave writes for EDT indices */
+        if (l->spp != 1 && !(l->spp == 2 && l->bps == 32 && l->fmt == SAMPLEFORMAT_UINT))
             return twi_error_set(err, TW_E_FORMAT,
                                  "io.tiff: unsupported samples per pixel %u for gray in '%s'",
                                  (unsigned)l->spp, p);
-        s->channels = 1;
+        s->channels = l->spp;
         s->type = l->fmt == SAMPLEFORMAT_IEEEFP ? TW_F32
                   : l->bps == 8                 ? TW_U8
                   : l->bps == 16                ? TW_U16

@@ -189,13 +189,18 @@ validate(const tw_writer_opts *o, tw_error *err)
                              "io.writer: image size %" PRId64 "x%" PRId64
                              " is invalid (width and height must be 1..4294967295)",
                              o->w, o->h);
-    if (o->channels != 1 && o->channels != 3)
+    if (o->channels != 1 && o->channels != 2 && o->channels != 3)
         return twi_error_set(err, TW_E_INVALID,
-                             "io.writer: %d channels is not supported (1 = gray or 3 = RGB)",
+                             "io.writer: %d channels is not supported (1 = gray, 2 = u32 "
+                             "coordinate pairs, 3 = RGB)",
                              o->channels);
     if (tw_sample_size(o->type) == 0)
         return twi_error_set(err, TW_E_INVALID, "io.writer: unknown sample type %d",
                              (int)o->type);
+    if (o->channels == 2 && o->type != TW_U32)
+        return twi_error_set(err, TW_E_INVALID,
+                             "io.writer: 2 channels (coordinate pairs) need u32 samples, not %s",
+                             tw_sample_type_name(o->type));
     if (o->channels == 3 && o->type != TW_U8 && o->type != TW_U16)
         return twi_error_set(err, TW_E_INVALID,
                              "io.writer: 3 channels (RGB) need u8 or u16 samples, not %s",
@@ -267,6 +272,12 @@ setup_directory(tw_writer *wr, int level, tw_error *err)
                        o->type == TW_F32 ? SAMPLEFORMAT_IEEEFP : SAMPLEFORMAT_UINT);
     ok &= TIFFSetField(tif, TIFFTAG_PHOTOMETRIC,
                        o->channels == 3 ? PHOTOMETRIC_RGB : PHOTOMETRIC_MINISBLACK);
+    if (o->channels == 2) {
+        /* (row, column) pairs: a gray sample plus one unspecified extra sample */
+        uint16_t extra = EXTRASAMPLE_UNSPECIFIED;
+
+        ok &= TIFFSetField(tif, TIFFTAG_EXTRASAMPLES, (uint16_t)1, &extra);
+    }
     ok &= TIFFSetField(tif, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG);
     ok &= TIFFSetField(tif, TIFFTAG_COMPRESSION, compression);
     ok &= TIFFSetField(tif, TIFFTAG_TILEWIDTH, (uint32_t)o->tile_w);

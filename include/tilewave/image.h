@@ -71,7 +71,7 @@ TW_API int tw_slide_get_level_count(const tw_slide *s);
 TW_API TW_NODISCARD tw_status tw_slide_get_level(const tw_slide *s, int level,
                                                 tw_level_info *out);
 
-/** Channels per pixel as read: 1 (gray) or 3 (RGB). @since 0.1 */
+/** Channels per pixel as read: 1 (gray), 2 (u32 coordinate pairs) or 3 (RGB). @since 0.1 */
 TW_API int tw_slide_get_channels(const tw_slide *s);
 
 /** Sample type as read. @since 0.1 */
@@ -117,7 +117,8 @@ typedef struct tw_writer tw_writer;
 typedef struct tw_writer_opts {
     size_t struct_size;          /**< set by tw_writer_opts_init() */
     int64_t w, h;                /**< level 0 size in pixels */
-    int channels;                /**< 1 or 3 (RGB); 3 only with TW_U8/TW_U16 */
+    int channels;                /**< 1, 2 (TW_U32 coordinate pairs, e.g. EDT indices) or 3
+                                      (RGB, TW_U8/TW_U16 only) */
     tw_sample_type type;
     int32_t tile_w, tile_h;      /**< multiples of 16 (TIFF rule), default 512 */
     int n_levels;                /**< >= 1; level k is ceil(w / 2^k) x ceil(h / 2^k) */
