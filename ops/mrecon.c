@@ -112,13 +112,6 @@ enum {
 
 typedef struct mr_job mr_job;
 
-/* One input: a slide region (s.slide open) or a caller buffer (mem.data). */
-typedef struct mr_src {
-    twi_stream s;       /* file: slide, level, region; the mask's also holds the writer */
-    tw_host_image mem;  /* memory: data != NULL */
-    const char *path;   /* for messages; NULL in memory */
-} mr_src;
-
 typedef struct mr_tile {
     mr_job *m;
     int64_t index;
@@ -135,7 +128,7 @@ typedef struct mr_tile {
 struct mr_job {
     tw_job *job;         /* borrowed: the job owns this struct */
     char op[32];
-    mr_src marker, mask; /* the output writer lives in mask.s */
+    twi_src marker, mask; /* the output writer lives in mask.s */
     bool out_file;
     tw_host_image result;
     tw_sample_type type, out_type;
@@ -205,44 +198,6 @@ pix_set(const tw_tile_view *v, int64_t x, int64_t y, unsigned val)
 }
 
 /* ---- load */
-
-/* Read tile t of src into v (1 channel of m->type): a region of the slide, converted to
- * luminance by the gray kernel when RGB, or rows of the caller's buffer. */
-static tw_status
-read_src(tw_task_ctx *ctx, const mr_src *src, const mr_tile *t, tw_tile_view *v)
-{
-    size_t ss = tw_sample_size(v->type);
-    tw_error err;
-    tw_status st;
-
-    if (src->mem.data) {
-        size_t stride = src->mem.stride ? src->mem.stride : (size_t)src->mem.w * ss;
-        const char *base = (const char *)src->mem.data + (size_t)t->y * stride + (size_t)t->x * ss;
-
-        for (int32_t r = 0; r < t->h; r++)
-            memcpy((char *)v->data + r * v->stride, base + (size_t)r * stride, (size_t)t->w * ss);
-        return TW_OK;
-    }
-    if (src->s.in_channels == 1) {
-        st = tw_slide_read_region(src->s.slide, src->s.level, src->s.x + t->x, src->s.y + t->y,
-                                  t->w, t->h, v->data, (size_t)v->stride, &err);
-    } else {
-        tw_tile_view rgb = *v;
-
-        rgb.channels = src->s.in_channels;
-        rgb.stride = (int64_t)((size_t)t->w * (size_t)rgb.channels * ss);
-        if (!(rgb.data = twi_ctx_scratch(ctx, (size_t)rgb.stride * (size_t)t->h)))
-            return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory", t->m->op);
-        st = tw_slide_read_region(src->s.slide, src->s.level, src->s.x + t->x, src->s.y + t->y,
-                                  t->w, t->h, rgb.data, (size_t)rgb.stride, &err);
-        if (st == TW_OK && (st = twi_omp_gray(&rgb, v, (int)TW_GRAY_LUMINANCE, 1)) != TW_OK)
-            return twi_ctx_fail(ctx, st, "%s: cannot convert '%s' to gray", t->m->op,
-                                src->path);
-    }
-    if (st != TW_OK)
-        return twi_ctx_fail(ctx, st, "%s", err.message);
-    return TW_OK;
-}
 
 static void
 complement(const tw_tile_view *v, unsigned maxv)
@@ -347,13 +302,13 @@ load_cpu(tw_task_ctx *ctx, void *arg)
     tw_tile_view jv = twi_ctx_view(ctx, 0), iv = twi_ctx_view(ctx, 1);
     tw_status st;
 
-    if ((st = read_src(ctx, &m->mask, t, &iv)) != TW_OK)
+    if ((st = twi_src_read(ctx, m->op, &m->mask, t->x, t->y, &iv, NULL)) != TW_OK)
         return st;
     if (m->complement)
         complement(&iv, m->maxv);
     switch (m->prep) {
     case TWI_MRECON_PREP_MARKER:
-        if ((st = read_src(ctx, &m->marker, t, &jv)) != TW_OK)
+        if ((st = twi_src_read(ctx, m->op, &m->marker, t->x, t->y, &jv, NULL)) != TW_OK)
             return st;
         if (m->complement)
             complement(&jv, m->maxv);
@@ -1020,50 +975,6 @@ mr_free(void *user)
     free(m);
 }
 
-/* Open one input (file or memory) into src; 1 or 3 channels of u8 or u16. */
-static tw_status
-open_src(mr_job *m, const tw_config *cfg, const char *what, const tw_input *file,
-         const tw_host_image *mem, mr_src *src, tw_error *err)
-{
-    tw_status st;
-
-    memset(&src->s, 0, sizeof src->s);
-    if (mem && mem->data) {
-        size_t ss = tw_sample_size(mem->type);
-
-        if (mem->type != TW_U8 && mem->type != TW_U16)
-            return twi_error_set(err, TW_E_INVALID, "%s: the %s image is %s (u8 or u16 needed)",
-                                 m->op, what, tw_sample_type_name(mem->type));
-        if (mem->w < 1 || mem->h < 1 || mem->w > INT64_MAX / 4 / (int64_t)ss ||
-            (mem->stride && mem->stride < (size_t)mem->w * ss))
-            return twi_error_set(err, TW_E_INVALID,
-                                 "%s: bad %s image (%lldx%lld, stride %zu)", m->op, what,
-                                 (long long)mem->w, (long long)mem->h, mem->stride);
-        src->mem = *mem;
-        src->s.w = mem->w;
-        src->s.h = mem->h;
-        src->s.in_channels = 1;
-        src->s.in_type = mem->type;
-        return TW_OK;
-    }
-    if (!file || !file->path)
-        return twi_error_set(err, TW_E_INVALID, "%s: no %s given (a file or an image in memory)",
-                             m->op, what);
-    if ((st = twi_stream_open_input(&src->s, cfg, m->op, file, err)) != TW_OK)
-        return st;
-    src->path = file->path;
-    if ((src->s.in_channels != 1 && src->s.in_channels != 3) ||
-        (src->s.in_type != TW_U8 && src->s.in_type != TW_U16)) {
-        st = twi_error_set(err, TW_E_FORMAT,
-                           "%s: '%s' has %d channels of %s (1 or 3 channels of u8 or u16 needed)",
-                           m->op, file->path, src->s.in_channels,
-                           tw_sample_type_name(src->s.in_type));
-        twi_stream_finish(&src->s, st, NULL);
-        return st;
-    }
-    return TW_OK;
-}
-
 static tw_status
 check_spec(const twi_mrecon_spec *sp, tw_error *err)
 {
@@ -1111,15 +1022,16 @@ mr_setup(mr_job *m, tw_runtime *rt, const twi_mrecon_spec *sp, tw_error *err)
     if (pthread_mutex_init(&m->lock, NULL) != 0)
         return twi_error_set(err, TW_E_NOMEM, "%s: out of memory", m->op);
     m->lock_init = true;
-    if ((st = open_src(m, cfg, sp->prep == TWI_MRECON_PREP_MARKER ? "mask" : "input",
-                       sp->mask_file, sp->mask_mem, &m->mask, err)) != TW_OK)
+    if ((st = twi_src_open(cfg, m->op, TWI_SRC_U8 | TWI_SRC_U16,
+                           sp->prep == TWI_MRECON_PREP_MARKER ? "mask" : "input", sp->mask_file,
+                           sp->mask_mem, &m->mask, err)) != TW_OK)
         return st;
     m->type = m->mask.s.in_type;
     m->W = m->mask.s.w;
     m->H = m->mask.s.h;
     if (sp->prep == TWI_MRECON_PREP_MARKER) {
-        if ((st = open_src(m, cfg, "marker", sp->marker_file, sp->marker_mem, &m->marker,
-                           err)) != TW_OK)
+        if ((st = twi_src_open(cfg, m->op, TWI_SRC_U8 | TWI_SRC_U16, "marker", sp->marker_file,
+                               sp->marker_mem, &m->marker, err)) != TW_OK)
             return st;
         if (m->marker.s.w != m->W || m->marker.s.h != m->H)
             return twi_error_set(err, TW_E_INVALID, "%s: marker is %lldx%lld but mask is %lldx%lld",

@@ -64,6 +64,33 @@ TWI_HIDDEN void twi_stream_tile_rect(const twi_stream *s, int64_t i, int64_t *x,
  * slide. Returns the status of the close. */
 TWI_HIDDEN tw_status twi_stream_finish(twi_stream *s, tw_status st, tw_error *err);
 
+/* One input of an operation: a slide region (s.slide open) or a caller buffer (mem.data). */
+typedef struct twi_src {
+    twi_stream s;       /* file: slide, level, region (and, for one input, the writer) */
+    tw_host_image mem;  /* memory: data != NULL */
+    const char *path;   /* for messages; NULL in memory */
+} twi_src;
+
+/* Sample types an operation accepts, for twi_src_open(). */
+#define TWI_SRC_U8 (1u << TW_U8)
+#define TWI_SRC_U16 (1u << TW_U16)
+#define TWI_SRC_U32 (1u << TW_U32)
+#define TWI_SRC_F32 (1u << TW_F32)
+
+/* Open one input (`what`: "mask", "input" ... for messages): the file, or `mem` when its data
+ * is set. Files may be gray (1 channel) or RGB (3 channels, read as luminance); `types` is the
+ * mask of accepted sample types. On failure nothing stays open. */
+TWI_HIDDEN tw_status twi_src_open(const tw_config *cfg, const char *op, unsigned types,
+                                  const char *what, const tw_input *file,
+                                  const tw_host_image *mem, twi_src *src, tw_error *err);
+
+/* Read the v->w x v->h pixels of src at (x, y) of its frame into v (1 channel of the source's
+ * type): a region of the slide, converted to luminance by the gray kernel when RGB, or rows of
+ * the caller's buffer. RGB is decoded into `rgb` (3 v->w v->h samples) or, when NULL, into
+ * scratch from ctx. Failures fail the task's job. */
+TWI_HIDDEN tw_status twi_src_read(tw_task_ctx *ctx, const char *op, const twi_src *src,
+                                  int64_t x, int64_t y, tw_tile_view *v, void *rgb);
+
 /* ---- the reconstruction engine (ops/mrecon.c), shared by tw_mrecon_submit() and the
  * operations built on it (ops/derived.c). Everything runs in "dilation space": with
  * `complement` every loaded value v becomes MAX - v and every stored one is turned back, which

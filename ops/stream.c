@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "omp_kernels.h"
 #include "ops_internal.h"
 
 /* Where a key's value came from (TW_CONFIG_DEFAULT when unknown). */
@@ -240,4 +241,105 @@ twi_stream_finish(twi_stream *s, tw_status st, tw_error *err)
     tw_slide_close(s->slide);
     s->slide = NULL;
     return st;
+}
+
+/* ---- inputs */
+
+static void
+types_text(unsigned types, char *buf, size_t n)
+{
+    static const tw_sample_type all[] = {TW_U8, TW_U16, TW_U32, TW_F32};
+    size_t used = 0;
+
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        if (!(types & (1u << all[i])))
+            continue;
+        used += (size_t)snprintf(buf + used, used < n ? n - used : 0, "%s%s", used ? " or " : "",
+                                 tw_sample_type_name(all[i]));
+        if (used >= n)
+            break;
+    }
+}
+
+tw_status
+twi_src_open(const tw_config *cfg, const char *op, unsigned types, const char *what,
+             const tw_input *file, const tw_host_image *mem, twi_src *src, tw_error *err)
+{
+    char allowed[64];
+    tw_status st;
+
+    memset(src, 0, sizeof *src);
+    types_text(types, allowed, sizeof allowed);
+    if (mem && mem->data) {
+        size_t ss = tw_sample_size(mem->type);
+
+        if (ss == 0 || !(types & (1u << mem->type)))
+            return twi_error_set(err, TW_E_INVALID, "%s: the %s image is %s (%s needed)", op,
+                                 what, ss ? tw_sample_type_name(mem->type) : "of no known type",
+                                 allowed);
+        if (mem->w < 1 || mem->h < 1 || mem->w > INT64_MAX / 4 / (int64_t)ss ||
+            (mem->stride && mem->stride < (size_t)mem->w * ss))
+            return twi_error_set(err, TW_E_INVALID, "%s: bad %s image (%lldx%lld, stride %zu)",
+                                 op, what, (long long)mem->w, (long long)mem->h, mem->stride);
+        src->mem = *mem;
+        src->s.w = mem->w;
+        src->s.h = mem->h;
+        src->s.in_channels = 1;
+        src->s.in_type = mem->type;
+        return TW_OK;
+    }
+    if (!file || !file->path)
+        return twi_error_set(err, TW_E_INVALID, "%s: no %s given (a file or an image in memory)",
+                             op, what);
+    if ((st = twi_stream_open_input(&src->s, cfg, op, file, err)) != TW_OK)
+        return st;
+    src->path = file->path;
+    if ((src->s.in_channels != 1 && src->s.in_channels != 3) ||
+        !(types & (1u << src->s.in_type))) {
+        st = twi_error_set(err, TW_E_FORMAT,
+                           "%s: '%s' has %d channels of %s (1 or 3 channels of %s needed)", op,
+                           file->path, src->s.in_channels, tw_sample_type_name(src->s.in_type),
+                           allowed);
+        twi_stream_finish(&src->s, st, NULL);
+        return st;
+    }
+    return TW_OK;
+}
+
+tw_status
+twi_src_read(tw_task_ctx *ctx, const char *op, const twi_src *src, int64_t x, int64_t y,
+             tw_tile_view *v, void *rgb_buf)
+{
+    size_t ss = tw_sample_size(v->type);
+    tw_error err;
+    tw_status st;
+
+    if (src->mem.data) {
+        size_t stride = src->mem.stride ? src->mem.stride : (size_t)src->mem.w * ss;
+        const char *base = (const char *)src->mem.data + (size_t)y * stride + (size_t)x * ss;
+
+        for (int32_t r = 0; r < v->h; r++)
+            memcpy((char *)v->data + r * v->stride, base + (size_t)r * stride, (size_t)v->w * ss);
+        return TW_OK;
+    }
+    if (src->s.in_channels == 1) {
+        st = tw_slide_read_region(src->s.slide, src->s.level, src->s.x + x, src->s.y + y, v->w,
+                                  v->h, v->data, (size_t)v->stride, &err);
+    } else {
+        tw_tile_view rgb = *v;
+
+        rgb.channels = src->s.in_channels;
+        rgb.stride = (int64_t)((size_t)v->w * (size_t)rgb.channels * ss);
+        rgb.data = rgb_buf ? rgb_buf : twi_ctx_scratch(ctx, (size_t)rgb.stride * (size_t)v->h);
+        if (!rgb.data)
+            return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory", op);
+        st = tw_slide_read_region(src->s.slide, src->s.level, src->s.x + x, src->s.y + y, v->w,
+                                  v->h, rgb.data, (size_t)rgb.stride, &err);
+        if (st == TW_OK && (st = twi_omp_gray(&rgb, v, (int)TW_GRAY_LUMINANCE, 1)) != TW_OK)
+            return twi_ctx_fail(ctx, st, "%s: cannot convert '%s' to gray", op, src->path);
+    }
+    if (st != TW_OK)
+        return twi_ctx_fail(ctx, st, "%s", err.message);
+    return TW_OK;
 }

@@ -32,26 +32,9 @@ static char *
 write_gray(const char *name, const uint8_t *px, int64_t w, int64_t h)
 {
     char *path = twtest_path(dir, name);
-    tw_writer_opts wo;
-    tw_writer *wr = NULL;
     tw_error err;
 
-    tw_writer_opts_init(&wo);
-    wo.w = w;
-    wo.h = h;
-    wo.channels = 1;
-    wo.type = TW_U8;
-    wo.tile_w = wo.tile_h = 16;
-    cr_assert(eq(int, tw_writer_open(path, &wo, &wr, &err), TW_OK), "%s", err.message);
-    for (int64_t ty = 0; ty * 16 < h; ty++)
-        for (int64_t tx = 0; tx * 16 < w; tx++) {
-            uint8_t t[256] = {0};
-            for (int64_t y = 0; y < 16 && ty * 16 + y < h; y++)
-                for (int64_t x = 0; x < 16 && tx * 16 + x < w; x++)
-                    t[y * 16 + x] = px[(ty * 16 + y) * w + tx * 16 + x];
-            cr_assert(eq(int, tw_writer_write_tile(wr, 0, tx, ty, t, 16, &err), TW_OK));
-        }
-    cr_assert(eq(int, tw_writer_close(wr, &err), TW_OK), "%s", err.message);
+    cr_assert(eq(int, twtest_write_image(path, px, w, h, TW_U8, &err), TW_OK), "%s", err.message);
     return path;
 }
 
@@ -59,20 +42,13 @@ write_gray(const char *name, const uint8_t *px, int64_t w, int64_t h)
 static uint8_t *
 read_gray(const char *path, int64_t *w, int64_t *h)
 {
-    tw_slide *s = NULL;
-    tw_level_info li;
-    uint8_t *buf;
+    int ch = 0;
+    tw_sample_type type = 0;
+    uint8_t *buf = twtest_read_image(path, w, h, &ch, &type);
 
-    cr_assert(eq(int, tw_slide_open(path, TW_READER_TIFF, &s, NULL), TW_OK), "%s", path);
-    cr_assert(eq(int, tw_slide_get_channels(s), 1));
-    cr_assert(eq(int, tw_slide_get_sample_type(s), TW_U8));
-    cr_assert(eq(int, tw_slide_get_level(s, 0, &li), TW_OK));
-    buf = malloc((size_t)(li.w * li.h));
-    cr_assert(eq(int, tw_slide_read_region(s, 0, 0, 0, li.w, li.h, buf, (size_t)li.w, NULL),
-                 TW_OK));
-    *w = li.w;
-    *h = li.h;
-    tw_slide_close(s);
+    cr_assert(buf != NULL, "cannot read %s", path);
+    cr_assert(eq(int, ch, 1));
+    cr_assert(eq(int, type, TW_U8));
     return buf;
 }
 

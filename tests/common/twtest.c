@@ -208,3 +208,67 @@ twtest_runtime(int cpu_workers, const char *gpus, tw_error *err)
     tw_config_destroy(cfg);
     return rt;
 }
+
+tw_status
+twtest_write_image(const char *path, const void *px, int64_t w, int64_t h, tw_sample_type type,
+                   tw_error *err)
+{
+    size_t ss = tw_sample_size(type);
+    uint8_t tile[16 * 16 * 4];
+    tw_writer_opts wo;
+    tw_writer *wr = NULL;
+    tw_status st;
+
+    tw_writer_opts_init(&wo);
+    wo.w = w;
+    wo.h = h;
+    wo.type = type;
+    wo.tile_w = wo.tile_h = 16;
+    if ((st = tw_writer_open(path, &wo, &wr, err)) != TW_OK)
+        return st;
+    for (int64_t ty = 0; ty * 16 < h; ty++) {
+        for (int64_t tx = 0; tx * 16 < w && st == TW_OK; tx++) {
+            memset(tile, 0, sizeof tile);
+            for (int64_t y = 0; y < 16 && ty * 16 + y < h; y++) {
+                int64_t n = w - tx * 16 < 16 ? w - tx * 16 : 16;
+                memcpy(tile + (size_t)y * 16 * ss,
+                       (const uint8_t *)px + ((size_t)(ty * 16 + y) * (size_t)w + (size_t)tx * 16) * ss,
+                       (size_t)n * ss);
+            }
+            st = tw_writer_write_tile(wr, 0, tx, ty, tile, 16 * ss, err);
+        }
+    }
+    if (st != TW_OK) {
+        tw_writer_abort(wr);
+        return st;
+    }
+    return tw_writer_close(wr, err);
+}
+
+void *
+twtest_read_image(const char *path, int64_t *w, int64_t *h, int *channels, tw_sample_type *type)
+{
+    tw_slide *s = NULL;
+    tw_level_info li;
+    size_t px;
+    void *buf = NULL;
+
+    if (tw_slide_open(path, TW_READER_TIFF, &s, NULL) != TW_OK)
+        return NULL;
+    if (tw_slide_get_level(s, 0, &li) == TW_OK) {
+        px = (size_t)tw_slide_get_channels(s) * tw_sample_size(tw_slide_get_sample_type(s));
+        if ((buf = malloc((size_t)(li.w * li.h) * px)) &&
+            tw_slide_read_region(s, 0, 0, 0, li.w, li.h, buf, (size_t)li.w * px, NULL) != TW_OK) {
+            free(buf);
+            buf = NULL;
+        }
+        *w = li.w;
+        *h = li.h;
+        if (channels)
+            *channels = tw_slide_get_channels(s);
+        if (type)
+            *type = tw_slide_get_sample_type(s);
+    }
+    tw_slide_close(s);
+    return buf;
+}

@@ -39,4 +39,13 @@ void twtest_quiet_logs(void);
  * silenced. NULL on failure, with the reason in err. */
 tw_runtime *twtest_runtime(int cpu_workers, const char *gpus, tw_error *err);
 
+/* Write a one-channel w x h image of `type` (rows packed) as a tiled BigTIFF with 16x16 tiles.
+ * Returns the writer's status, with the message in err. */
+tw_status twtest_write_image(const char *path, const void *px, int64_t w, int64_t h,
+                             tw_sample_type type, tw_error *err);
+/* Read the whole level 0 of a file into a malloc'd packed buffer; NULL on failure. Reports
+ * channels and type when the pointers are set. */
+void *twtest_read_image(const char *path, int64_t *w, int64_t *h, int *channels,
+                        tw_sample_type *type);
+
 #endif /* TWTEST_H */
