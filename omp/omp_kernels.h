@@ -51,6 +51,42 @@ tw_status twi_omp_mrecon_grid(tw_tile_view *marker, const tw_tile_view *mask, in
                               const uint32_t *seeds, int64_t n_seeds, int nthreads, int32_t gx,
                               int32_t gy);
 
+/*
+ * edt: the exact Euclidean distance transform of one band (runtime/tw_tile_view.h,
+ * twi_edt_band). `bin`: TW_U8, 1 channel, w x h (0 = background). `out`: w x h, 1 channel,
+ * TW_F32 / TW_U16 / TW_U32 for format F32 / U16 / SQ32, holding, for every pixel p, the
+ * distance to the nearest background pixel q of the whole image,
+ *     d2(p) = min_q sx^2 (px - qx)^2 + sy^2 (py - qy)^2,
+ * 0 on background. Isotropic (sx = sy = 1): d2 is computed exactly in int64. Anisotropic: d2
+ * in double, the nearest pixel chosen up to rounding near ties (documented). When no
+ * background pixel exists (in the band, above and below): +inf / 65535 / UINT32_MAX.
+ * `idx` (optional, NULL to skip): w x h, 2 channels TW_U32: (row, column) of a nearest
+ * background pixel in the image frame (ties: any nearest one); UINT32_MAX twice when none.
+ * SQ32 with spacing other than 1, 1 is TW_E_INVALID. Separable and linear time: per column the
+ * nearest background row (a top-down sweep over chunks of rows, the chunks and `above` /
+ * `below` joined per column, then a bottom-up sweep), per row the lower envelope of the column
+ * parabolas (Meijster et al. 2000, with PBA's integer dominance test) and its read-out, each
+ * row finished as soon as its nearest rows are known; OpenMP over chunks of rows. Returns TW_OK, TW_E_INVALID (bad views, w or h above TWI_EDT_MAX_SIDE, y0 + h beyond
+ * it, spacing <= 0 or not finite, bad format), TW_E_NOMEM.
+ */
+tw_status twi_omp_edt(const tw_tile_view *bin, const twi_edt_band *band, tw_tile_view *out,
+                      tw_tile_view *idx, int nthreads);
+/* The argument check of twi_omp_edt, shared with its CUDA twin: TW_OK or TW_E_INVALID. */
+tw_status twi_edt_check(const tw_tile_view *bin, const twi_edt_band *band,
+                        const tw_tile_view *out, const tw_tile_view *idx);
+
+/*
+ * edt (wavefront): the IWPP distance transform of seed 004 (algorithm 3) on a whole image
+ * (band->y0 = 0, above = below = NULL): every background pixel that has a foreground
+ * 8-neighbour starts the wavefront; a FIFO queue propagates "nearest background pixel"
+ * (Danielsson's vector propagation) to 8-neighbours while it shortens their distance. The
+ * result is APPROXIMATE: a pixel may get a background pixel slightly farther than the nearest
+ * (never nearer: d2 >= the exact d2), and which one can depend on the propagation order. Same
+ * views, formats, spacing and return codes as twi_omp_edt. Sequential (nthreads is ignored).
+ */
+tw_status twi_omp_edt_wavefront(const tw_tile_view *bin, const twi_edt_band *band,
+                                tw_tile_view *out, tw_tile_view *idx, int nthreads);
+
 #ifdef __cplusplus
 }
 #endif
