@@ -50,6 +50,37 @@ tw_status twi_cuda_mrecon(tw_tile_view *d_marker, const tw_tile_view *d_mask, in
  * raster changes. */
 tw_status twi_cuda_mrecon_stats(const void *d_scratch, int64_t out[10]);
 
+/*
+ * edt: the CUDA twin of twi_omp_edt (omp/omp_kernels.h), PBA+ (seed 003): phase 1 finds each
+ * column's nearest background row with m1 bands per column (flood down, flood up, propagate
+ * between bands and from band->above / band->below, update) and writes it transposed; phase 2
+ * builds, per image row and band of m2 columns, the stack of proximate sites with the integer
+ * dominance test (int64) and merges the bands; phase 3 colours each row with m3 threads and
+ * writes transposed back. Any w and h (no padding, no multiple-of-64 rule), 64-bit indexing.
+ * Isotropic: the same output bytes as the CPU twin for every format (idx may name another
+ * nearest pixel at ties; its distance is the same). Anisotropic: d2 in double with
+ * __dmul_rn/__dadd_rn in the CPU twin's order, so equal unless the two pick different
+ * pixels at a near-tie (then within rounding). `band->above` / `below` are device pointers or NULL.
+ * Scratch: twi_cuda_edt_scratch_size() bytes of device memory from the caller.
+ * m1, m2, m3 = 0: automatic (from the size); otherwise clamped to what the size allows.
+ */
+size_t twi_cuda_edt_scratch_size(int32_t w, int32_t h, const twi_edt_band *band);
+tw_status twi_cuda_edt(const tw_tile_view *d_bin, const twi_edt_band *band, tw_tile_view *d_out,
+                       tw_tile_view *d_idx, void *d_scratch, size_t scratch_bytes, void *stream);
+
+/*
+ * edt (wavefront): the CUDA twin of twi_omp_edt_wavefront: the IWPP EDT of seed 004
+ * (algorithm 6): the initial wavefront (background pixels with a foreground 8-neighbour) in a
+ * global queue, then rounds that pop the queue in parallel and offer each pixel's nearest
+ * background pixel to its 8-neighbours with an atomicCAS loop on a packed (row, column) word,
+ * pushing the neighbours that improve. Approximate like the CPU twin (d2 >= exact); at
+ * propagation-order ties it may pick another background pixel than the CPU twin.
+ */
+size_t twi_cuda_edt_wavefront_scratch_size(int32_t w, int32_t h);
+tw_status twi_cuda_edt_wavefront(const tw_tile_view *d_bin, const twi_edt_band *band,
+                                 tw_tile_view *d_out, tw_tile_view *d_idx, void *d_scratch,
+                                 size_t scratch_bytes, void *stream);
+
 #endif /* TW_HAVE_CUDA */
 
 #ifdef __cplusplus
