@@ -55,5 +55,6 @@ int bench_transfer(int argc, char **argv);
 int bench_gray(int argc, char **argv);
 int bench_gray_kernel(int argc, char **argv);
 int bench_mrecon(int argc, char **argv);
+int bench_edt(int argc, char **argv);
 
 #endif /* TW_BENCH_H */

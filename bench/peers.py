@@ -21,6 +21,13 @@ A peer is a dict in PEERS:
               in-memory peer against tilewave's whole file-to-file run: conservative)
     note      what differs from tilewave (formula, output type, what is timed)
 Later operations add their peers here (scikit-image reconstruction, SciPy EDT, ...).
+
+EDT peers (op "edt") take no input file: `--size WxH --background F --pattern P --seed S`
+make the same binary image as `tw_bench edt` (edt_binary() below, bit for bit; the number of
+background pixels is reported so that run.py can check it), and `--reference` is the raw
+float32 output that `tw_bench edt --dump` wrote. Their extra fields:
+    exact     the peer is an exact EDT: any pixel differing from tilewave's is a failure
+    gpu_events  timed with CUDA events (device-memory peers)
 """
 import argparse
 import importlib
@@ -150,6 +157,134 @@ def hdome_skimage(gray):
     return (gray.astype(np.int32) - rec.astype(np.int32)).astype(np.uint8)
 
 
+# ---- distance transform peers (the same generated binary image as tw_bench edt)
+
+# splitmix64 constants of bench/bench_edt.c: pixel i (row-major) is background when
+# mix((i + 1) * EDT_GOLDEN + seed * EDT_SEED) >> 11 < floor(F * 2^53).
+EDT_GOLDEN = 0x9E3779B97F4A7C15
+EDT_SEEDMUL = 0xD1B54A32D192ED03
+EDT_MIX1 = 0xBF58476D1CE4E5B9
+EDT_MIX2 = 0x94D049BB133111EB
+U64 = (1 << 64) - 1
+
+
+def edt_binary(xp, w, h, background, pattern="random", seed=1, chunk=1 << 23):
+    """The uint8 image of tw_bench edt (0 = background, 1 = foreground) with numpy or cupy
+    (xp), generated in row blocks so that the uint64 temporaries stay small."""
+    img = xp.ones((h, w), dtype=xp.uint8)
+    if pattern == "corner":
+        img[0, 0] = 0
+    if pattern != "random":
+        return img
+    u = xp.uint64
+    thr = u(int(background * 9007199254740992.0))  # (uint64_t)(F * 2^53) in C
+    add = u((seed * EDT_SEEDMUL) & U64)
+    rows = max(1, chunk // w)
+    for y0 in range(0, h, rows):
+        y1 = min(h, y0 + rows)
+        z = xp.arange(y0 * w + 1, y1 * w + 1, dtype=xp.uint64) * u(EDT_GOLDEN) + add
+        z = (z ^ (z >> u(30))) * u(EDT_MIX1)
+        z = (z ^ (z >> u(27))) * u(EDT_MIX2)
+        z ^= z >> u(31)
+        img[y0:y1] = ((z >> u(11)) >= thr).reshape(y1 - y0, w)
+    return img
+
+
+def edt_scipy(img):
+    import scipy.ndimage as ndi
+
+    return ndi.distance_transform_edt(img)
+
+
+def opencv_all_threads(img):
+    import cv2
+
+    cv2.setNumThreads(os.cpu_count() or 1)
+    return img
+
+
+def edt_opencv(img):
+    import cv2
+
+    return cv2.distanceTransform(img, cv2.DIST_L2, cv2.DIST_MASK_PRECISE)
+
+
+def edt_cupy(d_img):
+    from cupyx.scipy.ndimage import distance_transform_edt
+
+    return distance_transform_edt(d_img, float64_distances=False)
+
+
+def edt_compare(result, reference, w, h):
+    """Pixels of the peer's distances (as float32) that differ from tilewave's raw float32
+    output, and the largest difference ("inf" when one side is infinite and the other not)."""
+    import numpy as np
+
+    ours = np.memmap(reference, dtype=np.float32, mode="r", shape=(h, w))
+    if tuple(result.shape) != (h, w):
+        return {"differing_pixels": None, "max_abs_diff": None,
+                "diff_error": f"shape {tuple(result.shape)}"}
+    differing, worst = 0, 0.0
+    step = max(1, (1 << 24) // w)
+    for y in range(0, h, step):
+        a = result[y:y + step]
+        a = (a.get() if type(a).__module__.startswith("cupy") else np.asarray(a))
+        a = a.astype(np.float32)
+        b = np.asarray(ours[y:y + step])
+        bad = a != b
+        n = int(bad.sum())
+        if n:
+            differing += n
+            d = np.abs(a[bad].astype(np.float64) - b[bad].astype(np.float64))
+            worst = max(worst, float(d.max()))
+    return {"differing_pixels": differing,
+            "max_abs_diff": worst if np.isfinite(worst) else "inf"}
+
+
+def edt_worker(args, peer):
+    """Generate the image (untimed), one warm-up and R timed calls, then the comparison."""
+    import numpy as np
+
+    w, h = (int(v) for v in (args.size.split("x") + [args.size])[:2])
+    gpu = peer["device"] == "gpu"
+    if gpu:
+        import cupy as cp
+
+        xp = cp
+    else:
+        xp = np
+    img = edt_binary(xp, w, h, args.background, args.pattern, args.seed)
+    rec = {"bg_pixels": int((img == 0).sum()), "pattern": args.pattern,
+           "background": args.background, "seed": args.seed}
+    state = peer["prepare"](img) if peer.get("prepare") else img
+    times, result = [], None
+    r = -1  # warm-up; fast calls get up to FAST_RUNS runs, as long as they take < 1 s
+    while r < args.repeat or (r < FAST_RUNS and sum(times) < 1.0):
+        result = None  # free the previous result first (large images)
+        if gpu:
+            e0, e1 = cp.cuda.Event(), cp.cuda.Event()
+            e0.record()
+            result = peer["run"](state)
+            e1.record()
+            e1.synchronize()
+            t = cp.cuda.get_elapsed_time(e0, e1) * 1e-3
+        else:
+            t0 = time.perf_counter()
+            result = peer["run"](state)
+            t = time.perf_counter() - t0
+        if r >= 0:
+            times.append(t)
+        r += 1
+    rec.update(times=times, peak_rss_mib=round(peak_rss_mib(), 1))
+    if gpu:
+        pool = cp.get_default_memory_pool()
+        rec["pool_mib"] = round(pool.total_bytes() / 2**20, 1)
+        rec["result_shape"] = list(result.shape)
+    if args.reference:
+        rec.update(edt_compare(result, args.reference, w, h))
+    return rec
+
+
 PEERS = {
     "numpy": dict(
         op="gray", kind="memory", device="cpu", requires=["numpy"], run=gray_numpy,
@@ -189,6 +324,22 @@ PEERS = {
              "under the luminance image, then image - R; one thread; in memory, compared "
              "with tilewave's whole file-to-file process (which also reads, converts and "
              "writes), so the ratio understates tilewave"),
+    "scipy-edt": dict(
+        op="edt", kind="memory", device="cpu", requires=["scipy", "numpy"], run=edt_scipy,
+        exact=True, max_pixels=4096 * 4096,
+        note="scipy.ndimage.distance_transform_edt (exact; float64 out, compared after a "
+             "float32 cast, which must equal tilewave's f32 bit for bit); one thread"),
+    "opencv-edt": dict(
+        op="edt", kind="memory", device="cpu", requires=["cv2", "numpy"], run=edt_opencv,
+        prepare=opencv_all_threads,
+        note="cv2.distanceTransform(DIST_L2, DIST_MASK_PRECISE), float32 arithmetic and "
+             "output (not exact at large distances), cv2.setNumThreads(all cores)"),
+    "cupy-edt": dict(
+        op="edt", kind="device-memory", device="gpu", requires=["cupy", "numpy"],
+        run=edt_cupy, gpu_events=True,
+        note="cupyx.scipy.ndimage.distance_transform_edt(float64_distances=False) on a "
+             "uint8 array already on the GPU, CUDA events around the call after a warm-up "
+             "(PBA+; pads the image to a square, multiple of 32; crashes above 46340 a side)"),
     "vips-extract_band": dict(
         op="gray", kind="file", device="cpu", requires=["vips"], cli=True,
         run=lambda inp, out: ["vips", "extract_band", inp, out, "1"],
@@ -289,6 +440,8 @@ def worker(args):
     why = missing(peer)
     if why:
         return {"skipped": why}
+    if peer["op"] == "edt":
+        return edt_worker(args, peer)
     times = []
     result = None
     if peer["kind"] in ("memory", "device-memory"):
@@ -351,6 +504,12 @@ def main():
     ap.add_argument("--output", help="output file of file peers")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--reference", help="tilewave's output, to report max_abs_diff")
+    ap.add_argument("--size", help="edt peers: image size WxH")
+    ap.add_argument("--background", type=float, default=0.5,
+                    help="edt peers: background fraction of the random pattern")
+    ap.add_argument("--pattern", default="random", choices=["random", "corner", "none"],
+                    help="edt peers: the pattern (as tw_bench edt --pattern)")
+    ap.add_argument("--seed", type=int, default=1, help="edt peers: the pattern's seed")
     args = ap.parse_args()
     try:
         rec = worker(args)

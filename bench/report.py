@@ -16,6 +16,12 @@ import textwrap
 KIND_TITLES = {"file": "file -> file", "memory": "in memory (host arrays)",
                "device-memory": "in memory (data already on the GPU)"}
 
+# Issue 5's targets for the EDT: minimum ratio (peer time / tilewave time) per peer, and the
+# whole-slide job's time.
+EDT_TARGETS = {"scipy-edt": (20.0, ">= 20x (2 cores)"), "opencv-edt": (1.5, ">= 1.5x (2 cores)"),
+               "cupy-edt": (2.0, ">= 2x (<= 0.5x CuPy's time)")}
+EDT_JOB_TARGET = (65536 * 65536, 1.0)  # pixels, seconds: 65536^2 from host memory in <= 1 s
+
 
 def load(paths):
     meta, runs, order = None, {}, []
@@ -40,6 +46,84 @@ def md_table(headers, rows):
 
 def size_key(m):
     return m["w"] * m["h"]
+
+
+def fmt_s(s):
+    if s < 0.01:
+        return f"{s * 1e3:.3f} ms"
+    return f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.2f} s"
+
+
+def edt_tables(ms):
+    """The EDT's own tables: ratios against the issue's targets, the whole-image job, the
+    wavefront's errors against the exact transform, and peers that crashed."""
+    edt = [m for m in ms if m["workload"] == "edt"]
+    tw = [m for m in edt if m.get("side") == "tilewave" and "median_s" in m]
+    pe = [m for m in edt if m.get("side") == "peer" and "median_s" in m]
+    rows = []
+    for t in tw:
+        if not t.get("compare", True):
+            continue
+        for p in pe:
+            if (p["size"], p["input"]) != (t["size"], t["input"]) or (
+                    p["kind"] != t["kind"] and t["kind"] not in p.get("against", ())):
+                continue
+            ratio = p["median_s"] / t["median_s"]
+            goal = EDT_TARGETS.get(p["name"])
+            rows.append([t["size"], t["input"], t["name"], fmt_s(t["median_s"]),
+                         f"{t['w'] * t['h'] / t['median_s'] / 1e9:.3f}", p["name"],
+                         fmt_s(p["median_s"]), f"{ratio:.2f}", goal[1] if goal else "-",
+                         ("yes" if ratio >= goal[0] else "**no**") if goal else "-"])
+    if rows:
+        print("`edt`: tilewave against the peers on the same generated image (ratio = peer "
+              "time / tilewave time; targets of issue 5):\n")
+        print(md_table(["size", "input", "tilewave", "time", "GPix/s", "peer", "peer time",
+                        "ratio", "target", "met"], rows))
+        print()
+    jobs = [m for m in tw if m["name"].startswith("job-")]
+    if jobs:
+        print("`edt`, the whole job from host memory to host memory (tw_edt_submit, float32 "
+              "out, median):\n")
+        rows = []
+        for m in jobs:
+            raw = m.get("raw", {})
+            target = "-"
+            if m["w"] * m["h"] >= EDT_JOB_TARGET[0]:
+                target = "yes" if m["median_s"] <= EDT_JOB_TARGET[1] else "**no**"
+            rows.append([m["size"], m["input"], m["name"], fmt_s(m["median_s"]),
+                         f"{m['w'] * m['h'] / m['median_s'] / 1e9:.3f}",
+                         f"{raw.get('bands', '-')} ({raw.get('bands_cpu', '-')} CPU, "
+                         f"{raw.get('bands_cuda', '-')} GPU)",
+                         "-" if m.get("peak_rss_mib") is None else f"{m['peak_rss_mib']:.0f}",
+                         target])
+        print(md_table(["size", "input", "variant", "time", "GPix/s", "bands",
+                        "peak RSS MiB", "<= 1 s at 65536^2"], rows))
+        print()
+    wave = [m for m in tw if m.get("raw", {}).get("method") == "wavefront"]
+    if wave:
+        print("`edt --method wavefront` against the exact transform (every pixel; error in "
+              "pixels):\n")
+        rows = []
+        for m in wave:
+            raw = m["raw"]
+            exact = next((t for t in tw if (t["size"], t["input"], t["kind"]) ==
+                          (m["size"], m["input"], m["kind"]) and
+                          t.get("raw", {}).get("method") == "exact"), None)
+            n = raw.get("checked") or 1
+            rows.append([m["size"], m["input"], m["name"], fmt_s(m["median_s"]),
+                         "-" if exact is None else fmt_s(exact["median_s"]),
+                         f"{raw.get('wrong', 0)} ({100.0 * raw.get('wrong', 0) / n:.4f} %)",
+                         f"{raw.get('max_abs_err', 0):.3g}",
+                         f"{raw.get('mean_abs_err', 0):.3g}"])
+        print(md_table(["size", "input", "variant", "time", "exact time", "wrong pixels",
+                        "max abs error", "mean abs error (all pixels)"], rows))
+        print()
+    crashed = [m for m in edt if m.get("crashed")]
+    if crashed:
+        print("Peers that failed on inputs tilewave handles:\n")
+        print(md_table(["size", "input", "peer", "what happened"],
+                       [[m["size"], m["input"], m["name"], m["skipped"]] for m in crashed]))
+        print()
 
 
 def main(paths):
@@ -125,6 +209,7 @@ def main(paths):
                     rows.append(row)
             print(md_table(["size", "input", "tilewave"] + pe, rows))
             print()
+    edt_tables(ms)
     skipped = {}
     for m in ms:
         if m.get("skipped"):

@@ -6,6 +6,7 @@
     python3 bench/run.py --quick [--json out.json]    # < 2 min on a 2-core machine
     python3 bench/run.py --full                       # sizes up to 16384^2, all inputs
     python3 bench/run.py --gpu --json bench-gpu.json  # the GPU machine (bench/gpu.sh)
+    python3 bench/run.py --quick --workloads edt      # one workload (here the EDT)
 
 For each workload in WORKLOADS the driver generates the inputs (bench/inputs.py, cached),
 runs tilewave's variants through build/tw_bench (and the tilewave CLI), runs each peer in
@@ -17,7 +18,8 @@ mask inputs need numpy; whatever is missing is reported "not installed" and skip
 status 1 when a command fails or tilewave's variants disagree.
 
 To add an operation, append a dict to WORKLOADS (and its peers to bench/peers.py); see the
-`gray` entry for the fields.
+`gray` entry for the fields. The EDT (`edt`) runs on generated random binary images rather
+than input files: its cases per mode are in EDT_MODES and its measurements in EDT_TILEWAVE.
 """
 import argparse
 import datetime
@@ -35,22 +37,56 @@ sys.path.insert(0, HERE)
 
 import peers  # noqa: E402
 
+# ---- the distance transform's cases per mode (runner "edt"): groups of sizes x background
+# fractions of the random binary image that tw_bench edt and bench/peers.py both generate,
+# the tilewave measurements (EDT_TILEWAVE) and the peers of each group. The first tilewave
+# measurement of a group dumps its float32 output, which every peer is checked against.
+EDT_SEED = 1
+EDT_CPU = ["kernel-cpu", "job-cpu", "wavefront-cpu"]
+EDT_CPU_PEERS = ["scipy-edt", "opencv-edt"]
+# The wavefront makes no error on random images (short distances, no curved boundaries):
+# pattern "cells" (tw_bench only, no peer: a disk per 64x64 cell) shows its errors.
+EDT_CELLS_CPU = dict(sizes=[2048], pattern="cells", backgrounds=[0.5], dump=False,
+                     tilewave=["kernel-cpu", "wavefront-cpu"], peers=[])
+EDT_MODES = {
+    "quick": [dict(sizes=[2048, 4096], backgrounds=[0.01, 0.5], tilewave=EDT_CPU,
+                   peers=EDT_CPU_PEERS), EDT_CELLS_CPU],
+    "full": [dict(sizes=[2048, 4096, 8192], backgrounds=[0.01, 0.5], tilewave=EDT_CPU,
+                  peers=EDT_CPU_PEERS), EDT_CELLS_CPU],
+    "gpu": [
+        dict(sizes=[8192], pattern="cells", backgrounds=[0.5], dump=False,
+             tilewave=["kernel-cuda", "wavefront-cuda"], peers=[]),
+        dict(sizes=[8192, 16384], backgrounds=[0.01, 0.5],
+             tilewave=["kernel-cuda", "wavefront-cuda"], peers=["cupy-edt"]),
+        # CuPy pads to a square of the longer side: a strip pays for the whole square.
+        dict(sizes=["1024x16384", "16384x1024"], backgrounds=[0.01, 0.5],
+             tilewave=["kernel-cuda"], peers=["cupy-edt"]),
+        # Above CuPy's 46340 a side: tilewave alone, CuPy attempted in its own process so
+        # that its crash is recorded (crashed: ...) instead of ending the run.
+        dict(sizes=[50000], backgrounds=[0.01], tilewave=["kernel-cuda"], peers=["cupy-edt"],
+             dump=False, peers_may_crash=True),
+        # The whole-slide target: 65536^2 from host memory to host memory, float32 out.
+        dict(sizes=[65536], backgrounds=[0.01], tilewave=["job-gpu", "job-both"], peers=[],
+             dump=False),
+    ],
+}
+
 # ---- modes: sizes, inputs, repeats and a time budget (measurements past it are skipped);
 # caps: honour the max_pixels of slow measurements (the timed modes), or run everything
 MODES = {
     "quick": dict(sizes=[2048, 4096], inputs=["tissue", "natural:ihc"], repeat=3,
                   budget_s=105, caps=True, runtime_workers=[1, 2], runtime_tasks=100000,
-                  transfer_mib=64),
+                  transfer_mib=64, edt=EDT_MODES["quick"]),
     "full": dict(sizes=[2048, 4096, 8192, 16384],
                  inputs=["tissue", "natural:ihc", "natural:hubble_deep_field",
                          "natural:retina"],
                  repeat=5, budget_s=None, caps=False, runtime_workers=[1, 2],
                  runtime_tasks=200000,
-                 transfer_mib=256),
+                 transfer_mib=256, edt=EDT_MODES["full"]),
     # Under the 10-minute device call with the build: see bench/gpu.sh.
     "gpu": dict(sizes=[2048, 4096, 8192, 16384], inputs=["tissue", "natural:ihc"], repeat=5,
                 budget_s=390, caps=True, runtime_workers=[1, -1], runtime_tasks=200000,
-                transfer_mib=256),
+                transfer_mib=256, edt=EDT_MODES["gpu"]),
 }
 # Images of at least this many pixels get at most LARGE_REPEAT timed runs.
 LARGE_PIXELS = 8192 * 8192
@@ -84,6 +120,49 @@ NOCOMP = ["--set", "io.compression=none"]
 
 HDOME = ["{tilewave}", "hmax", "{input}", "--h", "40", "--dome", "--quiet", "--set",
          "io.compression=none", "-o"]
+
+# tilewave's EDT measurements (runner "edt"): like the image workloads' entries, with argv
+# fields {tw_bench} {w} {h} {pattern} {bg} {seed} {repeat} {repeat_fast}.
+TW_EDT = ["{tw_bench}", "edt", "--size", "{w}x{h}", "--pattern", "{pattern}", "--background",
+          "{bg}", "--seed", "{seed}"]
+EDT_TILEWAVE = {
+    "kernel-cpu": dict(
+        kind="memory", device="cpu",
+        cmd=TW_EDT + ["--kernel", "cpu", "--repeat", "{repeat_fast}"],
+        note="twi_omp_edt (Meijster, exact) alone on the whole image in host memory, all cores "
+             "(OpenMP), float32 out; checked against brute force on 20000 sampled pixels"),
+    "job-cpu": dict(
+        kind="memory", device="cpu",
+        cmd=TW_EDT + ["--job", "--variant", "cpu", "--repeat", "{repeat}"],
+        note="tw_edt_submit from host memory to host memory, CPU workers: the runtime, the "
+             "column pass over tiles and the bands"),
+    "wavefront-cpu": dict(
+        kind="memory", device="cpu", compare=False, max_pixels=2048 * 2048,
+        cmd=TW_EDT + ["--kernel", "cpu", "--method", "wavefront", "--check", "full",
+                      "--repeat", "{repeat}"],
+        note="twi_omp_edt_wavefront (IWPP, approximate, one thread); its errors against the "
+             "exact transform on every pixel"),
+    "kernel-cuda": dict(
+        kind="device-memory", device="gpu",
+        cmd=TW_EDT + ["--kernel", "cuda", "--repeat", "{repeat_fast}"],
+        note="twi_cuda_edt (PBA+, exact) with input, output and scratch on the GPU, CUDA "
+             "events around the launch, float32 out (as CuPy is timed)"),
+    "wavefront-cuda": dict(
+        kind="device-memory", device="gpu", compare=False, max_pixels=8192 * 8192,
+        cmd=TW_EDT + ["--kernel", "cuda", "--method", "wavefront", "--check", "full",
+                      "--repeat", "{repeat}"],
+        note="twi_cuda_edt_wavefront (IWPP, approximate); its errors against the exact "
+             "transform on every pixel"),
+    "job-gpu": dict(
+        kind="memory", device="gpu",
+        cmd=TW_EDT + ["--job", "--variant", "gpu", "--repeat", "{repeat}"],
+        note="tw_edt_submit from host memory to host memory (float32), GPU workers only: "
+             "end to end, copies over the host link included"),
+    "job-both": dict(
+        kind="memory", device="cpu+gpu",
+        cmd=TW_EDT + ["--job", "--variant", "both", "--repeat", "{repeat}"],
+        note="the same with CPU and GPU workers (the defaults)"),
+}
 
 WORKLOADS = [
     dict(name="runtime", runner="runtime"),
@@ -151,6 +230,9 @@ WORKLOADS = [
         reference="cli-cpu",
         peers=["skimage-hdome"],
     ),
+    # Exact Euclidean distance transform of random binary images generated in memory (the
+    # same pixels on both sides): cases per mode in EDT_MODES, measurements in EDT_TILEWAVE.
+    dict(name="edt", op="edt", runner="edt"),
 ]
 
 
@@ -184,6 +266,8 @@ def median(v):
 def fmt_time(s):
     if s is None:
         return "-"
+    if s < 0.01:  # GPU kernels of a millisecond or less
+        return f"{s * 1e3:.3f} ms"
     return f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.2f} s"
 
 
@@ -337,6 +421,115 @@ class Run:
             else:
                 self.record(workload="transfer", name=f"{line['memory']} {line['direction']}",
                             **line)
+
+    # edt: generated binary images, tw_bench edt against the EDT peers (EDT_MODES)
+    def edt(self, wl):
+        for group in self.mode["edt"]:
+            sizes = ([parse_size(x) for x in self.args.sizes.split(",")] if self.args.sizes
+                     else [parse_size(str(x)) for x in group["sizes"]])
+            for (w, h) in sizes:
+                for bg in group["backgrounds"]:
+                    self.edt_case(wl, group, w, h, bg)
+
+    def edt_case(self, wl, group, w, h, bg):
+        size = f"{w}x{h}"
+        pattern = group.get("pattern", "random")
+        base = dict(workload=wl["name"], op=wl["op"], size=size, w=w, h=h,
+                    input=f"random {bg * 100:g}% bg" if pattern == "random" else pattern,
+                    pattern=pattern, background=bg, seed=EDT_SEED)
+        if self.budget.spent():
+            self.record(**base, side="all", name="*", skipped="time budget")
+            return
+        print(f"edt {size} {base['input']}", file=sys.stderr)
+        outdir = os.path.join(self.build, "bench-out", f"edt-{size}-{pattern}-{bg}")
+        os.makedirs(outdir, exist_ok=True)
+        dump = os.path.join(outdir, "tilewave.f32") if group.get("dump", True) else None
+        repeat = self.repeat_for(w, h)
+        ctx = dict(tw_bench=self.tw_bench, w=w, h=h, pattern=pattern, bg=bg, seed=EDT_SEED,
+                   repeat=repeat, repeat_fast=max(10, repeat))
+        ref_bg, ref_name = None, None
+        for i, name in enumerate(group["tilewave"]):
+            tw = EDT_TILEWAVE[name]
+            rec = dict(base, side="tilewave", name=name, kind=tw["kind"], device=tw["device"],
+                       compare=tw.get("compare", True), note=tw["note"], repeat=repeat)
+            if self.capped(tw, w, h):
+                self.record(**rec, skipped=f"above {tw['max_pixels'] / 1e6:.0f} MP in this mode")
+                continue
+            if self.budget.spent():
+                self.record(**rec, skipped="time budget")
+                continue
+            argv = subst(tw["cmd"], ctx)
+            if dump and i == 0:
+                argv += ["--dump", dump]
+            out, err = run_child(argv, self.budget)
+            if err:
+                self.record(**rec, skipped=err, failed=True)
+                continue
+            line = json_lines(out)[-1]
+            if "skipped" in line:
+                self.record(**rec, skipped=line["skipped"])
+                continue
+            r = self.record(**rec, median_s=line["median_s"], min_s=line["min_s"],
+                            max_s=line["max_s"], mpix_per_s=w * h / 1e6 / line["median_s"],
+                            peak_rss_mib=line.get("peak_rss_mib"), bg_pixels=line["bg_pixels"],
+                            raw=line)
+            r["repeat"] = line.get("repeat", repeat)
+            if ref_bg is None:
+                ref_bg, ref_name = line["bg_pixels"], name
+            elif line["bg_pixels"] != ref_bg:
+                r["failed"] = True
+                r["skipped"] = f"input differs from {ref_name}'s"
+        for peer_name in group["peers"]:
+            self.measure_edt_peer(base, peer_name, group, dump, repeat, ref_bg)
+        shutil.rmtree(outdir, ignore_errors=True)
+        self.save()
+
+    def measure_edt_peer(self, base, peer_name, group, dump, repeat, ref_bg):
+        peer = peers.PEERS[peer_name]
+        rec = dict(base, side="peer", name=peer_name, kind=peer["kind"],
+                   device=peer["device"], note=peer["note"], repeat=repeat,
+                   against=peer.get("against", []))
+        why = peers.missing(peer)
+        if why:
+            self.record(**rec, skipped=why)
+            return
+        if self.capped(peer, rec["w"], rec["h"]):
+            self.record(**rec, skipped=f"above {peer['max_pixels'] / 1e6:.0f} MP in this mode")
+            return
+        if self.budget.spent():
+            self.record(**rec, skipped="time budget")
+            return
+        argv = [sys.executable, os.path.join(HERE, "peers.py"), peer_name, "--size",
+                rec["size"], "--background", str(rec["background"]), "--pattern",
+                rec["pattern"], "--seed", str(rec["seed"]), "--repeat", str(repeat)]
+        if dump and os.path.exists(dump):
+            argv += ["--reference", dump]
+        out, err = run_child(argv, self.budget)
+        if err:
+            if group.get("peers_may_crash"):
+                self.record(**rec, skipped=f"crashed: {err}", crashed=True)
+            else:
+                self.record(**rec, skipped=err, failed=True)
+            return
+        res = json_lines(out)[-1]
+        if "skipped" in res:
+            self.record(**rec, skipped=res["skipped"])
+            return
+        t = res["times"]
+        rec["repeat"] = len(t)
+        r = self.record(**rec, median_s=median(t), min_s=min(t), max_s=max(t),
+                        mpix_per_s=rec["w"] * rec["h"] / 1e6 / median(t),
+                        peak_rss_mib=res.get("peak_rss_mib"), bg_pixels=res["bg_pixels"],
+                        max_abs_diff=res.get("max_abs_diff"),
+                        differing_pixels=res.get("differing_pixels"),
+                        pool_mib=res.get("pool_mib"), result_shape=res.get("result_shape"))
+        if ref_bg is not None and res["bg_pixels"] != ref_bg:
+            r["failed"] = True  # not the same input: the comparison means nothing
+            r["skipped"] = f"input differs: {res['bg_pixels']} background pixels, " \
+                           f"tilewave {ref_bg}"
+        elif peer.get("exact") and res.get("differing_pixels"):
+            r["failed"] = True  # an exact peer disagrees with tilewave's exact transform
+            r["skipped"] = f"{res['differing_pixels']} pixels differ from tilewave's"
 
     def image(self, wl):
         names = self.args.inputs.split(",") if self.args.inputs else (
@@ -577,6 +770,26 @@ def print_report(meta, results, rows):
                       fmt_time(r["tilewave_s"]), f"{r['tilewave_mpix_per_s']:.0f}", r["peer"],
                       fmt_time(r["peer_s"]), f"{r['peer_mpix_per_s']:.0f}",
                       f"{r['ratio']:.2f}"] for r in rows]))
+    edt = [r for r in results if r["workload"] == "edt" and "median_s" in r]
+    if edt:
+        print("\nEDT agreement (tilewave: its own check, against brute force on sampled pixels "
+              "or the exact kernel on all; peers: pixels whose float32 distance differs from "
+              "tilewave's)\n")
+        rows = []
+        for r in edt:
+            raw = r.get("raw", {})
+            if r["side"] == "tilewave":
+                rows.append([r["size"], r["input"], r["name"], raw.get("check", "-"),
+                             raw.get("checked", "-"), raw.get("wrong", "-"),
+                             f"{raw.get('max_abs_err', 0):.3g}"])
+            else:
+                d = r.get("max_abs_diff")
+                rows.append([r["size"], r["input"], r["name"], "vs tilewave",
+                             f"{r['w'] * r['h']}" if r.get("differing_pixels") is not None
+                             else "-", "-" if r.get("differing_pixels") is None
+                             else r["differing_pixels"],
+                             "-" if d is None else (d if isinstance(d, str) else f"{d:.3g}")])
+        print(table(["size", "input", "name", "check", "pixels", "wrong", "max abs err"], rows))
     skipped = [r for r in results if r.get("skipped")]
     if skipped:
         print("\nSkipped\n")

@@ -25,6 +25,7 @@ static const char help[] =
     "  gray         the whole gray job, file to file (cpu, gpu or both)\n"
     "  gray-kernel  the gray kernel alone on an in-memory image (cpu or gpu)\n"
     "  mrecon       reconstruction of an in-memory image through the runtime, with stats\n"
+    "  edt          distance transform: the CPU or CUDA kernel in memory, or the job\n"
     "\n"
     "'tw_bench COMMAND --help' describes each. Exit status: 0 success, 1 failure (one line\n"
     "on stderr), 2 usage error. bench/run.py drives these and compares with peers.\n";
@@ -252,7 +253,8 @@ main(int argc, char **argv)
                 {"transfer", bench_transfer},
                 {"gray", bench_gray},
                 {"gray-kernel", bench_gray_kernel},
-                {"mrecon", bench_mrecon}};
+                {"mrecon", bench_mrecon},
+                {"edt", bench_edt}};
     static char prog[64];
 
     if (argc < 2)

@@ -134,5 +134,6 @@ int cmd_hmax(int argc, char **argv);
 int cmd_regional_max(int argc, char **argv);
 int cmd_open_rec(int argc, char **argv);
 int cmd_close_rec(int argc, char **argv);
+int cmd_edt(int argc, char **argv);
 
 #endif /* TW_CLI_H */

@@ -24,6 +24,7 @@ static const char usage[] =
     "                        opening by reconstruction (erosion by a square first)\n"
     "  close-rec IN --radius R -o OUT\n"
     "                        closing by reconstruction (dilation by a square first)\n"
+    "  edt IN -o OUT         exact Euclidean distance transform (distance to the background)\n"
     "  config --print        the configuration in effect, with every key documented\n"
     "\n"
     "Run 'tilewave COMMAND --help' for a command's options; 'tilewave --version'.\n"
@@ -44,6 +45,7 @@ static const struct {
     {"regional-max", cmd_regional_max},
     {"open-rec", cmd_open_rec},
     {"close-rec", cmd_close_rec},
+    {"edt", cmd_edt},
 };
 
 int

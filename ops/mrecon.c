@@ -1201,18 +1201,7 @@ twi_mrecon_submit(tw_runtime *rt, const twi_mrecon_spec *sp, tw_job **out, tw_er
     }
     m->job = job;
     twi_job_set_finish(job, mr_finish, m, mr_free); /* the job owns m from here */
-    st = submit_graph(m);
-    if (st != TW_OK)
-        twi_job_fail(job, st, "%s: cannot submit the tasks (%s)", m->op, tw_status_string(st));
-    twi_job_seal(job);
-    if (st != TW_OK) {
-        tw_job_wait(job, -1);
-        twi_error_set(err, st, "%s", tw_job_get_error(job));
-        tw_job_destroy(job);
-        return st;
-    }
-    *out = job;
-    return TW_OK;
+    return twi_ops_job_launch(job, m->op, submit_graph(m), out, err);
 }
 
 /* ---- the public reconstruction */

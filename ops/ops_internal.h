@@ -60,6 +60,12 @@ TWI_HIDDEN int twi_ops_same_file(const char *a, const char *b);
 TWI_HIDDEN void twi_stream_tile_rect(const twi_stream *s, int64_t i, int64_t *x, int64_t *y,
                                      int32_t *w, int32_t *h);
 
+/* Seal a job whose task graph was just submitted with status `st`. TW_OK: *out = job. Else
+ * the job is failed ("OP: cannot submit the tasks"), what was submitted is waited for, the
+ * job's error is copied into err and the job destroyed; returns st. */
+TWI_HIDDEN tw_status twi_ops_job_launch(tw_job *job, const char *op, tw_status st, tw_job **out,
+                                        tw_error *err);
+
 /* Finish: on TW_OK close the writer (rename into place), otherwise abort it; close the
  * slide. Returns the status of the close. */
 TWI_HIDDEN tw_status twi_stream_finish(twi_stream *s, tw_status st, tw_error *err);

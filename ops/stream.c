@@ -343,3 +343,19 @@ twi_src_read(tw_task_ctx *ctx, const char *op, const twi_src *src, int64_t x, in
         return twi_ctx_fail(ctx, st, "%s", err.message);
     return TW_OK;
 }
+
+tw_status
+twi_ops_job_launch(tw_job *job, const char *op, tw_status st, tw_job **out, tw_error *err)
+{
+    if (st != TW_OK)
+        twi_job_fail(job, st, "%s: cannot submit the tasks (%s)", op, tw_status_string(st));
+    twi_job_seal(job);
+    if (st != TW_OK) {
+        tw_job_wait(job, -1);
+        twi_error_set(err, st, "%s", tw_job_get_error(job));
+        tw_job_destroy(job);
+        return st;
+    }
+    *out = job;
+    return TW_OK;
+}

@@ -75,6 +75,16 @@ static const key_def keys[] = {
      .max = 2147483647,
      .help = "Wavefront queue capacity of the GPU reconstruction kernel in pixels (elements); "
              "0 = the kernel's default for the tile."},
+    {.key = "edt.tile_size", .type = TW_CONFIG_DIMS, .def = "0x0", .min = 1, .max = 65536,
+     .zero_ok = true,
+     .help = "Tile size in pixels for the distance transform, WxH; its height is the height of "
+             "a band of rows (one band task each); 0x0 = tile.size."},
+    {.key = "edt.pba_m1", .type = TW_CONFIG_INT, .def = "0", .min = 0, .max = 1024,
+     .help = "GPU exact EDT (PBA+): bands per column in phase 1; 0 = automatic."},
+    {.key = "edt.pba_m2", .type = TW_CONFIG_INT, .def = "0", .min = 0, .max = 1024,
+     .help = "GPU exact EDT (PBA+): bands per row in phase 2; 0 = automatic."},
+    {.key = "edt.pba_m3", .type = TW_CONFIG_INT, .def = "0", .min = 0, .max = 1024,
+     .help = "GPU exact EDT (PBA+): threads per row in phase 3; 0 = automatic."},
     {.key = "io.reader", .type = TW_CONFIG_ENUM, .def = "auto", .words = reader_words,
      .help = "Slide reader: auto (OpenSlide for vendor formats, libtiff for plain TIFF), "
              "openslide or tiff."},

@@ -247,6 +247,100 @@ TW_API TW_NODISCARD tw_status tw_close_rec_submit(tw_runtime *rt, const tw_rfilt
 
 /** @} */
 
+/**
+ * @name Euclidean distance transform
+ *
+ * Foreground = pixels above a threshold; every foreground pixel gets its Euclidean distance
+ * to the nearest background pixel of the whole image, background pixels 0. Exact (squared
+ * distances are integer-exact, the same as SciPy `distance_transform_edt`) whatever the tile
+ * size: the image is processed in bands of rows the height of a tile; a first pass over the
+ * tiles records, per column, the first and last background row of each tile; each band then
+ * gets, per column, the nearest background row above and below it, and runs the separable
+ * exact EDT (CPU: Meijster et al.; GPU: PBA+) on its rows alone. Memory: the bands in flight
+ * (about 5 bytes a pixel, 13 with indices), plus 8 bytes per column and tile row.
+ * @{
+ */
+
+/** Output sample format of the distance. @since 0.3 */
+typedef enum tw_edt_format {
+    TW_EDT_F32 = 0, /**< float32 distance in spacing units (default) */
+    TW_EDT_U16,     /**< distance rounded to the nearest integer, saturating at 65535 */
+    TW_EDT_SQ32     /**< exact squared distance in pixels (uint32, saturating at 2^32 - 1);
+                         isotropic only */
+} tw_edt_format;
+
+/** Parse "f32", "u16", "sq32". @return TW_OK, TW_E_INVALID. @since 0.3 */
+TW_API TW_NODISCARD tw_status tw_edt_format_parse(const char *name, tw_edt_format *out);
+
+/** The algorithm. @since 0.3 */
+typedef enum tw_edt_method {
+    TW_EDT_EXACT = 0, /**< separable exact EDT, tiled (default) */
+    TW_EDT_WAVEFRONT  /**< the IWPP propagation of seed 004 (Danielsson-like, 8 neighbours):
+                           APPROXIMATE (never below the exact distance); the whole image is
+                           one tile; for comparison */
+} tw_edt_method;
+
+/** Parse "exact", "wavefront". @return TW_OK, TW_E_INVALID. @since 0.3 */
+TW_API TW_NODISCARD tw_status tw_edt_method_parse(const char *name, tw_edt_method *out);
+
+/** What an EDT job found, filled when the job ends (before tw_job_wait() returns). @since 0.3 */
+typedef struct tw_edt_report {
+    size_t struct_size;   /**< set by tw_edt_report_init() */
+    double threshold;     /**< the threshold applied (Otsu's when asked for) */
+    int64_t background;   /**< background pixels found */
+    int64_t bands;        /**< bands of rows processed */
+    int64_t bands_cpu, bands_cuda; /**< of which on CPU workers / GPU workers */
+} tw_edt_report;
+
+/** Zero @p r and set its struct_size. @since 0.3 */
+TW_API void tw_edt_report_init(tw_edt_report *r);
+
+/** Options of tw_edt_submit(). Initialise with tw_edt_opts_init(). @since 0.3 */
+typedef struct tw_edt_opts {
+    size_t struct_size;
+    tw_input input;            /**< the image file, when image.data is NULL; RGB is converted
+                                    to luminance first */
+    tw_host_image image;       /**< the image in memory (data != NULL: used instead); TW_U8,
+                                    TW_U16, TW_U32 or TW_F32 */
+    tw_output output;          /**< the distance file, when result.data is NULL */
+    tw_host_image result;      /**< the distance in memory: the image's size, the format's
+                                    type (TW_F32, TW_U16, TW_U32) */
+    const char *indices_path;  /**< optional: also write the nearest background pixel of every
+                                    pixel, a 2-channel TW_U32 BigTIFF (row, column) */
+    tw_host_image indices;     /**< optional, in memory instead: type TW_U32, the image's size,
+                                    each row 2 w samples (row, column interleaved); stride 0 =
+                                    8 w bytes */
+    double threshold;          /**< foreground = value > threshold (default 0: nonzero) */
+    bool threshold_otsu;       /**< use Otsu's threshold of the image's histogram instead
+                                    (8- and 16-bit images; the same as scikit-image
+                                    threshold_otsu, foreground = value > it) */
+    bool invert;               /**< foreground = value <= threshold instead (e.g. dark tissue
+                                    on bright glass) */
+    double spacing_x, spacing_y; /**< pixel size along columns and rows (default 1, 1) */
+    bool spacing_auto;         /**< use the input's mpp (an error when it has none) */
+    tw_edt_format format;      /**< default TW_EDT_F32 */
+    tw_edt_method method;      /**< default TW_EDT_EXACT */
+    int32_t tile_w, tile_h;    /**< 0: the config's edt.tile_size, else tile.size */
+    tw_edt_report *report;     /**< optional, initialised with tw_edt_report_init() */
+} tw_edt_opts;
+
+/** Fill @p o with defaults. @since 0.3 */
+TW_API void tw_edt_opts_init(tw_edt_opts *o);
+
+/**
+ * Distance transform of @p o->input (or image) into @p o->output (or result). With no
+ * background pixel at all, every distance is +inf (f32) or the format's maximum and every
+ * index (2^32 - 1, 2^32 - 1); the job logs a warning and succeeds. Image sides are limited to
+ * 2^20 pixels. Bad options (spacing <= 0, sq32 with spacing, otsu on a float image,
+ * spacing_auto without mpp, indices of the wrong size) are TW_E_INVALID before anything runs.
+ * @return TW_OK (the job runs), TW_E_INVALID, TW_E_IO, TW_E_FORMAT, TW_E_NOMEM.
+ * Thread-safe. @since 0.3
+ */
+TW_API TW_NODISCARD tw_status tw_edt_submit(tw_runtime *rt, const tw_edt_opts *o, tw_job **out,
+                                           tw_error *err);
+
+/** @} */
+
 /** @} */
 
 #ifdef __cplusplus

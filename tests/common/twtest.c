@@ -2,6 +2,8 @@
 /* tilewave tests: helpers shared by the test programs (temp dirs, running the CLI). */
 #include "twtest.h"
 
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -10,6 +12,10 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#ifdef TW_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
 
 extern char **environ;
 
@@ -271,4 +277,33 @@ twtest_read_image(const char *path, int64_t *w, int64_t *h, int *channels, tw_sa
     }
     tw_slide_close(s);
     return buf;
+}
+
+bool
+twtest_have_gpu(void)
+{
+#ifdef TW_HAVE_CUDA
+    int n = 0;
+
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+#else
+    return false;
+#endif
+}
+
+tw_runtime *
+twtest_runtime_with(const char *gpus, const char *cpu_workers)
+{
+    tw_config *cfg = NULL;
+    tw_runtime *rt = NULL;
+    tw_error err;
+
+    tw_log_set_level(TW_LOG_ERROR);
+    cr_assert(eq(int, tw_config_create(&cfg), TW_OK));
+    cr_assert(eq(int, tw_config_set(cfg, "runtime.gpus", gpus, TW_CONFIG_SET, NULL), TW_OK));
+    cr_assert(eq(int, tw_config_set(cfg, "runtime.cpu_workers", cpu_workers, TW_CONFIG_SET, NULL),
+                 TW_OK));
+    cr_assert(eq(int, tw_runtime_create(cfg, &rt, &err), TW_OK), "%s", err.message);
+    tw_config_destroy(cfg);
+    return rt;
 }

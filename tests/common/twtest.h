@@ -39,6 +39,12 @@ void twtest_quiet_logs(void);
  * silenced. NULL on failure, with the reason in err. */
 tw_runtime *twtest_runtime(int cpu_workers, const char *gpus, tw_error *err);
 
+/* True when the build has CUDA and a device is present. */
+bool twtest_have_gpu(void);
+/* A runtime with runtime.gpus = `gpus` and runtime.cpu_workers = `cpu_workers` (strings as in
+ * a config file), logs at error level; asserts on failure. */
+tw_runtime *twtest_runtime_with(const char *gpus, const char *cpu_workers);
+
 /* Write a one-channel w x h image of `type` (rows packed) as a tiled BigTIFF with 16x16 tiles.
  * Returns the writer's status, with the message in err. */
 tw_status twtest_write_image(const char *path, const void *px, int64_t w, int64_t h,

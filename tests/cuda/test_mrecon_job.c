@@ -9,20 +9,6 @@
 #include "tilewave.h"
 #include "twtest.h"
 
-#ifdef TW_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
-
-static bool
-have_gpu(void)
-{
-#ifdef TW_HAVE_CUDA
-    int n = 0;
-    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-#else
-    return false;
-#endif
-}
 
 static uint64_t rng_state;
 
@@ -34,23 +20,6 @@ rnd(void)
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
-}
-
-static tw_runtime *
-make_runtime(const char *gpus, const char *cpu_workers)
-{
-    tw_config *cfg = NULL;
-    tw_runtime *rt = NULL;
-    tw_error err;
-
-    tw_log_set_level(TW_LOG_ERROR);
-    cr_assert(eq(int, tw_config_create(&cfg), TW_OK));
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.gpus", gpus, TW_CONFIG_SET, NULL), TW_OK));
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.cpu_workers", cpu_workers, TW_CONFIG_SET, NULL),
-                 TW_OK));
-    cr_assert(eq(int, tw_runtime_create(cfg, &rt, &err), TW_OK), "%s", err.message);
-    tw_config_destroy(cfg);
-    return rt;
 }
 
 /* Naive reconstruction by dilation (8- or 4-connected), sweeps until stable. */
@@ -132,10 +101,10 @@ Test(mrecon_job, gpu_cpu_and_mixed_give_the_same_bytes, .timeout = 600)
     /* Random structured cases (8 and 16 bits, 4 and 8 connectivity, tiles from 1x1 to one
      * tile) on GPU workers only, CPU workers only, and both: identical bytes, equal to the
      * naive reference. GPU-only runs do run their TP tasks on the GPU. */
-    if (!have_gpu())
+    if (!twtest_have_gpu())
         cr_skip_test("no CUDA device");
-    tw_runtime *gpu = make_runtime("all", "0"), *cpu = make_runtime("none", "-1"),
-               *mix = make_runtime("all", "-1");
+    tw_runtime *gpu = twtest_runtime_with("all", "0"), *cpu = twtest_runtime_with("none", "-1"),
+               *mix = twtest_runtime_with("all", "-1");
     int32_t tiles[][2] = {{1, 1}, {3, 2}, {16, 16}, {64, 33}, {100, 1}, {1, 100}, {256, 256},
                           {4096, 4096}};
 
@@ -184,7 +153,7 @@ Test(mrecon_job, gpu_cpu_and_mixed_give_the_same_bytes, .timeout = 600)
 Test(mrecon_job, large_tiles_on_gpu_equal_cpu, .timeout = 600)
 {
     /* A 3000x2000 16-bit relief with sparse seeds, 1024 tiles: GPU-only equals CPU-only. */
-    if (!have_gpu())
+    if (!twtest_have_gpu())
         cr_skip_test("no CUDA device");
     int64_t w = 3000, h = 2000;
     size_t n = (size_t)(w * h);
@@ -196,7 +165,7 @@ Test(mrecon_job, large_tiles_on_gpu_equal_cpu, .timeout = 600)
         if (rnd() % 50000 == 0)
             j[p] = im[p];
     }
-    tw_runtime *gpu = make_runtime("all", "0"), *cpu = make_runtime("none", "-1");
+    tw_runtime *gpu = twtest_runtime_with("all", "0"), *cpu = twtest_runtime_with("none", "-1");
     uint16_t *a = run(gpu, j, im, w, h, TW_U16, 8, 1024, 1024, 0, NULL);
     uint16_t *b = run(cpu, j, im, w, h, TW_U16, 8, 1024, 1024, 0, NULL);
     cr_assert(memcmp(a, b, n * 2) == 0, "GPU-only differs from CPU-only");

@@ -25,8 +25,10 @@ tail -25 "$out/ctest.log"
 declare -A filter=(
     [cuda_test_mrecon_cuda]='mrecon_cuda/small*'
     [cuda_test_mrecon_job]='mrecon_job/large_tiles*'
+    [cuda_test_edt_cuda]='edt_cuda/small*'
+    [cuda_test_edt_job]='edt_job_cuda/spacing*'
 )
-declare -A tools=([cuda_test_mrecon_job]='memcheck')
+declare -A tools=([cuda_test_mrecon_job]='memcheck' [cuda_test_edt_job]='memcheck')
 : > "$out/sanitizer.log"
 for t in $build/tests/cuda_test_*; do
     [ -x "$t" ] || continue
@@ -43,7 +45,22 @@ for t in $build/tests/cuda_test_*; do
         [ $s = 0 ] || rc=1
     done
 done
-grep -E "ERROR SUMMARY|Synthesis|Tested" "$out/sanitizer.log" "$out/cuda-tests.log" | tail -20
+# Criterion runs every test in a child process. How many processes did compute-sanitizer
+# report on? (One summary per process it followed; 1 means the children were not followed.)
+n=$(compute-sanitizer --tool memcheck --target-processes all $build/tests/cuda_test_gray_cuda \
+    --jobs 1 2>&1 | grep -c "ERROR SUMMARY")
+echo "== compute-sanitizer followed $n process(es) of cuda_test_gray_cuda" | tee -a "$out/sanitizer.log"
+# Single-process drivers, which the sanitizers certainly see (random small cases, checked).
+for tl in memcheck:150 racecheck:60 synccheck:60 initcheck:100; do
+    IFS=: read -r tool ncase <<< "$tl"
+    echo "== compute-sanitizer --tool $tool gpu_sanitize_edt $ncase" | tee -a "$out/sanitizer.log"
+    compute-sanitizer --tool $tool --error-exitcode 99 $build/tests/gpu_sanitize_edt $ncase \
+        >> "$out/sanitizer.log" 2>&1
+    s=$?
+    echo "   exit $s" | tee -a "$out/sanitizer.log"
+    [ $s = 0 ] || rc=1
+done
+grep -E "ERROR SUMMARY|Synthesis|Tested|sanitize_edt:" "$out/sanitizer.log" "$out/cuda-tests.log" | tail -30
 # The CLI end to end on the GPU: the default sample through gray on GPU workers only, CPU
 # workers only, and both with an odd tile size; times on stderr go to the log.
 b=$build/tilewave
@@ -51,7 +68,12 @@ $b devices | tee "$out/devices.txt"
 { $b sample "$out/s.tif" &&
   $b gray "$out/s.tif" -o "$out/g-gpu.tif" --cpu-workers 0 &&
   $b gray "$out/s.tif" -o "$out/g-cpu.tif" --gpus none &&
-  $b gray "$out/s.tif" -o "$out/g-mix.tif" --tile 1000x700; } 2>&1 | tee "$out/cli.txt" || rc=1
+  $b gray "$out/s.tif" -o "$out/g-mix.tif" --tile 1000x700 &&
+  $b edt "$out/g-mix.tif" --threshold otsu --invert -o "$out/d-gpu.tif" --cpu-workers 0 --format sq32 &&
+  $b edt "$out/g-mix.tif" --threshold otsu --invert -o "$out/d-cpu.tif" --gpus none --format sq32 \
+      --tile 999x777 &&
+  python3 -c "import tifffile,sys; a=tifffile.imread(sys.argv[1]); b=tifffile.imread(sys.argv[2]); print('edt CLI GPU == CPU:', (a==b).all()); sys.exit(0 if (a==b).all() else 1)" \
+      "$out/d-gpu.tif" "$out/d-cpu.tif"; } 2>&1 | tee "$out/cli.txt" || rc=1
 rm -f "$out"/*.tif
 echo "validate: exit $rc"
 exit $rc

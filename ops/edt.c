@@ -1,0 +1,1037 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave: the exact Euclidean distance transform of a whole image, band by band. */
+/*
+ * Why bands of rows are exact without halos. For a pixel p = (x, y) the squared distance to
+ * the nearest background pixel is
+ *     d2(p) = min over columns i of  sx^2 (x - i)^2 + sy^2 (y - r_i(y))^2,
+ * where r_i(y) is the background row nearest to y in column i (the EDT is separable). For a
+ * band of rows [y0, y1), r_i(y) is either inside the band or it is the last background row of
+ * column i above y0, or the first one at or below y1: two numbers per column. So each band is
+ * exact from its own pixels plus `above[i]` and `below[i]`, and those come from a cheap first
+ * pass that records, for every tile, the first and last background row of each of its columns.
+ *
+ * The task graph (CPU = CPU workers only; CPU/GPU = either):
+ *
+ *     [edt.hist[i] --> edt.otsu]             (only with --threshold otsu; CPU)
+ *          --> edt.scan[i]  (every tile: first/last background row per column; CPU)
+ *          --> edt.sync     (per band: nearest background row above and below; CPU)
+ *          --> edt.load[b]  (read and threshold band b's tiles into a binary band; CPU)
+ *          --> edt.band[b]  (the exact EDT of the band: Meijster on CPU, PBA+ on GPU)
+ *          --> edt.store[b] (into the output file or buffer; CPU)
+ *
+ * The tiles and tasks of band b are created by store[b - K] (K = workers + 1, or 3 per GPU when
+ * bands run on GPUs), so at most K bands are held at once: memory stays bounded whatever the
+ * image height. Inputs are read twice (scan and load)
+ * rather than kept: the binary image of a slide need not fit in memory. The wavefront method
+ * skips scan and sync and runs one band, the whole image (it has no exact band decomposition).
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_kernels.h"
+#include "omp_kernels.h"
+#include "ops_internal.h"
+
+#define OP "edt"
+
+typedef struct ed_job ed_job;
+
+/* The argument of a per-tile task (hist, scan). */
+typedef struct ed_cell {
+    ed_job *e;
+    int64_t i;
+} ed_cell;
+
+typedef struct ed_band {
+    ed_job *e;
+    int64_t index;
+    int64_t y0;
+    int32_t h;
+    tw_tile *bin, *bounds, *out, *idx; /* the job's references; NULL once stored */
+} ed_band;
+
+struct ed_job {
+    tw_job *job;
+    twi_src in;          /* the input; in.s also holds the output writer */
+    twi_stream idx_s;    /* the indices writer (idx_file) */
+    bool out_file, idx_file;
+    tw_host_image result, indices;
+    bool want_idx;
+    int64_t W, H;
+    int32_t tw, th;      /* scan tiles; bands are th rows */
+    int64_t tiles_x, tiles_y, n_tiles;
+    int64_t n_bands;
+    ed_band *bands;
+    ed_cell *cells;      /* n_tiles */
+    tw_edt_method method;
+    twi_edt_format format;
+    tw_sample_type out_type;
+    double sx, sy;
+    bool otsu, invert;
+    bool bands_on_gpu;   /* the runtime has GPU workers: bands run there only */
+    double threshold;
+    int32_t m1, m2, m3;
+    /* first[ty * W + x] / last[...]: first and last background row of column x in tile row
+     * ty (image rows, TWI_EDT_NONE when none); edt.sync turns them into below / above. */
+    int32_t *first, *last;
+    uint64_t *hist;      /* otsu: 256 or 65536 bins */
+    size_t n_bins;
+    pthread_mutex_t lock;
+    bool lock_init;
+    atomic_llong background;
+    atomic_llong bands_cpu, bands_cuda;
+    tw_edt_report *report;
+    tw_runtime *rt;
+    int64_t in_flight;   /* bands whose tiles and tasks exist at once (K) */
+};
+
+static const tw_task_kind hist_kind, otsu_kind, scan_kind, sync_kind, load_kind, band_kind,
+    wave_kind, store_kind;
+static tw_status submit_band(ed_job *e, ed_band *b, tw_task *after);
+
+/* Run BODY with T the C type of `type` (the input's sample type). */
+#define IN_TYPED(type, ...)                                                                    \
+    do {                                                                                       \
+        switch (type) {                                                                        \
+        case TW_U8: {                                                                          \
+            typedef uint8_t T;                                                                 \
+            __VA_ARGS__                                                                        \
+        } break;                                                                               \
+        case TW_U16: {                                                                         \
+            typedef uint16_t T;                                                                \
+            __VA_ARGS__                                                                        \
+        } break;                                                                               \
+        case TW_U32: {                                                                         \
+            typedef uint32_t T;                                                                \
+            __VA_ARGS__                                                                        \
+        } break;                                                                               \
+        default: {                                                                             \
+            typedef float T;                                                                   \
+            __VA_ARGS__                                                                        \
+        } break;                                                                               \
+        }                                                                                      \
+    } while (0)
+
+#define ROW(v, T, y) ((T *)(void *)((char *)(v)->data + (int64_t)(y) * (v)->stride))
+
+/* Buffers for reading input tiles, allocated once per task and reused for every tile. */
+typedef struct reader {
+    void *px, *rgb;
+} reader;
+
+static tw_status
+reader_init(tw_task_ctx *ctx, const ed_job *e, reader *rd)
+{
+    size_t bytes = (size_t)e->tw * (size_t)e->th * tw_sample_size(e->in.s.in_type);
+
+    rd->rgb = NULL;
+    if (!(rd->px = twi_ctx_scratch(ctx, bytes)) ||
+        (e->in.s.in_channels == 3 && !(rd->rgb = twi_ctx_scratch(ctx, 3 * bytes))))
+        return twi_ctx_fail(ctx, TW_E_NOMEM, OP ": out of memory for a %dx%d tile",
+                            (int)e->tw, (int)e->th);
+    return TW_OK;
+}
+
+/* Read w x h (at most a tile) input pixels at (x, y): a view of the input's type. */
+static tw_status
+read_rect(tw_task_ctx *ctx, const ed_job *e, const reader *rd, int64_t x, int64_t y, int32_t w,
+          int32_t h, tw_tile_view *v)
+{
+    memset(v, 0, sizeof *v);
+    v->w = w;
+    v->h = h;
+    v->channels = 1;
+    v->type = e->in.s.in_type;
+    v->stride = (int64_t)((size_t)w * tw_sample_size(v->type));
+    v->x0 = x;
+    v->y0 = y;
+    v->data = rd->px;
+    return twi_src_read(ctx, OP, &e->in, x, y, v, rd->rgb);
+}
+
+/* The rectangle of tile i. */
+static void
+tile_rect(const ed_job *e, int64_t i, int64_t *x, int64_t *y, int32_t *w, int32_t *h)
+{
+    *x = (i % e->tiles_x) * e->tw;
+    *y = (i / e->tiles_x) * e->th;
+    *w = (int32_t)(e->W - *x < e->tw ? e->W - *x : e->tw);
+    *h = (int32_t)(e->H - *y < e->th ? e->H - *y : e->th);
+}
+
+/* ---- Otsu's threshold (scikit-image threshold_otsu on integer images) */
+
+static tw_status
+hist_cpu(tw_task_ctx *ctx, void *arg)
+{
+    const ed_cell *cell = arg;
+    ed_job *e = cell->e;
+    int64_t x, y;
+    int32_t w, h;
+    uint64_t *local;
+    reader rd;
+    tw_tile_view v;
+    tw_status st;
+
+    tile_rect(e, cell->i, &x, &y, &w, &h);
+    if ((st = reader_init(ctx, e, &rd)) != TW_OK ||
+        (st = read_rect(ctx, e, &rd, x, y, w, h, &v)) != TW_OK)
+        return st;
+    if (!(local = twi_ctx_scratch(ctx, e->n_bins * sizeof *local)))
+        return twi_ctx_fail(ctx, TW_E_NOMEM, OP ": out of memory");
+    memset(local, 0, e->n_bins * sizeof *local);
+    if (v.type == TW_U8) {
+        for (int32_t r = 0; r < h; r++)
+            for (int32_t c = 0; c < w; c++)
+                local[ROW(&v, uint8_t, r)[c]]++;
+    } else {
+        for (int32_t r = 0; r < h; r++)
+            for (int32_t c = 0; c < w; c++)
+                local[ROW(&v, uint16_t, r)[c]]++;
+    }
+    pthread_mutex_lock(&e->lock);
+    for (size_t b = 0; b < e->n_bins; b++)
+        e->hist[b] += local[b];
+    pthread_mutex_unlock(&e->lock);
+    twi_job_add_done(e->job, 1);
+    return TW_OK;
+}
+
+/*
+ * scikit-image's threshold_otsu on an integer image: the histogram of unit bins over
+ * [min, max]; for each split k the between-class variance w1(k) w2(k+1) (m1(k) - m2(k+1))^2;
+ * the first k that maximises it; the threshold is that bin's value (foreground: > it). A
+ * one-valued image gives that value.
+ */
+static double
+otsu_threshold(const uint64_t *hist, size_t n)
+{
+    size_t lo = 0, hi = n - 1, best = 0;
+    double w1 = 0, s1 = 0, wt = 0, st = 0, best_v = -1.0;
+
+    while (lo < n && hist[lo] == 0)
+        lo++;
+    if (lo == n)
+        return 0;
+    while (hist[hi] == 0)
+        hi--;
+    if (lo == hi)
+        return (double)lo;
+    for (size_t k = lo; k <= hi; k++) {
+        wt += (double)hist[k];
+        st += (double)hist[k] * (double)k;
+    }
+    best = lo;
+    for (size_t k = lo; k < hi; k++) {
+        double w2, m1, m2, v;
+
+        w1 += (double)hist[k];
+        s1 += (double)hist[k] * (double)k;
+        w2 = wt - w1;
+        m1 = s1 / w1;
+        m2 = (st - s1) / w2;
+        v = w1 * w2 * (m1 - m2) * (m1 - m2);
+        if (v > best_v) {
+            best_v = v;
+            best = k;
+        }
+    }
+    return (double)best;
+}
+
+static tw_status
+otsu_cpu(tw_task_ctx *ctx, void *arg)
+{
+    ed_job *e = arg;
+
+    (void)ctx;
+    e->threshold = otsu_threshold(e->hist, e->n_bins);
+    TW_LOG(TW_LOG_INFO, OP, "Otsu threshold %g", e->threshold);
+    twi_job_add_done(e->job, 1);
+    return TW_OK;
+}
+
+/* ---- scan: first and last background row of every column of a tile */
+
+/* Foreground iff value > threshold (<= with invert); out[c] = 1 for foreground, 0 for
+ * background. Returns the number of background pixels. */
+static int64_t
+threshold_row(const tw_tile_view *v, int32_t r, double t, bool invert, uint8_t *out)
+{
+    int64_t bg = 0;
+
+    IN_TYPED(v->type, {
+        const T *p = ROW(v, T, r);
+        for (int32_t c = 0; c < v->w; c++) {
+            uint8_t f = ((double)p[c] > t) != invert;
+            out[c] = f;
+            bg += !f;
+        }
+    });
+    return bg;
+}
+
+static tw_status
+scan_cpu(tw_task_ctx *ctx, void *arg)
+{
+    const ed_cell *cell = arg;
+    ed_job *e = cell->e;
+    int64_t x, y, ty = cell->i / e->tiles_x;
+    int32_t w, h, *first, *last;
+    int64_t bg = 0;
+    uint8_t *fg;
+    reader rd;
+    tw_tile_view v;
+    tw_status st;
+
+    tile_rect(e, cell->i, &x, &y, &w, &h);
+    first = e->first + ty * e->W + x;
+    last = e->last + ty * e->W + x;
+    if ((st = reader_init(ctx, e, &rd)) != TW_OK ||
+        (st = read_rect(ctx, e, &rd, x, y, w, h, &v)) != TW_OK)
+        return st;
+    if (!(fg = twi_ctx_scratch(ctx, (size_t)w)))
+        return twi_ctx_fail(ctx, TW_E_NOMEM, OP ": out of memory");
+    for (int32_t c = 0; c < w; c++)
+        first[c] = last[c] = TWI_EDT_NONE;
+    for (int32_t r = 0; r < h; r++) {
+        bg += threshold_row(&v, r, e->threshold, e->invert, fg);
+        for (int32_t c = 0; c < w; c++) {
+            if (fg[c])
+                continue;
+            if (first[c] == TWI_EDT_NONE)
+                first[c] = (int32_t)(y + r);
+            last[c] = (int32_t)(y + r);
+        }
+    }
+    atomic_fetch_add(&e->background, bg);
+    twi_job_add_done(e->job, 1);
+    return TW_OK;
+}
+
+/* Turn first/last of every tile row into, for every band, the nearest background row below
+ * and above it: below[b][x] = first background row of column x in tile rows > b, above[b][x]
+ * = last background row in tile rows < b. In place: `last` becomes above, `first` below. */
+static tw_status
+sync_cpu(tw_task_ctx *ctx, void *arg)
+{
+    ed_job *e = arg;
+    int64_t W = e->W, n = e->tiles_y;
+
+    (void)ctx;
+    for (int64_t x = 0; x < W; x++) {
+        int32_t run = TWI_EDT_NONE, cur;
+
+        for (int64_t b = 0; b < n; b++) {
+            cur = e->last[b * W + x];
+            e->last[b * W + x] = run;
+            if (cur != TWI_EDT_NONE)
+                run = cur;
+        }
+        run = TWI_EDT_NONE;
+        for (int64_t b = n - 1; b >= 0; b--) {
+            cur = e->first[b * W + x];
+            e->first[b * W + x] = run;
+            if (cur != TWI_EDT_NONE)
+                run = cur;
+        }
+    }
+    twi_job_add_done(e->job, 1);
+    return TW_OK;
+}
+
+/* ---- load: the binary band and its bounds */
+
+static tw_status
+load_cpu(tw_task_ctx *ctx, void *arg)
+{
+    ed_band *b = arg;
+    ed_job *e = b->e;
+    tw_tile_view bv = twi_ctx_view(ctx, 0), v;
+    int64_t bg = 0;
+    reader rd;
+    tw_status st;
+
+    if ((st = reader_init(ctx, e, &rd)) != TW_OK)
+        return st;
+    for (int64_t tx = 0; tx < e->tiles_x; tx++) {
+        int64_t x = tx * e->tw;
+        int32_t w = (int32_t)(e->W - x < e->tw ? e->W - x : e->tw);
+
+        /* One tile-sized read at a time keeps the scratch small; the same rectangles as scan
+         * (for the wavefront's single band, every tile row of it). */
+        for (int64_t y = b->y0; y < b->y0 + b->h; y += e->th) {
+            int32_t h = (int32_t)(b->y0 + b->h - y < e->th ? b->y0 + b->h - y : e->th);
+
+            if ((st = read_rect(ctx, e, &rd, x, y, w, h, &v)) != TW_OK)
+                return st;
+            for (int32_t r = 0; r < h; r++)
+                bg += threshold_row(&v, r, e->threshold, e->invert,
+                                    ROW(&bv, uint8_t, y - b->y0 + r) + x);
+        }
+    }
+    if (e->method == TW_EDT_WAVEFRONT)
+        atomic_fetch_add(&e->background, bg);
+    if (b->bounds) {
+        tw_tile_view ab = twi_ctx_view(ctx, 1);
+
+        memcpy(ROW(&ab, int32_t, 0), e->last + b->index * e->W, (size_t)e->W * sizeof(int32_t));
+        memcpy(ROW(&ab, int32_t, 1), e->first + b->index * e->W, (size_t)e->W * sizeof(int32_t));
+    }
+    twi_job_add_done(e->job, 1);
+    return TW_OK;
+}
+
+/* ---- band: the EDT of one band */
+
+static twi_edt_band
+band_args(const ed_band *b, const tw_tile_view *bounds)
+{
+    const ed_job *e = b->e;
+    twi_edt_band a;
+
+    memset(&a, 0, sizeof a);
+    a.y0 = b->y0;
+    if (bounds) {
+        a.above = ROW(bounds, const int32_t, 0);
+        a.below = ROW(bounds, const int32_t, 1);
+    }
+    a.sx = e->sx;
+    a.sy = e->sy;
+    a.format = (int)e->format;
+    a.m1 = e->m1;
+    a.m2 = e->m2;
+    a.m3 = e->m3;
+    return a;
+}
+
+static tw_status
+band_fail(tw_task_ctx *ctx, const ed_band *b, tw_status st)
+{
+    return twi_ctx_fail(ctx, st, OP ": the band of rows %lld..%lld failed (%s)",
+                        (long long)b->y0, (long long)(b->y0 + b->h - 1), tw_status_string(st));
+}
+
+/* Views of a band task: 0 bin, 1 out, then bounds (exact method) and idx when present. */
+typedef struct band_views {
+    tw_tile_view bin, out, bounds, idx;
+    bool has_bounds, has_idx;
+} band_views;
+
+static band_views
+views_of(tw_task_ctx *ctx, const ed_band *b)
+{
+    band_views v;
+    int k = 2;
+
+    memset(&v, 0, sizeof v);
+    v.bin = twi_ctx_view(ctx, 0);
+    v.out = twi_ctx_view(ctx, 1);
+    if ((v.has_bounds = b->bounds != NULL))
+        v.bounds = twi_ctx_view(ctx, k++);
+    if ((v.has_idx = b->idx != NULL))
+        v.idx = twi_ctx_view(ctx, k);
+    return v;
+}
+
+static tw_status
+band_cpu(tw_task_ctx *ctx, void *arg)
+{
+    ed_band *b = arg;
+    ed_job *e = b->e;
+    band_views v = views_of(ctx, b);
+    twi_edt_band a = band_args(b, v.has_bounds ? &v.bounds : NULL);
+    tw_status st;
+
+    if (e->method == TW_EDT_WAVEFRONT)
+        st = twi_omp_edt_wavefront(&v.bin, &a, &v.out, v.has_idx ? &v.idx : NULL,
+                                   twi_ctx_team(ctx));
+    else
+        st = twi_omp_edt(&v.bin, &a, &v.out, v.has_idx ? &v.idx : NULL, twi_ctx_team(ctx));
+    if (st != TW_OK)
+        return band_fail(ctx, b, st);
+    atomic_fetch_add(&e->bands_cpu, 1);
+    twi_job_add_done(e->job, 1);
+    return TW_OK;
+}
+
+#ifdef TW_HAVE_CUDA
+static tw_status
+band_cuda(tw_task_ctx *ctx, void *arg)
+{
+    ed_band *b = arg;
+    ed_job *e = b->e;
+    band_views v = views_of(ctx, b);
+    twi_edt_band a = band_args(b, v.has_bounds ? &v.bounds : NULL);
+    bool wave = e->method == TW_EDT_WAVEFRONT;
+    size_t bytes = wave ? twi_cuda_edt_wavefront_scratch_size(v.bin.w, v.bin.h)
+                        : twi_cuda_edt_scratch_size(v.bin.w, v.bin.h, &a);
+    void *scratch;
+    tw_status st;
+
+    if (!(scratch = twi_ctx_scratch(ctx, bytes)))
+        return twi_ctx_fail(ctx, TW_E_DEVICE,
+                            OP ": no GPU memory for the band of rows %lld..%lld (%zu bytes)",
+                            (long long)b->y0, (long long)(b->y0 + b->h - 1), bytes);
+    if (wave)
+        st = twi_cuda_edt_wavefront(&v.bin, &a, &v.out, v.has_idx ? &v.idx : NULL, scratch,
+                                    bytes, twi_ctx_stream(ctx));
+    else
+        st = twi_cuda_edt(&v.bin, &a, &v.out, v.has_idx ? &v.idx : NULL, scratch, bytes,
+                          twi_ctx_stream(ctx));
+    if (st != TW_OK)
+        return band_fail(ctx, b, st);
+    atomic_fetch_add(&e->bands_cuda, 1);
+    twi_job_add_done(e->job, 1);
+    return TW_OK;
+}
+#endif
+
+/* ---- store */
+
+/* Copy a band into the caller's buffer (rows of w pixels of `px` bytes, `stride` apart). */
+static void
+copy_out(const tw_tile_view *v, void *data, size_t stride, int64_t y0, size_t px)
+{
+    for (int32_t r = 0; r < v->h; r++)
+        memcpy((char *)data + (size_t)(y0 + r) * stride, ROW(v, char, r), (size_t)v->w * px);
+}
+
+static tw_status
+store_cpu(tw_task_ctx *ctx, void *arg)
+{
+    ed_band *b = arg;
+    ed_job *e = b->e;
+    tw_tile_view ov = twi_ctx_view(ctx, 0);
+    size_t ops = tw_sample_size(e->out_type);
+    tw_error err;
+    tw_status st;
+
+    if (e->out_file) {
+        if ((st = twi_assembler_put(e->in.s.assembler, 0, b->y0, &ov, &err)) != TW_OK)
+            return twi_ctx_fail(ctx, st, "%s", err.message);
+    } else {
+        copy_out(&ov, e->result.data, e->result.stride ? e->result.stride : (size_t)e->W * ops,
+                 b->y0, ops);
+    }
+    if (b->idx) {
+        tw_tile_view iv = twi_ctx_view(ctx, 1);
+
+        if (e->idx_file) {
+            if ((st = twi_assembler_put(e->idx_s.assembler, 0, b->y0, &iv, &err)) != TW_OK)
+                return twi_ctx_fail(ctx, st, "%s", err.message);
+        } else {
+            copy_out(&iv, e->indices.data,
+                     e->indices.stride ? e->indices.stride : (size_t)e->W * 8, b->y0, 8);
+        }
+    }
+    /* The task keeps its own references until it ends; the job no longer needs the band. */
+    twi_tile_release(b->bin);
+    twi_tile_release(b->bounds);
+    twi_tile_release(b->out);
+    twi_tile_release(b->idx);
+    b->bin = b->bounds = b->out = b->idx = NULL;
+    /* Only now may band index + K exist: memory holds K bands whatever the image height. */
+    if (b->index + e->in_flight < e->n_bands &&
+        (st = submit_band(e, &e->bands[b->index + e->in_flight], NULL)) != TW_OK)
+        return twi_ctx_fail(ctx, st, OP ": cannot submit the band tasks (%s)",
+                            tw_status_string(st));
+    twi_job_add_done(e->job, 1);
+    return TW_OK;
+}
+
+/*
+ * Where bands run. A band is the whole image width and a tile high: on an H100 the PBA+ kernel
+ * does 50-60 GPix/s, one CPU core about 0.1 GPix/s (docs/benchmarks.md), so a band a CPU worker
+ * takes first-come-first-served ends long after the GPU would have done all the rest. With GPU
+ * workers present, bands therefore run on them only, and CPU workers do the reading, scanning
+ * and writing around them. (The runtime's cost-model policies are to make this choice in
+ * general; until then it is made here, from those measurements.)
+ */
+static bool
+band_can_run(const void *arg, tw_device_type dev)
+{
+    const ed_band *b = arg;
+
+    return dev == TW_DEVICE_CUDA || !b->e->bands_on_gpu;
+}
+
+/* ---- kinds */
+
+static const tw_task_kind hist_kind = {
+    .name = "edt.hist",
+    .devices = TW_DEVICE_CPU,
+    .cpu = hist_cpu,
+};
+static const tw_task_kind otsu_kind = {
+    .name = "edt.otsu",
+    .devices = TW_DEVICE_CPU,
+    .cpu = otsu_cpu,
+};
+static const tw_task_kind scan_kind = {
+    .name = "edt.scan",
+    .devices = TW_DEVICE_CPU,
+    .cpu = scan_cpu,
+};
+static const tw_task_kind sync_kind = {
+    .name = "edt.sync",
+    .devices = TW_DEVICE_CPU,
+    .cpu = sync_cpu,
+};
+static const tw_task_kind load_kind = {
+    .name = "edt.load",
+    .devices = TW_DEVICE_CPU,
+    .cpu = load_cpu,
+};
+static const tw_task_kind band_kind = {
+    .name = "edt.band",
+    .cpu = band_cpu,
+    TWI_CUDA_VARIANT(band_cuda),
+    .can_run = band_can_run,
+};
+static const tw_task_kind wave_kind = {
+    .name = "edt.wavefront",
+    .cpu = band_cpu,
+    TWI_CUDA_VARIANT(band_cuda),
+    .can_run = band_can_run,
+};
+static const tw_task_kind store_kind = {
+    .name = "edt.store",
+    .devices = TW_DEVICE_CPU,
+    .cpu = store_cpu,
+};
+
+/* ---- the job */
+
+static tw_status
+ed_finish(tw_job *job, tw_status st, void *user)
+{
+    ed_job *e = user;
+    tw_error err, ierr;
+    tw_status ist;
+
+    if (st == TW_OK && atomic_load(&e->background) == 0)
+        TW_WARN(OP, "no background pixel (none %s the threshold %g): every distance is infinite",
+                e->invert ? "above" : "at or below", e->threshold);
+    ist = twi_stream_finish(&e->idx_s, st, &ierr);
+    /* The input's stream holds the writer: closing it renames the output into place. */
+    st = twi_stream_finish(&e->in.s, st == TW_OK ? ist : st, &err);
+    if (e->report) {
+        e->report->threshold = e->threshold;
+        e->report->background = atomic_load(&e->background);
+        e->report->bands = e->n_bands;
+        e->report->bands_cpu = atomic_load(&e->bands_cpu);
+        e->report->bands_cuda = atomic_load(&e->bands_cuda);
+    }
+    if (ist != TW_OK && ist != TW_E_CANCELED && st == ist)
+        return twi_job_fail(job, ist, "%s", ierr.message);
+    if (st != TW_OK && st != TW_E_CANCELED)
+        return twi_job_fail(job, st, "%s", err.message);
+    return st;
+}
+
+static void
+ed_free(void *user)
+{
+    ed_job *e = user;
+
+    if (!e)
+        return;
+    twi_stream_finish(&e->idx_s, TW_E_CANCELED, NULL);
+    twi_stream_finish(&e->in.s, TW_E_CANCELED, NULL);
+    for (int64_t i = 0; e->bands && i < e->n_bands; i++) {
+        twi_tile_release(e->bands[i].bin);
+        twi_tile_release(e->bands[i].bounds);
+        twi_tile_release(e->bands[i].out);
+        twi_tile_release(e->bands[i].idx);
+    }
+    free(e->bands);
+    free(e->cells);
+    free(e->first);
+    free(e->last);
+    free(e->hist);
+    if (e->lock_init)
+        pthread_mutex_destroy(&e->lock);
+    free(e);
+}
+
+static tw_status
+check_opts(const tw_edt_opts *o, tw_error *err)
+{
+    if (o->struct_size != sizeof *o)
+        return twi_error_set(err, TW_E_INVALID,
+                             OP ": options not initialised with tw_edt_opts_init()");
+    if (o->format != TW_EDT_F32 && o->format != TW_EDT_U16 && o->format != TW_EDT_SQ32)
+        return twi_error_set(err, TW_E_INVALID, OP ": unknown format %d", (int)o->format);
+    if (o->method != TW_EDT_EXACT && o->method != TW_EDT_WAVEFRONT)
+        return twi_error_set(err, TW_E_INVALID, OP ": unknown method %d", (int)o->method);
+    if (!o->spacing_auto &&
+        (!(o->spacing_x > 0) || !(o->spacing_y > 0) || !isfinite(o->spacing_x) ||
+         !isfinite(o->spacing_y)))
+        return twi_error_set(err, TW_E_INVALID,
+                             OP ": spacing %g,%g (both must be positive and finite)",
+                             o->spacing_x, o->spacing_y);
+    if (o->format == TW_EDT_SQ32 &&
+        (o->spacing_auto || o->spacing_x != 1.0 || o->spacing_y != 1.0))
+        return twi_error_set(err, TW_E_INVALID,
+                             OP ": the sq32 format is in pixels; it cannot take a spacing");
+    if (!o->threshold_otsu && !isfinite(o->threshold))
+        return twi_error_set(err, TW_E_INVALID, OP ": threshold %g is not finite", o->threshold);
+    if (!o->output.path && !o->result.data)
+        return twi_error_set(err, TW_E_INVALID, OP ": no output given (a file or an image)");
+    if (o->output.path && o->result.data)
+        return twi_error_set(err, TW_E_INVALID, OP ": both an output file and an output image");
+    if (o->indices_path && o->indices.data)
+        return twi_error_set(err, TW_E_INVALID,
+                             OP ": both an indices file and an indices image");
+    if (o->report && o->report->struct_size != sizeof *o->report)
+        return twi_error_set(err, TW_E_INVALID,
+                             OP ": report not initialised with tw_edt_report_init()");
+    return TW_OK;
+}
+
+static const tw_sample_type format_type[] = {
+    [TW_EDT_F32] = TW_F32, [TW_EDT_U16] = TW_U16, [TW_EDT_SQ32] = TW_U32};
+
+/* Inputs, outputs, parameters and the band table: everything up to the job. */
+static tw_status
+ed_setup(ed_job *e, tw_runtime *rt, const tw_edt_opts *o, tw_error *err)
+{
+    const tw_config *cfg = tw_runtime_get_config(rt);
+    int64_t v = 0;
+    tw_status st;
+
+    e->method = o->method;
+    e->format = (twi_edt_format)o->format;
+    e->out_type = format_type[o->format];
+    e->otsu = o->threshold_otsu;
+    e->invert = o->invert;
+    e->threshold = o->threshold;
+    e->report = o->report;
+#ifdef TW_HAVE_CUDA
+    e->bands_on_gpu = twi_runtime_gpu_count(rt) > 0;
+#endif
+    if (pthread_mutex_init(&e->lock, NULL) != 0)
+        return twi_error_set(err, TW_E_NOMEM, OP ": out of memory");
+    e->lock_init = true;
+    if ((st = twi_src_open(cfg, OP, TWI_SRC_U8 | TWI_SRC_U16 | TWI_SRC_U32 | TWI_SRC_F32,
+                           "input", &o->input, &o->image, &e->in, err)) != TW_OK)
+        return st;
+    e->W = e->in.s.w;
+    e->H = e->in.s.h;
+    if (e->W > TWI_EDT_MAX_SIDE || e->H > TWI_EDT_MAX_SIDE)
+        return twi_error_set(err, TW_E_INVALID,
+                             OP ": the image is %lldx%lld; sides up to %d pixels are supported",
+                             (long long)e->W, (long long)e->H, TWI_EDT_MAX_SIDE);
+    if (e->otsu && e->in.s.in_type != TW_U8 && e->in.s.in_type != TW_U16)
+        return twi_error_set(err, TW_E_INVALID,
+                             OP ": --threshold otsu needs an 8- or 16-bit image, not %s",
+                             tw_sample_type_name(e->in.s.in_type));
+    if (o->spacing_auto) {
+        double mx = 0, my = 0;
+
+        if (e->in.s.slide)
+            tw_slide_get_mpp(e->in.s.slide, &mx, &my);
+        if (!(mx > 0) || !(my > 0))
+            return twi_error_set(err, TW_E_INVALID,
+                                 OP ": --spacing auto, but %s has no pixel size (mpp)",
+                                 e->in.path ? e->in.path : "the image in memory");
+        e->sx = mx * e->in.s.downsample;
+        e->sy = my * e->in.s.downsample;
+    } else {
+        e->sx = o->spacing_x;
+        e->sy = o->spacing_y;
+    }
+
+    /* Outputs. */
+    if (o->output.path) {
+        if (e->in.path && twi_ops_same_file(e->in.path, o->output.path))
+            return twi_error_set(err, TW_E_INVALID, OP ": the output '%s' would overwrite the input",
+                                 o->output.path);
+        e->out_file = true;
+    } else {
+        const tw_host_image *r = &o->result;
+        size_t ss = tw_sample_size(e->out_type);
+
+        if (r->w != e->W || r->h != e->H || r->type != e->out_type ||
+            (r->stride && r->stride < (size_t)r->w * ss))
+            return twi_error_set(err, TW_E_INVALID,
+                                 OP ": the result image is %lldx%lld %s (stride %zu); %lldx%lld "
+                                 "%s needed",
+                                 (long long)r->w, (long long)r->h, tw_sample_type_name(r->type),
+                                 r->stride, (long long)e->W, (long long)e->H,
+                                 tw_sample_type_name(e->out_type));
+        e->result = *r;
+    }
+    if (o->indices_path) {
+        if ((e->in.path && twi_ops_same_file(e->in.path, o->indices_path)) ||
+            (o->output.path && (strcmp(o->output.path, o->indices_path) == 0 ||
+                                twi_ops_same_file(o->output.path, o->indices_path))))
+            return twi_error_set(err, TW_E_INVALID,
+                                 OP ": the indices file '%s' would overwrite the input or the "
+                                 "output",
+                                 o->indices_path);
+        e->idx_file = e->want_idx = true;
+    } else if (o->indices.data) {
+        const tw_host_image *r = &o->indices;
+
+        if (r->w != e->W || r->h != e->H || r->type != TW_U32 ||
+            (r->stride && r->stride < (size_t)r->w * 8))
+            return twi_error_set(err, TW_E_INVALID,
+                                 OP ": the indices image is %lldx%lld %s (stride %zu); %lldx%lld "
+                                 "u32 with 2 samples a pixel needed",
+                                 (long long)r->w, (long long)r->h, tw_sample_type_name(r->type),
+                                 r->stride, (long long)e->W, (long long)e->H);
+        e->indices = *r;
+        e->want_idx = true;
+    }
+
+    /* Tiles, bands, PBA+ parameters. */
+    if ((st = twi_ops_tile_size(cfg, "edt.tile_size", o->tile_w, o->tile_h, &e->tw, &e->th,
+                                err)) != TW_OK)
+        return st;
+    if (tw_config_get_int(cfg, "edt.pba_m1", &v) == TW_OK)
+        e->m1 = (int32_t)v;
+    if (tw_config_get_int(cfg, "edt.pba_m2", &v) == TW_OK)
+        e->m2 = (int32_t)v;
+    if (tw_config_get_int(cfg, "edt.pba_m3", &v) == TW_OK)
+        e->m3 = (int32_t)v;
+    e->tiles_x = (e->W + e->tw - 1) / e->tw;
+    e->tiles_y = (e->H + e->th - 1) / e->th;
+    e->n_tiles = e->tiles_x * e->tiles_y;
+    e->n_bands = e->method == TW_EDT_WAVEFRONT ? 1 : e->tiles_y;
+    if (!(e->bands = calloc((size_t)e->n_bands, sizeof *e->bands)) ||
+        !(e->cells = calloc((size_t)e->n_tiles, sizeof *e->cells)))
+        return twi_error_set(err, TW_E_NOMEM, OP ": out of memory");
+    for (int64_t i = 0; i < e->n_tiles; i++) {
+        e->cells[i].e = e;
+        e->cells[i].i = i;
+    }
+    if (e->method == TW_EDT_EXACT &&
+        (!(e->first = malloc((size_t)(e->tiles_y * e->W) * sizeof *e->first)) ||
+         !(e->last = malloc((size_t)(e->tiles_y * e->W) * sizeof *e->last))))
+        return twi_error_set(err, TW_E_NOMEM,
+                             OP ": out of memory for the column table (%lld tile rows of %lld)",
+                             (long long)e->tiles_y, (long long)e->W);
+    if (e->otsu) {
+        e->n_bins = e->in.s.in_type == TW_U8 ? 256 : 65536;
+        if (!(e->hist = calloc(e->n_bins, sizeof *e->hist)))
+            return twi_error_set(err, TW_E_NOMEM, OP ": out of memory");
+    }
+    for (int64_t i = 0; i < e->n_bands; i++) {
+        ed_band *b = &e->bands[i];
+
+        b->e = e;
+        b->index = i;
+        b->y0 = i * e->th;
+        b->h = e->method == TW_EDT_WAVEFRONT ? (int32_t)e->H
+                                             : (int32_t)(e->H - b->y0 < e->th ? e->H - b->y0 : e->th);
+    }
+
+    /* Output files last: on failure before this point nothing was created. */
+    if (e->out_file &&
+        (st = twi_stream_open_output(&e->in.s, cfg, OP, &o->output, 1, e->out_type, err)) !=
+            TW_OK)
+        return st;
+    if (e->idx_file) {
+        tw_output io = o->output;
+
+        e->idx_s.w = e->W;
+        e->idx_s.h = e->H;
+        e->idx_s.level = e->in.s.level;
+        e->idx_s.x = e->in.s.x;
+        e->idx_s.y = e->in.s.y;
+        io.path = o->indices_path;
+        if ((st = twi_stream_open_output(&e->idx_s, cfg, OP, &io, 2, TW_U32, err)) != TW_OK)
+            return st;
+    }
+    return TW_OK;
+}
+
+/* Create the band's tiles and its load, band and store tasks; load waits for `after` (sync,
+ * otsu or nothing). The first K bands are made with the graph, each later one by the store of
+ * the band K before it, so at most K bands of tiles exist at a time. */
+static tw_status
+submit_band(ed_job *e, ed_band *b, tw_task *after)
+{
+    tw_task *ld = NULL, *bd = NULL, *sto = NULL;
+    bool wave = e->method == TW_EDT_WAVEFRONT;
+    int32_t W = (int32_t)e->W;
+    tw_runtime *rt = e->rt;
+    tw_status st;
+
+    if ((st = twi_tile_create(rt, W, b->h, 1, TW_U8, &b->bin)) != TW_OK ||
+        (st = twi_tile_create(rt, W, b->h, 1, e->out_type, &b->out)) != TW_OK ||
+        (!wave && (st = twi_tile_create(rt, W, 2, 1, TW_U32, &b->bounds)) != TW_OK) ||
+        (e->want_idx && (st = twi_tile_create(rt, W, b->h, 2, TW_U32, &b->idx)) != TW_OK))
+        return st;
+    twi_tile_set_origin(b->bin, 0, b->y0);
+    twi_tile_set_origin(b->out, 0, b->y0);
+    if (b->idx)
+        twi_tile_set_origin(b->idx, 0, b->y0);
+    if ((st = twi_task_create(e->job, &load_kind, b, NULL, &ld)) != TW_OK ||
+        (st = twi_task_add_tile(ld, b->bin, TW_W)) != TW_OK ||
+        (b->bounds && (st = twi_task_add_tile(ld, b->bounds, TW_W)) != TW_OK) ||
+        (after && (st = twi_task_depend(ld, after)) != TW_OK))
+        goto out;
+    if ((st = twi_task_create(e->job, wave ? &wave_kind : &band_kind, b, NULL, &bd)) != TW_OK ||
+        (st = twi_task_add_tile(bd, b->bin, TW_R)) != TW_OK ||
+        (st = twi_task_add_tile(bd, b->out, TW_W)) != TW_OK ||
+        (b->bounds && (st = twi_task_add_tile(bd, b->bounds, TW_R)) != TW_OK) ||
+        (b->idx && (st = twi_task_add_tile(bd, b->idx, TW_W)) != TW_OK) ||
+        (st = twi_task_depend(bd, ld)) != TW_OK)
+        goto out;
+    if ((st = twi_task_create(e->job, &store_kind, b, NULL, &sto)) != TW_OK ||
+        (st = twi_task_add_tile(sto, b->out, TW_R)) != TW_OK ||
+        (b->idx && (st = twi_task_add_tile(sto, b->idx, TW_R)) != TW_OK) ||
+        (st = twi_task_depend(sto, bd)) != TW_OK)
+        goto out;
+    if ((st = twi_task_submit(sto)) == TW_OK && (st = twi_task_submit(bd)) == TW_OK)
+        st = twi_task_submit(ld);
+out:
+    twi_task_release(ld);
+    twi_task_release(bd);
+    twi_task_release(sto);
+    return st;
+}
+
+static tw_status
+submit_graph(ed_job *e, tw_runtime *rt)
+{
+    bool exact = e->method == TW_EDT_EXACT;
+    tw_task *otsu = NULL, *sync = NULL;
+    tw_status st = TW_OK;
+
+    /* Bands in flight: enough to keep every worker that runs them busy while others are read
+     * and written; with bands on the GPUs a few per GPU (one computing, one loading, one
+     * storing), so that taller bands do not multiply the memory held. */
+    e->rt = rt;
+    e->in_flight = e->bands_on_gpu ? 3 * (int64_t)twi_runtime_gpu_count(rt) + 1
+                                   : (int64_t)tw_runtime_get_worker_count(rt) + 1;
+    if (e->in_flight < 2)
+        e->in_flight = 2;
+    twi_job_add_total(e->job, 3 * e->n_bands + (exact ? e->n_tiles + 1 : 0) +
+                                  (e->otsu ? e->n_tiles + 1 : 0));
+    if (e->otsu) {
+        if ((st = twi_task_create(e->job, &otsu_kind, e, NULL, &otsu)) != TW_OK)
+            goto out;
+        for (int64_t i = 0; i < e->n_tiles && st == TW_OK; i++) {
+            tw_task *h = NULL;
+
+            if ((st = twi_task_create(e->job, &hist_kind, &e->cells[i], NULL, &h)) ==
+                    TW_OK &&
+                (st = twi_task_depend(otsu, h)) == TW_OK)
+                st = twi_task_submit(h);
+            twi_task_release(h);
+        }
+    }
+    if (exact && st == TW_OK) {
+        if ((st = twi_task_create(e->job, &sync_kind, e, NULL, &sync)) != TW_OK)
+            goto out;
+        for (int64_t i = 0; i < e->n_tiles && st == TW_OK; i++) {
+            tw_task *sc = NULL;
+
+            if ((st = twi_task_create(e->job, &scan_kind, &e->cells[i], NULL, &sc)) ==
+                    TW_OK &&
+                (!otsu || (st = twi_task_depend(sc, otsu)) == TW_OK) &&
+                (st = twi_task_depend(sync, sc)) == TW_OK)
+                st = twi_task_submit(sc);
+            twi_task_release(sc);
+        }
+    }
+    for (int64_t i = 0; i < e->n_bands && i < e->in_flight && st == TW_OK; i++)
+        st = submit_band(e, &e->bands[i], exact ? sync : otsu);
+    if (st == TW_OK && otsu)
+        st = twi_task_submit(otsu);
+    if (st == TW_OK && sync)
+        st = twi_task_submit(sync);
+out:
+    twi_task_release(otsu);
+    twi_task_release(sync);
+    return st;
+}
+
+tw_status
+tw_edt_submit(tw_runtime *rt, const tw_edt_opts *o, tw_job **out, tw_error *err)
+{
+    tw_status st;
+    ed_job *e = NULL;
+    tw_job *job = NULL;
+
+    if (!rt || !o || !out)
+        return twi_error_set(err, TW_E_INVALID, OP ": NULL argument");
+    if ((st = check_opts(o, err)) != TW_OK)
+        return st;
+    if (!(e = calloc(1, sizeof *e)))
+        return twi_error_set(err, TW_E_NOMEM, OP ": out of memory");
+    atomic_init(&e->background, 0);
+    atomic_init(&e->bands_cpu, 0);
+    atomic_init(&e->bands_cuda, 0);
+    if ((st = ed_setup(e, rt, o, err)) != TW_OK) {
+        ed_free(e); /* aborts opened writers: nothing is left at the output paths */
+        return st;
+    }
+    if ((st = twi_job_create(rt, OP, &job)) != TW_OK) {
+        ed_free(e);
+        return twi_error_set(err, st, OP ": cannot create the job");
+    }
+    e->job = job;
+    twi_job_set_finish(job, ed_finish, e, ed_free); /* the job owns e from here */
+    return twi_ops_job_launch(job, OP, submit_graph(e, rt), out, err);
+}
+
+/* ---- options and names */
+
+void
+tw_edt_opts_init(tw_edt_opts *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+    o->spacing_x = 1.0;
+    o->spacing_y = 1.0;
+    o->format = TW_EDT_F32;
+    o->method = TW_EDT_EXACT;
+}
+
+void
+tw_edt_report_init(tw_edt_report *r)
+{
+    if (!r)
+        return;
+    memset(r, 0, sizeof *r);
+    r->struct_size = sizeof *r;
+}
+
+tw_status
+tw_edt_format_parse(const char *name, tw_edt_format *out)
+{
+    static const char *const names[] = {"f32", "u16", "sq32"};
+
+    for (int i = 0; name && out && i < 3; i++) {
+        if (strcmp(name, names[i]) == 0) {
+            *out = (tw_edt_format)i;
+            return TW_OK;
+        }
+    }
+    return TW_E_INVALID;
+}
+
+tw_status
+tw_edt_method_parse(const char *name, tw_edt_method *out)
+{
+    if (!name || !out)
+        return TW_E_INVALID;
+    if (strcmp(name, "exact") == 0)
+        *out = TW_EDT_EXACT;
+    else if (strcmp(name, "wavefront") == 0)
+        *out = TW_EDT_WAVEFRONT;
+    else
+        return TW_E_INVALID;
+    return TW_OK;
+}
