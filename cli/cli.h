@@ -117,6 +117,13 @@ typedef struct cli_recon_io {
 
 /* Handle a CLI_RECON_OPTIONS id: 0 handled, -1 not one of them, CLI_USAGE on error. */
 int cli_recon_option(cli_recon_io *io, int opt, const char *arg);
+/* The default branch of the getopt loop of a command with cli_recon_io and cli_common options:
+ * 0 when `opt` is one of theirs and was handled, else CLI_USAGE after printing the error
+ * (`text` is the option as typed, for "unknown option"). */
+int cli_job_option(cli_recon_io *io, cli_common *c, int opt, const char *arg, const char *text);
+/* After getopt: exactly one positional argument left (IN) and an output path given. 0, or
+ * CLI_USAGE after printing the error. */
+int cli_one_input(int argc, char **argv, const char *out_path);
 /* Copy level, region and reader into an input, compression into an output. */
 void cli_recon_apply(const cli_recon_io *io, tw_input *in, tw_output *out);
 /* Wait for the job and print the summary line (unless quiet). Returns CLI_OK or CLI_FAIL. */

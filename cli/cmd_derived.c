@@ -166,13 +166,9 @@ run_filter(const filter *f, int argc, char **argv)
                    f->help);
             goto out;
         default:
-            if ((rc = cli_recon_option(&io, opt, optarg)) == 0)
-                break;
-            if (rc < 0 && (rc = cli_common_option(&c, opt, optarg)) == 0)
-                break;
-            if (rc < 0)
-                rc = cli_usage_error("unknown option '%s'", argv[optind - 1]);
-            goto out;
+            if ((rc = cli_job_option(&io, &c, opt, optarg, argv[optind - 1])) != 0)
+                goto out;
+            break;
         }
     }
     if (optind >= argc) {

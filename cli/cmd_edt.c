@@ -147,27 +147,13 @@ cmd_edt(int argc, char **argv)
         case 'h':
         case CLI_OPT_HELP: fputs(help, stdout); goto out;
         default:
-            if ((rc = cli_recon_option(&io, opt, optarg)) == 0)
-                break;
-            if (rc < 0 && (rc = cli_common_option(&c, opt, optarg)) == 0)
-                break;
-            if (rc < 0)
-                rc = cli_usage_error("unknown option '%s'", argv[optind - 1]);
-            goto out;
+            if ((rc = cli_job_option(&io, &c, opt, optarg, argv[optind - 1])) != 0)
+                goto out;
+            break;
         }
     }
-    if (optind >= argc) {
-        rc = cli_usage_error("missing IN");
+    if ((rc = cli_one_input(argc, argv, o.output.path)) != 0)
         goto out;
-    }
-    if (optind < argc - 1) {
-        rc = cli_usage_error("too many arguments");
-        goto out;
-    }
-    if (!o.output.path) {
-        rc = cli_usage_error("missing -o OUT");
-        goto out;
-    }
     if (o.format == TW_EDT_SQ32 && (o.spacing_auto || o.spacing_x != 1.0 || o.spacing_y != 1.0)) {
         rc = cli_usage_error("--format sq32 is in pixels; it cannot take --spacing");
         goto out;

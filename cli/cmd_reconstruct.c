@@ -68,6 +68,29 @@ cli_recon_option(cli_recon_io *io, int opt, const char *arg)
     }
 }
 
+int
+cli_job_option(cli_recon_io *io, cli_common *c, int opt, const char *arg, const char *text)
+{
+    int rc;
+
+    if ((rc = cli_recon_option(io, opt, arg)) >= 0 || (rc = cli_common_option(c, opt, arg)) >= 0)
+        return rc;
+    return cli_usage_error("unknown option '%s'", text);
+}
+
+int
+cli_one_input(int argc, char **argv, const char *out_path)
+{
+    if (optind >= argc)
+        return cli_usage_error("missing IN");
+    if (optind < argc - 1)
+        return cli_usage_error("too many arguments");
+    if (!out_path)
+        return cli_usage_error("missing -o OUT");
+    (void)argv;
+    return 0;
+}
+
 void
 cli_recon_apply(const cli_recon_io *io, tw_input *in, tw_output *out)
 {
@@ -146,13 +169,9 @@ cmd_reconstruct(int argc, char **argv)
         case 'h':
         case CLI_OPT_HELP: fputs(help, stdout); goto out;
         default:
-            if ((rc = cli_recon_option(&io, opt, optarg)) == 0)
-                break;
-            if (rc < 0 && (rc = cli_common_option(&c, opt, optarg)) == 0)
-                break;
-            if (rc < 0)
-                rc = cli_usage_error("unknown option '%s'", argv[optind - 1]);
-            goto out;
+            if ((rc = cli_job_option(&io, &c, opt, optarg, argv[optind - 1])) != 0)
+                goto out;
+            break;
         }
     }
     if (optind < argc) {
