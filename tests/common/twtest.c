@@ -285,7 +285,11 @@ twtest_have_gpu(void)
 #ifdef TW_HAVE_CUDA
     int n = 0;
 
-    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return true;
 #else
     return false;
 #endif
@@ -306,4 +310,26 @@ twtest_runtime_with(const char *gpus, const char *cpu_workers)
     cr_assert(eq(int, tw_runtime_create(cfg, &rt, &err), TW_OK), "%s", err.message);
     tw_config_destroy(cfg);
     return rt;
+}
+
+void
+twtest_need_gpu(void)
+{
+    if (!twtest_have_gpu())
+        cr_skip_test("no CUDA device");
+}
+
+uint64_t
+twtest_xorshift(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 2685821657736338717ull;
+}
+
+uint32_t
+twtest_rnd(uint64_t *s, uint32_t n)
+{
+    return n ? (uint32_t)((twtest_xorshift(s) >> 32) % n) : 0;
 }

@@ -41,6 +41,12 @@ tw_runtime *twtest_runtime(int cpu_workers, const char *gpus, tw_error *err);
 
 /* True when the build has CUDA and a device is present. */
 bool twtest_have_gpu(void);
+/* Skip the current Criterion test when there is no GPU. */
+void twtest_need_gpu(void);
+/* xorshift64*: deterministic on every machine; *s must not be 0. */
+uint64_t twtest_xorshift(uint64_t *s);
+/* Uniform in [0, n) from twtest_xorshift (0 when n is 0). */
+uint32_t twtest_rnd(uint64_t *s, uint32_t n);
 /* A runtime with runtime.gpus = `gpus` and runtime.cpu_workers = `cpu_workers` (strings as in
  * a config file), logs at error level; asserts on failure. */
 tw_runtime *twtest_runtime_with(const char *gpus, const char *cpu_workers);

@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda_kernels.h"
+#include "twtest.h"
 #include "omp_kernels.h"
 
 /*
@@ -28,42 +29,6 @@
 
 #define PAD_BYTE 0x5A
 #define D2_NONE INT64_MAX
-
-static uint64_t
-next_rand(uint64_t *s)
-{
-    /* xorshift64*: deterministic on every machine */
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 2685821657736338717ull;
-}
-
-/* Uniform in [0, n). */
-static uint32_t
-rnd(uint64_t *s, uint32_t n)
-{
-    return n ? (uint32_t)((next_rand(s) >> 32) % n) : 0;
-}
-
-static bool
-have_device(void)
-{
-    int n = 0;
-
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    return true;
-}
-
-static void
-need_device(void)
-{
-    if (!have_device())
-        cr_skip_test("no CUDA device");
-}
 
 /* ---- images (w * h bytes, tight, 0 = background) ------------------------------------------ */
 
@@ -92,11 +57,11 @@ make_image(int32_t w, int32_t h, int pat, uint32_t num, uint64_t *rng)
     switch (pat) {
     case PAT_RANDOM:
         for (size_t i = 0; i < n; i++)
-            im[i] = rnd(rng, 1000) < num ? 0 : (uint8_t)(1 + rnd(rng, 255));
+            im[i] = twtest_rnd(rng, 1000) < num ? 0 : (uint8_t)(1 + twtest_rnd(rng, 255));
         break;
     case PAT_ONE:
         if (n)
-            im[rnd(rng, (uint32_t)n)] = 0;
+            im[twtest_rnd(rng, (uint32_t)n)] = 0;
         break;
     case PAT_NONE:
         break;
@@ -104,29 +69,29 @@ make_image(int32_t w, int32_t h, int pat, uint32_t num, uint64_t *rng)
         memset(im, 0, n);
         break;
     case PAT_CORNER: {
-        const uint32_t c = rnd(rng, 4);
+        const uint32_t c = twtest_rnd(rng, 4);
         const int32_t x = c & 1 ? w - 1 : 0, y = c & 2 ? h - 1 : 0;
 
         im[(size_t)y * (size_t)w + (size_t)x] = 0;
         break;
     }
     case PAT_ROW: {
-        const int32_t y = (int32_t)rnd(rng, (uint32_t)h);
+        const int32_t y = (int32_t)twtest_rnd(rng, (uint32_t)h);
 
         memset(im + (size_t)y * (size_t)w, 0, (size_t)w);
         break;
     }
     case PAT_COLUMN: {
-        const int32_t x = (int32_t)rnd(rng, (uint32_t)w);
+        const int32_t x = (int32_t)twtest_rnd(rng, (uint32_t)w);
 
         for (int32_t y = 0; y < h; y++)
             im[(size_t)y * (size_t)w + (size_t)x] = 0;
         break;
     }
     case PAT_LINES:
-        for (uint32_t k = rnd(rng, 4) + 1; k > 0; k--) {
-            const int32_t x0 = (int32_t)rnd(rng, (uint32_t)w), y0 = (int32_t)rnd(rng, (uint32_t)h);
-            const int32_t dx = (int32_t)rnd(rng, 3) - 1, dy = (int32_t)rnd(rng, 3) - 1;
+        for (uint32_t k = twtest_rnd(rng, 4) + 1; k > 0; k--) {
+            const int32_t x0 = (int32_t)twtest_rnd(rng, (uint32_t)w), y0 = (int32_t)twtest_rnd(rng, (uint32_t)h);
+            const int32_t dx = (int32_t)twtest_rnd(rng, 3) - 1, dy = (int32_t)twtest_rnd(rng, 3) - 1;
 
             for (int32_t x = x0, y = y0; x >= 0 && x < w && y >= 0 && y < h; x += dx, y += dy) {
                 im[(size_t)y * (size_t)w + (size_t)x] = 0;
@@ -600,16 +565,16 @@ check_iso(const uint8_t *im, int32_t w, int32_t h, const int64_t *d2, const run_
 static int32_t
 rand_m(uint64_t *rng, int32_t side)
 {
-    switch (rnd(rng, 5)) {
+    switch (twtest_rnd(rng, 5)) {
     case 0:
     case 1:
         return 0;
     case 2:
-        return 1 + (int32_t)rnd(rng, 8);
+        return 1 + (int32_t)twtest_rnd(rng, 8);
     case 3:
-        return 1 + (int32_t)rnd(rng, (uint32_t)side + 1);
+        return 1 + (int32_t)twtest_rnd(rng, (uint32_t)side + 1);
     default:
-        return 1 + (int32_t)rnd(rng, 5000);
+        return 1 + (int32_t)twtest_rnd(rng, 5000);
     }
 }
 
@@ -617,26 +582,26 @@ static void
 random_case(uint64_t *rng, int32_t maxw, int32_t maxh, cudaStream_t stream, const char *what)
 {
     static const uint32_t fracs[] = {1, 10, 50, 200, 500, 900, 990};
-    int32_t w = 1 + (int32_t)rnd(rng, (uint32_t)maxw), h = 1 + (int32_t)rnd(rng, (uint32_t)maxh);
-    const int pat = rnd(rng, 3) ? PAT_RANDOM : (int)rnd(rng, N_PATS);
-    run_opts o = opts_default((int)rnd(rng, 3));
+    int32_t w = 1 + (int32_t)twtest_rnd(rng, (uint32_t)maxw), h = 1 + (int32_t)twtest_rnd(rng, (uint32_t)maxh);
+    const int pat = twtest_rnd(rng, 3) ? PAT_RANDOM : (int)twtest_rnd(rng, N_PATS);
+    run_opts o = opts_default((int)twtest_rnd(rng, 3));
     uint8_t *im;
     int64_t *d2;
 
-    switch (rnd(rng, 8)) {
+    switch (twtest_rnd(rng, 8)) {
     case 0: w = 1; break;
     case 1: h = 1; break;
-    case 2: w = 1 + (int32_t)rnd(rng, 4); break;
-    case 3: h = 1 + (int32_t)rnd(rng, 4); break;
+    case 2: w = 1 + (int32_t)twtest_rnd(rng, 4); break;
+    case 3: h = 1 + (int32_t)twtest_rnd(rng, 4); break;
     default: break;
     }
-    o.idx = rnd(rng, 2);
+    o.idx = twtest_rnd(rng, 2);
     o.m1 = rand_m(rng, h);
     o.m2 = rand_m(rng, w);
     o.m3 = rand_m(rng, w);
-    o.pad = rnd(rng, 3) ? 0 : (int32_t)rnd(rng, 9);
+    o.pad = twtest_rnd(rng, 3) ? 0 : (int32_t)twtest_rnd(rng, 9);
     o.stream = stream;
-    im = make_image(w, h, pat, fracs[rnd(rng, 7)], rng);
+    im = make_image(w, h, pat, fracs[twtest_rnd(rng, 7)], rng);
     d2 = ref_iso(im, w, h);
     check_iso(im, w, h, d2, &o, what);
     free(d2);
@@ -651,7 +616,7 @@ Test(edt_cuda, small_tiny_images_match_brute_force)
      * equals brute force (every pixel against every background pixel) and the CPU twin. */
     uint64_t rng = 0x5eed0001;
 
-    need_device();
+    twtest_need_gpu();
     for (int32_t w = 1; w <= 6; w++)
         for (int32_t h = 1; h <= 6; h++)
             for (int k = 0; k < 3; k++) {
@@ -673,8 +638,8 @@ Test(edt_cuda, small_separable_reference_matches_brute_force)
     uint64_t rng = 0x5eed0002;
 
     for (int k = 0; k < 40; k++) {
-        const int32_t w = 1 + (int32_t)rnd(&rng, 40), h = 1 + (int32_t)rnd(&rng, 40);
-        uint8_t *im = make_image(w, h, (int)rnd(&rng, N_PATS), 1 + rnd(&rng, 999), &rng);
+        const int32_t w = 1 + (int32_t)twtest_rnd(&rng, 40), h = 1 + (int32_t)twtest_rnd(&rng, 40);
+        uint8_t *im = make_image(w, h, (int)twtest_rnd(&rng, N_PATS), 1 + twtest_rnd(&rng, 999), &rng);
         int64_t *a = ref_brute(im, w, h), *b = ref_iso(im, w, h);
 
         cr_assert(eq(int, memcmp(a, b, (size_t)w * (size_t)h * sizeof *a), 0),
@@ -693,7 +658,7 @@ Test(edt_cuda, small_random_images_match_reference_and_cpu)
     uint64_t rng = 0x5eed0003;
     cudaStream_t s;
 
-    need_device();
+    twtest_need_gpu();
     cr_assert(eq(int, cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess));
     for (int k = 0; k < 160; k++)
         random_case(&rng, 64, 64, s, "random small");
@@ -713,7 +678,7 @@ Test(edt_cuda, small_odd_shapes)
     static const uint32_t fracs[] = {2, 50, 500, 990};
     uint64_t rng = 0x5eed0004;
 
-    need_device();
+    twtest_need_gpu();
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (size_t f = 0; f < sizeof fracs / sizeof fracs[0]; f++) {
             const int32_t w = shapes[s][0], h = shapes[s][1];
@@ -736,7 +701,7 @@ Test(edt_cuda, small_special_images)
     static const int32_t shapes[][2] = {{1, 1}, {5, 3}, {77, 41}, {200, 150}, {1, 257}, {301, 1}};
     uint64_t rng = 0x5eed0005;
 
-    need_device();
+    twtest_need_gpu();
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
         for (int pat = PAT_ONE; pat < N_PATS; pat++)
             for (int format = 0; format < 3; format++) {
@@ -759,7 +724,7 @@ Test(edt_cuda, small_no_background_gives_inf_and_none)
     static const uint32_t want[3] = {0x7f800000u, 65535u, UINT32_MAX};
     uint8_t *im = make_image(45, 37, PAT_NONE, 0, NULL);
 
-    need_device();
+    twtest_need_gpu();
     for (int format = 0; format < 3; format++) {
         run_opts o = opts_default(format);
         result g;
@@ -785,7 +750,7 @@ Test(edt_cuda, small_band_parameters_do_not_change_the_result)
     uint64_t rng = 0x5eed0006;
     const int n = (int)(sizeof ms / sizeof ms[0]);
 
-    need_device();
+    twtest_need_gpu();
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const int32_t w = shapes[s][0], h = shapes[s][1];
         uint8_t *im = make_image(w, h, PAT_RANDOM, s % 2 ? 5 : 300, &rng);
@@ -855,10 +820,10 @@ Test(edt_cuda, small_bands_with_above_below_equal_whole_image)
      * band given no `above` (or `below`) equals the image cut at its top (bottom) edge. */
     uint64_t rng = 0x5eed0007;
 
-    need_device();
+    twtest_need_gpu();
     for (int k = 0; k < 12; k++) {
-        const int32_t w = 1 + (int32_t)rnd(&rng, 150), hi = 2 + (int32_t)rnd(&rng, 200);
-        uint8_t *im = make_image(w, hi, k % 4 == 3 ? (int)rnd(&rng, N_PATS) : PAT_RANDOM,
+        const int32_t w = 1 + (int32_t)twtest_rnd(&rng, 150), hi = 2 + (int32_t)twtest_rnd(&rng, 200);
+        uint8_t *im = make_image(w, hi, k % 4 == 3 ? (int)twtest_rnd(&rng, N_PATS) : PAT_RANDOM,
                                  k % 2 ? 3 : 100, &rng);
         int64_t *d2 = ref_iso(im, w, hi);
         int32_t *above = malloc((size_t)w * sizeof *above);
@@ -866,15 +831,15 @@ Test(edt_cuda, small_bands_with_above_below_equal_whole_image)
 
         cr_assert(above && below);
         for (int32_t y0 = 0; y0 < hi;) {
-            const int32_t hb = 1 + (int32_t)rnd(&rng, (uint32_t)(k % 3 == 0 ? 8 : hi / 2 + 1));
+            const int32_t hb = 1 + (int32_t)twtest_rnd(&rng, (uint32_t)(k % 3 == 0 ? 8 : hi / 2 + 1));
             const int32_t y1 = y0 + hb < hi ? y0 + hb : hi;
-            run_opts o = opts_default((int)rnd(&rng, 3));
+            run_opts o = opts_default((int)twtest_rnd(&rng, 3));
 
             naive_bounds(im, w, y0, y1, hi, above, below);
             o.idx = true;
             o.y0 = y0;
-            o.above = rnd(&rng, 8) ? above : NULL;
-            o.below = rnd(&rng, 8) ? below : NULL;
+            o.above = twtest_rnd(&rng, 8) ? above : NULL;
+            o.below = twtest_rnd(&rng, 8) ? below : NULL;
             o.m1 = rand_m(&rng, y1 - y0);
             o.m2 = rand_m(&rng, w);
             o.m3 = rand_m(&rng, w);
@@ -904,7 +869,7 @@ Test(edt_cuda, small_band_with_only_outside_background)
     int32_t above[70], below[70];
     int64_t *d2;
 
-    need_device();
+    twtest_need_gpu();
     im[(size_t)3 * w + 5] = 0;
     im[(size_t)20 * w + 60] = 0;
     im[(size_t)80 * w + 33] = 0;
@@ -934,19 +899,19 @@ Test(edt_cuda, small_spacing_matches_reference)
     static const double fixed[][2] = {{1.0, 2.0}, {3.0, 1.0}, {2.0, 2.0}};
     uint64_t rng = 0x5eed0008;
 
-    need_device();
+    twtest_need_gpu();
     for (int k = 0; k < 40; k++) {
-        const int32_t w = 1 + (int32_t)rnd(&rng, 120), h = 1 + (int32_t)rnd(&rng, 120);
-        uint8_t *im = make_image(w, h, k % 5 == 4 ? (int)rnd(&rng, N_PATS) : PAT_RANDOM,
-                                 1 + rnd(&rng, 400), &rng);
+        const int32_t w = 1 + (int32_t)twtest_rnd(&rng, 120), h = 1 + (int32_t)twtest_rnd(&rng, 120);
+        uint8_t *im = make_image(w, h, k % 5 == 4 ? (int)twtest_rnd(&rng, N_PATS) : PAT_RANDOM,
+                                 1 + twtest_rnd(&rng, 400), &rng);
         double *d2 = malloc(((size_t)w * (size_t)h + 1) * sizeof *d2);
         const bool exact = k < 3;
         run_opts o = opts_default(k % 2 ? TWI_EDT_U16 : TWI_EDT_F32);
         result g, c;
 
         cr_assert_not_null(d2);
-        o.sx = exact ? fixed[k][0] : 0.2 + rnd(&rng, 1000) / 250.0;
-        o.sy = exact ? fixed[k][1] : 0.2 + rnd(&rng, 1000) / 250.0;
+        o.sx = exact ? fixed[k][0] : 0.2 + twtest_rnd(&rng, 1000) / 250.0;
+        o.sy = exact ? fixed[k][1] : 0.2 + twtest_rnd(&rng, 1000) / 250.0;
         o.idx = true;
         o.m1 = rand_m(&rng, h);
         o.m2 = rand_m(&rng, w);
@@ -1014,7 +979,7 @@ Test(edt_cuda, small_rejects_invalid_arguments)
     twi_edt_band b;
     size_t bytes;
 
-    need_device();
+    twtest_need_gpu();
     memset(&b, 0, sizeof b);
     b.sx = b.sy = 1.0;
     bytes = twi_cuda_edt_scratch_size(16, 8, &b);
@@ -1095,7 +1060,7 @@ Test(edt_cuda, small_empty_views_are_noops)
     tw_tile_view out = {NULL, 0, 0, 5, 1, TW_F32, 0, 0};
     twi_edt_band b;
 
-    need_device();
+    twtest_need_gpu();
     memset(&b, 0, sizeof b);
     b.sx = b.sy = 1.0;
     cr_assert(eq(int, twi_cuda_edt(&bin, &b, &out, NULL, NULL, 0, NULL), TW_OK));
@@ -1185,11 +1150,11 @@ Test(edt_cuda, small_wavefront_never_below_exact)
     uint64_t rng = 0x5eed0009;
     int64_t above = 0, total = 0;
 
-    need_device();
+    twtest_need_gpu();
     for (int k = 0; k < 30; k++) {
-        const int32_t w = 1 + (int32_t)rnd(&rng, 150), h = 1 + (int32_t)rnd(&rng, 150);
-        uint8_t *im = make_image(w, h, k % 3 == 2 ? (int)rnd(&rng, N_PATS) : PAT_RANDOM,
-                                 1 + rnd(&rng, 300), &rng);
+        const int32_t w = 1 + (int32_t)twtest_rnd(&rng, 150), h = 1 + (int32_t)twtest_rnd(&rng, 150);
+        uint8_t *im = make_image(w, h, k % 3 == 2 ? (int)twtest_rnd(&rng, N_PATS) : PAT_RANDOM,
+                                 1 + twtest_rnd(&rng, 300), &rng);
         int64_t *d2 = ref_iso(im, w, h);
 
         above += check_wavefront(im, w, h, d2, NULL, "wavefront");
@@ -1207,9 +1172,9 @@ Test(edt_cuda, small_wavefront_exact_on_simple_images)
     static const int pats[] = {PAT_ONE, PAT_CORNER, PAT_ALL, PAT_NONE, PAT_ROW};
     uint64_t rng = 0x5eed000a;
 
-    need_device();
+    twtest_need_gpu();
     for (size_t p = 0; p < sizeof pats / sizeof pats[0]; p++) {
-        const int32_t w = 1 + (int32_t)rnd(&rng, 120), h = 1 + (int32_t)rnd(&rng, 120);
+        const int32_t w = 1 + (int32_t)twtest_rnd(&rng, 120), h = 1 + (int32_t)twtest_rnd(&rng, 120);
         uint8_t *im = make_image(w, h, pats[p], 0, &rng);
         int64_t *d2 = ref_iso(im, w, h);
 
@@ -1263,7 +1228,7 @@ Test(edt_cuda_large, image_4097x3001_matches_cpu, .timeout = 600)
     const int32_t w = 4097, h = 3001;
     uint64_t rng = 0x5eed000b;
 
-    need_device();
+    twtest_need_gpu();
     for (int f = 0; f < 3; f++) {
         const size_t n = (size_t)w * (size_t)h;
         uint8_t *im = malloc(n);
@@ -1272,8 +1237,8 @@ Test(edt_cuda_large, image_4097x3001_matches_cpu, .timeout = 600)
 
         cr_assert(im && d2);
         for (size_t i = 0; i < n; i++)
-            im[i] = (next_rand(&rng) >> 33) % 100000 < per100k[f] ? 0 : 1;
-        rows[5] = (int32_t)rnd(&rng, (uint32_t)h);
+            im[i] = (twtest_xorshift(&rng) >> 33) % 100000 < per100k[f] ? 0 : 1;
+        rows[5] = (int32_t)twtest_rnd(&rng, (uint32_t)h);
         sampled_rows_reference(im, w, h, rows, 6, d2);
         for (int format = 0; format < 3; format++) {
             run_opts o = opts_default(format);
@@ -1317,7 +1282,7 @@ Test(edt_cuda_large, wide_and_tall_bands_match_cpu, .timeout = 600)
     static const int32_t shapes[][2] = {{20011, 300}, {300, 20011}, {65536, 33}, {5, 70000}};
     uint64_t rng = 0x5eed000c;
 
-    need_device();
+    twtest_need_gpu();
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const int32_t w = shapes[s][0], h = shapes[s][1];
         const size_t n = (size_t)w * (size_t)h;
@@ -1328,10 +1293,10 @@ Test(edt_cuda_large, wide_and_tall_bands_match_cpu, .timeout = 600)
 
         cr_assert(im && above && below);
         for (size_t i = 0; i < n; i++)
-            im[i] = rnd(&rng, 5000) == 0 ? 0 : 1;
+            im[i] = twtest_rnd(&rng, 5000) == 0 ? 0 : 1;
         for (int32_t x = 0; x < w; x++) {
-            above[x] = rnd(&rng, 3) ? (int32_t)rnd(&rng, 1000) : -1;
-            below[x] = rnd(&rng, 3) ? 1000 + h + (int32_t)rnd(&rng, 1000) : -1;
+            above[x] = twtest_rnd(&rng, 3) ? (int32_t)twtest_rnd(&rng, 1000) : -1;
+            below[x] = twtest_rnd(&rng, 3) ? 1000 + h + (int32_t)twtest_rnd(&rng, 1000) : -1;
         }
         o.y0 = 1000;
         o.above = above;
@@ -1402,7 +1367,7 @@ huge_case(const int32_t *pts, int npts, bool with_idx)
     rows[4] = n - 2;
     rows[5] = n - 1;
     for (int k = 6; k < 40; k++)
-        rows[k] = (int32_t)rnd(&rng, (uint32_t)n);
+        rows[k] = (int32_t)twtest_rnd(&rng, (uint32_t)n);
     for (int k = 0; k < 40; k++) {
         const int32_t y = rows[k];
 
@@ -1449,7 +1414,7 @@ Test(edt_cuda_large, side_47000_single_corner_pixel, .timeout = 600)
     static const int32_t corner[] = {0, 0};
     static const int32_t five[] = {46999, 46999, 12, 40000, 23456, 23456, 46000, 3, 1, 46998};
 
-    need_device();
+    twtest_need_gpu();
     huge_case(corner, 1, false);
     huge_case(five, 5, true);
 }
@@ -1511,7 +1476,7 @@ Test(edt_cuda_bench, pba_8k_16k, .timeout = 600)
 
     if (!getenv("TW_EDT_BENCH"))
         cr_skip_test("benchmark: set TW_EDT_BENCH=1");
-    need_device();
+    twtest_need_gpu();
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
         for (size_t p = 0; p < sizeof pcts / sizeof pcts[0]; p++) {
             const int32_t w = sizes[s][0], h = sizes[s][1];
@@ -1529,7 +1494,7 @@ Test(edt_cuda_bench, pba_8k_16k, .timeout = 600)
             im = malloc(n);
             cr_assert_not_null(im);
             for (size_t i = 0; i < n; i += 8) {
-                uint64_t r = next_rand(&rng);
+                uint64_t r = twtest_xorshift(&rng);
 
                 for (size_t j = 0; j < 8 && i + j < n; j++, r >>= 8)
                     im[i + j] = (uint8_t)((r & 0xff) * 100 < (uint64_t)pcts[p] * 256 ? 0 : 1);

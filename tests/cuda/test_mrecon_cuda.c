@@ -16,45 +16,10 @@
 #include <cuda_runtime.h>
 
 #include "cuda_kernels.h"
+#include "twtest.h"
 #include "omp_kernels.h"
 
 #define PAD_BYTE 0x5A
-
-static uint64_t
-next_rand(uint64_t *s)
-{
-    /* xorshift64*: deterministic on every machine */
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 2685821657736338717ull;
-}
-
-/* Uniform in [0, n). */
-static uint32_t
-rnd(uint64_t *s, uint32_t n)
-{
-    return n ? (uint32_t)((next_rand(s) >> 32) % n) : 0;
-}
-
-static bool
-have_device(void)
-{
-    int n = 0;
-
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    return true;
-}
-
-static void
-need_device(void)
-{
-    if (!have_device())
-        cr_skip_test("no CUDA device");
-}
 
 /* ---- images as plain uint32 arrays (w * h, tight) ------------------------------------------ */
 
@@ -237,7 +202,7 @@ smooth_field(float *f, int32_t w, int32_t h, int32_t s, uint64_t *rng)
 
         cr_assert_not_null(g);
         for (int64_t i = 0; i < (int64_t)gw * gh; i++)
-            g[i] = (float)rnd(rng, 1u << 16) / 65536.0f;
+            g[i] = (float)twtest_rnd(rng, 1u << 16) / 65536.0f;
         for (int32_t y = 0; y < h; y++) {
             const int32_t gy = y / sp;
             const float fy = (float)(y % sp) / (float)sp;
@@ -268,45 +233,45 @@ generate(img *im, int kind, uint64_t *rng)
         kind == KIND_SPARSE) {
         f = malloc((size_t)n * sizeof *f);
         cr_assert_not_null(f);
-        smooth_field(f, w, h, 2 + (int32_t)rnd(rng, 30), rng);
+        smooth_field(f, w, h, 2 + (int32_t)twtest_rnd(rng, 30), rng);
     }
     switch (kind) {
     case KIND_NOISE:
         for (int64_t i = 0; i < n; i++) {
-            im->msk[i] = rnd(rng, maxv + 1);
-            im->mrk[i] = rnd(rng, im->msk[i] + 1);
+            im->msk[i] = twtest_rnd(rng, maxv + 1);
+            im->mrk[i] = twtest_rnd(rng, im->msk[i] + 1);
         }
         break;
     case KIND_BINARY: {
-        const float t = 0.3f + (float)rnd(rng, 40) / 100.0f;
+        const float t = 0.3f + (float)twtest_rnd(rng, 40) / 100.0f;
 
         for (int64_t i = 0; i < n; i++) {
             im->msk[i] = f[i] > t ? maxv : 0;
             im->mrk[i] = 0;
         }
-        for (uint32_t k = rnd(rng, 6) + 1; k > 0; k--) {
-            const int64_t p = rnd(rng, (uint32_t)n);
+        for (uint32_t k = twtest_rnd(rng, 6) + 1; k > 0; k--) {
+            const int64_t p = twtest_rnd(rng, (uint32_t)n);
 
             im->mrk[p] = im->msk[p];
         }
         break;
     }
     case KIND_PLATEAU: {
-        const uint32_t levels = 2 + rnd(rng, 4), step = maxv / levels;
+        const uint32_t levels = 2 + twtest_rnd(rng, 4), step = maxv / levels;
 
         for (int64_t i = 0; i < n; i++) {
             const uint32_t l = (uint32_t)(f[i] * (float)levels);
 
             im->msk[i] = l * step;
-            im->mrk[i] = rnd(rng, 8) == 0 ? im->msk[i] : (l ? (l - 1) * step : 0);
+            im->mrk[i] = twtest_rnd(rng, 8) == 0 ? im->msk[i] : (l ? (l - 1) * step : 0);
         }
         break;
     }
     case KIND_SMOOTH: {
-        const uint32_t hh = 1 + rnd(rng, maxv / 4);
+        const uint32_t hh = 1 + twtest_rnd(rng, maxv / 4);
 
         for (int64_t i = 0; i < n; i++) {
-            uint32_t v = (uint32_t)(f[i] * (float)maxv) + rnd(rng, maxv / 32 + 1);
+            uint32_t v = (uint32_t)(f[i] * (float)maxv) + twtest_rnd(rng, maxv / 32 + 1);
 
             im->msk[i] = v > maxv ? maxv : v;
             im->mrk[i] = im->msk[i] > hh ? im->msk[i] - hh : 0;
@@ -316,13 +281,13 @@ generate(img *im, int kind, uint64_t *rng)
     case KIND_IDENTITY:
     case KIND_ZERO:
         for (int64_t i = 0; i < n; i++) {
-            im->msk[i] = rnd(rng, maxv + 1);
+            im->msk[i] = twtest_rnd(rng, maxv + 1);
             im->mrk[i] = kind == KIND_IDENTITY ? im->msk[i] : 0;
         }
         break;
     case KIND_MAZE: {
         /* Corridors on even rows, joined at alternating ends on odd rows; walls random low. */
-        const uint32_t v = maxv - rnd(rng, maxv / 2);
+        const uint32_t v = maxv - twtest_rnd(rng, maxv / 2);
 
         for (int32_t y = 0; y < h; y++)
             for (int32_t x = 0; x < w; x++) {
@@ -330,17 +295,17 @@ generate(img *im, int kind, uint64_t *rng)
                 const bool open = (y % 2 == 0) || (y % 4 == 1 && x == w - 1) ||
                                   (y % 4 == 3 && x == 0);
 
-                im->msk[i] = open ? v : rnd(rng, v / 4 + 1);
-                im->mrk[i] = rnd(rng, im->msk[i] / 8 + 1);
+                im->msk[i] = open ? v : twtest_rnd(rng, v / 4 + 1);
+                im->mrk[i] = twtest_rnd(rng, im->msk[i] / 8 + 1);
             }
         im->mrk[0] = im->msk[0];
         break;
     }
     case KIND_SPOT: {
-        const int64_t p = rnd(rng, (uint32_t)n);
+        const int64_t p = twtest_rnd(rng, (uint32_t)n);
 
         for (int64_t i = 0; i < n; i++) {
-            im->msk[i] = rnd(rng, 5) == 0 ? rnd(rng, maxv / 2 + 1) : maxv;
+            im->msk[i] = twtest_rnd(rng, 5) == 0 ? twtest_rnd(rng, maxv / 2 + 1) : maxv;
             im->mrk[i] = 0;
         }
         im->mrk[p] = im->msk[p];
@@ -348,14 +313,14 @@ generate(img *im, int kind, uint64_t *rng)
     }
     case KIND_NEARMAX:
         for (int64_t i = 0; i < n; i++) {
-            im->msk[i] = maxv - rnd(rng, 4);
-            im->mrk[i] = im->msk[i] - rnd(rng, im->msk[i] < 3 ? im->msk[i] + 1 : 4);
+            im->msk[i] = maxv - twtest_rnd(rng, 4);
+            im->mrk[i] = im->msk[i] - twtest_rnd(rng, im->msk[i] < 3 ? im->msk[i] + 1 : 4);
         }
         break;
     case KIND_SPARSE:
         for (int64_t i = 0; i < n; i++) {
             im->msk[i] = (uint32_t)(f[i] * (float)maxv);
-            im->mrk[i] = rnd(rng, 100) == 0 ? im->msk[i] : 0;
+            im->mrk[i] = twtest_rnd(rng, 100) == 0 ? im->msk[i] : 0;
         }
         break;
     }
@@ -517,19 +482,19 @@ static void
 random_case(uint64_t *rng, int32_t maxw, int32_t maxh, const int64_t *caps, int ncaps,
             cudaStream_t stream, const char *what)
 {
-    int32_t w = 1 + (int32_t)rnd(rng, (uint32_t)maxw), h = 1 + (int32_t)rnd(rng, (uint32_t)maxh);
-    const tw_sample_type t = rnd(rng, 2) ? TW_U16 : TW_U8;
-    const int kind = (int)rnd(rng, N_KINDS);
-    run_opts o = {rnd(rng, 2) ? 8 : 4, NULL, 0, caps[rnd(rng, (uint32_t)ncaps)],
-                  rnd(rng, 3) ? 0 : rnd(rng, 9), (int)rnd(rng, 2), stream, NULL};
+    int32_t w = 1 + (int32_t)twtest_rnd(rng, (uint32_t)maxw), h = 1 + (int32_t)twtest_rnd(rng, (uint32_t)maxh);
+    const tw_sample_type t = twtest_rnd(rng, 2) ? TW_U16 : TW_U8;
+    const int kind = (int)twtest_rnd(rng, N_KINDS);
+    run_opts o = {twtest_rnd(rng, 2) ? 8 : 4, NULL, 0, caps[twtest_rnd(rng, (uint32_t)ncaps)],
+                  twtest_rnd(rng, 3) ? 0 : twtest_rnd(rng, 9), (int)twtest_rnd(rng, 2), stream, NULL};
     img im;
     uint32_t *want;
 
     /* Odd shapes: degenerate rows and columns, tiny tiles. */
-    switch (rnd(rng, 8)) {
+    switch (twtest_rnd(rng, 8)) {
     case 0: w = 1; break;
     case 1: h = 1; break;
-    case 2: w = 1 + (int32_t)rnd(rng, 4); h = 1 + (int32_t)rnd(rng, 4); break;
+    case 2: w = 1 + (int32_t)twtest_rnd(rng, 4); h = 1 + (int32_t)twtest_rnd(rng, 4); break;
     default: break;
     }
     im = img_new(w, h, t);
@@ -548,12 +513,12 @@ random_case(uint64_t *rng, int32_t maxw, int32_t maxh, const int64_t *caps, int 
 static void
 seeded_case(uint64_t *rng, int32_t maxw, int32_t maxh, int64_t cap, cudaStream_t stream)
 {
-    const int32_t w = 1 + (int32_t)rnd(rng, (uint32_t)maxw);
-    const int32_t h = 1 + (int32_t)rnd(rng, (uint32_t)maxh);
-    const tw_sample_type t = rnd(rng, 2) ? TW_U16 : TW_U8;
-    const int kind = (int)rnd(rng, N_KINDS);
+    const int32_t w = 1 + (int32_t)twtest_rnd(rng, (uint32_t)maxw);
+    const int32_t h = 1 + (int32_t)twtest_rnd(rng, (uint32_t)maxh);
+    const tw_sample_type t = twtest_rnd(rng, 2) ? TW_U16 : TW_U8;
+    const int kind = (int)twtest_rnd(rng, N_KINDS);
     const int64_t n = (int64_t)w * h;
-    run_opts o = {rnd(rng, 2) ? 8 : 4, NULL, 0, cap, rnd(rng, 2) ? 0 : 3, (int)rnd(rng, 2),
+    run_opts o = {twtest_rnd(rng, 2) ? 8 : 4, NULL, 0, cap, twtest_rnd(rng, 2) ? 0 : 3, (int)twtest_rnd(rng, 2),
                   stream, NULL};
     img im = img_new(w, h, t);
     uint32_t *want = malloc((size_t)n * sizeof *want);
@@ -563,9 +528,9 @@ seeded_case(uint64_t *rng, int32_t maxw, int32_t maxh, int64_t cap, cudaStream_t
     cr_assert(want && seeds);
     generate(&im, kind, rng);
     ref_naive(im.mrk, im.msk, w, h, o.conn); /* now stable */
-    if (rnd(rng, 2)) {
+    if (twtest_rnd(rng, 2)) {
         /* A border of the tile raised, as a neighbouring tile's propagation does. */
-        const int side = (int)rnd(rng, 4);
+        const int side = (int)twtest_rnd(rng, 4);
         const int32_t len = side < 2 ? w : h;
 
         for (int32_t i = 0; i < len; i++) {
@@ -573,21 +538,21 @@ seeded_case(uint64_t *rng, int32_t maxw, int32_t maxh, int64_t cap, cudaStream_t
             const int32_t y = side < 2 ? (side == 0 ? 0 : h - 1) : i;
             const int64_t p = (int64_t)y * w + x;
 
-            if (rnd(rng, 3) == 0)
+            if (twtest_rnd(rng, 3) == 0)
                 continue;
-            im.mrk[p] += rnd(rng, im.msk[p] - im.mrk[p] + 1);
+            im.mrk[p] += twtest_rnd(rng, im.msk[p] - im.mrk[p] + 1);
             seeds[ns++] = (uint32_t)p;
         }
     }
-    for (uint32_t k = rnd(rng, 12) + 1; k > 0; k--) {
-        const int64_t p = rnd(rng, (uint32_t)n);
+    for (uint32_t k = twtest_rnd(rng, 12) + 1; k > 0; k--) {
+        const int64_t p = twtest_rnd(rng, (uint32_t)n);
 
-        im.mrk[p] += rnd(rng, im.msk[p] - im.mrk[p] + 1);
+        im.mrk[p] += twtest_rnd(rng, im.msk[p] - im.mrk[p] + 1);
         seeds[ns++] = (uint32_t)p;
-        if (rnd(rng, 3) == 0)
+        if (twtest_rnd(rng, 3) == 0)
             seeds[ns++] = (uint32_t)p; /* duplicate */
     }
-    seeds[ns++] = rnd(rng, (uint32_t)n); /* listed but not raised */
+    seeds[ns++] = twtest_rnd(rng, (uint32_t)n); /* listed but not raised */
     memcpy(want, im.mrk, (size_t)n * sizeof *want);
     ref_naive(want, im.msk, w, h, o.conn);
     o.seeds = seeds;
@@ -608,11 +573,11 @@ Test(mrecon_cuda, small_cases_whole_and_seeded)
     static const int64_t caps[] = {0, 0, 1, 7, 32, 1000};
     uint64_t rng = 0x5EED0001ull;
 
-    need_device();
+    twtest_need_gpu();
     for (int i = 0; i < 150; i++)
         random_case(&rng, 40, 40, caps, 6, NULL, "small");
     for (int i = 0; i < 100; i++)
-        seeded_case(&rng, 40, 40, caps[rnd(&rng, 6)], NULL);
+        seeded_case(&rng, 40, 40, caps[twtest_rnd(&rng, 6)], NULL);
 }
 
 Test(mrecon_cuda, random_cases_match_reference)
@@ -624,7 +589,7 @@ Test(mrecon_cuda, random_cases_match_reference)
     uint64_t rng = 0x5EED0002ull;
     cudaStream_t stream = NULL;
 
-    need_device();
+    twtest_need_gpu();
     cr_assert(eq(int, cudaStreamCreate(&stream), cudaSuccess));
     for (int i = 0; i < 2000; i++)
         random_case(&rng, 300, 200, caps, 4, stream, "random");
@@ -637,7 +602,7 @@ Test(mrecon_cuda, seeded_raised_and_border_pixels)
      * propagation equals a full recompute (reference) and the CPU kernel's seeded run. */
     uint64_t rng = 0x5EED0003ull;
 
-    need_device();
+    twtest_need_gpu();
     for (int i = 0; i < 400; i++)
         seeded_case(&rng, 300, 200, 0, NULL);
 }
@@ -650,7 +615,7 @@ Test(mrecon_cuda, tiny_queue_capacities_give_the_same_bytes)
     static const int64_t caps[] = {1, 32, 1000};
     uint64_t rng = 0x5EED0004ull;
 
-    need_device();
+    twtest_need_gpu();
     for (int c = 0; c < 3; c++) {
         for (int i = 0; i < 40; i++)
             random_case(&rng, 300, 200, caps + c, 1, NULL, "tiny-capacity");
@@ -708,7 +673,7 @@ Test(mrecon_cuda, large_tiles_match_cpu, .timeout = 300)
 {
     /* 4096 x 4096 u8 8-connected tissue-like, 3000 x 7000 u16 4-connected tissue-like, and a
      * 1023 x 511 one-pixel serpentine (a 260,000-pixel chain) in both connectivities. */
-    need_device();
+    twtest_need_gpu();
     large_case(4096, 4096, TW_U8, 8, KIND_SMOOTH, 11);
     large_case(3000, 7000, TW_U16, 4, KIND_SMOOTH, 12);
     large_case(1023, 511, TW_U8, 8, KIND_MAZE, 13);
@@ -837,7 +802,7 @@ tissue_u8(uint8_t *msk, uint8_t *mrk, int32_t n, uint64_t seed)
 
         cr_assert_not_null(g);
         for (int64_t i = 0; i < (int64_t)gw * gw; i++)
-            g[i] = amp[o] * (float)rnd(&rng, 1u << 16) / 65536.0f;
+            g[i] = amp[o] * (float)twtest_rnd(&rng, 1u << 16) / 65536.0f;
         for (int32_t y = 0; y < n; y++) {
             const float fy = (float)(y % sp[o]) / (float)sp[o];
             const float *r0 = g + (int64_t)(y / sp[o]) * gw, *r1 = r0 + gw;
@@ -854,7 +819,7 @@ tissue_u8(uint8_t *msk, uint8_t *mrk, int32_t n, uint64_t seed)
         free(g);
     }
     for (int64_t i = 0; i < (int64_t)n * n; i++) {
-        int v = (int)(acc[i] * 255.0f) + (int)rnd(&rng, 13) - 6;
+        int v = (int)(acc[i] * 255.0f) + (int)twtest_rnd(&rng, 13) - 6;
 
         msk[i] = (uint8_t)(v < 0 ? 0 : (v > 255 ? 255 : v));
         mrk[i] = (uint8_t)(msk[i] > 40 ? msk[i] - 40 : 0);
@@ -949,7 +914,7 @@ Test(mrecon_cuda, bench_16k_tissue, .timeout = 600)
 
     if (!getenv("TW_MRECON_BENCH"))
         cr_skip_test("benchmark: set TW_MRECON_BENCH=1");
-    need_device();
+    twtest_need_gpu();
     msk = malloc((size_t)n * n);
     mrk = malloc((size_t)n * n);
     cr_assert(msk && mrk);
