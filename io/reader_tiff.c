@@ -366,7 +366,8 @@ check_layout(tw_slide *s, tiff_reader *r, const tiff_layout *l, tw_error *err)
     if (l->spp > 1 && l->planar == PLANARCONFIG_SEPARATE)
         return twi_error_set(err, TW_E_FORMAT,
                              "io.tiff: unsupported planar configuration separate in '%s'", p);
-    if (l->bps != 8 && l->bps != 16 && l->bps != 32)
+    if (l->bps != 8 && l->bps != 16 && l->bps != 32 &&
+        !(l->bps == 64 && l->fmt == SAMPLEFORMAT_UINT && l->spp == 1))
         return twi_error_set(err, TW_E_FORMAT, "io.tiff: unsupported bits per sample %u in '%s'",
                              (unsigned)l->bps, p);
     if (l->fmt != SAMPLEFORMAT_UINT && l->fmt != SAMPLEFORMAT_IEEEFP)
@@ -391,6 +392,7 @@ check_layout(tw_slide *s, tiff_reader *r, const tiff_layout *l, tw_error *err)
         s->type = l->fmt == SAMPLEFORMAT_IEEEFP ? TW_F32
                   : l->bps == 8                 ? TW_U8
                   : l->bps == 16                ? TW_U16
+                  : l->bps == 64                ? TW_U64
                                                 : TW_U32;
     } else {
         /* RGB, or YCbCr JPEG that libjpeg converts to RGB; a 4th sample (alpha) is dropped */

@@ -87,6 +87,100 @@ tw_status twi_edt_check(const tw_tile_view *bin, const twi_edt_band *band,
 tw_status twi_omp_edt_wavefront(const tw_tile_view *bin, const twi_edt_band *band,
                                 tw_tile_view *out, tw_tile_view *idx, int nthreads);
 
+/*
+ * maxtree: the canonical max-tree of a whole image or tile (runtime/tw_tile_view.h).
+ * `in`: 1 channel, TW_U8 or TW_U16, w x h. `parent`: 1 channel, the same w x h, TW_U32
+ * (w * h <= UINT32_MAX) or TW_U64, receiving raster indices y * w + x (x0/y0 of the views are
+ * ignored). conn: 4 or 8.
+ * Sequential per block: union-find over pixels sorted by level with a counting sort (Berger
+ * et al. 2007, union by rank and path compression on a separate zpar array), canonicalised.
+ * Large images are cut into cache-sized blocks even with nthreads <= 1 (no team is opened
+ * then); nthreads > 1: at least a few blocks per thread, built in parallel. Blocks are merged
+ * along their borders with CONNECT (seed 001, algorithm 3) and canonicalised (in parallel
+ * with a team): the same bytes as one block. Scratch: about 13 (32-bit) or 25 (64-bit) bytes
+ * a pixel of a block per thread, plus w * h bytes when there are blocks, plus a parent image
+ * (and a packed copy of `in`) unless `parent` (`in`) is packed with the index size (4 bytes
+ * up to 2^31 pixels with a TW_U32 parent, else 8).
+ * Returns TW_OK, TW_E_INVALID (bad views, conn, TW_U32 parent for more than UINT32_MAX
+ * pixels), TW_E_NOMEM.
+ */
+tw_status twi_omp_maxtree(const tw_tile_view *in, int conn, tw_tile_view *parent, int nthreads);
+/* Same with the block grid forced to gx x gy (clamped to the image; 1 x 1 = one block; more
+ * than 2^24 blocks after clamping: TW_E_INVALID) whatever nthreads: lets tests exercise the
+ * merge on small images. */
+tw_status twi_omp_maxtree_grid(const tw_tile_view *in, int conn, tw_tile_view *parent,
+                               int nthreads, int32_t gx, int32_t gy);
+/* The argument check of twi_omp_maxtree, shared with its CUDA twin: TW_OK or TW_E_INVALID. */
+tw_status twi_maxtree_check(const tw_tile_view *in, int conn, const tw_tile_view *parent);
+
+/*
+ * Border max-trees (seed 000, chapter 6; Kazemier et al. 2017): the CPU side of the
+ * whole-slide attribute filters (ops/maxtree.c). A tile's border max-tree is the set of nodes
+ * of its local max-tree that hold a pixel of a border side (a side shared with another tile)
+ * or are ancestors of such a node. Its nodes are numbered by increasing canonical pixel index,
+ * so the same tile gives the same numbering in both passes.
+ */
+enum { TWI_MT_TOP = 0, TWI_MT_BOTTOM, TWI_MT_LEFT, TWI_MT_RIGHT };
+#define TWI_MT_SIDE(s) (1u << (s))
+
+typedef struct twi_mt_border {
+    int64_t n;          /* nodes */
+    uint16_t *level;    /* [n] */
+    uint32_t *lparent;  /* [n] the local parent's number; its own for the tile's root */
+    uint32_t *own;      /* [n] pixels whose nearest border-tree node (itself or an ancestor) is
+                           this one: the node's area minus its border-tree children's areas */
+    uint16_t *maxv;     /* [n] the highest level in the node's local subtree */
+    uint32_t *side[4];  /* TWI_MT_*: the node number of every pixel of that side (w or h of
+                           them), NULL when the side is not a border */
+    int32_t w, h;
+} twi_mt_border;
+
+/* What a pass computes for each node (twi_mt_merge, twi_mt_filter). */
+typedef enum twi_mt_rule {
+    TWI_MT_AREA = 0, /* level of the nearest ancestor with area >= threshold, else vmin */
+    TWI_MT_HEIGHT,   /* nearest ancestor with maxv - level(parent) >= threshold; root kept */
+    TWI_MT_AREA_MAP  /* the node's area (for tests and tilewave maxtree --area) */
+} twi_mt_rule;
+
+typedef struct twi_mt_filter {
+    twi_mt_rule rule;
+    uint64_t threshold;
+    uint16_t vmin;      /* level given when no ancestor survives (TWI_MT_AREA) */
+} twi_mt_filter;
+
+/* Pass 1: the border max-tree of a tile from its levels (TW_U8 / TW_U16, 1 channel) and its
+ * canonical parent image (TW_U32, tile raster indices, packed: stride = 4 w). `sides` is a
+ * mask of TWI_MT_SIDE() bits. Returns TW_OK, TW_E_INVALID, TW_E_NOMEM (b is then empty). */
+tw_status twi_mt_border_extract(const tw_tile_view *levels, const tw_tile_view *parent,
+                                unsigned sides, twi_mt_border *b);
+void twi_mt_border_free(twi_mt_border *b);
+
+/*
+ * BP: merge the border max-trees of a tiles_x x tiles_y grid of tiles (raster order; tile
+ * (tx, ty) has its border sides towards the existing neighbours) under 4- or 8-connectivity:
+ * a union-find over all border-tree nodes in decreasing level order whose edges are the local
+ * parent links and the links between the nodes of adjacent pixels of adjacent tiles, giving
+ * the global max-tree of the border-touching nodes and, summed up it, their global area and
+ * highest level. res (allocated here, free()): for node i of tile t, res[off[t] + i] is the
+ * global answer of `f` for that node; off (allocated here) has n_tiles + 1 entries. edges:
+ * links merged. Returns TW_OK, TW_E_INVALID (more than UINT32_MAX nodes or links),
+ * TW_E_NOMEM, TW_E_INTERNAL (a grid that does not connect).
+ */
+tw_status twi_mt_merge(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y, int conn,
+                       const twi_mt_filter *f, uint64_t **res, int64_t **off, int64_t *edges);
+
+/* Pass 2: filter a tile: `levels`, `parent` and `sides` as in pass 1; res: the tile's part of
+ * twi_mt_merge's answer (NULL when sides is 0). out: 1 channel of the levels' type, or, for
+ * TWI_MT_AREA_MAP, TW_U32 (areas above UINT32_MAX saturate) or TW_U64. */
+tw_status twi_mt_filter_tile(const tw_tile_view *levels, const tw_tile_view *parent,
+                             unsigned sides, const uint64_t *res, const twi_mt_filter *f,
+                             tw_tile_view *out);
+
+/* The per-pixel area of each pixel's node from a whole image's canonical parent image
+ * (TW_U32 or TW_U64, packed) into out (TW_U32 or TW_U64, same w x h). */
+tw_status twi_mt_area_map(const tw_tile_view *levels, const tw_tile_view *parent,
+                          tw_tile_view *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -53,6 +53,7 @@ tw_sample_size(tw_sample_type t)
     case TW_U16: return 2;
     case TW_U32: return 4;
     case TW_F32: return 4;
+    case TW_U64: return 8;
     }
     return 0;
 }
@@ -65,6 +66,7 @@ tw_sample_type_name(tw_sample_type t)
     case TW_U16: return "u16";
     case TW_U32: return "u32";
     case TW_F32: return "f32";
+    case TW_U64: return "u64";
     }
     return "?";
 }

@@ -70,6 +70,18 @@ typedef struct twi_edt_band {
     int32_t m1, m2, m3;    /* CUDA only: PBA+ band counts of phases 1, 2, 3; 0 = automatic */
 } twi_edt_band;
 
+/*
+ * Max-tree (seeds 000 and 001; omp/ and cuda/ twins, ops/maxtree.c drives them). A max-tree is
+ * stored as a parent image of raster indices (y * w + x of the image or tile being processed).
+ * Canonical form (seed 001, section 2.2): with the total order
+ *     p < q  iff  f(p) < f(q), or f(p) = f(q) and index(p) > index(q),
+ * parent(p) < p for every pixel but the root, which points to itself, and every parent is a
+ * canonical pixel. The canonical pixel of a node (a connected component of [f >= v] holding a
+ * pixel of level v, under 4- or 8-connectivity) is its pixel of LARGEST raster index at level
+ * v; every other pixel of the node points to it; a canonical pixel points to the canonical
+ * pixel of the parent node. The representation is therefore unique: two correct
+ * implementations produce the same bytes.
+ */
 #ifdef __cplusplus
 }
 #endif

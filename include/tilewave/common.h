@@ -64,13 +64,14 @@ typedef enum tw_sample_type {
     TW_U8 = 1, /**< unsigned 8-bit */
     TW_U16,    /**< unsigned 16-bit */
     TW_U32,    /**< unsigned 32-bit */
-    TW_F32     /**< IEEE float32 */
+    TW_F32,    /**< IEEE float32 */
+    TW_U64     /**< unsigned 64-bit (max-tree parent images above 2^32 - 1 pixels) @since 0.4 */
 } tw_sample_type;
 
 /** Bytes per sample of @p t, 0 for an unknown type. Thread-safe. @since 0.1 */
 TW_API size_t tw_sample_size(tw_sample_type t);
 
-/** Short name of a sample type: "u8", "u16", "u32", "f32" ("?" when unknown). @since 0.1 */
+/** Short name of a sample type: "u8", "u16", "u32", "f32", "u64" ("?" when unknown). @since 0.1 */
 TW_API const char *tw_sample_type_name(tw_sample_type t);
 
 /** Log levels, most severe first. @since 0.1 */

@@ -50,6 +50,7 @@ tu_store(void *p, tw_sample_type t, uint64_t bits)
         memcpy(p, &v, 4);
         break;
     }
+    case TW_U64: memcpy(p, &bits, 8); break;
     case TW_F32: {
         /* finite values with fractions and signs, exact in float */
         float f = (float)(int32_t)(bits & 0xfffff) / 64.0f - 8000.0f;

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave tests: max-tree helpers (naive reference, random images, structural check). */
+#ifndef TWTEST_MT_H
+#define TWTEST_MT_H
+
+#include <stdint.h>
+
+#include "tilewave.h"
+
+/*
+ * Naive canonical max-tree, written independently of the kernels: pixels sorted by (level
+ * descending, index ascending) with qsort, a plain union-find, then canonicalisation to the
+ * contract form of runtime/tw_tile_view.h (the canonical pixel is the largest raster index of
+ * its node, the root points to itself). img: packed w * h of TW_U8 or TW_U16; parent: w * h
+ * raster indices. conn: 4 or 8. Asserts (Criterion) on allocation failure.
+ */
+void twtest_maxtree_naive(const void *img, tw_sample_type type, int w, int h, int conn,
+                          uint64_t *parent);
+
+/*
+ * Fill img (packed w * h, TW_U8 or TW_U16) with a random test image; every mode is valid for
+ * both types:
+ *   0 uniform noise over the type's full range,  1 few levels (0..3),
+ *   2 plateaus (random rectangles of constant level on few levels),
+ *   3 smooth-ish (a random walk along rows, blended with the row above),
+ *   4 many levels (16-bit: noise over 0..4095 plus a ramp; 8-bit: the full range),
+ *   5 extremes (only 0 and the type's maximum).
+ * Modes outside 0..5 are taken modulo 6.
+ */
+void twtest_mt_random_image(uint64_t *rng, void *img, tw_sample_type type, int w, int h,
+                            int mode);
+
+/*
+ * Structural check of a parent image against the contract: indices in range,
+ * f(parent(p)) <= f(p), parent(p) < p in the total order for every non-root pixel (level, then
+ * larger index first), parents canonical, exactly one root and at the minimum level (the
+ * strict order makes the graph acyclic). Returns NULL if OK, else a static message.
+ */
+const char *twtest_maxtree_check(const void *img, tw_sample_type type, int w, int h, int conn,
+                                 const uint64_t *parent);
+
+#endif /* TWTEST_MT_H */
