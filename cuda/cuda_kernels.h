@@ -81,6 +81,24 @@ tw_status twi_cuda_edt_wavefront(const tw_tile_view *d_bin, const twi_edt_band *
                                  tw_tile_view *d_out, tw_tile_view *d_idx, void *d_scratch,
                                  size_t scratch_bytes, void *stream);
 
+/*
+ * maxtree: the CUDA twin of twi_omp_maxtree (omp/omp_kernels.h): the same canonical parent
+ * image, byte for byte, for TW_U8 and TW_U16 input, 4- and 8-connectivity; parent TW_U32 only
+ * (w * h <= UINT32_MAX; TW_E_INVALID otherwise). The 1D-optimised algorithm of seed 001: one
+ * thread block per tile (64x64 for 8-bit, 64x32 for 16-bit); one thread per column segment
+ * builds its max-tree with the 1D algorithm of Menotti et al. (algorithm 2) in shared memory;
+ * segments and columns are merged with the concurrent lock-free CONNECT in shared memory
+ * (atomicMax on packed parent-level/parent-index records, algorithm 6); tile borders are
+ * merged in global memory with CONNECT on 64-bit (level, index) records and atomicMax (the
+ * seed's 64-bit extension); 8-connectivity keeps at most one CONNECT per border pixel (a
+ * stronger rule than propositions 1-2 of section 5.2); then every pixel is flattened to the
+ * canonical form. 16-bit runs without the halo of section 5.3 (measured: no gain).
+ * Scratch: twi_cuda_maxtree_scratch_size() bytes (8 a pixel) from the caller.
+ */
+size_t twi_cuda_maxtree_scratch_size(int32_t w, int32_t h, tw_sample_type type, int conn);
+tw_status twi_cuda_maxtree(const tw_tile_view *d_in, int conn, tw_tile_view *d_parent,
+                           void *d_scratch, size_t scratch_bytes, void *stream);
+
 #endif /* TW_HAVE_CUDA */
 
 #ifdef __cplusplus

@@ -27,6 +27,7 @@ declare -A filter=(
     [cuda_test_mrecon_job]='mrecon_job/large_tiles*'
     [cuda_test_edt_cuda]='edt_cuda/small*'
     [cuda_test_edt_job]='edt_job_cuda/spacing*'
+    [cuda_test_maxtree_cuda]='maxtree_cuda/small*'
 )
 declare -A tools=([cuda_test_mrecon_job]='memcheck' [cuda_test_edt_job]='memcheck')
 : > "$out/sanitizer.log"
@@ -51,16 +52,18 @@ n=$(compute-sanitizer --tool memcheck --target-processes all $build/tests/cuda_t
     --jobs 1 2>&1 | grep -c "ERROR SUMMARY")
 echo "== compute-sanitizer followed $n process(es) of cuda_test_gray_cuda" | tee -a "$out/sanitizer.log"
 # Single-process drivers, which the sanitizers certainly see (random small cases, checked).
-for tl in memcheck:150 racecheck:60 synccheck:60 initcheck:100; do
-    IFS=: read -r tool ncase <<< "$tl"
-    echo "== compute-sanitizer --tool $tool gpu_sanitize_edt $ncase" | tee -a "$out/sanitizer.log"
-    compute-sanitizer --tool $tool --error-exitcode 99 $build/tests/gpu_sanitize_edt $ncase \
-        >> "$out/sanitizer.log" 2>&1
-    s=$?
-    echo "   exit $s" | tee -a "$out/sanitizer.log"
-    [ $s = 0 ] || rc=1
+for drv in edt maxtree; do
+    for tl in memcheck:150 racecheck:60 synccheck:60 initcheck:100; do
+        IFS=: read -r tool ncase <<< "$tl"
+        echo "== compute-sanitizer --tool $tool gpu_sanitize_$drv $ncase" | tee -a "$out/sanitizer.log"
+        compute-sanitizer --tool $tool --error-exitcode 99 $build/tests/gpu_sanitize_$drv $ncase \
+            >> "$out/sanitizer.log" 2>&1
+        s=$?
+        echo "   exit $s" | tee -a "$out/sanitizer.log"
+        [ $s = 0 ] || rc=1
+    done
 done
-grep -E "ERROR SUMMARY|Synthesis|Tested|sanitize_edt:" "$out/sanitizer.log" "$out/cuda-tests.log" | tail -30
+grep -E "ERROR SUMMARY|Synthesis|Tested|sanitize_(edt|maxtree):" "$out/sanitizer.log" "$out/cuda-tests.log" | tail -40
 # The CLI end to end on the GPU: the default sample through gray on GPU workers only, CPU
 # workers only, and both with an odd tile size; times on stderr go to the log.
 b=$build/tilewave
