@@ -82,6 +82,8 @@ int cli_job_run(tw_job *job, const char *what, bool quiet);
 int cli_parse_region(const char *s, int64_t r[4]);
 /* Parse a non-negative int. Returns 0 or -1. */
 int cli_parse_int(const char *s, int min, int max, int *out);
+/* Parse a non-negative int64 of digits only within [min, max]. Returns 0 or -1. */
+int cli_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 
 /* Options shared by `reconstruct` and the filters built on it (cmd_reconstruct.c); their
  * getopt ids lie below CLI_OPT_COMMON. */
@@ -142,5 +144,10 @@ int cmd_regional_max(int argc, char **argv);
 int cmd_open_rec(int argc, char **argv);
 int cmd_close_rec(int argc, char **argv);
 int cmd_edt(int argc, char **argv);
+int cmd_maxtree(int argc, char **argv);
+int cmd_area_open(int argc, char **argv);
+int cmd_area_close(int argc, char **argv);
+int cmd_height_open(int argc, char **argv);
+int cmd_height_close(int argc, char **argv);
 
 #endif /* TW_CLI_H */

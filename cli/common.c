@@ -250,6 +250,23 @@ cli_parse_int(const char *s, int min, int max, int *out)
 }
 
 int
+cli_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+    char *end = NULL;
+    long long v;
+
+    /* digits only: strtoll would accept blanks, signs and wrap "-1" past a range check */
+    if (!s || *s < '0' || *s > '9')
+        return -1;
+    errno = 0;
+    v = strtoll(s, &end, 10);
+    if (errno || *end || v < min || v > max)
+        return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+int
 cli_parse_region(const char *s, int64_t r[4])
 {
     char *end = NULL;

@@ -25,6 +25,11 @@ static const char usage[] =
     "  close-rec IN --radius R -o OUT\n"
     "                        closing by reconstruction (dilation by a square first)\n"
     "  edt IN -o OUT         exact Euclidean distance transform (distance to the background)\n"
+    "  maxtree IN -o PARENT  canonical max-tree (parent image) of an image in memory\n"
+    "  area-open IN --area N -o OUT\n"
+    "                        area opening (area-close: closing), exact on whole slides\n"
+    "  height-open IN --height H -o OUT\n"
+    "                        height (contrast) opening (height-close: closing)\n"
     "  config --print        the configuration in effect, with every key documented\n"
     "\n"
     "Run 'tilewave COMMAND --help' for a command's options; 'tilewave --version'.\n"
@@ -46,6 +51,11 @@ static const struct {
     {"open-rec", cmd_open_rec},
     {"close-rec", cmd_close_rec},
     {"edt", cmd_edt},
+    {"maxtree", cmd_maxtree},
+    {"area-open", cmd_area_open},
+    {"area-close", cmd_area_close},
+    {"height-open", cmd_height_open},
+    {"height-close", cmd_height_close},
 };
 
 int

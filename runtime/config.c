@@ -85,6 +85,10 @@ static const key_def keys[] = {
      .help = "GPU exact EDT (PBA+): bands per row in phase 2; 0 = automatic."},
     {.key = "edt.pba_m3", .type = TW_CONFIG_INT, .def = "0", .min = 0, .max = 1024,
      .help = "GPU exact EDT (PBA+): threads per row in phase 3; 0 = automatic."},
+    {.key = "maxtree.tile_size", .type = TW_CONFIG_DIMS, .def = "0x0", .min = 1, .max = 65536,
+     .zero_ok = true,
+     .help = "Tile size in pixels for the attribute filters (area and height openings and "
+             "closings), WxH; 0x0 = tile.size."},
     {.key = "io.reader", .type = TW_CONFIG_ENUM, .def = "auto", .words = reader_words,
      .help = "Slide reader: auto (OpenSlide for vendor formats, libtiff for plain TIFF), "
              "openslide or tiff."},

@@ -341,6 +341,113 @@ TW_API TW_NODISCARD tw_status tw_edt_submit(tw_runtime *rt, const tw_edt_opts *o
 
 /** @} */
 
+/**
+ * @defgroup maxtree Max-tree and attribute filters
+ * The canonical max-tree of an 8- or 16-bit image (seeds 000 and 001) and the connected
+ * filters built on it. Color inputs are converted to luminance (8-bit) first.
+ *
+ * Canonical form: with p < q iff f(p) < f(q), or f(p) = f(q) and index(p) > index(q), every
+ * pixel but the root has a parent below it, every parent is a canonical pixel, and the
+ * canonical pixel of a node is its pixel of largest raster index (y * w + x) at the node's
+ * level. The root points to itself. Indices are 32-bit up to 2^32 - 1 pixels, 64-bit above.
+ * @{
+ */
+
+/** Options of tw_maxtree_submit(). Initialise with tw_maxtree_opts_init(). @since 0.4 */
+typedef struct tw_maxtree_opts {
+    size_t struct_size;
+    tw_input input;           /**< the image file, when image.data is NULL */
+    tw_host_image image;      /**< the image in memory (data != NULL: used instead); TW_U8 or
+                                   TW_U16 */
+    tw_output output;         /**< the parent image file (TW_U32 or TW_U64 raster indices) */
+    tw_host_image parent;     /**< the parent image in memory instead (data != NULL): the
+                                   image's size, type TW_U32 or TW_U64 as index_bits says */
+    const char *area_path;    /**< optional: also write, for every pixel, the area (pixels) of
+                                   the node it belongs to, same type as the parent image */
+    tw_host_image area;       /**< optional, in memory instead: the image's size, same type */
+    int connectivity;         /**< 4 (default) or 8 */
+    int index_bits;           /**< 0 (default): 32 up to 2^32 - 1 pixels, else 64; or 32, 64 */
+} tw_maxtree_opts;
+
+/** Fill @p o with defaults. @since 0.4 */
+TW_API void tw_maxtree_opts_init(tw_maxtree_opts *o);
+
+/**
+ * Canonical max-tree of @p o->input (or image), which must fit in memory (the image, its
+ * parent image and, on a GPU worker, both on the device): on a GPU worker when the runtime
+ * has one and the image has at most 2^32 - 1 pixels, else on the CPU workers.
+ * @return TW_OK (the job runs), TW_E_INVALID, TW_E_IO, TW_E_FORMAT, TW_E_NOMEM.
+ * Thread-safe. @since 0.4
+ */
+TW_API TW_NODISCARD tw_status tw_maxtree_submit(tw_runtime *rt, const tw_maxtree_opts *o,
+                                               tw_job **out, tw_error *err);
+
+/** Attribute filters. @since 0.4 */
+typedef enum tw_attr_filter {
+    TW_AREA_OPENING = 0, /**< = scikit-image area_opening(image, threshold, connectivity): a
+                              node survives iff its area >= threshold; every pixel takes the
+                              level of its nearest surviving ancestor, or the type's minimum
+                              when none survives (threshold above the image's area) */
+    TW_AREA_CLOSING,     /**< the dual (= scikit-image area_closing): the opening of the
+                              inverted image, inverted */
+    TW_HEIGHT_OPENING,   /**< a node survives iff its height (contrast), the highest level
+                              inside it minus its parent's level, is >= threshold (Higra's
+                              attribute_height); the root always survives */
+    TW_HEIGHT_CLOSING    /**< the dual */
+} tw_attr_filter;
+
+/** Parse "area-open", "area-close", "height-open", "height-close". @since 0.4 */
+TW_API TW_NODISCARD tw_status tw_attr_filter_parse(const char *name, tw_attr_filter *out);
+
+/** What an attribute-filter job did, filled when the job ends. @since 0.4 */
+typedef struct tw_attr_filter_report {
+    size_t struct_size;          /**< set by tw_attr_filter_report_init() */
+    int64_t tiles;               /**< tiles of the grid */
+    int32_t tile_w, tile_h;      /**< their size */
+    int64_t tp_cpu, tp_cuda;     /**< tile tasks (both passes) on CPU / GPU workers */
+    int64_t border_nodes;        /**< nodes of all border max-trees together */
+    int64_t border_edges;        /**< links between adjacent tiles' border nodes merged */
+    double tree_s;               /**< first pass: local trees and border max-trees */
+    double merge_s;              /**< the border max-tree merge (BP) */
+    double filter_s;             /**< second pass: filtering and writing */
+} tw_attr_filter_report;
+
+/** Zero @p r and set its struct_size. @since 0.4 */
+TW_API void tw_attr_filter_report_init(tw_attr_filter_report *r);
+
+/** Options of tw_attr_filter_submit(). Initialise with tw_attr_filter_opts_init(). @since 0.4 */
+typedef struct tw_attr_filter_opts {
+    size_t struct_size;
+    tw_input input;          /**< the image file, when image.data is NULL */
+    tw_host_image image;     /**< the image in memory (data != NULL: used instead); TW_U8 or
+                                  TW_U16 */
+    tw_output output;        /**< the filtered image file (the input's type) */
+    tw_host_image result;    /**< in memory instead: the image's size and type */
+    tw_attr_filter filter;   /**< default TW_AREA_OPENING */
+    uint64_t threshold;      /**< area in pixels or height in levels (default 1) */
+    int connectivity;        /**< 4 (default) or 8 */
+    int32_t tile_w, tile_h;  /**< 0: the config's maxtree.tile_size, else tile.size */
+    tw_attr_filter_report *report; /**< optional, initialised with tw_attr_filter_report_init() */
+} tw_attr_filter_opts;
+
+/** Fill @p o with defaults. @since 0.4 */
+TW_API void tw_attr_filter_opts_init(tw_attr_filter_opts *o);
+
+/**
+ * Attribute filter of a whole slide, tile by tile, exact: each tile's local max-tree gives its
+ * border max-tree (the nodes touching the tile's border and their ancestors); the border
+ * max-trees of all tiles are merged into the attributes of every node that crosses tiles; a
+ * second pass filters each tile with its local tree and those merged attributes. No
+ * whole-image tree is built; the result equals the in-memory filter for every tile size.
+ * @return TW_OK (the job runs), TW_E_INVALID, TW_E_IO, TW_E_FORMAT, TW_E_NOMEM.
+ * Thread-safe. @since 0.4
+ */
+TW_API TW_NODISCARD tw_status tw_attr_filter_submit(tw_runtime *rt,
+                                                   const tw_attr_filter_opts *o, tw_job **out,
+                                                   tw_error *err);
+
+/** @} */
+
 /** @} */
 
 #ifdef __cplusplus

@@ -26,18 +26,6 @@ teardown(void)
     free(dir);
 }
 
-/* Run the CLI and expect success / the error given (see twtest_cli.h). */
-#define OK_RUN(...)                                                                            \
-    do {                                                                                       \
-        twtest_run r_ = RUN(__VA_ARGS__);                                                      \
-        expect_ok(&r_);                                                                        \
-    } while (0)
-#define ERR_RUN(args, code, needle, out)                                                       \
-    do {                                                                                       \
-        twtest_run r_ = RUN args;                                                              \
-        expect_error(&r_, code, needle, out);                                                  \
-    } while (0)
-
 TestSuite(cli_edt, .init = setup, .fini = teardown, .timeout = 120);
 
 static char *

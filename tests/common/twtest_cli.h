@@ -42,4 +42,16 @@ expect_ok(twtest_run *r)
     twtest_run_free(r);
 }
 
+/* Run the CLI and expect success / the error given (above). */
+#define OK_RUN(...)                                                                            \
+    do {                                                                                       \
+        twtest_run r_ = RUN(__VA_ARGS__);                                                      \
+        expect_ok(&r_);                                                                        \
+    } while (0)
+#define ERR_RUN(args, code, needle, out)                                                       \
+    do {                                                                                       \
+        twtest_run r_ = RUN args;                                                              \
+        expect_error(&r_, code, needle, out);                                                  \
+    } while (0)
+
 #endif /* TWTEST_CLI_H */

@@ -40,6 +40,8 @@ static const expect_key expected[] = {
     {"edt.pba_m1", TW_CONFIG_INT, "0", "0..1024", "TILEWAVE_EDT_PBA_M1"},
     {"edt.pba_m2", TW_CONFIG_INT, "0", "0..1024", "TILEWAVE_EDT_PBA_M2"},
     {"edt.pba_m3", TW_CONFIG_INT, "0", "0..1024", "TILEWAVE_EDT_PBA_M3"},
+    {"maxtree.tile_size", TW_CONFIG_DIMS, "0x0", "0x0 or 1x1..65536x65536",
+     "TILEWAVE_MAXTREE_TILE_SIZE"},
     {"io.reader", TW_CONFIG_ENUM, "auto", "auto|openslide|tiff", "TILEWAVE_IO_READER"},
     {"io.compression", TW_CONFIG_ENUM, "deflate", "none|deflate|zstd",
      "TILEWAVE_IO_COMPRESSION"},

@@ -1,0 +1,659 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave: border max-trees: per-tile attributes, extraction, the all-at-once merge, filtering. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "omp_kernels.h"
+
+/*
+ * Why this works without a whole-image tree (seed 000, chapter 6; Kazemier et al. 2017):
+ * a node of a tile's max-tree that holds no pixel of a shared side, and has no such node
+ * below it, is a connected component of the whole image too (all its neighbours lie in the
+ * tile), so its attributes and its parent's level are already global. Every other node is
+ * in the tile's border max-tree, and so are all its ancestors. The global components that
+ * cross tiles are therefore exactly the components, level by level, of the graph whose
+ * vertices are all tiles' border-tree nodes and whose edges are the local parent links plus
+ * the links between the nodes of adjacent pixels of adjacent tiles: a union-find over that
+ * graph in decreasing level order (Berger et al.) gives their tree, and summing each node's
+ * own pixels up that tree gives their global areas. Filtering then needs, per tile, only the
+ * local tree and one answer per border-tree node.
+ */
+
+#define UNMARKED UINT32_MAX
+#define MARKED (UINT32_MAX - 1)
+
+/* The per-pixel work of one tile: the levels, the parent image, an order (decreasing by the
+ * canonical order: levels down, indices up), areas, highest levels and border-tree numbers. */
+typedef struct mt_tile {
+    int32_t w, h;
+    int64_t n;
+    uint16_t *lv;
+    const uint32_t *par;
+    uint32_t *order, *area, *id;
+    uint16_t *maxv;
+    int64_t nodes;
+} mt_tile;
+
+static void
+tile_free(mt_tile *t)
+{
+    free(t->lv);
+    free(t->order);
+    free(t->area);
+    free(t->id);
+    free(t->maxv);
+    memset(t, 0, sizeof *t);
+}
+
+static int
+levels_ok(const tw_tile_view *v)
+{
+    return v && v->channels == 1 && (v->type == TW_U8 || v->type == TW_U16) &&
+           twi_view_fits(v, (size_t)v->w * tw_sample_size(v->type), tw_sample_size(v->type));
+}
+
+static int
+parent32_ok(const tw_tile_view *lv, const tw_tile_view *p)
+{
+    return p && p->channels == 1 && p->type == TW_U32 && p->w == lv->w && p->h == lv->h &&
+           (p->w == 0 || p->h == 0 || (p->data && p->stride == (int64_t)p->w * 4 &&
+                                       (uintptr_t)p->data % 4 == 0));
+}
+
+static inline uint32_t
+canon(const mt_tile *t, uint32_t p)
+{
+    uint32_t q = t->par[p];
+
+    return t->lv[q] == t->lv[p] && q != p ? q : p;
+}
+
+/* Levels, the order, areas and highest levels; with `sides`, the border-tree numbers. */
+static tw_status
+tile_build(mt_tile *t, const tw_tile_view *levels, const tw_tile_view *parent, unsigned sides)
+{
+    int32_t w = levels->w, h = levels->h;
+    int64_t n = (int64_t)w * h, nl = levels->type == TW_U8 ? 256 : 65536;
+    uint32_t *pos = NULL;
+
+    memset(t, 0, sizeof *t);
+    t->w = w;
+    t->h = h;
+    t->n = n;
+    t->par = parent->data;
+    if (!(t->lv = malloc((size_t)n * sizeof *t->lv)) ||
+        !(t->order = malloc((size_t)n * sizeof *t->order)) ||
+        !(t->area = malloc((size_t)n * sizeof *t->area)) ||
+        !(t->maxv = malloc((size_t)n * sizeof *t->maxv)) ||
+        !(t->id = malloc((size_t)n * sizeof *t->id)) || !(pos = calloc((size_t)nl, 4))) {
+        free(pos);
+        tile_free(t);
+        return TW_E_NOMEM;
+    }
+    for (int32_t y = 0; y < h; y++) {
+        const char *row = (const char *)levels->data + (int64_t)y * levels->stride;
+        uint16_t *d = t->lv + (int64_t)y * w;
+
+        if (levels->type == TW_U8)
+            for (int32_t x = 0; x < w; x++)
+                d[x] = ((const uint8_t *)row)[x];
+        else
+            memcpy(d, row, (size_t)w * 2);
+    }
+    /* Counting sort: levels down, indices up inside a level, so every pixel comes before its
+     * parent (which is lower, or at the same level with a larger index). */
+    for (int64_t p = 0; p < n; p++)
+        pos[t->lv[p]]++;
+    for (int64_t l = nl - 1, acc = 0; l >= 0; l--) {
+        uint32_t c = pos[l];
+
+        pos[l] = (uint32_t)acc;
+        acc += c;
+    }
+    for (int64_t p = 0; p < n; p++)
+        t->order[pos[t->lv[p]]++] = (uint32_t)p;
+    free(pos);
+
+    for (int64_t p = 0; p < n; p++) {
+        t->area[p] = 1;
+        t->maxv[p] = t->lv[p];
+    }
+    for (int64_t k = 0; k < n; k++) {
+        uint32_t p = t->order[k], q = t->par[p];
+
+        if (q != p) {
+            t->area[q] += t->area[p];
+            if (t->maxv[p] > t->maxv[q])
+                t->maxv[q] = t->maxv[p];
+        }
+    }
+
+    /* Border-tree nodes: the nodes of the border sides' pixels and all their ancestors. */
+    memset(t->id, 0xff, (size_t)n * sizeof *t->id);
+    for (int s = 0; s < 4; s++) {
+        int64_t len, first, step;
+
+        if (!(sides & TWI_MT_SIDE(s)) || n == 0)
+            continue;
+        len = s <= TWI_MT_BOTTOM ? w : h;
+        first = s == TWI_MT_TOP      ? 0
+                : s == TWI_MT_BOTTOM ? (int64_t)(h - 1) * w
+                : s == TWI_MT_LEFT   ? 0
+                                     : w - 1;
+        step = s <= TWI_MT_BOTTOM ? 1 : w;
+        for (int64_t k = 0; k < len; k++) {
+            uint32_t v = canon(t, (uint32_t)(first + k * step));
+
+            while (t->id[v] == UNMARKED) {
+                t->id[v] = MARKED;
+                if (t->par[v] == v)
+                    break;
+                v = t->par[v];
+            }
+        }
+    }
+    for (int64_t p = 0; p < n; p++)
+        if (t->id[p] == MARKED)
+            t->id[p] = (uint32_t)t->nodes++;
+    return TW_OK;
+}
+
+tw_status
+twi_mt_border_extract(const tw_tile_view *levels, const tw_tile_view *parent, unsigned sides,
+                      twi_mt_border *b)
+{
+    mt_tile t;
+    tw_status st;
+    int64_t m;
+
+    if (!b)
+        return TW_E_INVALID;
+    memset(b, 0, sizeof *b);
+    if (!levels_ok(levels) || !parent32_ok(levels, parent) || sides > 15)
+        return TW_E_INVALID;
+    if ((st = tile_build(&t, levels, parent, sides)) != TW_OK)
+        return st;
+    m = t.nodes;
+    b->w = t.w;
+    b->h = t.h;
+    b->n = m;
+    if (!(b->level = malloc((size_t)(m ? m : 1) * sizeof *b->level)) ||
+        !(b->lparent = malloc((size_t)(m ? m : 1) * sizeof *b->lparent)) ||
+        !(b->own = malloc((size_t)(m ? m : 1) * sizeof *b->own)) ||
+        !(b->maxv = malloc((size_t)(m ? m : 1) * sizeof *b->maxv))) {
+        st = TW_E_NOMEM;
+        goto out;
+    }
+    for (int64_t p = 0; p < t.n; p++) {
+        uint32_t i = t.id[p];
+
+        if (i == UNMARKED)
+            continue;
+        b->level[i] = t.lv[p];
+        b->lparent[i] = t.id[t.par[p]];
+        b->own[i] = t.area[p];
+        b->maxv[i] = t.maxv[p];
+    }
+    /* own = area minus the areas of the border-tree children (a node's children that are
+     * not in the border tree keep their pixels with it). */
+    for (int64_t p = 0; p < t.n; p++) {
+        uint32_t i = t.id[p];
+
+        if (i != UNMARKED && t.par[p] != p)
+            b->own[b->lparent[i]] -= t.area[p];
+    }
+    for (int s = 0; s < 4; s++) {
+        int64_t len = s <= TWI_MT_BOTTOM ? t.w : t.h;
+
+        if (!(sides & TWI_MT_SIDE(s)))
+            continue;
+        if (!(b->side[s] = malloc((size_t)(len ? len : 1) * sizeof *b->side[s]))) {
+            st = TW_E_NOMEM;
+            goto out;
+        }
+        for (int64_t k = 0; k < len; k++) {
+            int64_t p = s == TWI_MT_TOP      ? k
+                        : s == TWI_MT_BOTTOM ? (int64_t)(t.h - 1) * t.w + k
+                        : s == TWI_MT_LEFT   ? k * t.w
+                                             : k * t.w + t.w - 1;
+
+            b->side[s][k] = t.id[canon(&t, (uint32_t)p)];
+        }
+    }
+out:
+    tile_free(&t);
+    if (st != TW_OK)
+        twi_mt_border_free(b);
+    return st;
+}
+
+void
+twi_mt_border_free(twi_mt_border *b)
+{
+    if (!b)
+        return;
+    free(b->level);
+    free(b->lparent);
+    free(b->own);
+    free(b->maxv);
+    for (int s = 0; s < 4; s++)
+        free(b->side[s]);
+    memset(b, 0, sizeof *b);
+}
+
+/* ---- the merge (BP) */
+
+typedef struct mt_graph {
+    const uint16_t *lv;   /* [m] */
+    uint32_t *head;       /* [m + 1] CSR offsets of the links attached to their lower end */
+    uint32_t *adj;        /* the upper ends */
+    int64_t links;
+    uint32_t last_a, last_b;
+    int fill;
+} mt_graph;
+
+/* a is below b in the canonical order of nodes (levels, then larger number first). */
+static inline int
+below(const uint16_t *lv, uint32_t a, uint32_t b)
+{
+    return lv[a] < lv[b] || (lv[a] == lv[b] && a > b);
+}
+
+static inline void
+link_nodes(mt_graph *g, uint32_t a, uint32_t b)
+{
+    uint32_t lo, hi;
+
+    if (a == b || (a == g->last_a && b == g->last_b))
+        return; /* runs of the same pair along a border are frequent */
+    g->last_a = a;
+    g->last_b = b;
+    if (below(g->lv, a, b)) {
+        lo = a;
+        hi = b;
+    } else {
+        lo = b;
+        hi = a;
+    }
+    if (g->fill)
+        g->adj[g->head[lo]++] = hi;
+    else
+        g->head[lo + 1]++;
+    g->links++;
+}
+
+static void
+grid_links(mt_graph *g, twi_mt_border *const *tiles, const int64_t *off, int64_t tx_n,
+           int64_t ty_n, int conn)
+{
+    for (int64_t ty = 0; ty < ty_n; ty++)
+        for (int64_t tx = 0; tx < tx_n; tx++) {
+            int64_t t = ty * tx_n + tx;
+            const twi_mt_border *a = tiles[t];
+            uint32_t oa = (uint32_t)off[t];
+
+            g->last_a = g->last_b = UINT32_MAX;
+            for (int64_t i = 0; i < a->n; i++)
+                if (a->lparent[i] != (uint32_t)i)
+                    link_nodes(g, oa + (uint32_t)i, oa + a->lparent[i]);
+            if (tx + 1 < tx_n) {
+                const twi_mt_border *b = tiles[t + 1];
+                uint32_t ob = (uint32_t)off[t + 1];
+                const uint32_t *ra = a->side[TWI_MT_RIGHT], *lb = b->side[TWI_MT_LEFT];
+
+                g->last_a = g->last_b = UINT32_MAX;
+                for (int32_t y = 0; y < a->h; y++) {
+                    link_nodes(g, oa + ra[y], ob + lb[y]);
+                    if (conn == 8 && y + 1 < a->h) {
+                        link_nodes(g, oa + ra[y], ob + lb[y + 1]);
+                        link_nodes(g, oa + ra[y + 1], ob + lb[y]);
+                    }
+                }
+            }
+            if (ty + 1 < ty_n) {
+                const twi_mt_border *b = tiles[t + tx_n];
+                uint32_t ob = (uint32_t)off[t + tx_n];
+                const uint32_t *ba = a->side[TWI_MT_BOTTOM], *tb = b->side[TWI_MT_TOP];
+
+                g->last_a = g->last_b = UINT32_MAX;
+                for (int32_t x = 0; x < a->w; x++) {
+                    link_nodes(g, oa + ba[x], ob + tb[x]);
+                    if (conn == 8 && x + 1 < a->w) {
+                        link_nodes(g, oa + ba[x], ob + tb[x + 1]);
+                        link_nodes(g, oa + ba[x + 1], ob + tb[x]);
+                    }
+                }
+                if (conn == 8 && tx + 1 < tx_n) {
+                    const twi_mt_border *c = tiles[t + tx_n + 1];
+
+                    link_nodes(g, oa + ba[a->w - 1],
+                               (uint32_t)off[t + tx_n + 1] + c->side[TWI_MT_TOP][0]);
+                }
+                if (conn == 8 && tx > 0) {
+                    const twi_mt_border *c = tiles[t + tx_n - 1];
+
+                    link_nodes(g, oa + ba[0],
+                               (uint32_t)off[t + tx_n - 1] + c->side[TWI_MT_TOP][c->w - 1]);
+                }
+            }
+        }
+}
+
+static inline uint32_t
+find_root(uint32_t *zpar, uint32_t v)
+{
+    uint32_t r = v;
+
+    while (zpar[r] != r)
+        r = zpar[r];
+    while (zpar[v] != r) {
+        uint32_t nx = zpar[v];
+
+        zpar[v] = r;
+        v = nx;
+    }
+    return r;
+}
+
+tw_status
+twi_mt_merge(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y, int conn,
+             const twi_mt_filter *f, uint64_t **res_out, int64_t **off_out, int64_t *edges)
+{
+    int64_t nt = tiles_x * tiles_y, m = 0, roots = 0;
+    int64_t *off = NULL;
+    uint16_t *lv = NULL, *gmax = NULL;
+    uint32_t *order = NULL, *gpar = NULL, *zpar = NULL, *pos = NULL;
+    uint64_t *garea = NULL;
+    mt_graph g;
+    tw_status st = TW_OK;
+
+    memset(&g, 0, sizeof g);
+    if (!tiles || tiles_x < 1 || tiles_y < 1 || (conn != 4 && conn != 8) || !f || !res_out ||
+        !off_out)
+        return TW_E_INVALID;
+    *res_out = NULL;
+    *off_out = NULL;
+    for (int64_t t = 0; t < nt; t++) {
+        int64_t tx = t % tiles_x, ty = t / tiles_x;
+        const twi_mt_border *b = tiles[t];
+
+        if (!b || b->n < 1 || (tx > 0 && !b->side[TWI_MT_LEFT]) ||
+            (tx + 1 < tiles_x && !b->side[TWI_MT_RIGHT]) || (ty > 0 && !b->side[TWI_MT_TOP]) ||
+            (ty + 1 < tiles_y && !b->side[TWI_MT_BOTTOM]) ||
+            (tx + 1 < tiles_x && tiles[t + 1]->h != b->h) ||
+            (ty + 1 < tiles_y && tiles[t + tiles_x]->w != b->w))
+            return TW_E_INVALID;
+        m += b->n;
+    }
+    if (m >= (int64_t)UINT32_MAX)
+        return TW_E_INVALID;
+    if (!(off = malloc((size_t)(nt + 1) * sizeof *off)) ||
+        !(lv = malloc((size_t)m * sizeof *lv)) || !(gmax = malloc((size_t)m * sizeof *gmax)) ||
+        !(garea = malloc((size_t)m * sizeof *garea)) ||
+        !(order = malloc((size_t)m * sizeof *order)) ||
+        !(gpar = malloc((size_t)m * sizeof *gpar)) || !(zpar = malloc((size_t)m * sizeof *zpar)) ||
+        !(g.head = calloc((size_t)m + 1, sizeof *g.head)) || !(pos = calloc(65536, 4))) {
+        st = TW_E_NOMEM;
+        goto out;
+    }
+    off[0] = 0;
+    for (int64_t t = 0; t < nt; t++) {
+        const twi_mt_border *b = tiles[t];
+
+        for (int64_t i = 0; i < b->n; i++) {
+            lv[off[t] + i] = b->level[i];
+            gmax[off[t] + i] = b->maxv[i];
+            garea[off[t] + i] = b->own[i];
+        }
+        off[t + 1] = off[t] + b->n;
+    }
+
+    /* The links, attached to their lower end (two passes: count, then fill). */
+    g.lv = lv;
+    grid_links(&g, tiles, off, tiles_x, tiles_y, conn);
+    if (g.links >= (int64_t)UINT32_MAX) {
+        st = TW_E_INVALID;
+        goto out;
+    }
+    for (int64_t v = 0; v < m; v++)
+        g.head[v + 1] += g.head[v];
+    if (!(g.adj = malloc((size_t)(g.links ? g.links : 1) * sizeof *g.adj))) {
+        st = TW_E_NOMEM;
+        goto out;
+    }
+    if (edges)
+        *edges = g.links;
+    g.fill = 1;
+    g.links = 0;
+    grid_links(&g, tiles, off, tiles_x, tiles_y, conn);
+    /* head[v] now ends v's links; its start is head[v - 1] (0 for v = 0) */
+
+    /* Nodes in decreasing canonical order: levels down, numbers up. */
+    for (int64_t v = 0; v < m; v++)
+        pos[lv[v]]++;
+    for (int64_t l = 65535, acc = 0; l >= 0; l--) {
+        uint32_t c = pos[l];
+
+        pos[l] = (uint32_t)acc;
+        acc += c;
+    }
+    for (int64_t v = 0; v < m; v++)
+        order[pos[lv[v]]++] = (uint32_t)v;
+
+    /* Union-find (Berger et al.): a node's processed neighbours' roots become its children. */
+    for (int64_t k = 0; k < m; k++) {
+        uint32_t v = order[k], e0 = v ? g.head[v - 1] : 0;
+
+        gpar[v] = zpar[v] = v;
+        for (uint32_t e = e0; e < g.head[v]; e++) {
+            uint32_t r = find_root(zpar, g.adj[e]);
+
+            if (r != v)
+                gpar[r] = zpar[r] = v;
+        }
+    }
+    /* Canonical: every node points to the level root of its parent's node. */
+    for (int64_t k = m - 1; k >= 0; k--) {
+        uint32_t v = order[k], q = gpar[v];
+
+        if (lv[gpar[q]] == lv[q])
+            gpar[v] = gpar[q];
+        roots += gpar[v] == v;
+    }
+    if (roots != 1) {
+        st = TW_E_INTERNAL;
+        goto out;
+    }
+    for (int64_t k = 0; k < m; k++) {
+        uint32_t v = order[k], q = gpar[v];
+
+        if (q != v) {
+            garea[q] += garea[v];
+            if (gmax[v] > gmax[q])
+                gmax[q] = gmax[v];
+        }
+    }
+    /* Answers from the root down; garea[v] becomes the answer once v is done. */
+    for (int64_t k = m - 1; k >= 0; k--) {
+        uint32_t v = order[k], q = gpar[v];
+        uint64_t r;
+
+        if (q == v)
+            r = f->rule == TWI_MT_AREA_MAP                                  ? garea[v]
+                : f->rule == TWI_MT_HEIGHT || garea[v] >= f->threshold ? lv[v]
+                                                                            : f->vmin;
+        else if (lv[q] == lv[v])
+            r = garea[q];
+        else if (f->rule == TWI_MT_AREA_MAP)
+            r = garea[v];
+        else if (f->rule == TWI_MT_AREA)
+            r = garea[v] >= f->threshold ? lv[v] : garea[q];
+        else
+            r = (uint64_t)(gmax[v] - lv[q]) >= f->threshold ? lv[v] : garea[q];
+        garea[v] = r;
+    }
+    *res_out = garea;
+    *off_out = off;
+    garea = NULL;
+    off = NULL;
+out:
+    free(off);
+    free(lv);
+    free(gmax);
+    free(garea);
+    free(order);
+    free(gpar);
+    free(zpar);
+    free(pos);
+    free(g.head);
+    free(g.adj);
+    return st;
+}
+
+/* ---- pass 2 */
+
+tw_status
+twi_mt_filter_tile(const tw_tile_view *levels, const tw_tile_view *parent, unsigned sides,
+                   const uint64_t *res, const twi_mt_filter *f, tw_tile_view *out)
+{
+    mt_tile t;
+    tw_status st;
+    int map;
+
+    if (!f || !out || !levels_ok(levels) || !parent32_ok(levels, parent) || sides > 15 ||
+        (sides && !res) || out->channels != 1 || out->w != levels->w || out->h != levels->h)
+        return TW_E_INVALID;
+    map = f->rule == TWI_MT_AREA_MAP;
+    if ((map && out->type != TW_U32 && out->type != TW_U64) ||
+        (!map && out->type != levels->type) ||
+        !twi_view_fits(out, (size_t)out->w * tw_sample_size(out->type),
+                       tw_sample_size(out->type)))
+        return TW_E_INVALID;
+    if ((st = tile_build(&t, levels, parent, sides)) != TW_OK)
+        return st;
+    if (map) {
+        for (int32_t y = 0; y < t.h; y++) {
+            char *row = (char *)out->data + (int64_t)y * out->stride;
+
+            for (int32_t x = 0; x < t.w; x++) {
+                uint32_t c = canon(&t, (uint32_t)((int64_t)y * t.w + x));
+                uint64_t a = t.id[c] != UNMARKED ? res[t.id[c]] : t.area[c];
+
+                if (out->type == TW_U64)
+                    ((uint64_t *)(void *)row)[x] = a;
+                else
+                    ((uint32_t *)(void *)row)[x] = a > UINT32_MAX ? UINT32_MAX : (uint32_t)a;
+            }
+        }
+        tile_free(&t);
+        return TW_OK;
+    }
+    /* From the root down; maxv[p] becomes p's answer once p is done (a node's own maxv is
+     * read before that, its parent's answer after). */
+    for (int64_t k = t.n - 1; k >= 0; k--) {
+        uint32_t p = t.order[k], q = t.par[p];
+        uint16_t r;
+
+        if (t.id[p] != UNMARKED)
+            r = (uint16_t)res[t.id[p]];
+        else if (q == p)
+            r = f->rule == TWI_MT_HEIGHT || t.area[p] >= f->threshold ? t.lv[p] : f->vmin;
+        else if (t.lv[q] == t.lv[p])
+            r = t.maxv[q];
+        else if (f->rule == TWI_MT_AREA)
+            r = t.area[p] >= f->threshold ? t.lv[p] : t.maxv[q];
+        else
+            r = (uint64_t)(t.maxv[p] - t.lv[q]) >= f->threshold ? t.lv[p] : t.maxv[q];
+        t.maxv[p] = r;
+    }
+    for (int32_t y = 0; y < t.h; y++) {
+        char *row = (char *)out->data + (int64_t)y * out->stride;
+        const uint16_t *r = t.maxv + (int64_t)y * t.w;
+
+        if (out->type == TW_U8)
+            for (int32_t x = 0; x < t.w; x++)
+                ((uint8_t *)row)[x] = (uint8_t)r[x];
+        else
+            memcpy(row, r, (size_t)t.w * 2);
+    }
+    tile_free(&t);
+    return TW_OK;
+}
+
+/* ---- the area map of a whole image (32- or 64-bit parent images) */
+
+#define AREA_MAP(IDX)                                                                          \
+    do {                                                                                       \
+        const IDX *par = parent->data;                                                         \
+        IDX *order = NULL;                                                                     \
+        uint64_t *area = NULL, *pos = NULL;                                                    \
+        if (!(order = malloc((size_t)n * sizeof *order)) ||                                    \
+            !(area = malloc((size_t)n * sizeof *area)) || !(pos = calloc((size_t)nl, 8))) {   \
+            free(order);                                                                       \
+            free(area);                                                                        \
+            return TW_E_NOMEM;                                                                 \
+        }                                                                                      \
+        for (int64_t p = 0; p < n; p++)                                                        \
+            pos[LV(p)]++;                                                                      \
+        for (int64_t l = nl - 1, acc = 0; l >= 0; l--) {                                       \
+            uint64_t c = pos[l];                                                               \
+            pos[l] = (uint64_t)acc;                                                            \
+            acc += (int64_t)c;                                                                 \
+        }                                                                                      \
+        for (int64_t p = 0; p < n; p++) {                                                      \
+            order[pos[LV(p)]++] = (IDX)p;                                                      \
+            area[p] = 1;                                                                       \
+        }                                                                                      \
+        for (int64_t k = 0; k < n; k++) {                                                      \
+            IDX p = order[k], q = par[p];                                                      \
+            if (q != p)                                                                        \
+                area[q] += area[p];                                                            \
+        }                                                                                      \
+        for (int64_t p = 0; p < n; p++) {                                                      \
+            IDX q = par[p];                                                                    \
+            uint64_t a = LV(q) == LV(p) && q != (IDX)p ? area[q] : area[p];                    \
+            char *row = (char *)out->data + (p / w) * out->stride;                             \
+            if (out->type == TW_U64)                                                           \
+                ((uint64_t *)(void *)row)[p % w] = a;                                          \
+            else                                                                               \
+                ((uint32_t *)(void *)row)[p % w] = a > UINT32_MAX ? UINT32_MAX : (uint32_t)a;  \
+        }                                                                                      \
+        free(order);                                                                           \
+        free(area);                                                                            \
+        free(pos);                                                                             \
+    } while (0)
+
+tw_status
+twi_mt_area_map(const tw_tile_view *levels, const tw_tile_view *parent, tw_tile_view *out)
+{
+    int64_t w, n, nl;
+    size_t ps;
+
+    if (!levels_ok(levels) || !parent || !out || parent->channels != 1 ||
+        (parent->type != TW_U32 && parent->type != TW_U64) || parent->w != levels->w ||
+        parent->h != levels->h || out->channels != 1 ||
+        (out->type != TW_U32 && out->type != TW_U64) || out->w != levels->w ||
+        out->h != levels->h)
+        return TW_E_INVALID;
+    ps = tw_sample_size(parent->type);
+    w = levels->w;
+    n = w * levels->h;
+    if (n == 0)
+        return TW_OK;
+    if (!parent->data || parent->stride != (int64_t)((size_t)w * ps) ||
+        (uintptr_t)parent->data % ps ||
+        !twi_view_fits(out, (size_t)w * tw_sample_size(out->type), tw_sample_size(out->type)))
+        return TW_E_INVALID;
+    nl = levels->type == TW_U8 ? 256 : 65536;
+#define LV(p)                                                                                  \
+    (levels->type == TW_U8                                                                     \
+         ? ((const uint8_t *)levels->data + ((int64_t)(p) / w) * levels->stride)[(p) % w]      \
+         : ((const uint16_t *)(const void *)((const char *)levels->data +                     \
+                                             ((int64_t)(p) / w) * levels->stride))[(p) % w])
+    if (parent->type == TW_U32)
+        AREA_MAP(uint32_t);
+    else
+        AREA_MAP(uint64_t);
+#undef LV
+    return TW_OK;
+}

@@ -1,0 +1,932 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave: the max-tree in memory and the whole-slide attribute filters (border max-trees). */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cuda_kernels.h"
+#include "omp_kernels.h"
+#include "ops_internal.h"
+
+#define ROW(v, T, y) ((T *)(void *)((char *)(v)->data + (int64_t)(y) * (v)->stride))
+
+static double
+now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Levels v -> MAX - v in place (closings run as openings of the inverted image). */
+static void
+invert_view(tw_tile_view *v)
+{
+    for (int32_t y = 0; y < v->h; y++) {
+        if (v->type == TW_U8) {
+            uint8_t *r = ROW(v, uint8_t, y);
+
+            for (int32_t x = 0; x < v->w; x++)
+                r[x] = (uint8_t)(255 - r[x]);
+        } else {
+            uint16_t *r = ROW(v, uint16_t, y);
+
+            for (int32_t x = 0; x < v->w; x++)
+                r[x] = (uint16_t)(65535 - r[x]);
+        }
+    }
+}
+
+/* Copy a view into rows of a caller's buffer at (x, y). */
+static void
+copy_to_host(const tw_tile_view *v, const tw_host_image *dst, int64_t x, int64_t y)
+{
+    size_t ss = tw_sample_size(v->type);
+    size_t stride = dst->stride ? dst->stride : (size_t)dst->w * ss;
+
+    for (int32_t r = 0; r < v->h; r++)
+        memcpy((char *)dst->data + (size_t)(y + r) * stride + (size_t)x * ss, ROW(v, char, r),
+               (size_t)v->w * ss);
+}
+
+static tw_status
+check_host(const char *op, const char *what, const tw_host_image *r, int64_t w, int64_t h,
+           tw_sample_type t, tw_error *err)
+{
+    if (r->w != w || r->h != h || r->type != t ||
+        (r->stride && r->stride < (size_t)r->w * tw_sample_size(t)))
+        return twi_error_set(err, TW_E_INVALID,
+                             "%s: the %s image is %lldx%lld %s (stride %zu); %lldx%lld %s needed",
+                             op, what, (long long)r->w, (long long)r->h,
+                             tw_sample_type_name(r->type), r->stride, (long long)w, (long long)h,
+                             tw_sample_type_name(t));
+    return TW_OK;
+}
+
+/* Read rectangle (x, y, v->w, v->h) of src into v, in chunks of rows so that an RGB input
+ * needs little scratch (one buffer, reused). */
+static tw_status
+read_rows(tw_task_ctx *ctx, const char *op, const twi_src *src, int64_t x, int64_t y,
+          tw_tile_view *v)
+{
+    int32_t step = v->h;
+    void *rgb = NULL;
+    tw_status st;
+
+    if (src->s.slide && src->s.in_channels == 3) {
+        if ((int64_t)v->w * step > (1 << 22))
+            step = (int32_t)((1 << 22) / v->w > 0 ? (1 << 22) / v->w : 1);
+        if (!(rgb = twi_ctx_scratch(ctx, 3 * (size_t)v->w * (size_t)step *
+                                             tw_sample_size(v->type))))
+            return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory reading %dx%d pixels", op,
+                                (int)v->w, (int)step);
+    }
+    for (int32_t r = 0; r < v->h; r += step) {
+        tw_tile_view part = *v;
+
+        part.h = v->h - r < step ? v->h - r : step;
+        part.data = ROW(v, char, r);
+        if ((st = twi_src_read(ctx, op, src, x, y + r, &part, rgb)) != TW_OK)
+            return st;
+    }
+    return TW_OK;
+}
+
+static tw_status
+conn_check(const char *op, int conn, tw_error *err)
+{
+    if (conn != 4 && conn != 8)
+        return twi_error_set(err, TW_E_INVALID, "%s: connectivity %d (4 or 8)", op, conn);
+    return TW_OK;
+}
+
+/* ===================================================================================== */
+/* The max-tree of an image in memory                                                      */
+
+#define MX "maxtree"
+
+typedef struct mx_job {
+    tw_job *job;
+    twi_src in;                  /* in.s holds the parent writer when out_file */
+    twi_stream area_s;           /* the area writer */
+    bool out_file, area_file, want_area;
+    tw_host_image parent, area;
+    int64_t W, H;
+    int conn;
+    tw_sample_type ptype;        /* TW_U32 or TW_U64 */
+    bool on_gpu;
+    tw_tile *img, *par;
+} mx_job;
+
+static tw_status
+mx_load(tw_task_ctx *ctx, void *arg)
+{
+    mx_job *m = arg;
+    tw_tile_view v = twi_ctx_view(ctx, 0);
+    tw_status st;
+
+    if ((st = read_rows(ctx, MX, &m->in, 0, 0, &v)) != TW_OK)
+        return st;
+    twi_job_add_done(m->job, 1);
+    return TW_OK;
+}
+
+static tw_status
+mx_tree_cpu(tw_task_ctx *ctx, void *arg)
+{
+    mx_job *m = arg;
+    tw_tile_view a = twi_ctx_view(ctx, 0), p = twi_ctx_view(ctx, 1);
+    tw_status st;
+
+    if ((st = twi_omp_maxtree(&a, m->conn, &p, twi_ctx_team(ctx))) != TW_OK)
+        return twi_ctx_fail(ctx, st, MX ": the max-tree failed (%s)", tw_status_string(st));
+    twi_job_add_done(m->job, 1);
+    return TW_OK;
+}
+
+#ifdef TW_HAVE_CUDA
+static tw_status
+mx_tree_cuda(tw_task_ctx *ctx, void *arg)
+{
+    mx_job *m = arg;
+    tw_tile_view a = twi_ctx_view(ctx, 0), p = twi_ctx_view(ctx, 1);
+    size_t bytes = twi_cuda_maxtree_scratch_size(a.w, a.h, a.type, m->conn);
+    void *scratch = twi_ctx_scratch(ctx, bytes ? bytes : 1);
+    tw_status st;
+
+    if (!scratch)
+        return twi_ctx_fail(ctx, TW_E_DEVICE, MX ": no GPU memory for a %dx%d image (%zu bytes)",
+                            (int)a.w, (int)a.h, bytes);
+    if ((st = twi_cuda_maxtree(&a, m->conn, &p, scratch, bytes, twi_ctx_stream(ctx))) != TW_OK)
+        return twi_ctx_fail(ctx, st, MX ": the GPU max-tree failed (%s)", tw_status_string(st));
+    twi_job_add_done(m->job, 1);
+    return TW_OK;
+}
+#endif
+
+static bool
+mx_tree_can_run(const void *arg, tw_device_type dev)
+{
+    const mx_job *m = arg;
+
+    /* The GPU kernel takes 32-bit parents; with a GPU it runs there (tens of times faster). */
+    return dev == TW_DEVICE_CUDA ? m->ptype == TW_U32 : !m->on_gpu;
+}
+
+static tw_status
+mx_put(tw_task_ctx *ctx, twi_stream *s, bool file, const tw_host_image *mem,
+       const tw_tile_view *v)
+{
+    tw_error err;
+    tw_status st;
+
+    if (!file) {
+        copy_to_host(v, mem, 0, 0);
+        return TW_OK;
+    }
+    if ((st = twi_assembler_put(s->assembler, 0, 0, v, &err)) != TW_OK)
+        return twi_ctx_fail(ctx, st, "%s", err.message);
+    return TW_OK;
+}
+
+static tw_status
+mx_store(tw_task_ctx *ctx, void *arg)
+{
+    mx_job *m = arg;
+    tw_tile_view a = twi_ctx_view(ctx, 0), p = twi_ctx_view(ctx, 1);
+    tw_status st;
+
+    if ((st = mx_put(ctx, &m->in.s, m->out_file, &m->parent, &p)) != TW_OK)
+        return st;
+    if (m->want_area) {
+        size_t ss = tw_sample_size(m->ptype);
+        tw_tile_view av = p;
+
+        av.stride = (int64_t)((size_t)a.w * ss);
+        if (!(av.data = twi_ctx_scratch(ctx, (size_t)a.w * (size_t)a.h * ss)))
+            return twi_ctx_fail(ctx, TW_E_NOMEM, MX ": out of memory for the area image");
+        if ((st = twi_mt_area_map(&a, &p, &av)) != TW_OK)
+            return twi_ctx_fail(ctx, st, MX ": the area image failed (%s)", tw_status_string(st));
+        if ((st = mx_put(ctx, &m->area_s, m->area_file, &m->area, &av)) != TW_OK)
+            return st;
+    }
+    twi_tile_release(m->img);
+    twi_tile_release(m->par);
+    m->img = m->par = NULL;
+    twi_job_add_done(m->job, 1);
+    return TW_OK;
+}
+
+static const tw_task_kind mx_load_kind = {
+    .name = "maxtree.load",
+    .devices = TW_DEVICE_CPU,
+    .cpu = mx_load,
+};
+static const tw_task_kind mx_tree_kind = {
+    .name = "maxtree.tree",
+    .cpu = mx_tree_cpu,
+    TWI_CUDA_VARIANT(mx_tree_cuda),
+    .can_run = mx_tree_can_run,
+};
+static const tw_task_kind mx_store_kind = {
+    .name = "maxtree.store",
+    .devices = TW_DEVICE_CPU,
+    .cpu = mx_store,
+};
+
+static tw_status
+mx_finish(tw_job *job, tw_status st, void *user)
+{
+    mx_job *m = user;
+    tw_error err, aerr;
+    tw_status ast;
+
+    ast = twi_stream_finish(&m->area_s, st, &aerr);
+    st = twi_stream_finish(&m->in.s, st == TW_OK ? ast : st, &err);
+    if (ast != TW_OK && ast != TW_E_CANCELED && st == ast)
+        return twi_job_fail(job, ast, "%s", aerr.message);
+    if (st != TW_OK && st != TW_E_CANCELED)
+        return twi_job_fail(job, st, "%s", err.message);
+    return st;
+}
+
+static void
+mx_free(void *user)
+{
+    mx_job *m = user;
+
+    if (!m)
+        return;
+    twi_stream_finish(&m->area_s, TW_E_CANCELED, NULL);
+    twi_stream_finish(&m->in.s, TW_E_CANCELED, NULL);
+    twi_tile_release(m->img);
+    twi_tile_release(m->par);
+    free(m);
+}
+
+static tw_status
+mx_setup(mx_job *m, tw_runtime *rt, const tw_maxtree_opts *o, tw_error *err)
+{
+    const tw_config *cfg = tw_runtime_get_config(rt);
+    tw_status st;
+    int64_t n;
+
+    if ((st = twi_src_open(cfg, MX, TWI_SRC_U8 | TWI_SRC_U16, "input", &o->input, &o->image,
+                           &m->in, err)) != TW_OK)
+        return st;
+    m->W = m->in.s.w;
+    m->H = m->in.s.h;
+    n = m->W * m->H;
+    if (m->W > INT32_MAX || m->H > INT32_MAX)
+        return twi_error_set(err, TW_E_INVALID,
+                             MX ": the image is %lldx%lld; sides up to %d pixels are supported",
+                             (long long)m->W, (long long)m->H, INT32_MAX);
+    m->ptype = o->index_bits == 64 || (o->index_bits == 0 && n > (int64_t)UINT32_MAX) ? TW_U64
+                                                                                     : TW_U32;
+    if (m->ptype == TW_U32 && n > (int64_t)UINT32_MAX)
+        return twi_error_set(err, TW_E_INVALID,
+                             MX ": %lld pixels do not fit 32-bit indices (use 64)", (long long)n);
+#ifdef TW_HAVE_CUDA
+    m->on_gpu = twi_runtime_gpu_count(rt) > 0 && m->ptype == TW_U32;
+#endif
+    if (o->output.path) {
+        if (m->in.path && twi_ops_same_file(m->in.path, o->output.path))
+            return twi_error_set(err, TW_E_INVALID,
+                                 MX ": the output '%s' would overwrite the input", o->output.path);
+        m->out_file = true;
+    } else {
+        if ((st = check_host(MX, "parent", &o->parent, m->W, m->H, m->ptype, err)) != TW_OK)
+            return st;
+        m->parent = o->parent;
+    }
+    if (o->area_path) {
+        if ((m->in.path && twi_ops_same_file(m->in.path, o->area_path)) ||
+            (o->output.path && (strcmp(o->output.path, o->area_path) == 0 ||
+                                twi_ops_same_file(o->output.path, o->area_path))))
+            return twi_error_set(err, TW_E_INVALID,
+                                 MX ": the area file '%s' would overwrite the input or the output",
+                                 o->area_path);
+        m->area_file = m->want_area = true;
+    } else if (o->area.data) {
+        if ((st = check_host(MX, "area", &o->area, m->W, m->H, m->ptype, err)) != TW_OK)
+            return st;
+        m->area = o->area;
+        m->want_area = true;
+    }
+    if (m->out_file && (st = twi_stream_open_output(&m->in.s, cfg, MX, &o->output, 1, m->ptype,
+                                                    err)) != TW_OK)
+        return st;
+    if (m->area_file) {
+        tw_output ao = o->output;
+
+        m->area_s.w = m->W;
+        m->area_s.h = m->H;
+        m->area_s.level = m->in.s.level;
+        m->area_s.x = m->in.s.x;
+        m->area_s.y = m->in.s.y;
+        ao.path = o->area_path;
+        if ((st = twi_stream_open_output(&m->area_s, cfg, MX, &ao, 1, m->ptype, err)) != TW_OK)
+            return st;
+    }
+    return TW_OK;
+}
+
+static tw_status
+mx_graph(mx_job *m, tw_runtime *rt)
+{
+    tw_task *ld = NULL, *tr = NULL, *sto = NULL;
+    tw_status st;
+
+    twi_job_add_total(m->job, 3);
+    if ((st = twi_tile_create(rt, (int32_t)m->W, (int32_t)m->H, 1, m->in.s.in_type, &m->img)) !=
+            TW_OK ||
+        (st = twi_tile_create(rt, (int32_t)m->W, (int32_t)m->H, 1, m->ptype, &m->par)) != TW_OK)
+        return st;
+    if ((st = twi_task_create(m->job, &mx_load_kind, m, NULL, &ld)) != TW_OK ||
+        (st = twi_task_add_tile(ld, m->img, TW_W)) != TW_OK ||
+        (st = twi_task_create(m->job, &mx_tree_kind, m, NULL, &tr)) != TW_OK ||
+        (st = twi_task_add_tile(tr, m->img, TW_R)) != TW_OK ||
+        (st = twi_task_add_tile(tr, m->par, TW_W)) != TW_OK ||
+        (st = twi_task_depend(tr, ld)) != TW_OK ||
+        (st = twi_task_create(m->job, &mx_store_kind, m, NULL, &sto)) != TW_OK ||
+        (st = twi_task_add_tile(sto, m->img, TW_R)) != TW_OK ||
+        (st = twi_task_add_tile(sto, m->par, TW_R)) != TW_OK ||
+        (st = twi_task_depend(sto, tr)) != TW_OK)
+        goto out;
+    if ((st = twi_task_submit(sto)) == TW_OK && (st = twi_task_submit(tr)) == TW_OK)
+        st = twi_task_submit(ld);
+out:
+    twi_task_release(ld);
+    twi_task_release(tr);
+    twi_task_release(sto);
+    return st;
+}
+
+tw_status
+tw_maxtree_submit(tw_runtime *rt, const tw_maxtree_opts *o, tw_job **out, tw_error *err)
+{
+    mx_job *m;
+    tw_job *job = NULL;
+    tw_status st;
+
+    if (!rt || !o || !out)
+        return twi_error_set(err, TW_E_INVALID, MX ": NULL argument");
+    if (o->struct_size != sizeof *o)
+        return twi_error_set(err, TW_E_INVALID,
+                             MX ": options not initialised with tw_maxtree_opts_init()");
+    if ((st = conn_check(MX, o->connectivity, err)) != TW_OK)
+        return st;
+    if (o->index_bits != 0 && o->index_bits != 32 && o->index_bits != 64)
+        return twi_error_set(err, TW_E_INVALID, MX ": index bits %d (0, 32 or 64)",
+                             o->index_bits);
+    if (!o->output.path && !o->parent.data)
+        return twi_error_set(err, TW_E_INVALID, MX ": no output given (a file or an image)");
+    if (o->output.path && o->parent.data)
+        return twi_error_set(err, TW_E_INVALID, MX ": both an output file and a parent image");
+    if (o->area_path && o->area.data)
+        return twi_error_set(err, TW_E_INVALID, MX ": both an area file and an area image");
+    if (!(m = calloc(1, sizeof *m)))
+        return twi_error_set(err, TW_E_NOMEM, MX ": out of memory");
+    m->conn = o->connectivity;
+    if ((st = mx_setup(m, rt, o, err)) != TW_OK) {
+        mx_free(m);
+        return st;
+    }
+    if ((st = twi_job_create(rt, MX, &job)) != TW_OK) {
+        mx_free(m);
+        return twi_error_set(err, st, MX ": cannot create the job");
+    }
+    m->job = job;
+    twi_job_set_finish(job, mx_finish, m, mx_free);
+    return twi_ops_job_launch(job, MX, mx_graph(m, rt), out, err);
+}
+
+void
+tw_maxtree_opts_init(tw_maxtree_opts *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+    o->connectivity = 4;
+}
+
+/* ===================================================================================== */
+/* Attribute filters of whole slides                                                        */
+
+#define AF "attr-filter"
+
+typedef struct af_job af_job;
+
+typedef struct af_cell {
+    af_job *a;
+    int64_t i;
+    int64_t x, y;
+    int32_t w, h;
+    unsigned sides;
+    tw_tile *img, *par;          /* the job's references while the cell's pass runs */
+    twi_mt_border bt;            /* pass 1's border max-tree, until the merge */
+} af_cell;
+
+struct af_job {
+    tw_job *job;
+    const char *op;              /* "area-open" ... for messages */
+    twi_src in;                  /* in.s holds the writer when out_file */
+    bool out_file;
+    tw_host_image result;
+    int64_t W, H;
+    int32_t tw, th;
+    int64_t tiles_x, tiles_y, n_tiles;
+    af_cell *cells;
+    int conn;
+    bool invert;
+    bool area_map;               /* twi_area_map_submit(): node areas, TW_U64 */
+    tw_sample_type out_type;
+    twi_mt_filter f;
+    bool trees_on_gpu;
+    int64_t in_flight;
+    tw_runtime *rt;
+    atomic_llong extracted;
+    atomic_llong tp_cpu, tp_cuda;
+    uint64_t *res;               /* the merge's answers, res[off[i] + node] */
+    int64_t *off;
+    int64_t border_nodes, border_edges;
+    double t0, t1, t2;
+    tw_attr_filter_report *report;
+};
+
+static tw_status af_submit_cell(af_job *a, af_cell *c, int pass);
+
+static tw_status
+af_load(tw_task_ctx *ctx, void *arg)
+{
+    af_cell *c = arg;
+    tw_tile_view v = twi_ctx_view(ctx, 0);
+    tw_status st;
+
+    if ((st = read_rows(ctx, c->a->op, &c->a->in, c->x, c->y, &v)) != TW_OK)
+        return st;
+    if (c->a->invert)
+        invert_view(&v);
+    twi_job_add_done(c->a->job, 1);
+    return TW_OK;
+}
+
+static tw_status
+af_tree_cpu(tw_task_ctx *ctx, void *arg)
+{
+    af_cell *c = arg;
+    tw_tile_view a = twi_ctx_view(ctx, 0), p = twi_ctx_view(ctx, 1);
+    tw_status st;
+
+    if ((st = twi_omp_maxtree(&a, c->a->conn, &p, twi_ctx_team(ctx))) != TW_OK)
+        return twi_ctx_fail(ctx, st, "%s: the max-tree of tile %lld failed (%s)", c->a->op,
+                            (long long)c->i, tw_status_string(st));
+    atomic_fetch_add(&c->a->tp_cpu, 1);
+    twi_job_add_done(c->a->job, 1);
+    return TW_OK;
+}
+
+#ifdef TW_HAVE_CUDA
+static tw_status
+af_tree_cuda(tw_task_ctx *ctx, void *arg)
+{
+    af_cell *c = arg;
+    tw_tile_view a = twi_ctx_view(ctx, 0), p = twi_ctx_view(ctx, 1);
+    size_t bytes = twi_cuda_maxtree_scratch_size(a.w, a.h, a.type, c->a->conn);
+    void *scratch = twi_ctx_scratch(ctx, bytes ? bytes : 1);
+    tw_status st;
+
+    if (!scratch)
+        return twi_ctx_fail(ctx, TW_E_DEVICE, "%s: no GPU memory for tile %lld (%zu bytes)",
+                            c->a->op, (long long)c->i, bytes);
+    if ((st = twi_cuda_maxtree(&a, c->a->conn, &p, scratch, bytes, twi_ctx_stream(ctx))) !=
+        TW_OK)
+        return twi_ctx_fail(ctx, st, "%s: the GPU max-tree of tile %lld failed (%s)", c->a->op,
+                            (long long)c->i, tw_status_string(st));
+    atomic_fetch_add(&c->a->tp_cuda, 1);
+    twi_job_add_done(c->a->job, 1);
+    return TW_OK;
+}
+#endif
+
+/* With GPU workers, trees run there only (the GPU kernel is tens of times faster than a
+ * core) and CPU workers read, extract, filter and write around them, as for the EDT bands. */
+static bool
+af_tree_can_run(const void *arg, tw_device_type dev)
+{
+    const af_cell *c = arg;
+
+    return dev == TW_DEVICE_CUDA || !c->a->trees_on_gpu;
+}
+
+/* Let go of a cell's tiles and start the cell K places later in the same pass. */
+static tw_status
+af_cell_done(tw_task_ctx *ctx, af_cell *c, int pass)
+{
+    af_job *a = c->a;
+    tw_status st;
+
+    twi_tile_release(c->img);
+    twi_tile_release(c->par);
+    c->img = c->par = NULL;
+    if (c->i + a->in_flight < a->n_tiles &&
+        (st = af_submit_cell(a, &a->cells[c->i + a->in_flight], pass)) != TW_OK)
+        return twi_ctx_fail(ctx, st, "%s: cannot submit the tile tasks (%s)", a->op,
+                            tw_status_string(st));
+    return TW_OK;
+}
+
+static const tw_task_kind af_merge_kind;
+
+static tw_status
+af_extract(tw_task_ctx *ctx, void *arg)
+{
+    af_cell *c = arg;
+    af_job *a = c->a;
+    tw_tile_view v = twi_ctx_view(ctx, 0), p = twi_ctx_view(ctx, 1);
+    tw_status st;
+
+    if ((st = twi_mt_border_extract(&v, &p, c->sides, &c->bt)) != TW_OK)
+        return twi_ctx_fail(ctx, st, "%s: the border max-tree of tile %lld failed (%s)", a->op,
+                            (long long)c->i, tw_status_string(st));
+    if ((st = af_cell_done(ctx, c, 1)) != TW_OK)
+        return st;
+    twi_job_add_done(a->job, 1);
+    /* The last border max-tree starts the merge. */
+    if (atomic_fetch_add(&a->extracted, 1) + 1 == a->n_tiles) {
+        tw_task *t = NULL;
+
+        a->t1 = now_s();
+        if ((st = twi_task_create(a->job, &af_merge_kind, a, NULL, &t)) == TW_OK)
+            st = twi_task_submit(t);
+        twi_task_release(t);
+        if (st != TW_OK)
+            return twi_ctx_fail(ctx, st, "%s: cannot submit the merge (%s)", a->op,
+                                tw_status_string(st));
+    }
+    return TW_OK;
+}
+
+static tw_status
+af_merge(tw_task_ctx *ctx, void *arg)
+{
+    af_job *a = arg;
+    twi_mt_border **bts = NULL;
+    tw_status st;
+
+    if (!(bts = malloc((size_t)a->n_tiles * sizeof *bts)))
+        return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory for the merge", a->op);
+    for (int64_t i = 0; i < a->n_tiles; i++) {
+        bts[i] = &a->cells[i].bt;
+        a->border_nodes += a->cells[i].bt.n;
+    }
+    st = twi_mt_merge(bts, a->tiles_x, a->tiles_y, a->conn, &a->f, &a->res, &a->off,
+                      &a->border_edges);
+    free(bts);
+    for (int64_t i = 0; i < a->n_tiles; i++)
+        twi_mt_border_free(&a->cells[i].bt);
+    if (st != TW_OK)
+        return twi_ctx_fail(ctx, st,
+                            "%s: merging the border max-trees failed (%s; %lld border nodes)",
+                            a->op, tw_status_string(st), (long long)a->border_nodes);
+    a->t2 = now_s();
+    twi_job_add_done(a->job, 1);
+    for (int64_t i = 0; i < a->n_tiles && i < a->in_flight; i++)
+        if ((st = af_submit_cell(a, &a->cells[i], 2)) != TW_OK)
+            return twi_ctx_fail(ctx, st, "%s: cannot submit the tile tasks (%s)", a->op,
+                                tw_status_string(st));
+    return TW_OK;
+}
+
+static tw_status
+af_filter(tw_task_ctx *ctx, void *arg)
+{
+    af_cell *c = arg;
+    af_job *a = c->a;
+    tw_tile_view v = twi_ctx_view(ctx, 0), p = twi_ctx_view(ctx, 1), o = v;
+    tw_error err;
+    tw_status st;
+
+    o.type = a->out_type;
+    o.stride = (int64_t)((size_t)v.w * tw_sample_size(o.type));
+    if (!(o.data = twi_ctx_scratch(ctx, (size_t)o.stride * (size_t)v.h)))
+        return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory for tile %lld", a->op,
+                            (long long)c->i);
+    if ((st = twi_mt_filter_tile(&v, &p, c->sides, a->res ? a->res + a->off[c->i] : NULL, &a->f,
+                                 &o)) != TW_OK)
+        return twi_ctx_fail(ctx, st, "%s: filtering tile %lld failed (%s)", a->op,
+                            (long long)c->i, tw_status_string(st));
+    if (a->invert)
+        invert_view(&o);
+    o.x0 = c->x;
+    o.y0 = c->y;
+    if (a->out_file) {
+        if ((st = twi_assembler_put(a->in.s.assembler, c->x, c->y, &o, &err)) != TW_OK)
+            return twi_ctx_fail(ctx, st, "%s", err.message);
+    } else {
+        copy_to_host(&o, &a->result, c->x, c->y);
+    }
+    if ((st = af_cell_done(ctx, c, 2)) != TW_OK)
+        return st;
+    twi_job_add_done(a->job, 1);
+    return TW_OK;
+}
+
+static const tw_task_kind af_load_kind = {
+    .name = "maxtree.load",
+    .devices = TW_DEVICE_CPU,
+    .cpu = af_load,
+};
+static const tw_task_kind af_tree_kind = {
+    .name = "maxtree.tree",
+    .cpu = af_tree_cpu,
+    TWI_CUDA_VARIANT(af_tree_cuda),
+    .can_run = af_tree_can_run,
+};
+static const tw_task_kind af_extract_kind = {
+    .name = "maxtree.border",
+    .devices = TW_DEVICE_CPU,
+    .cpu = af_extract,
+};
+static const tw_task_kind af_merge_kind = {
+    .name = "maxtree.merge",
+    .devices = TW_DEVICE_CPU,
+    .cpu = af_merge,
+};
+static const tw_task_kind af_filter_kind = {
+    .name = "maxtree.filter",
+    .devices = TW_DEVICE_CPU,
+    .cpu = af_filter,
+};
+
+/* A cell's tiles and its load -> tree -> extract (pass 1) or filter (pass 2) tasks. */
+static tw_status
+af_submit_cell(af_job *a, af_cell *c, int pass)
+{
+    tw_task *ld = NULL, *tr = NULL, *end = NULL;
+    tw_status st;
+
+    if ((st = twi_tile_create(a->rt, c->w, c->h, 1, a->in.s.in_type, &c->img)) != TW_OK ||
+        (st = twi_tile_create(a->rt, c->w, c->h, 1, TW_U32, &c->par)) != TW_OK)
+        return st;
+    twi_tile_set_origin(c->img, c->x, c->y);
+    twi_tile_set_origin(c->par, c->x, c->y);
+    if ((st = twi_task_create(a->job, &af_load_kind, c, NULL, &ld)) != TW_OK ||
+        (st = twi_task_add_tile(ld, c->img, TW_W)) != TW_OK ||
+        (st = twi_task_create(a->job, &af_tree_kind, c, NULL, &tr)) != TW_OK ||
+        (st = twi_task_add_tile(tr, c->img, TW_R)) != TW_OK ||
+        (st = twi_task_add_tile(tr, c->par, TW_W)) != TW_OK ||
+        (st = twi_task_depend(tr, ld)) != TW_OK ||
+        (st = twi_task_create(a->job, pass == 1 ? &af_extract_kind : &af_filter_kind, c, NULL,
+                              &end)) != TW_OK ||
+        (st = twi_task_add_tile(end, c->img, TW_R)) != TW_OK ||
+        (st = twi_task_add_tile(end, c->par, TW_R)) != TW_OK ||
+        (st = twi_task_depend(end, tr)) != TW_OK)
+        goto out;
+    if ((st = twi_task_submit(end)) == TW_OK && (st = twi_task_submit(tr)) == TW_OK)
+        st = twi_task_submit(ld);
+out:
+    twi_task_release(ld);
+    twi_task_release(tr);
+    twi_task_release(end);
+    return st;
+}
+
+static tw_status
+af_finish(tw_job *job, tw_status st, void *user)
+{
+    af_job *a = user;
+    tw_error err;
+    double t3 = now_s();
+
+    st = twi_stream_finish(&a->in.s, st, &err);
+    if (a->report) {
+        tw_attr_filter_report *r = a->report;
+
+        r->tiles = a->n_tiles;
+        r->tile_w = a->tw;
+        r->tile_h = a->th;
+        r->tp_cpu = atomic_load(&a->tp_cpu);
+        r->tp_cuda = atomic_load(&a->tp_cuda);
+        r->border_nodes = a->border_nodes;
+        r->border_edges = a->border_edges;
+        r->tree_s = a->t1 > 0 ? a->t1 - a->t0 : 0;
+        r->merge_s = a->t2 > 0 ? a->t2 - a->t1 : 0;
+        r->filter_s = t3 - (a->t2 > 0 ? a->t2 : a->t0);
+    }
+    if (st != TW_OK && st != TW_E_CANCELED)
+        return twi_job_fail(job, st, "%s", err.message);
+    return st;
+}
+
+static void
+af_free(void *user)
+{
+    af_job *a = user;
+
+    if (!a)
+        return;
+    twi_stream_finish(&a->in.s, TW_E_CANCELED, NULL);
+    for (int64_t i = 0; a->cells && i < a->n_tiles; i++) {
+        twi_tile_release(a->cells[i].img);
+        twi_tile_release(a->cells[i].par);
+        twi_mt_border_free(&a->cells[i].bt);
+    }
+    free(a->cells);
+    free(a->res);
+    free(a->off);
+    free(a);
+}
+
+static const char *const af_names[] = {"area-open", "area-close", "height-open",
+                                       "height-close"};
+
+static tw_status
+af_setup(af_job *a, tw_runtime *rt, const tw_attr_filter_opts *o, tw_error *err)
+{
+    const tw_config *cfg = tw_runtime_get_config(rt);
+    tw_status st;
+
+    if ((st = twi_src_open(cfg, a->op, TWI_SRC_U8 | TWI_SRC_U16, "input", &o->input, &o->image,
+                           &a->in, err)) != TW_OK)
+        return st;
+    a->W = a->in.s.w;
+    a->H = a->in.s.h;
+    a->f.rule = o->filter == TW_AREA_OPENING || o->filter == TW_AREA_CLOSING ? TWI_MT_AREA
+                                                                           : TWI_MT_HEIGHT;
+    a->f.threshold = o->threshold;
+    a->f.vmin = 0;
+    a->invert = o->filter == TW_AREA_CLOSING || o->filter == TW_HEIGHT_CLOSING;
+    a->out_type = a->in.s.in_type;
+    if (a->area_map) {
+        a->f.rule = TWI_MT_AREA_MAP;
+        a->invert = false;
+        a->out_type = TW_U64;
+    }
+#ifdef TW_HAVE_CUDA
+    a->trees_on_gpu = twi_runtime_gpu_count(rt) > 0;
+#endif
+    if (o->output.path) {
+        if (a->in.path && twi_ops_same_file(a->in.path, o->output.path))
+            return twi_error_set(err, TW_E_INVALID, "%s: the output '%s' would overwrite the input",
+                                 a->op, o->output.path);
+        a->out_file = true;
+    } else {
+        if ((st = check_host(a->op, "result", &o->result, a->W, a->H, a->out_type, err)) !=
+            TW_OK)
+            return st;
+        a->result = o->result;
+    }
+    if ((st = twi_ops_tile_size(cfg, "maxtree.tile_size", o->tile_w, o->tile_h, &a->tw, &a->th,
+                                err)) != TW_OK)
+        return st;
+    if ((int64_t)a->tw * a->th > (int64_t)UINT32_MAX)
+        return twi_error_set(err, TW_E_INVALID,
+                             "%s: tiles of %dx%d pixels do not fit 32-bit tile indices", a->op,
+                             (int)a->tw, (int)a->th);
+    a->tiles_x = (a->W + a->tw - 1) / a->tw;
+    a->tiles_y = (a->H + a->th - 1) / a->th;
+    a->n_tiles = a->tiles_x * a->tiles_y;
+    if (!(a->cells = calloc((size_t)a->n_tiles, sizeof *a->cells)))
+        return twi_error_set(err, TW_E_NOMEM, "%s: out of memory", a->op);
+    for (int64_t i = 0; i < a->n_tiles; i++) {
+        af_cell *c = &a->cells[i];
+        int64_t tx = i % a->tiles_x, ty = i / a->tiles_x;
+
+        c->a = a;
+        c->i = i;
+        c->x = tx * a->tw;
+        c->y = ty * a->th;
+        c->w = (int32_t)(a->W - c->x < a->tw ? a->W - c->x : a->tw);
+        c->h = (int32_t)(a->H - c->y < a->th ? a->H - c->y : a->th);
+        c->sides = (ty > 0 ? TWI_MT_SIDE(TWI_MT_TOP) : 0u) |
+                   (ty + 1 < a->tiles_y ? TWI_MT_SIDE(TWI_MT_BOTTOM) : 0u) |
+                   (tx > 0 ? TWI_MT_SIDE(TWI_MT_LEFT) : 0u) |
+                   (tx + 1 < a->tiles_x ? TWI_MT_SIDE(TWI_MT_RIGHT) : 0u);
+    }
+    if (a->out_file && (st = twi_stream_open_output(&a->in.s, cfg, a->op, &o->output, 1,
+                                                    a->out_type, err)) != TW_OK)
+        return st;
+    return TW_OK;
+}
+
+static tw_status
+af_graph(af_job *a, tw_runtime *rt)
+{
+    tw_status st = TW_OK;
+    int pass = a->n_tiles > 1 ? 1 : 2;
+
+    /* Tiles in flight, as for the EDT's bands: enough to keep every worker busy. */
+    a->rt = rt;
+    a->in_flight = a->trees_on_gpu ? 3 * (int64_t)twi_runtime_gpu_count(rt) + 1
+                                   : (int64_t)tw_runtime_get_worker_count(rt) + 1;
+    if (a->in_flight < 2)
+        a->in_flight = 2;
+    twi_job_add_total(a->job, 3 * a->n_tiles + (pass == 1 ? 3 * a->n_tiles + 1 : 0));
+    a->t0 = now_s();
+    for (int64_t i = 0; i < a->n_tiles && i < a->in_flight && st == TW_OK; i++)
+        st = af_submit_cell(a, &a->cells[i], pass);
+    return st;
+}
+
+static tw_status
+af_submit(tw_runtime *rt, const tw_attr_filter_opts *o, bool area_map, tw_job **out,
+          tw_error *err)
+{
+    af_job *a;
+    tw_job *job = NULL;
+    tw_status st;
+
+    if (!rt || !o || !out)
+        return twi_error_set(err, TW_E_INVALID, AF ": NULL argument");
+    if (o->struct_size != sizeof *o)
+        return twi_error_set(err, TW_E_INVALID,
+                             AF ": options not initialised with tw_attr_filter_opts_init()");
+    if ((unsigned)o->filter > TW_HEIGHT_CLOSING)
+        return twi_error_set(err, TW_E_INVALID, AF ": unknown filter %d", (int)o->filter);
+    if ((st = conn_check(af_names[o->filter], o->connectivity, err)) != TW_OK)
+        return st;
+    if ((o->filter == TW_AREA_OPENING || o->filter == TW_AREA_CLOSING) && o->threshold < 1)
+        return twi_error_set(err, TW_E_INVALID, "%s: the area must be at least 1 pixel",
+                             af_names[o->filter]);
+    if (!o->output.path && !o->result.data)
+        return twi_error_set(err, TW_E_INVALID, "%s: no output given (a file or an image)",
+                             af_names[o->filter]);
+    if (o->output.path && o->result.data)
+        return twi_error_set(err, TW_E_INVALID, "%s: both an output file and an output image",
+                             af_names[o->filter]);
+    if (o->report && o->report->struct_size != sizeof *o->report)
+        return twi_error_set(err, TW_E_INVALID,
+                             "%s: report not initialised with tw_attr_filter_report_init()",
+                             af_names[o->filter]);
+    if (!(a = calloc(1, sizeof *a)))
+        return twi_error_set(err, TW_E_NOMEM, AF ": out of memory");
+    a->op = area_map ? "area-map" : af_names[o->filter];
+    a->area_map = area_map;
+    a->conn = o->connectivity;
+    a->report = o->report;
+    atomic_init(&a->extracted, 0);
+    atomic_init(&a->tp_cpu, 0);
+    atomic_init(&a->tp_cuda, 0);
+    if ((st = af_setup(a, rt, o, err)) != TW_OK) {
+        af_free(a);
+        return st;
+    }
+    if ((st = twi_job_create(rt, a->op, &job)) != TW_OK) {
+        af_free(a);
+        return twi_error_set(err, st, "%s: cannot create the job", a->op);
+    }
+    a->job = job;
+    twi_job_set_finish(job, af_finish, a, af_free);
+    return twi_ops_job_launch(job, a->op, af_graph(a, rt), out, err);
+}
+
+tw_status
+tw_attr_filter_submit(tw_runtime *rt, const tw_attr_filter_opts *o, tw_job **out,
+                      tw_error *err)
+{
+    return af_submit(rt, o, false, out, err);
+}
+
+tw_status
+twi_area_map_submit(tw_runtime *rt, const tw_attr_filter_opts *o, tw_job **out, tw_error *err)
+{
+    return af_submit(rt, o, true, out, err);
+}
+
+void
+tw_attr_filter_opts_init(tw_attr_filter_opts *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+    o->filter = TW_AREA_OPENING;
+    o->threshold = 1;
+    o->connectivity = 4;
+}
+
+void
+tw_attr_filter_report_init(tw_attr_filter_report *r)
+{
+    if (!r)
+        return;
+    memset(r, 0, sizeof *r);
+    r->struct_size = sizeof *r;
+}
+
+tw_status
+tw_attr_filter_parse(const char *name, tw_attr_filter *out)
+{
+    if (!name || !out)
+        return TW_E_INVALID;
+    for (int i = 0; i < 4; i++)
+        if (strcmp(name, af_names[i]) == 0) {
+            *out = (tw_attr_filter)i;
+            return TW_OK;
+        }
+    return TW_E_INVALID;
+}

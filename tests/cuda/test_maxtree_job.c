@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave tests: max-tree and attribute-filter jobs with GPU workers vs the references. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tilewave.h"
+#include "twtest.h"
+#include "twtest_filter.h"
+#include "twtest_mt.h"
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+Test(maxtree_job_cuda, filters_on_gpu_and_mixed_workers_match_the_references, .timeout = 300)
+{
+    /* Trees on the GPU (GPU-only and GPU + CPU runtimes), every filter, 8/16-bit, 4/8-conn,
+     * tiles down to 1 pixel wide: the same bytes as the flooding reference. */
+    twtest_need_gpu();
+    tw_runtime *rts[2] = {twtest_runtime_with("0", "0"), twtest_runtime_with("0", "2")};
+
+    cr_assert(rts[0] && rts[1]);
+    for (int it = 0; it < 160; it++) {
+        tw_sample_type t = it % 3 == 2 ? TW_U16 : TW_U8;
+        int w = 1 + (int)twtest_rnd(&rng, 70), h = 1 + (int)twtest_rnd(&rng, 70);
+        int conn = it % 2 ? 8 : 4, mode = (int)twtest_rnd(&rng, 6);
+        tw_attr_filter flt = (tw_attr_filter)(it % 4);
+        uint64_t thr = flt <= TW_AREA_CLOSING ? 1 + twtest_rnd(&rng, (uint32_t)(w * h))
+                                              : twtest_rnd(&rng, t == TW_U8 ? 200 : 5000);
+        int tw = it % 5 == 0 ? 1 : 1 + (int)twtest_rnd(&rng, (uint32_t)w + 5);
+        int th = it % 5 == 1 ? 1 : 1 + (int)twtest_rnd(&rng, (uint32_t)h + 5);
+        size_t ss = tw_sample_size(t), n = (size_t)(w * h);
+        void *img = malloc(n * ss), *want = malloc(n * ss), *got = malloc(n * ss);
+        tw_attr_filter_opts o;
+        tw_job *job = NULL;
+        tw_error err;
+
+        if (t == TW_U16 && (mode == 0 || mode == 4) && n > 900)
+            mode = 3; /* keep the reference's level count small */
+        twtest_mt_random_image(&rng, img, t, w, h, mode);
+        twtest_attr_filter_naive(img, t, w, h, conn, flt <= TW_AREA_CLOSING ? TWTEST_AREA
+                                                                            : TWTEST_HEIGHT,
+                                 thr, flt == TW_AREA_CLOSING || flt == TW_HEIGHT_CLOSING, want);
+        tw_attr_filter_opts_init(&o);
+        o.image = (tw_host_image){img, w, h, 0, t};
+        o.result = (tw_host_image){got, w, h, 0, t};
+        o.filter = flt;
+        o.threshold = thr;
+        o.connectivity = conn;
+        o.tile_w = tw;
+        o.tile_h = th;
+        cr_assert(eq(int, tw_attr_filter_submit(rts[it % 2], &o, &job, &err), TW_OK), "%s",
+                  err.message);
+        cr_assert(eq(int, tw_job_wait(job, -1), TW_OK), "%s", tw_job_get_error(job));
+        tw_job_destroy(job);
+        cr_assert(eq(int, memcmp(got, want, n * ss), 0),
+                  "case %d: filter %d %dx%d %s conn %d tiles %dx%d", it, (int)flt, w, h,
+                  tw_sample_type_name(t), conn, tw, th);
+        free(img);
+        free(want);
+        free(got);
+    }
+    tw_runtime_destroy(rts[0]);
+    tw_runtime_destroy(rts[1]);
+}
+
+Test(maxtree_job_cuda, in_memory_tree_on_the_gpu_matches_the_naive_tree)
+{
+    /* tw_maxtree_submit on a GPU runtime: the naive canonical parent image. */
+    twtest_need_gpu();
+    tw_runtime *rt = twtest_runtime_with("0", "1");
+
+    cr_assert(rt != NULL);
+    for (int it = 0; it < 60; it++) {
+        tw_sample_type t = it % 2 ? TW_U16 : TW_U8;
+        int w = 1 + (int)twtest_rnd(&rng, 300), h = 1 + (int)twtest_rnd(&rng, 200);
+        int conn = it % 4 < 2 ? 4 : 8;
+        size_t n = (size_t)(w * h);
+        void *img = malloc(n * 2);
+        uint64_t *want = malloc(n * 8);
+        uint32_t *par = malloc(n * 4);
+        tw_maxtree_opts o;
+        tw_job *job = NULL;
+        tw_error err;
+
+        twtest_mt_random_image(&rng, img, t, w, h, it % 6);
+        twtest_maxtree_naive(img, t, w, h, conn, want);
+        tw_maxtree_opts_init(&o);
+        o.image = (tw_host_image){img, w, h, 0, t};
+        o.parent = (tw_host_image){par, w, h, 0, TW_U32};
+        o.connectivity = conn;
+        cr_assert(eq(int, tw_maxtree_submit(rt, &o, &job, &err), TW_OK), "%s", err.message);
+        cr_assert(eq(int, tw_job_wait(job, -1), TW_OK), "%s", tw_job_get_error(job));
+        tw_job_destroy(job);
+        for (size_t p = 0; p < n; p++)
+            cr_assert(eq(u64, par[p], want[p]), "case %d (%dx%d): pixel %zu", it, w, h, p);
+        free(img);
+        free(want);
+        free(par);
+    }
+    tw_runtime_destroy(rt);
+}
