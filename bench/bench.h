@@ -56,5 +56,8 @@ int bench_gray(int argc, char **argv);
 int bench_gray_kernel(int argc, char **argv);
 int bench_mrecon(int argc, char **argv);
 int bench_edt(int argc, char **argv);
+int bench_maxtree(int argc, char **argv);
+/* area-open, area-close, height-open, height-close: argv[0] names the filter. */
+int bench_attr_filter(int argc, char **argv);
 
 #endif /* TW_BENCH_H */

@@ -36,7 +36,9 @@ fi
 echo "gpu.sh: built in $((SECONDS - t0)) s" | tee -a "$log"
 # A last guard under the device call's 10 minutes; run.py's own budget normally ends it first,
 # and it rewrites the JSON after every case, so a cut run keeps what it measured.
-# TW_BENCH_ARGS adds run.py flags (e.g. "--sizes 1024 --budget 60" for a dry run).
+# TW_BENCH_ARGS adds run.py flags (e.g. "--sizes 1024 --budget 60" for a dry run, or
+# "--workloads maxtree,area-open" for the max-tree kernels and the area opening alone: their
+# 10 GPix whole-slide case needs about 24 GiB of host memory and no input file).
 # shellcheck disable=SC2086
 timeout 450 python3 bench/run.py --gpu --build "$build" --json "$out/bench-gpu.json" \
     ${TW_BENCH_ARGS:-} 2>> "$log" | tee "$out/bench-gpu.txt"

@@ -9,6 +9,10 @@ uses them:
     tissue              8-bit RGB from `tilewave sample --seed 1` (tiled, pyramidal BigTIFF)
     natural:NAME        scikit-image's bundled ihc, hubble_deep_field or retina, tiled up to
                         the size (needs scikit-image plus tifffile or Pillow)
+    natural16:NAME      16-bit gray from the same bundled image: tilewave's luminance,
+                        Gaussian-blurred (sigma 1.5) in floating point and scaled by 257, so
+                        that levels are nearly all distinct as in 16-bit microscopy (needs
+                        scikit-image and SciPy)
     gray8, gray16       smooth tissue-like gray fields with texture (8 or 16 bits)
     mask:F              binary mask (0/255) with a foreground fraction F, e.g. mask:0.3
 
@@ -95,6 +99,25 @@ def gen_natural(path, w, h, name):
     write_tiff(path, np.ascontiguousarray(np.tile(img, reps)[:h, :w]))
 
 
+def gen_natural16(path, w, h, name):
+    if not have("skimage") or not have("scipy"):
+        raise Unavailable("scikit-image or SciPy not installed")
+    if not (have("tifffile") or have("PIL")):
+        raise Unavailable("neither tifffile nor Pillow is installed")
+    import numpy as np
+    import scipy.ndimage as ndi
+    import skimage.data
+
+    img = getattr(skimage.data, NATURAL[name])()
+    if img.ndim == 3:  # tilewave's luminance rule (bench/peers.py gray_numpy)
+        rgb = img[..., :3].astype(np.uint32)
+        img = (299 * rgb[..., 0] + 587 * rgb[..., 1] + 114 * rgb[..., 2] + 500) // 1000
+    smooth = ndi.gaussian_filter(img.astype(np.float32), 1.5, mode="wrap") * 257.0
+    img = np.clip(np.rint(smooth), 0, 65535).astype(np.uint16)
+    reps = (-(-h // img.shape[0]), -(-w // img.shape[1]))
+    write_tiff(path, np.ascontiguousarray(np.tile(img, reps)[:h, :w]))
+
+
 def gen_gray(path, w, h, bits, seed=1):
     import numpy as np
 
@@ -133,6 +156,10 @@ def make(cache, name, w, h, tilewave):
         if arg not in NATURAL:
             raise ValueError(f"unknown natural image '{arg}' ({', '.join(NATURAL)})")
         gen_natural(path, w, h, arg)
+    elif kind == "natural16":
+        if arg not in NATURAL:
+            raise ValueError(f"unknown natural image '{arg}' ({', '.join(NATURAL)})")
+        gen_natural16(path, w, h, arg)
     elif kind in ("gray8", "gray16"):
         gen_gray(path, w, h, 8 if kind == "gray8" else 16)
     elif kind == "mask":

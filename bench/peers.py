@@ -22,6 +22,15 @@ A peer is a dict in PEERS:
     note      what differs from tilewave (formula, output type, what is timed)
 Later operations add their peers here (scikit-image reconstruction, SciPy EDT, ...).
 
+Max-tree and area-opening peers (ops "maxtree" and "area-open") take `--input IN --conn 4|8
+[--area N]`, load the image as tw_bench maxtree does (mt_load), and report `nodes` (the
+tree's node count, for tilewave's to be compared with) or, given `--reference` (the raw
+output of `tw_bench area-open --dump`), `differing_pixels`. Their extra fields:
+    nodes       function(result, image) -> node count of the peer's tree
+    warmup      False: no warm-up call (peers taking seconds)
+    max_repeat  at most this many timed calls
+    exact       any differing pixel is a failure
+
 EDT peers (op "edt") take no input file: `--size WxH --background F --pattern P --seed S`
 make the same binary image as `tw_bench edt` (edt_binary() below, bit for bit; the number of
 background pixels is reported so that run.py can check it), and `--reference` is the raw
@@ -285,6 +294,111 @@ def edt_worker(args, peer):
     return rec
 
 
+# ---- max-tree and attribute-filter peers (ops "maxtree" and "area-open"): the image file
+# bench/run.py also gives tw_bench, loaded as tw_bench loads it (level 0; RGB to luminance by
+# tilewave's gray rule). The graph of Higra and the loading are not timed.
+
+def mt_load(path):
+    """The image tw_bench maxtree --input PATH works on: level 0, one channel."""
+    import numpy as np
+
+    img = load_any(path)
+    if img.ndim == 3:
+        img = gray_numpy(img[..., :3])
+    return np.ascontiguousarray(img)
+
+
+def higra_state(img, conn):
+    import higra as hg
+
+    graph = hg.get_4_adjacency_graph(img.shape) if conn == 4 else \
+        hg.get_8_adjacency_graph(img.shape)
+    return graph, img
+
+
+def maxtree_higra(state, conn, threshold):
+    import higra as hg
+
+    graph, img = state
+    return hg.component_tree_max_tree(graph, img)
+
+
+def maxtree_higra_nodes(result, img):
+    tree, _ = result
+    return int(tree.num_vertices() - tree.num_leaves())
+
+
+def area_open_higra(state, conn, threshold):
+    """Max-tree, node areas, and every pixel (leaf) at the level of its nearest ancestor of
+    area >= threshold: Higra's documented area filter."""
+    import higra as hg
+
+    graph, img = state
+    tree, altitudes = hg.component_tree_max_tree(graph, img)
+    area = hg.attribute_area(tree)
+    return hg.reconstruct_leaf_data(tree, altitudes, area < threshold)
+
+
+def maxtree_skimage(img, conn, threshold):
+    from skimage.morphology import max_tree
+
+    return max_tree(img, connectivity=1 if conn == 4 else 2)
+
+
+def maxtree_skimage_nodes(result, img):
+    """Canonical pixels of scikit-image's parent image: the root and the pixels whose parent
+    lies at another level."""
+    import numpy as np
+
+    parent = result[0].ravel()
+    flat = img.ravel()
+    own = parent == np.arange(parent.size)
+    return int(own.sum() + (flat[parent] != flat)[~own].sum())
+
+
+def area_open_skimage(img, conn, threshold):
+    from skimage.morphology import area_opening
+
+    return area_opening(img, threshold, connectivity=1 if conn == 4 else 2)
+
+
+def maxtree_worker(args, peer):
+    """Load (untimed), prepare (untimed), R timed calls (slow peers: no warm-up and at most
+    max_repeat), then the agreement with tilewave: node counts for the tree, every pixel of
+    the filtered image against tilewave's raw dump."""
+    import numpy as np
+
+    img = mt_load(args.input)
+    state = peer["prepare"](img, args.conn) if peer.get("prepare") else img
+    times, result = [], None
+    repeat = min(args.repeat, peer.get("max_repeat", args.repeat))
+    r = 0 if peer.get("warmup") is False else -1
+    while r < repeat or (r < FAST_RUNS and sum(times) < 1.0 and
+                         peer.get("max_repeat") is None):
+        result = None
+        t0 = time.perf_counter()
+        result = peer["run"](state, args.conn, args.area)
+        if r >= 0:
+            times.append(time.perf_counter() - t0)
+        r += 1
+    rec = {"times": times, "peak_rss_mib": round(peak_rss_mib(), 1), "type": str(img.dtype),
+           "w": int(img.shape[1]), "h": int(img.shape[0])}
+    if peer.get("nodes"):
+        rec["nodes"] = peer["nodes"](result, img)
+    if args.reference and peer["op"] == "area-open":
+        ours = np.fromfile(args.reference, dtype=img.dtype)
+        res = np.asarray(result)
+        if ours.size != img.size or res.shape != img.shape:
+            rec["diff_error"] = f"shape {res.shape}, tilewave {ours.size} pixels"
+        else:
+            ours = ours.reshape(img.shape)
+            bad = res != ours
+            rec["differing_pixels"] = int(bad.sum())
+            rec["max_abs_diff"] = int(np.abs(res.astype(np.int64) - ours.astype(np.int64))
+                                      .max()) if bad.any() else 0
+    return rec
+
+
 PEERS = {
     "numpy": dict(
         op="gray", kind="memory", device="cpu", requires=["numpy"], run=gray_numpy,
@@ -340,6 +454,30 @@ PEERS = {
         note="cupyx.scipy.ndimage.distance_transform_edt(float64_distances=False) on a "
              "uint8 array already on the GPU, CUDA events around the call after a warm-up "
              "(PBA+; pads the image to a square, multiple of 32; crashes above 46340 a side)"),
+    "higra-maxtree": dict(
+        op="maxtree", kind="memory", device="cpu", requires=["higra", "numpy"],
+        run=maxtree_higra, prepare=higra_state, nodes=maxtree_higra_nodes,
+        note="higra.component_tree_max_tree (C++ union-find, one thread) on a 4- or "
+             "8-adjacency graph built beforehand (untimed); its nodes, leaves excluded, are "
+             "compared with tilewave's canonical nodes"),
+    "skimage-maxtree": dict(
+        op="maxtree", kind="memory", device="cpu", requires=["skimage", "numpy"],
+        run=maxtree_skimage, nodes=maxtree_skimage_nodes, max_pixels=1024 * 1024,
+        warmup=False, max_repeat=1,
+        note="skimage.morphology.max_tree (parent image and traverser; one thread; close to "
+             "quadratic on large images, so limited to 1024^2; one timed call, no warm-up)"),
+    "higra-area-open": dict(
+        op="area-open", kind="memory", device="cpu", requires=["higra", "numpy"],
+        run=area_open_higra, prepare=higra_state, exact=True,
+        note="higra: component_tree_max_tree + attribute_area + reconstruct_leaf_data(area < "
+             "N), one thread, graph built beforehand (untimed); must equal tilewave's output"),
+    "skimage-area-open": dict(
+        op="area-open", kind="memory", device="cpu", requires=["skimage", "numpy"],
+        run=area_open_skimage, exact=True, max_pixels=1024 * 1024, warmup=False,
+        max_repeat=1,
+        note="skimage.morphology.area_opening (max_tree + area + direct filter, one thread; "
+             "limited to 1024^2 like its max_tree; one timed call, no warm-up); must equal "
+             "tilewave's output"),
     "vips-extract_band": dict(
         op="gray", kind="file", device="cpu", requires=["vips"], cli=True,
         run=lambda inp, out: ["vips", "extract_band", inp, out, "1"],
@@ -372,7 +510,9 @@ def versions(names):
                 out[name] = "?"
         elif importlib.util.find_spec(name):
             try:
-                out[name] = getattr(importlib.import_module(name), "__version__", "?")
+                out[name] = getattr(importlib.import_module(name), "__version__", None)
+                if out[name] is None:  # higra has no __version__: its distribution's
+                    out[name] = importlib.import_module("importlib.metadata").version(name)
             except Exception as e:  # noqa: BLE001 - report, do not fail the run
                 out[name] = f"import failed: {e}"
         else:
@@ -442,6 +582,8 @@ def worker(args):
         return {"skipped": why}
     if peer["op"] == "edt":
         return edt_worker(args, peer)
+    if peer["op"] in ("maxtree", "area-open"):
+        return maxtree_worker(args, peer)
     times = []
     result = None
     if peer["kind"] in ("memory", "device-memory"):
@@ -510,6 +652,9 @@ def main():
     ap.add_argument("--pattern", default="random", choices=["random", "corner", "none"],
                     help="edt peers: the pattern (as tw_bench edt --pattern)")
     ap.add_argument("--seed", type=int, default=1, help="edt peers: the pattern's seed")
+    ap.add_argument("--conn", type=int, default=4, choices=[4, 8],
+                    help="maxtree / area-open peers: connectivity")
+    ap.add_argument("--area", type=int, default=100, help="area-open peers: the threshold")
     args = ap.parse_args()
     try:
         rec = worker(args)

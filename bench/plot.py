@@ -108,7 +108,8 @@ def main():
                 ax.set_yscale("log")
                 ax.xaxis.set_minor_locator(ticker.NullLocator())
                 ax.set_xticks([w * h / 1e6 for w, h in sizes])
-                ax.set_xticklabels([f"{w}x{h}\n{w * h / 1e6:.0f} MP" for w, h in sizes],
+                ax.set_xticklabels([f"{w}x{h}\n{w * h / 1e6:.2g} MP" if w * h < 1e7 else
+                                    f"{w}x{h}\n{w * h / 1e6:.0f} MP" for w, h in sizes],
                                    fontsize=7)
                 ax.yaxis.set_major_formatter(ticker.FuncFormatter(plain))
                 ax.yaxis.set_minor_formatter(ticker.FuncFormatter(

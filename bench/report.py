@@ -126,17 +126,109 @@ def edt_tables(ms):
         print()
 
 
+# Issue 6's targets for the max-tree and the area opening: minimum ratio (peer time /
+# tilewave time) of the CPU measurements per peer (2 cores), GPU kernel throughput (GPix/s,
+# 8-bit at >= 24 MPix and 16-bit), 8-connectivity against 4, and the whole-slide filter.
+MT_TARGETS = {"higra-maxtree": (2.0, ">= 2x (CPU)"), "higra-area-open": (2.0, ">= 2x (CPU)"),
+              "skimage-maxtree": (100.0, ">= 100x (CPU)"),
+              "skimage-area-open": (100.0, ">= 100x (CPU)")}
+MT_GPU_U8 = (24e6, 10.0)     # pixels at least, GPix/s at least
+MT_GPU_U16 = 0.5             # GPix/s
+MT_CONN8_SLOWDOWN = 1.2      # 8-conn time / 4-conn time at most
+MT_SLIDE = (1e10, 2.0)       # pixels at least, GPix/s at least (one GPU, from host memory)
+
+
+def met(ok):
+    return "yes" if ok else "**no**"
+
+
+def mt_tables(ms):
+    """The max-tree's and the area opening's tables: ratios against the issue's targets, the
+    GPU kernel's throughput, and the whole-slide filter."""
+    mt = [m for m in ms if m["workload"] in ("maxtree", "area-open")]
+    tw = [m for m in mt if m.get("side") == "tilewave" and "median_s" in m]
+    pe = [m for m in mt if m.get("side") == "peer" and "median_s" in m]
+    rows = []
+    for t in tw:
+        if not t.get("compare", True):
+            continue
+        for p in pe:
+            if (p["workload"], p["size"], p["input"]) != (t["workload"], t["size"],
+                                                          t["input"]) or p["kind"] != t["kind"]:
+                continue
+            ratio = p["median_s"] / t["median_s"]
+            goal = MT_TARGETS.get(p["name"]) if t.get("device") == "cpu" else None
+            rows.append([t["workload"], t["size"], t["input"], t.get("type") or "-", t["name"],
+                         fmt_s(t["median_s"]), f"{t['w'] * t['h'] / t['median_s'] / 1e9:.3f}",
+                         p["name"], fmt_s(p["median_s"]), f"{ratio:.2f}",
+                         goal[1] if goal else "-", met(ratio >= goal[0]) if goal else "-"])
+    if rows:
+        print("`maxtree` and `area-open`: tilewave against the peers on the same image (ratio = "
+              "peer time / tilewave time; targets of issue 6):\n")
+        print(md_table(["workload", "size", "input", "type", "tilewave", "time", "GPix/s",
+                        "peer", "peer time", "ratio", "target", "met"], rows))
+        print()
+    kern = [m for m in tw if m["workload"] == "maxtree" and m["name"] == "kernel-cuda"]
+    if kern:
+        rows = []
+        for m in kern:
+            gpix = m["w"] * m["h"] / m["median_s"] / 1e9
+            u16 = m.get("type") == "u16"
+            target, ok = "-", None
+            if u16:
+                target, ok = f">= {MT_GPU_U16} GPix/s", gpix >= MT_GPU_U16
+            elif m["w"] * m["h"] >= MT_GPU_U8[0]:
+                target, ok = f">= {MT_GPU_U8[1]:g} GPix/s", gpix >= MT_GPU_U8[1]
+            slow = "-"
+            if m.get("conn") == 8:
+                four = next((k for k in kern if (k["size"], k.get("image"), k.get("conn")) ==
+                             (m["size"], m.get("image"), 4)), None)
+                if four:
+                    r = m["median_s"] / four["median_s"]
+                    slow = f"{r:.2f} ({met(r <= MT_CONN8_SLOWDOWN)})"
+            rows.append([m["size"], m["input"], m.get("type") or "-", fmt_s(m["median_s"]),
+                         f"{gpix:.2f}", target, "-" if ok is None else met(ok), slow])
+        print("`maxtree`, the CUDA kernel with the data on the GPU (CUDA events; 8-conn / 4-conn: "
+              f"time ratio, target <= {MT_CONN8_SLOWDOWN}):\n")
+        print(md_table(["size", "input", "type", "time", "GPix/s", "target", "met",
+                        "8-conn / 4-conn"], rows))
+        print()
+    jobs = [m for m in tw if m["workload"] == "area-open" and m["name"].startswith("job-")]
+    if jobs:
+        rows = []
+        for m in jobs:
+            raw = m.get("raw", {})
+            gpix = m["w"] * m["h"] / m["median_s"] / 1e9
+            slide = m["w"] * m["h"] >= MT_SLIDE[0] and m["name"] == "job-cuda"
+            rows.append([m["size"], m["input"], m["name"], fmt_s(m["median_s"]), f"{gpix:.3f}",
+                         f"{raw.get('tiles', '-')} ({raw.get('tp_cpu', '-')} CPU, "
+                         f"{raw.get('tp_cuda', '-')} GPU)", raw.get("border_nodes", "-"),
+                         f"{raw.get('tree_s', 0):.2f} / {raw.get('merge_s', 0):.2f} / "
+                         f"{raw.get('filter_s', 0):.2f}",
+                         "-" if m.get("peak_rss_mib") is None else f"{m['peak_rss_mib']:.0f}",
+                         met(gpix >= MT_SLIDE[1]) if slide else "-"])
+        print("`area-open`, the whole tiled job from host memory to host memory "
+              "(tw_attr_filter_submit; tree / merge / filter: seconds of the last run's "
+              f"passes; target: >= {MT_SLIDE[1]:g} GPix/s on one GPU at >= 10 GPix):\n")
+        print(md_table(["size", "input", "variant", "time", "GPix/s", "tile tasks",
+                        "border nodes", "tree / merge / filter s", "peak RSS MiB",
+                        "slide target met"], rows))
+        print()
+
+
 def main(paths):
     meta, ms = load(paths)
     hw = meta["hardware"]
     gpus = ", ".join(f"{g['name']} ({g['memory']}, driver {g['driver']})"
                      for g in hw.get("gpus", [])) or "none"
+    # A run cut short (its JSON saved after each case) has no end load average.
+    load_end = f"{meta['loadavg_end'][0]:.2f}" if meta.get("loadavg_end") else "?"
     print(textwrap.fill(
         f"Run: `{meta['mode']}` mode, {meta['date']}, commit `{meta['commit']}`, "
         f"{meta.get('tilewave', '')}; CPU: {hw['cpu_model']}, {hw['cores']} cores "
         f"({hw['logical_cpus']} logical), {hw.get('mem_gib', '?')} GiB; GPU: {gpus}; "
         f"load average at start/end {meta['loadavg_start'][0]:.2f}/"
-        f"{meta.get('loadavg_end', ['?'])[0]:.2f}; peers: " +
+        f"{load_end}; peers: " +
         ", ".join(f"{k} {v}" for k, v in meta["versions"].items()) + ".", 100) + "\n")
     rt = [m for m in ms if m["workload"] == "runtime" and "median_s" in m]
     if rt:
@@ -210,6 +302,7 @@ def main(paths):
             print(md_table(["size", "input", "tilewave"] + pe, rows))
             print()
     edt_tables(ms)
+    mt_tables(ms)
     skipped = {}
     for m in ms:
         if m.get("skipped"):

@@ -23,6 +23,7 @@ than input files: its cases per mode are in EDT_MODES and its measurements in ED
 """
 import argparse
 import datetime
+import filecmp
 import json
 import os
 import platform
@@ -71,22 +72,77 @@ EDT_MODES = {
     ],
 }
 
+# ---- the max-tree and the area opening (runner "maxtree", workloads "maxtree" and
+# "area-open"): groups of sizes x inputs x connectivities (x area thresholds), the tilewave
+# measurements of each (MT_TILEWAVE) and its peers. Inputs are bench/inputs.py names (files;
+# tw_bench and the peers read the same one) or gen:field / gen:noise, generated inside
+# tw_bench (no peer can see those: the whole-slide sizes). scikit-image's max_tree is close to
+# quadratic in the image size: its peers stop at 1024^2 (max_pixels in bench/peers.py).
+MT_AREA = 100
+MT_CPU_PEERS = {"maxtree": ["higra-maxtree", "skimage-maxtree"],
+                "area-open": ["higra-area-open", "skimage-area-open"]}
+MT_MODES = {
+    "quick": [
+        dict(workload="maxtree", sizes=[1024], inputs=["tissue", "gray16"], conns=[4, 8],
+             tilewave=["kernel-cpu"], peers=MT_CPU_PEERS["maxtree"]),
+        dict(workload="maxtree", sizes=[4096], inputs=["tissue"], conns=[4],
+             tilewave=["kernel-cpu", "job-cpu"], peers=["higra-maxtree"]),
+        dict(workload="area-open", sizes=[1024], inputs=["tissue"], conns=[4], areas=[MT_AREA],
+             tilewave=["job-cpu"], peers=MT_CPU_PEERS["area-open"]),
+        dict(workload="area-open", sizes=[4096], inputs=["tissue"], conns=[4], areas=[MT_AREA],
+             tilewave=["job-cpu"], peers=["higra-area-open"]),
+    ],
+    "full": [
+        dict(workload="maxtree", sizes=[1024],
+             inputs=["tissue", "natural:ihc", "gray16", "natural16:ihc"], conns=[4, 8],
+             tilewave=["kernel-cpu", "job-cpu"], peers=MT_CPU_PEERS["maxtree"]),
+        dict(workload="maxtree", sizes=[2048, 4096],
+             inputs=["tissue", "natural:ihc", "gray16", "natural16:ihc"], conns=[4, 8],
+             tilewave=["kernel-cpu", "job-cpu"], peers=["higra-maxtree"]),
+        dict(workload="area-open", sizes=[1024],
+             inputs=["tissue", "natural:ihc", "gray16", "natural16:ihc"], conns=[4, 8],
+             areas=[MT_AREA, 10000], tilewave=["job-cpu"], peers=MT_CPU_PEERS["area-open"]),
+        dict(workload="area-open", sizes=[2048, 4096],
+             inputs=["tissue", "natural:ihc", "gray16", "natural16:ihc"], conns=[4, 8],
+             areas=[MT_AREA], tilewave=["job-cpu"], peers=["higra-area-open"]),
+    ],
+    "gpu": [
+        # The kernel targets: >= 24 MPix, 8-bit 4- and 8-connectivity, 16-bit. Higra takes
+        # some 15 s a call at 32 MPix: one case only.
+        dict(workload="maxtree", sizes=["8192x4096"], inputs=["tissue", "natural:ihc"],
+             conns=[4, 8], tilewave=["kernel-cuda", "job-gpu", "kernel-cpu"], peers=[]),
+        dict(workload="maxtree", sizes=["8192x4096"], inputs=["tissue"], conns=[4],
+             tilewave=["kernel-cuda"], peers=["higra-maxtree"]),
+        dict(workload="maxtree", sizes=[8192], inputs=["tissue"], conns=[4, 8],
+             tilewave=["kernel-cuda"], peers=[]),
+        dict(workload="maxtree", sizes=["8192x4096"], inputs=["gray16", "natural16:ihc"],
+             conns=[4, 8], tilewave=["kernel-cuda", "kernel-cpu"], peers=[]),
+        dict(workload="area-open", sizes=[8192], inputs=["tissue"], conns=[4, 8],
+             areas=[MT_AREA], tilewave=["job-cuda", "job-hybrid", "job-cpu"], peers=[]),
+        # The whole-slide target: 10 GPix 8-bit from host memory on one GPU (no check, no
+        # dump: the naive reference would need 12 bytes a pixel).
+        dict(workload="area-open", sizes=["100000x100000"], inputs=["gen:field"], conns=[4],
+             areas=[MT_AREA], tilewave=["job-cuda", "job-hybrid"], peers=[], dump=False,
+             repeat=1),
+    ],
+}
+
 # ---- modes: sizes, inputs, repeats and a time budget (measurements past it are skipped);
 # caps: honour the max_pixels of slow measurements (the timed modes), or run everything
 MODES = {
     "quick": dict(sizes=[2048, 4096], inputs=["tissue", "natural:ihc"], repeat=3,
                   budget_s=105, caps=True, runtime_workers=[1, 2], runtime_tasks=100000,
-                  transfer_mib=64, edt=EDT_MODES["quick"]),
+                  transfer_mib=64, edt=EDT_MODES["quick"], maxtree=MT_MODES["quick"]),
     "full": dict(sizes=[2048, 4096, 8192, 16384],
                  inputs=["tissue", "natural:ihc", "natural:hubble_deep_field",
                          "natural:retina"],
                  repeat=5, budget_s=None, caps=False, runtime_workers=[1, 2],
                  runtime_tasks=200000,
-                 transfer_mib=256, edt=EDT_MODES["full"]),
+                 transfer_mib=256, edt=EDT_MODES["full"], maxtree=MT_MODES["full"]),
     # Under the 10-minute device call with the build: see bench/gpu.sh.
     "gpu": dict(sizes=[2048, 4096, 8192, 16384], inputs=["tissue", "natural:ihc"], repeat=5,
                 budget_s=390, caps=True, runtime_workers=[1, -1], runtime_tasks=200000,
-                transfer_mib=256, edt=EDT_MODES["gpu"]),
+                transfer_mib=256, edt=EDT_MODES["gpu"], maxtree=MT_MODES["gpu"]),
 }
 # Images of at least this many pixels get at most LARGE_REPEAT timed runs.
 LARGE_PIXELS = 8192 * 8192
@@ -164,6 +220,54 @@ EDT_TILEWAVE = {
         note="the same with CPU and GPU workers (the defaults)"),
 }
 
+# tilewave's max-tree and area-opening measurements (runner "maxtree"): argv fields
+# {tw_bench} {conn} {area} {repeat} {repeat_fast}; run.py appends the input (--input PATH, or
+# --input KIND --size WxH for gen:KIND), --dump and --check.
+TW_MT = ["{tw_bench}", "maxtree", "--conn", "{conn}"]
+TW_AO = ["{tw_bench}", "area-open", "--job", "--conn", "{conn}", "--area", "{area}"]
+MT_TILEWAVE = {
+    "maxtree": {
+        "kernel-cpu": dict(
+            kind="memory", device="cpu",
+            cmd=TW_MT + ["--kernel", "cpu", "--repeat", "{repeat_fast}"],
+            note="twi_omp_maxtree alone on the whole image in host memory, all cores (blocks "
+                 "built in parallel, merged with CONNECT), canonical parent image (uint32) "
+                 "out; checked against a naive union-find reference up to 64 MPix"),
+        "job-cpu": dict(
+            kind="memory", device="cpu",
+            cmd=TW_MT + ["--job", "--variant", "cpu", "--repeat", "{repeat}"],
+            note="tw_maxtree_submit from host memory to a parent image in host memory, CPU "
+                 "workers (the runtime around the kernel)"),
+        "kernel-cuda": dict(
+            kind="device-memory", device="gpu",
+            cmd=TW_MT + ["--kernel", "cuda", "--repeat", "{repeat_fast}"],
+            note="twi_cuda_maxtree with the image, parent image and scratch on the GPU, CUDA "
+                 "events around the call"),
+        "job-gpu": dict(
+            kind="memory", device="gpu",
+            cmd=TW_MT + ["--job", "--variant", "cuda", "--repeat", "{repeat}"],
+            note="tw_maxtree_submit from host memory to host memory, GPU worker: copies "
+                 "over the host link included"),
+    },
+    "area-open": {
+        "job-cpu": dict(
+            kind="memory", device="cpu",
+            cmd=TW_AO + ["--variant", "cpu", "--repeat", "{repeat}"],
+            note="tw_attr_filter_submit (area opening) from host memory to host memory, CPU "
+                 "workers, default tiles: local trees, border max-trees, their merge, the "
+                 "filtering pass; checked against a naive filter up to 64 MPix"),
+        "job-cuda": dict(
+            kind="memory", device="gpu",
+            cmd=TW_AO + ["--variant", "cuda", "--repeat", "{repeat}"],
+            note="the same with GPU workers only (tile trees on the GPU; the border merge is "
+                 "a CPU task of the runtime)"),
+        "job-hybrid": dict(
+            kind="memory", device="cpu+gpu",
+            cmd=TW_AO + ["--variant", "hybrid", "--repeat", "{repeat}"],
+            note="the same with CPU and GPU workers (the defaults)"),
+    },
+}
+
 WORKLOADS = [
     dict(name="runtime", runner="runtime"),
     dict(name="transfer", runner="transfer"),
@@ -233,6 +337,10 @@ WORKLOADS = [
     # Exact Euclidean distance transform of random binary images generated in memory (the
     # same pixels on both sides): cases per mode in EDT_MODES, measurements in EDT_TILEWAVE.
     dict(name="edt", op="edt", runner="edt"),
+    # The canonical max-tree and the area opening (MT_MODES, MT_TILEWAVE): natural-like 8-
+    # and 16-bit images, against Higra and scikit-image in memory, the same image file.
+    dict(name="maxtree", op="maxtree", runner="maxtree"),
+    dict(name="area-open", op="area-open", runner="maxtree"),
 ]
 
 
@@ -531,6 +639,149 @@ class Run:
             r["failed"] = True  # an exact peer disagrees with tilewave's exact transform
             r["skipped"] = f"{res['differing_pixels']} pixels differ from tilewave's"
 
+    # maxtree / area-open: one case per size x input x connectivity (x area threshold)
+    def maxtree(self, wl):
+        # Groups that meet on a case (--sizes / --inputs make them all meet) run it once,
+        # with the union of their measurements.
+        cases = {}
+        for group in self.mode["maxtree"]:
+            if group["workload"] != wl["name"]:
+                continue
+            sizes = ([parse_size(x) for x in self.args.sizes.split(",")] if self.args.sizes
+                     else [parse_size(str(x)) for x in group["sizes"]])
+            names = self.args.inputs.split(",") if self.args.inputs else group["inputs"]
+            for (w, h) in sizes:
+                for name in names:
+                    for conn in group["conns"]:
+                        for area in group.get("areas", [None]):
+                            key = (w, h, name, conn, area)
+                            if key not in cases:
+                                cases[key] = dict(group, tilewave=[], peers=[])
+                            c = cases[key]
+                            c["tilewave"] += [t for t in group["tilewave"]
+                                              if t not in c["tilewave"]]
+                            c["peers"] += [p for p in group["peers"] if p not in c["peers"]]
+        for (w, h, name, conn, area), group in cases.items():
+            self.maxtree_case(wl, group, name, w, h, conn, area)
+
+    def maxtree_case(self, wl, group, name, w, h, conn, area):
+        size = f"{w}x{h}"
+        label = f"{name} {conn}-conn" + (f" area {area}" if area else "")
+        base = dict(workload=wl["name"], op=wl["op"], size=size, w=w, h=h, input=label,
+                    image=name, conn=conn, threshold=area)
+        if self.budget.spent():
+            self.record(**base, side="all", name="*", skipped="time budget")
+            return
+        print(f"{wl['name']} {size} {label}", file=sys.stderr)
+        if name.startswith("gen:"):
+            path, src = None, ["--input", name[4:], "--size", size]
+        else:
+            out, err = run_child([sys.executable, os.path.join(HERE, "inputs.py"), name,
+                                  str(w), str(h), self.cache, self.tilewave], self.budget)
+            if err:
+                self.record(**base, side="all", name="*",
+                            skipped=err.replace("unavailable: ", ""),
+                            failed=not err.startswith("unavailable: "))
+                return
+            path = out.strip().splitlines()[-1]
+            src = ["--input", path]
+        outdir = os.path.join(self.build, "bench-out",
+                              f"{wl['name']}-{name}-{size}-{conn}-{area}".replace(":", "-"))
+        os.makedirs(outdir, exist_ok=True)
+        repeat = group.get("repeat") or self.repeat_for(w, h)
+        ctx = dict(tw_bench=self.tw_bench, conn=conn, area=area, repeat=repeat,
+                   repeat_fast=max(10, repeat))
+        dump = group.get("dump", True)
+        ref = None  # (name, dump path, nodes) of the first tilewave measurement
+        for tname in group["tilewave"]:
+            tw = MT_TILEWAVE[wl["name"]][tname]
+            rec = dict(base, side="tilewave", name=tname, kind=tw["kind"], device=tw["device"],
+                       compare=tw.get("compare", True), note=tw["note"], repeat=repeat)
+            if self.capped(tw, w, h):
+                self.record(**rec, skipped=f"above {tw['max_pixels'] / 1e6:.0f} MP in this mode")
+                continue
+            if self.budget.spent():
+                self.record(**rec, skipped="time budget")
+                continue
+            argv = subst(tw["cmd"], ctx) + src
+            mine = os.path.join(outdir, f"tilewave-{tname}.raw") if dump else None
+            if mine:
+                argv += ["--dump", mine]
+            else:
+                argv += ["--check", "none"]
+            out, err = run_child(argv, self.budget)
+            if err:
+                self.record(**rec, skipped=err, failed=True)
+                continue
+            line = json_lines(out)[-1]
+            if "skipped" in line:
+                self.record(**rec, skipped=line["skipped"])
+                continue
+            r = self.record(**rec, median_s=line["median_s"], min_s=line["min_s"],
+                            max_s=line["max_s"], mpix_per_s=w * h / 1e6 / line["median_s"],
+                            peak_rss_mib=line.get("peak_rss_mib"), type=line.get("type"),
+                            nodes=line.get("nodes"), raw=line)
+            r["repeat"] = line.get("repeat", repeat)
+            if ref is None:
+                ref = (tname, mine, line.get("nodes"))
+            elif wl["name"] == "maxtree" and line.get("nodes") != ref[2]:
+                r["failed"] = True
+                r["skipped"] = f"{line.get('nodes')} nodes, {ref[0]} {ref[2]}"
+            elif mine and ref[1] and not filecmp.cmp(mine, ref[1], shallow=False):
+                r["failed"] = True  # the variants must give the same bytes
+                r["skipped"] = f"output differs from {ref[0]}'s"
+        for peer_name in group["peers"]:
+            self.measure_mt_peer(base, peer_name, path, conn, area, repeat, ref)
+        shutil.rmtree(outdir, ignore_errors=True)
+        self.save()
+
+    def measure_mt_peer(self, base, peer_name, path, conn, area, repeat, ref):
+        peer = peers.PEERS[peer_name]
+        rec = dict(base, side="peer", name=peer_name, kind=peer["kind"],
+                   device=peer["device"], note=peer["note"], repeat=repeat,
+                   against=peer.get("against", []))
+        why = peers.missing(peer)
+        if why:
+            self.record(**rec, skipped=why)
+            return
+        if self.capped(peer, rec["w"], rec["h"]):
+            self.record(**rec, skipped=f"above {peer['max_pixels'] / 1e6:.0f} MP in this mode")
+            return
+        if self.budget.spent():
+            self.record(**rec, skipped="time budget")
+            return
+        argv = [sys.executable, os.path.join(HERE, "peers.py"), peer_name, "--input", path,
+                "--conn", str(conn), "--repeat", str(repeat)]
+        if area:
+            argv += ["--area", str(area)]
+        if ref and ref[1] and os.path.exists(ref[1]):
+            argv += ["--reference", ref[1]]
+        out, err = run_child(argv, self.budget)
+        if err:
+            self.record(**rec, skipped=err, failed=True)
+            return
+        res = json_lines(out)[-1]
+        if "skipped" in res:
+            self.record(**rec, skipped=res["skipped"])
+            return
+        t = res["times"]
+        rec["repeat"] = len(t)
+        r = self.record(**rec, median_s=median(t), min_s=min(t), max_s=max(t),
+                        mpix_per_s=rec["w"] * rec["h"] / 1e6 / median(t),
+                        peak_rss_mib=res.get("peak_rss_mib"), type=res.get("type"),
+                        nodes=res.get("nodes"), max_abs_diff=res.get("max_abs_diff"),
+                        differing_pixels=res.get("differing_pixels"))
+        if ref and res.get("nodes") is not None and ref[2] is not None and \
+                res["nodes"] != ref[2]:
+            r["failed"] = True  # another tree: the comparison means nothing
+            r["skipped"] = f"{res['nodes']} nodes, tilewave {ref[2]}"
+        elif peer.get("exact") and res.get("differing_pixels"):
+            r["failed"] = True
+            r["skipped"] = f"{res['differing_pixels']} pixels differ from tilewave's"
+        elif res.get("diff_error"):
+            r["failed"] = True
+            r["skipped"] = res["diff_error"]
+
     def image(self, wl):
         names = self.args.inputs.split(",") if self.args.inputs else (
             wl["inputs"] or self.mode["inputs"])
@@ -790,6 +1041,25 @@ def print_report(meta, results, rows):
                              else r["differing_pixels"],
                              "-" if d is None else (d if isinstance(d, str) else f"{d:.3g}")])
         print(table(["size", "input", "name", "check", "pixels", "wrong", "max abs err"], rows))
+    mt = [r for r in results if r["workload"] in ("maxtree", "area-open") and "median_s" in r]
+    if mt:
+        print("\nMax-tree and area-opening agreement (tilewave: nodes, and pixels wrong against "
+              "the naive reference of tw_bench; peers: their node count, or pixels differing "
+              "from tilewave's output)\n")
+        rows = []
+        for r in mt:
+            raw = r.get("raw", {})
+            if r["side"] == "tilewave":
+                rows.append([r["workload"], r["size"], r["input"], r["name"],
+                             r.get("type") or "-", "-" if r.get("nodes") is None else r["nodes"],
+                             raw.get("check", "-"), raw.get("wrong", "-")])
+            else:
+                rows.append([r["workload"], r["size"], r["input"], r["name"],
+                             r.get("type") or "-", "-" if r.get("nodes") is None else r["nodes"],
+                             "vs tilewave", "-" if r.get("differing_pixels") is None
+                             else r["differing_pixels"]])
+        print(table(["workload", "size", "input", "name", "type", "nodes", "check", "wrong"],
+                    rows))
     skipped = [r for r in results if r.get("skipped")]
     if skipped:
         print("\nSkipped\n")
@@ -852,7 +1122,8 @@ def main():
     meta = dict(mode=mode_name, date=datetime.datetime.now().astimezone().isoformat(
         timespec="seconds"), commit=commit(), hardware=hardware(),
         tilewave=sh([run.tilewave, "--version"]), python=platform.python_version(),
-        versions=peers.versions(["numpy", "cv2", "skimage", "scipy", "tifffile", "vips"]),
+        versions=peers.versions(["numpy", "cv2", "skimage", "scipy", "tifffile", "vips",
+                                  "higra"]),
         sizes=args.sizes or mode["sizes"], repeat=args.repeat or mode["repeat"],
         budget_s=mode["budget_s"], loadavg_start=os.getloadavg())
     run.meta = meta

@@ -26,6 +26,9 @@ static const char help[] =
     "  gray-kernel  the gray kernel alone on an in-memory image (cpu or gpu)\n"
     "  mrecon       reconstruction of an in-memory image through the runtime, with stats\n"
     "  edt          distance transform: the CPU or CUDA kernel in memory, or the job\n"
+    "  maxtree      canonical max-tree: the CPU or CUDA kernel in memory, or the job\n"
+    "  area-open    attribute filters through the whole tiled job (also area-close,\n"
+    "               height-open, height-close)\n"
     "\n"
     "'tw_bench COMMAND --help' describes each. Exit status: 0 success, 1 failure (one line\n"
     "on stderr), 2 usage error. bench/run.py drives these and compares with peers.\n";
@@ -254,7 +257,12 @@ main(int argc, char **argv)
                 {"gray", bench_gray},
                 {"gray-kernel", bench_gray_kernel},
                 {"mrecon", bench_mrecon},
-                {"edt", bench_edt}};
+                {"edt", bench_edt},
+                {"maxtree", bench_maxtree},
+                {"area-open", bench_attr_filter},
+                {"area-close", bench_attr_filter},
+                {"height-open", bench_attr_filter},
+                {"height-close", bench_attr_filter}};
     static char prog[64];
 
     if (argc < 2)
