@@ -717,6 +717,9 @@ class Run:
             if "skipped" in line:
                 self.record(**rec, skipped=line["skipped"])
                 continue
+            if line.get("input"):
+                # the cached input's name, not this machine's path to it
+                line["input"] = os.path.basename(line["input"])
             r = self.record(**rec, median_s=line["median_s"], min_s=line["min_s"],
                             max_s=line["max_s"], mpix_per_s=w * h / 1e6 / line["median_s"],
                             peak_rss_mib=line.get("peak_rss_mib"), type=line.get("type"),
