@@ -373,11 +373,14 @@ twi_mt_merge(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y, int 
         return TW_E_INVALID;
     *res_out = NULL;
     *off_out = NULL;
+    for (int64_t t = 0; t < nt; t++)
+        if (!tiles[t])
+            return TW_E_INVALID;
     for (int64_t t = 0; t < nt; t++) {
         int64_t tx = t % tiles_x, ty = t / tiles_x;
         const twi_mt_border *b = tiles[t];
 
-        if (!b || b->n < 1 || (tx > 0 && !b->side[TWI_MT_LEFT]) ||
+        if (b->n < 1 || (tx > 0 && !b->side[TWI_MT_LEFT]) ||
             (tx + 1 < tiles_x && !b->side[TWI_MT_RIGHT]) || (ty > 0 && !b->side[TWI_MT_TOP]) ||
             (ty + 1 < tiles_y && !b->side[TWI_MT_BOTTOM]) ||
             (tx + 1 < tiles_x && tiles[t + 1]->h != b->h) ||

@@ -493,21 +493,12 @@ band_cuda(tw_task_ctx *ctx, void *arg)
 
 /* ---- store */
 
-/* Copy a band into the caller's buffer (rows of w pixels of `px` bytes, `stride` apart). */
-static void
-copy_out(const tw_tile_view *v, void *data, size_t stride, int64_t y0, size_t px)
-{
-    for (int32_t r = 0; r < v->h; r++)
-        memcpy((char *)data + (size_t)(y0 + r) * stride, ROW(v, char, r), (size_t)v->w * px);
-}
-
 static tw_status
 store_cpu(tw_task_ctx *ctx, void *arg)
 {
     ed_band *b = arg;
     ed_job *e = b->e;
     tw_tile_view ov = twi_ctx_view(ctx, 0);
-    size_t ops = tw_sample_size(e->out_type);
     tw_error err;
     tw_status st;
 
@@ -515,8 +506,7 @@ store_cpu(tw_task_ctx *ctx, void *arg)
         if ((st = twi_assembler_put(e->in.s.assembler, 0, b->y0, &ov, &err)) != TW_OK)
             return twi_ctx_fail(ctx, st, "%s", err.message);
     } else {
-        copy_out(&ov, e->result.data, e->result.stride ? e->result.stride : (size_t)e->W * ops,
-                 b->y0, ops);
+        twi_host_image_put(&e->result, &ov, 0, b->y0);
     }
     if (b->idx) {
         tw_tile_view iv = twi_ctx_view(ctx, 1);
@@ -525,8 +515,7 @@ store_cpu(tw_task_ctx *ctx, void *arg)
             if ((st = twi_assembler_put(e->idx_s.assembler, 0, b->y0, &iv, &err)) != TW_OK)
                 return twi_ctx_fail(ctx, st, "%s", err.message);
         } else {
-            copy_out(&iv, e->indices.data,
-                     e->indices.stride ? e->indices.stride : (size_t)e->W * 8, b->y0, 8);
+            twi_host_image_put(&e->indices, &iv, 0, b->y0);
         }
     }
     /* The task keeps its own references until it ends; the job no longer needs the band. */
@@ -754,18 +743,10 @@ ed_setup(ed_job *e, tw_runtime *rt, const tw_edt_opts *o, tw_error *err)
                                  o->output.path);
         e->out_file = true;
     } else {
-        const tw_host_image *r = &o->result;
-        size_t ss = tw_sample_size(e->out_type);
-
-        if (r->w != e->W || r->h != e->H || r->type != e->out_type ||
-            (r->stride && r->stride < (size_t)r->w * ss))
-            return twi_error_set(err, TW_E_INVALID,
-                                 OP ": the result image is %lldx%lld %s (stride %zu); %lldx%lld "
-                                 "%s needed",
-                                 (long long)r->w, (long long)r->h, tw_sample_type_name(r->type),
-                                 r->stride, (long long)e->W, (long long)e->H,
-                                 tw_sample_type_name(e->out_type));
-        e->result = *r;
+        if ((st = twi_host_image_check(OP, "result", &o->result, e->W, e->H, e->out_type,
+                                       err)) != TW_OK)
+            return st;
+        e->result = o->result;
     }
     if (o->indices_path) {
         if ((e->in.path && twi_ops_same_file(e->in.path, o->indices_path)) ||

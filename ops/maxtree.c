@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: the max-tree in memory and the whole-slide attribute filters (border max-trees). */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -37,32 +38,6 @@ invert_view(tw_tile_view *v)
                 r[x] = (uint16_t)(65535 - r[x]);
         }
     }
-}
-
-/* Copy a view into rows of a caller's buffer at (x, y). */
-static void
-copy_to_host(const tw_tile_view *v, const tw_host_image *dst, int64_t x, int64_t y)
-{
-    size_t ss = tw_sample_size(v->type);
-    size_t stride = dst->stride ? dst->stride : (size_t)dst->w * ss;
-
-    for (int32_t r = 0; r < v->h; r++)
-        memcpy((char *)dst->data + (size_t)(y + r) * stride + (size_t)x * ss, ROW(v, char, r),
-               (size_t)v->w * ss);
-}
-
-static tw_status
-check_host(const char *op, const char *what, const tw_host_image *r, int64_t w, int64_t h,
-           tw_sample_type t, tw_error *err)
-{
-    if (r->w != w || r->h != h || r->type != t ||
-        (r->stride && r->stride < (size_t)r->w * tw_sample_size(t)))
-        return twi_error_set(err, TW_E_INVALID,
-                             "%s: the %s image is %lldx%lld %s (stride %zu); %lldx%lld %s needed",
-                             op, what, (long long)r->w, (long long)r->h,
-                             tw_sample_type_name(r->type), r->stride, (long long)w, (long long)h,
-                             tw_sample_type_name(t));
-    return TW_OK;
 }
 
 /* Read rectangle (x, y, v->w, v->h) of src into v, in chunks of rows so that an RGB input
@@ -102,6 +77,32 @@ conn_check(const char *op, int conn, tw_error *err)
     return TW_OK;
 }
 
+/* The canonical max-tree of the task's view 0 into its view 1, on the worker's device (the
+ * CPU and CUDA variants of both jobs' tree tasks); `what` names the image in messages. */
+static tw_status
+tree_run(tw_task_ctx *ctx, int conn, const char *op, const char *what)
+{
+    tw_tile_view a = twi_ctx_view(ctx, 0), p = twi_ctx_view(ctx, 1);
+    tw_status st;
+
+#ifdef TW_HAVE_CUDA
+    if (twi_ctx_device(ctx) == TW_DEVICE_CUDA) {
+        size_t bytes = twi_cuda_maxtree_scratch_size(a.w, a.h, a.type, conn);
+        void *scratch = twi_ctx_scratch(ctx, bytes ? bytes : 1);
+
+        if (!scratch)
+            return twi_ctx_fail(ctx, TW_E_DEVICE, "%s: no GPU memory for %s (%zu bytes)", op,
+                                what, bytes);
+        st = twi_cuda_maxtree(&a, conn, &p, scratch, bytes, twi_ctx_stream(ctx));
+    } else
+#endif
+        st = twi_omp_maxtree(&a, conn, &p, twi_ctx_team(ctx));
+    if (st != TW_OK)
+        return twi_ctx_fail(ctx, st, "%s: the max-tree of %s failed (%s)", op, what,
+                            tw_status_string(st));
+    return TW_OK;
+}
+
 /* ===================================================================================== */
 /* The max-tree of an image in memory                                                      */
 
@@ -134,37 +135,16 @@ mx_load(tw_task_ctx *ctx, void *arg)
 }
 
 static tw_status
-mx_tree_cpu(tw_task_ctx *ctx, void *arg)
+mx_tree(tw_task_ctx *ctx, void *arg)
 {
     mx_job *m = arg;
-    tw_tile_view a = twi_ctx_view(ctx, 0), p = twi_ctx_view(ctx, 1);
     tw_status st;
 
-    if ((st = twi_omp_maxtree(&a, m->conn, &p, twi_ctx_team(ctx))) != TW_OK)
-        return twi_ctx_fail(ctx, st, MX ": the max-tree failed (%s)", tw_status_string(st));
+    if ((st = tree_run(ctx, m->conn, MX, "the image")) != TW_OK)
+        return st;
     twi_job_add_done(m->job, 1);
     return TW_OK;
 }
-
-#ifdef TW_HAVE_CUDA
-static tw_status
-mx_tree_cuda(tw_task_ctx *ctx, void *arg)
-{
-    mx_job *m = arg;
-    tw_tile_view a = twi_ctx_view(ctx, 0), p = twi_ctx_view(ctx, 1);
-    size_t bytes = twi_cuda_maxtree_scratch_size(a.w, a.h, a.type, m->conn);
-    void *scratch = twi_ctx_scratch(ctx, bytes ? bytes : 1);
-    tw_status st;
-
-    if (!scratch)
-        return twi_ctx_fail(ctx, TW_E_DEVICE, MX ": no GPU memory for a %dx%d image (%zu bytes)",
-                            (int)a.w, (int)a.h, bytes);
-    if ((st = twi_cuda_maxtree(&a, m->conn, &p, scratch, bytes, twi_ctx_stream(ctx))) != TW_OK)
-        return twi_ctx_fail(ctx, st, MX ": the GPU max-tree failed (%s)", tw_status_string(st));
-    twi_job_add_done(m->job, 1);
-    return TW_OK;
-}
-#endif
 
 static bool
 mx_tree_can_run(const void *arg, tw_device_type dev)
@@ -183,7 +163,7 @@ mx_put(tw_task_ctx *ctx, twi_stream *s, bool file, const tw_host_image *mem,
     tw_status st;
 
     if (!file) {
-        copy_to_host(v, mem, 0, 0);
+        twi_host_image_put(mem, v, 0, 0);
         return TW_OK;
     }
     if ((st = twi_assembler_put(s->assembler, 0, 0, v, &err)) != TW_OK)
@@ -226,8 +206,8 @@ static const tw_task_kind mx_load_kind = {
 };
 static const tw_task_kind mx_tree_kind = {
     .name = "maxtree.tree",
-    .cpu = mx_tree_cpu,
-    TWI_CUDA_VARIANT(mx_tree_cuda),
+    .cpu = mx_tree,
+    TWI_CUDA_VARIANT(mx_tree),
     .can_run = mx_tree_can_run,
 };
 static const tw_task_kind mx_store_kind = {
@@ -297,7 +277,7 @@ mx_setup(mx_job *m, tw_runtime *rt, const tw_maxtree_opts *o, tw_error *err)
                                  MX ": the output '%s' would overwrite the input", o->output.path);
         m->out_file = true;
     } else {
-        if ((st = check_host(MX, "parent", &o->parent, m->W, m->H, m->ptype, err)) != TW_OK)
+        if ((st = twi_host_image_check(MX, "parent", &o->parent, m->W, m->H, m->ptype, err)) != TW_OK)
             return st;
         m->parent = o->parent;
     }
@@ -310,7 +290,7 @@ mx_setup(mx_job *m, tw_runtime *rt, const tw_maxtree_opts *o, tw_error *err)
                                  o->area_path);
         m->area_file = m->want_area = true;
     } else if (o->area.data) {
-        if ((st = check_host(MX, "area", &o->area, m->W, m->H, m->ptype, err)) != TW_OK)
+        if ((st = twi_host_image_check(MX, "area", &o->area, m->W, m->H, m->ptype, err)) != TW_OK)
             return st;
         m->area = o->area;
         m->want_area = true;
@@ -475,42 +455,19 @@ af_load(tw_task_ctx *ctx, void *arg)
 }
 
 static tw_status
-af_tree_cpu(tw_task_ctx *ctx, void *arg)
+af_tree(tw_task_ctx *ctx, void *arg)
 {
     af_cell *c = arg;
-    tw_tile_view a = twi_ctx_view(ctx, 0), p = twi_ctx_view(ctx, 1);
+    char what[48];
     tw_status st;
 
-    if ((st = twi_omp_maxtree(&a, c->a->conn, &p, twi_ctx_team(ctx))) != TW_OK)
-        return twi_ctx_fail(ctx, st, "%s: the max-tree of tile %lld failed (%s)", c->a->op,
-                            (long long)c->i, tw_status_string(st));
-    atomic_fetch_add(&c->a->tp_cpu, 1);
+    snprintf(what, sizeof what, "tile %lld", (long long)c->i);
+    if ((st = tree_run(ctx, c->a->conn, c->a->op, what)) != TW_OK)
+        return st;
+    atomic_fetch_add(twi_ctx_device(ctx) == TW_DEVICE_CUDA ? &c->a->tp_cuda : &c->a->tp_cpu, 1);
     twi_job_add_done(c->a->job, 1);
     return TW_OK;
 }
-
-#ifdef TW_HAVE_CUDA
-static tw_status
-af_tree_cuda(tw_task_ctx *ctx, void *arg)
-{
-    af_cell *c = arg;
-    tw_tile_view a = twi_ctx_view(ctx, 0), p = twi_ctx_view(ctx, 1);
-    size_t bytes = twi_cuda_maxtree_scratch_size(a.w, a.h, a.type, c->a->conn);
-    void *scratch = twi_ctx_scratch(ctx, bytes ? bytes : 1);
-    tw_status st;
-
-    if (!scratch)
-        return twi_ctx_fail(ctx, TW_E_DEVICE, "%s: no GPU memory for tile %lld (%zu bytes)",
-                            c->a->op, (long long)c->i, bytes);
-    if ((st = twi_cuda_maxtree(&a, c->a->conn, &p, scratch, bytes, twi_ctx_stream(ctx))) !=
-        TW_OK)
-        return twi_ctx_fail(ctx, st, "%s: the GPU max-tree of tile %lld failed (%s)", c->a->op,
-                            (long long)c->i, tw_status_string(st));
-    atomic_fetch_add(&c->a->tp_cuda, 1);
-    twi_job_add_done(c->a->job, 1);
-    return TW_OK;
-}
-#endif
 
 /* With GPU workers, trees run there only (the GPU kernel is tens of times faster than a
  * core) and CPU workers read, extract, filter and write around them, as for the EDT bands. */
@@ -627,7 +584,7 @@ af_filter(tw_task_ctx *ctx, void *arg)
         if ((st = twi_assembler_put(a->in.s.assembler, c->x, c->y, &o, &err)) != TW_OK)
             return twi_ctx_fail(ctx, st, "%s", err.message);
     } else {
-        copy_to_host(&o, &a->result, c->x, c->y);
+        twi_host_image_put(&a->result, &o, c->x, c->y);
     }
     if ((st = af_cell_done(ctx, c, 2)) != TW_OK)
         return st;
@@ -642,8 +599,8 @@ static const tw_task_kind af_load_kind = {
 };
 static const tw_task_kind af_tree_kind = {
     .name = "maxtree.tree",
-    .cpu = af_tree_cpu,
-    TWI_CUDA_VARIANT(af_tree_cuda),
+    .cpu = af_tree,
+    TWI_CUDA_VARIANT(af_tree),
     .can_run = af_tree_can_run,
 };
 static const tw_task_kind af_extract_kind = {
@@ -775,7 +732,7 @@ af_setup(af_job *a, tw_runtime *rt, const tw_attr_filter_opts *o, tw_error *err)
                                  a->op, o->output.path);
         a->out_file = true;
     } else {
-        if ((st = check_host(a->op, "result", &o->result, a->W, a->H, a->out_type, err)) !=
+        if ((st = twi_host_image_check(a->op, "result", &o->result, a->W, a->H, a->out_type, err)) !=
             TW_OK)
             return st;
         a->result = o->result;

@@ -1056,18 +1056,10 @@ mr_setup(mr_job *m, tw_runtime *rt, const twi_mrecon_spec *sp, tw_error *err)
                                  sp->out_file->path);
         m->out_file = true;
     } else {
-        const tw_host_image *r = sp->out_mem;
-        size_t oss = tw_sample_size(m->out_type);
-
-        if (r->w != m->W || r->h != m->H || r->type != m->out_type ||
-            (r->stride && r->stride < (size_t)r->w * oss))
-            return twi_error_set(err, TW_E_INVALID,
-                                 "%s: the result image is %lldx%lld %s (stride %zu); "
-                                 "%lldx%lld %s needed",
-                                 m->op, (long long)r->w, (long long)r->h,
-                                 tw_sample_type_name(r->type), r->stride, (long long)m->W,
-                                 (long long)m->H, tw_sample_type_name(m->out_type));
-        m->result = *r;
+        if ((st = twi_host_image_check(m->op, "result", sp->out_mem, m->W, m->H, m->out_type,
+                                       err)) != TW_OK)
+            return st;
+        m->result = *sp->out_mem;
     }
 
     /* Tiles. */

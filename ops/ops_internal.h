@@ -53,6 +53,17 @@ TWI_HIDDEN tw_status twi_stream_open_output(twi_stream *s, const tw_config *cfg,
                                             const tw_output *out, int out_channels,
                                             tw_sample_type out_type, tw_error *err);
 
+/* A caller's image for an output: TW_OK when it is w x h of type t with a stride of at least
+ * a row (0 = packed), else TW_E_INVALID with "OP: the WHAT image is ..., ... needed". */
+TWI_HIDDEN tw_status twi_host_image_check(const char *op, const char *what,
+                                          const tw_host_image *r, int64_t w, int64_t h,
+                                          tw_sample_type t, tw_error *err);
+
+/* Copy the pixels of v (channels x sample size each) into the caller's image at (x, y); a
+ * stride of 0 means packed rows. */
+TWI_HIDDEN void twi_host_image_put(const tw_host_image *dst, const tw_tile_view *v, int64_t x,
+                                   int64_t y);
+
 /* Non-zero when the paths name the same existing file (by device and inode). */
 TWI_HIDDEN int twi_ops_same_file(const char *a, const char *b);
 
