@@ -20,6 +20,7 @@ typedef struct cli_common {
     const char *tile;        /* --tile WxH */
     const char *cpu_workers; /* --cpu-workers N */
     const char *gpus;        /* --gpus LIST|none */
+    const char *trace;       /* --trace FILE */
     bool quiet;
 } cli_common;
 
@@ -31,6 +32,7 @@ enum {
     CLI_OPT_TILE,
     CLI_OPT_CPU_WORKERS,
     CLI_OPT_GPUS,
+    CLI_OPT_TRACE,
     CLI_OPT_QUIET,
     CLI_OPT_HELP,
     CLI_OPT_END
@@ -41,6 +43,7 @@ enum {
         {"tile", required_argument, NULL, CLI_OPT_TILE},                                       \
         {"cpu-workers", required_argument, NULL, CLI_OPT_CPU_WORKERS},                         \
         {"gpus", required_argument, NULL, CLI_OPT_GPUS},                                       \
+        {"trace", required_argument, NULL, CLI_OPT_TRACE},                                     \
         {"quiet", no_argument, NULL, CLI_OPT_QUIET}, {"help", no_argument, NULL, CLI_OPT_HELP}
 
 #define CLI_COMMON_HELP                                                                        \
@@ -50,6 +53,7 @@ enum {
     "  --tile WxH           processing tile size (key tile.size)\n"                            \
     "  --cpu-workers N      CPU worker threads, -1 = one per free core (runtime.cpu_workers)\n" \
     "  --gpus LIST|none     CUDA devices: all, none or 0,1,... (runtime.gpus)\n"              \
+    "  --trace FILE         write a Chrome/Perfetto trace of the run (runtime.trace)\n"       \
     "  --quiet              no progress or summary, errors only\n"                            \
     "  --help               this help\n"
 

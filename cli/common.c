@@ -79,6 +79,7 @@ cli_common_option(cli_common *c, int opt, const char *arg)
     case CLI_OPT_TILE: c->tile = arg; return 0;
     case CLI_OPT_CPU_WORKERS: c->cpu_workers = arg; return 0;
     case CLI_OPT_GPUS: c->gpus = arg; return 0;
+    case CLI_OPT_TRACE: c->trace = arg; return 0;
     case CLI_OPT_QUIET: c->quiet = true; return 0;
     default: return -1;
     }
@@ -120,7 +121,8 @@ cli_config_build(const cli_common *c, tw_config **out)
     if ((c->tile && (rc = set_flag(cfg, "--tile", "tile.size", c->tile)) != CLI_OK) ||
         (c->cpu_workers &&
          (rc = set_flag(cfg, "--cpu-workers", "runtime.cpu_workers", c->cpu_workers)) != CLI_OK) ||
-        (c->gpus && (rc = set_flag(cfg, "--gpus", "runtime.gpus", c->gpus)) != CLI_OK))
+        (c->gpus && (rc = set_flag(cfg, "--gpus", "runtime.gpus", c->gpus)) != CLI_OK) ||
+        (c->trace && (rc = set_flag(cfg, "--trace", "runtime.trace", c->trace)) != CLI_OK))
         goto out;
     for (int i = 0; i < c->n_sets; i++) {
         char key[256];

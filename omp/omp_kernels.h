@@ -113,41 +113,8 @@ tw_status twi_omp_maxtree_grid(const tw_tile_view *in, int conn, tw_tile_view *p
 /* The argument check of twi_omp_maxtree, shared with its CUDA twin: TW_OK or TW_E_INVALID. */
 tw_status twi_maxtree_check(const tw_tile_view *in, int conn, const tw_tile_view *parent);
 
-/*
- * Border max-trees (seed 000, chapter 6; Kazemier et al. 2017): the CPU side of the
- * whole-slide attribute filters (ops/maxtree.c). A tile's border max-tree is the set of nodes
- * of its local max-tree that hold a pixel of a border side (a side shared with another tile)
- * or are ancestors of such a node. Its nodes are numbered by increasing canonical pixel index,
- * so the same tile gives the same numbering in both passes.
- */
-enum { TWI_MT_TOP = 0, TWI_MT_BOTTOM, TWI_MT_LEFT, TWI_MT_RIGHT };
-#define TWI_MT_SIDE(s) (1u << (s))
-
-typedef struct twi_mt_border {
-    int64_t n;          /* nodes */
-    uint16_t *level;    /* [n] */
-    uint32_t *lparent;  /* [n] the local parent's number; its own for the tile's root */
-    uint32_t *own;      /* [n] pixels whose nearest border-tree node (itself or an ancestor) is
-                           this one: the node's area minus its border-tree children's areas */
-    uint16_t *maxv;     /* [n] the highest level in the node's local subtree */
-    uint32_t *side[4];  /* TWI_MT_*: the node number of every pixel of that side (w or h of
-                           them), NULL when the side is not a border */
-    int32_t w, h;
-} twi_mt_border;
-
-/* What a pass computes for each node (twi_mt_merge, twi_mt_filter). */
-typedef enum twi_mt_rule {
-    TWI_MT_AREA = 0, /* level of the nearest ancestor with area >= threshold, else vmin */
-    TWI_MT_HEIGHT,   /* nearest ancestor with maxv - level(parent) >= threshold; root kept */
-    TWI_MT_AREA_MAP  /* the node's area (for tests and tilewave maxtree --area) */
-} twi_mt_rule;
-
-typedef struct twi_mt_filter {
-    twi_mt_rule rule;
-    uint64_t threshold;
-    uint16_t vmin;      /* level given when no ancestor survives (TWI_MT_AREA) */
-} twi_mt_filter;
-
+/* Border max-trees (seed 000, chapter 6; Kazemier et al. 2017): the CPU side of the
+ * whole-slide attribute filters (ops/maxtree.c). Types and numbering: runtime/tw_tile_view.h. */
 /* Pass 1: the border max-tree of a tile from its levels (TW_U8 / TW_U16, 1 channel) and its
  * canonical parent image (TW_U32, tile raster indices, packed: stride = 4 w). `sides` is a
  * mask of TWI_MT_SIDE() bits. Returns TW_OK, TW_E_INVALID, TW_E_NOMEM (b is then empty). */
@@ -175,6 +142,12 @@ tw_status twi_mt_merge(twi_mt_border *const *tiles, int64_t tiles_x, int64_t til
 tw_status twi_mt_filter_tile(const tw_tile_view *levels, const tw_tile_view *parent,
                              unsigned sides, const uint64_t *res, const twi_mt_filter *f,
                              tw_tile_view *out);
+
+/* Pack the border max-trees of a grid (as for twi_mt_merge, which checks them the same way)
+ * into one malloc'ed buffer (*buf, free()) described by *layout, for twi_cuda_mt_merge.
+ * Returns TW_OK, TW_E_INVALID (the grid's checks of twi_mt_merge), TW_E_NOMEM. */
+tw_status twi_mt_pack_build(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y,
+                            twi_mt_pack *layout, void **buf);
 
 /* The per-pixel area of each pixel's node from a whole image's canonical parent image
  * (TW_U32 or TW_U64, packed) into out (TW_U32 or TW_U64, same w x h). */

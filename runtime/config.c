@@ -62,6 +62,9 @@ static const key_def keys[] = {
      .help = "CUDA devices to use: all, none, or a comma list of device ordinals such as 0,1."},
     {.key = "runtime.policy", .type = TW_CONFIG_ENUM, .def = "fcfs", .words = policy_words,
      .help = "Scheduling policy: fcfs (an idle worker takes the oldest ready task it can run)."},
+    {.key = "runtime.trace", .type = TW_CONFIG_STRING, .def = "",
+     .help = "Write a Chrome/Perfetto trace of every task and GPU copy to this file when the "
+             "runtime ends; empty = no trace."},
     {.key = "tile.size", .type = TW_CONFIG_DIMS, .def = "1024x1024", .min = 1, .max = 65536,
      .help = "Processing tile size in pixels, WxH (a single number means a square tile)."},
     {.key = "gray.tile_size", .type = TW_CONFIG_DIMS, .def = "0x0", .min = 1, .max = 65536,

@@ -377,7 +377,7 @@ tw_runtime_create(const tw_config *cfg, tw_runtime **out, tw_error *err)
     tw_status st = TW_OK;
     tw_runtime *rt = NULL;
     int64_t cpu_workers = 0, team = 1;
-    const char *gpus = NULL, *policy = NULL;
+    const char *gpus = NULL, *policy = NULL, *trace = NULL;
     int *ordinals = NULL;
     size_t i;
     int g;
@@ -393,7 +393,8 @@ tw_runtime_create(const tw_config *cfg, tw_runtime **out, tw_error *err)
     if ((st = get_int(rt->cfg, "runtime.cpu_workers", &cpu_workers, err)) != TW_OK ||
         (st = get_int(rt->cfg, "runtime.cpu_team", &team, err)) != TW_OK ||
         (st = get_string(rt->cfg, "runtime.gpus", &gpus, err)) != TW_OK ||
-        (st = get_string(rt->cfg, "runtime.policy", &policy, err)) != TW_OK)
+        (st = get_string(rt->cfg, "runtime.policy", &policy, err)) != TW_OK ||
+        (st = get_string(rt->cfg, "runtime.trace", &trace, err)) != TW_OK)
         goto out;
     if (cpu_workers < -1 || cpu_workers > 4096 || team < 1 || team > 4096) {
         st = twi_error_set(err, TW_E_INVALID,
@@ -410,6 +411,8 @@ tw_runtime_create(const tw_config *cfg, tw_runtime **out, tw_error *err)
         goto out;
     }
     if ((st = twi_topo_load(&rt->topo, err)) != TW_OK)
+        goto out;
+    if (*trace && (st = twi_trace_open(rt, trace, err)) != TW_OK)
         goto out;
 
     rt->n_gpus_present = twi_cuda_device_count();
@@ -452,6 +455,7 @@ tw_runtime_create(const tw_config *cfg, tw_runtime **out, tw_error *err)
         goto out;
     TW_INFO("runtime", "started %d CPU workers (team %d) and %d GPU managers (%d GPUs present)",
             rt->n_cpu_workers, (int)team, rt->n_gpus, rt->n_gpus_present);
+    rt->started = true;
     *out = rt;
     rt = NULL;
 out:
@@ -478,6 +482,7 @@ tw_runtime_destroy(tw_runtime *rt)
     for (i = 0; i < rt->n_workers; i++)
         if (rt->workers[i].thread_started)
             pthread_join(rt->workers[i].thread, NULL);
+    twi_trace_close(rt);
     if (rt->sched_init)
         rt->sched.policy->fini(&rt->sched);
     for (i = 0; i < rt->n_workers; i++) {

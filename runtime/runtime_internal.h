@@ -4,6 +4,7 @@
 #define TW_RUNTIME_INTERNAL_H
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdatomic.h>
 #include <time.h>
 
@@ -78,6 +79,8 @@ TWI_HIDDEN void twi_cuda_worker_stop(tw_worker *w);
 /* Run the CUDA variant of t on w (transfers, launch, synchronise, write back). */
 TWI_HIDDEN tw_status twi_cuda_run(tw_worker *w, tw_task_ctx *ctx);
 TWI_HIDDEN void *twi_cuda_scratch(tw_task_ctx *ctx, size_t bytes);
+TWI_HIDDEN tw_status twi_cuda_copy(tw_task_ctx *ctx, void *dst, const void *src, size_t bytes,
+                                  bool to_host);
 
 /* ---- memory (runtime/mem_cuda.c: the only file that calls cudaMalloc/cudaFree/cudaHostAlloc) */
 /* Host tile memory, 64-byte aligned: pinned from `pinned_pool` when it is not NULL (falls back
@@ -93,6 +96,30 @@ TWI_HIDDEN void twi_devpool_destroy(twi_devpool *p);
 TWI_HIDDEN tw_status twi_hostpool_create(int ordinal, twi_devpool **out);
 TWI_HIDDEN void *twi_devpool_alloc(twi_devpool *p, size_t bytes); /* NULL: out of memory */
 TWI_HIDDEN void twi_devpool_free(twi_devpool *p, void *d_ptr, size_t bytes);
+
+/* ---- traces (runtime/trace.c): Chrome trace-event JSON of every task and GPU transfer */
+typedef struct twi_trace_ev {
+    const char *name;       /* static: a task kind's name, "upload", "download" */
+    int64_t t0, t1;         /* CLOCK_MONOTONIC ns */
+} twi_trace_ev;
+
+typedef struct twi_trace_lane {
+    twi_trace_ev *ev;
+    size_t n, cap;
+    int64_t dropped;
+} twi_trace_lane;
+
+/* Lanes of a worker: its thread's tasks; on GPU managers also the stream's copies and its
+ * device work. */
+enum { TWI_TRACE_TASKS = 0, TWI_TRACE_COPIES, TWI_TRACE_KERNELS, TWI_TRACE_LANES };
+
+TWI_HIDDEN int64_t twi_trace_now(void);
+/* Open `path`.part for the trace (TW_E_IO with a message when it cannot be written). */
+TWI_HIDDEN tw_status twi_trace_open(tw_runtime *rt, const char *path, tw_error *err);
+/* Append an event to a lane of w (w's own thread only). */
+TWI_HIDDEN void twi_trace_add(tw_worker *w, int lane, const char *name, int64_t t0, int64_t t1);
+/* After the workers stopped: write the JSON, rename it into place, free the events. */
+TWI_HIDDEN void twi_trace_close(tw_runtime *rt);
 
 /* ---- workers */
 struct tw_worker {
@@ -123,6 +150,9 @@ struct tw_worker {
     /* GPU manager state, touched only by the manager thread after startup */
     void *stream;           /* cudaStream_t */
     twi_devpool *pool;
+    void *trace_ev[4];      /* cudaEvent_t around a task's copies and work, when tracing */
+
+    twi_trace_lane trace[TWI_TRACE_LANES]; /* written by the worker's thread only */
 };
 
 /* Per-thread OpenMP setup of any worker (team size), and execution of a CPU variant. */
@@ -153,6 +183,12 @@ struct tw_runtime {
     bool sched_init;
     tw_worker **idle;       /* idle workers, most recent last */
     int n_idle;
+
+    /* runtime.trace: where the trace goes (NULL: no trace) */
+    FILE *trace_file;       /* path.part, open from creation to destruction */
+    char *trace_path, *trace_part;
+    int64_t trace_t0;
+    bool started;           /* creation succeeded (a failed one leaves no trace file) */
 };
 
 /* Hand ready tasks (linked through t->next) to the policy and wake idle workers able to run

@@ -239,10 +239,14 @@ twi_task_execute(tw_worker *w, tw_task *t, unsigned variant)
         ctx.fail_status = TW_OK;
         ctx.n_scratch = 0;
         ctx.msg[0] = '\0';
+        int64_t t0 = w->rt->trace_file ? twi_trace_now() : 0;
+
         if (variant == TW_DEVICE_CUDA)
             st = twi_cuda_run(w, &ctx);
         else
             st = twi_cpu_run(w, &ctx);
+        if (w->rt->trace_file)
+            twi_trace_add(w, TWI_TRACE_TASKS, t->kind->name, t0, twi_trace_now());
         ran = true;
         if (st != TW_OK) {
             if (ctx.failed)
@@ -325,6 +329,31 @@ twi_ctx_fail(tw_task_ctx *ctx, tw_status st, const char *fmt, ...)
     ctx->failed = true;
     ctx->fail_status = st;
     return st;
+}
+
+static tw_status
+ctx_copy(tw_task_ctx *ctx, void *dst, const void *src, size_t bytes, bool to_host)
+{
+    if (!ctx || (bytes && (!dst || !src)))
+        return TW_E_INVALID;
+    if (!bytes)
+        return TW_OK;
+    if (ctx->dev == TW_DEVICE_CUDA)
+        return twi_cuda_copy(ctx, dst, src, bytes, to_host);
+    memcpy(dst, src, bytes);
+    return TW_OK;
+}
+
+tw_status
+twi_ctx_copy_to_device(tw_task_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    return ctx_copy(ctx, dst, src, bytes, false);
+}
+
+tw_status
+twi_ctx_copy_to_host(tw_task_ctx *ctx, void *dst, const void *src, size_t bytes)
+{
+    return ctx_copy(ctx, dst, src, bytes, true);
 }
 
 void *

@@ -131,6 +131,17 @@ TWI_HIDDEN tw_status twi_ctx_fail(tw_task_ctx *ctx, tw_status st, const char *fm
  * host memory on CPU workers), valid until the variant returns. NULL when out of memory. */
 TWI_HIDDEN void *twi_ctx_scratch(tw_task_ctx *ctx, size_t bytes);
 
+/* Copies between host memory and the worker's device memory inside a variant (memcpy on CPU
+ * workers). _to_device is asynchronous on the worker's stream: `src` must stay valid and
+ * unchanged until the task ends (pageable host memory is fine). _to_host first waits for
+ * everything the variant enqueued so far, then copies: StarPU's synchronous-codelet path, for
+ * the small results a variant must read back mid-task (counts, border max-trees). Bulk tile
+ * data travels as the task's tiles instead. Return TW_OK or TW_E_DEVICE (message recorded). */
+TWI_HIDDEN tw_status twi_ctx_copy_to_device(tw_task_ctx *ctx, void *dst, const void *src,
+                                            size_t bytes);
+TWI_HIDDEN tw_status twi_ctx_copy_to_host(tw_task_ctx *ctx, void *dst, const void *src,
+                                          size_t bytes);
+
 /* ---- jobs (runtime/job.c). A job ends when it is sealed and none of its tasks remain. */
 /* Runs once, on the thread that ended the job's last task (or the sealing thread), after every
  * task: `st` is the job's status so far. Returning an error fails the job (e.g. a rename that

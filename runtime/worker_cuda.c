@@ -15,7 +15,8 @@
  * take a device buffer per tile from the pool (rows packed), copy R/RW tiles in, call the
  * variant (which only enqueues on the stream), catch launch errors, copy W/RW tiles back,
  * synchronise, return the buffers. This file is the only place that synchronises (house style
- * rule 31), so variants and launchers stay asynchronous. The skeleton writes back after every
+ * rule 31), so variants and launchers stay asynchronous; a variant that must read a small
+ * result mid-task asks for it with twi_ctx_copy_to_host(), which synchronises here. The skeleton writes back after every
  * task, which keeps the host copy current; keeping tiles resident comes with the locality
  * policy.
  */
@@ -84,6 +85,12 @@ twi_cuda_worker_start(tw_worker *w, tw_error *err)
         return twi_error_set(err, TW_E_NOMEM, "runtime: out of memory");
     }
     w->stream = stream;
+    /* Tracing times each task's uploads, device work and downloads with events. */
+    for (int i = 0; w->rt->trace_file && i < 4; i++)
+        if (cudaEventCreate((cudaEvent_t *)&w->trace_ev[i]) != cudaSuccess) {
+            (void)cudaGetLastError();
+            w->trace_ev[i] = NULL;
+        }
     return TW_OK;
 }
 
@@ -95,6 +102,11 @@ twi_cuda_worker_stop(tw_worker *w)
         (void)cudaStreamDestroy((cudaStream_t)w->stream);
         w->stream = NULL;
     }
+    for (int i = 0; i < 4; i++)
+        if (w->trace_ev[i]) {
+            (void)cudaEventDestroy((cudaEvent_t)w->trace_ev[i]);
+            w->trace_ev[i] = NULL;
+        }
     twi_devpool_destroy(w->pool);
     w->pool = NULL;
 }
@@ -112,6 +124,51 @@ twi_cuda_scratch(tw_task_ctx *ctx, size_t bytes)
     return d_ptr;
 }
 
+/* After a traced task: its uploads, device work and downloads from the stream's events,
+ * placed so that the last event is now (the stream has just been synchronised). */
+static void
+trace_copies(tw_worker *w, const char *name, cudaEvent_t *ev)
+{
+    float ms[3];
+    int64_t end = twi_trace_now(), at[4];
+
+    for (int i = 0; i < 3; i++)
+        if (cudaEventElapsedTime(&ms[i], ev[i], ev[i + 1]) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return;
+        }
+    at[3] = end;
+    for (int i = 2; i >= 0; i--)
+        at[i] = at[i + 1] - (int64_t)((double)ms[i] * 1e6);
+    if (at[1] > at[0])
+        twi_trace_add(w, TWI_TRACE_COPIES, "upload", at[0], at[1]);
+    twi_trace_add(w, TWI_TRACE_KERNELS, name, at[1], at[2]);
+    if (at[3] > at[2])
+        twi_trace_add(w, TWI_TRACE_COPIES, "download", at[2], at[3]);
+}
+
+/* The variant-side copies of twi_ctx_copy_to_device / _to_host (runtime/tw_internal.h). */
+tw_status
+twi_cuda_copy(tw_task_ctx *ctx, void *dst, const void *src, size_t bytes, bool to_host)
+{
+    cudaStream_t stream = (cudaStream_t)ctx->w->stream;
+    cudaError_t e;
+
+    if (to_host) {
+        if ((e = cudaStreamSynchronize(stream)) == cudaSuccess)
+            e = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
+    } else {
+        e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream);
+    }
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return twi_ctx_fail(ctx, TW_E_DEVICE, "cuda: copying %zu bytes %s the GPU in task %s failed (%s)",
+                            bytes, to_host ? "from" : "to", ctx->task->kind->name,
+                            cudaGetErrorString(e));
+    }
+    return TW_OK;
+}
+
 tw_status
 twi_cuda_run(tw_worker *w, tw_task_ctx *ctx)
 {
@@ -120,8 +177,12 @@ twi_cuda_run(tw_worker *w, tw_task_ctx *ctx)
     void *d_tile[TW_TASK_MAX_TILES] = {0};
     tw_status st = TW_OK;
     cudaError_t e = cudaSuccess, e2;
+    cudaEvent_t *ev = (cudaEvent_t *)w->trace_ev;
+    bool timed = ev[0] && ev[1] && ev[2] && ev[3];
     int i;
 
+    if (timed)
+        (void)cudaEventRecord(ev[0], stream);
     for (i = 0; i < t->n_tiles; i++) {
         tw_tile *tile = t->tiles[i];
         size_t row = (size_t)tile->stride; /* host rows are packed; device rows too */
@@ -141,10 +202,14 @@ twi_cuda_run(tw_worker *w, tw_task_ctx *ctx)
         ctx->views[i].data = d_tile[i];
         ctx->views[i].stride = (int64_t)row;
     }
+    if (timed)
+        (void)cudaEventRecord(ev[1], stream);
     st = t->kind->cuda(ctx, t->arg);
     /* A launch error the variant did not check would otherwise surface in a later task. */
     if ((e = cudaGetLastError()) != cudaSuccess || st != TW_OK)
         goto out;
+    if (timed)
+        (void)cudaEventRecord(ev[2], stream);
     for (i = 0; i < t->n_tiles; i++) {
         tw_tile *tile = t->tiles[i];
 
@@ -154,11 +219,15 @@ twi_cuda_run(tw_worker *w, tw_task_ctx *ctx)
                                    cudaMemcpyDeviceToHost, stream)) != cudaSuccess)
             goto out;
     }
+    if (timed)
+        (void)cudaEventRecord(ev[3], stream);
 out:
     /* Synchronise even after a failure: buffers go back to the pool only once idle. */
     e2 = cudaStreamSynchronize(stream);
     if (e == cudaSuccess)
         e = e2;
+    if (timed && e == cudaSuccess && st == TW_OK)
+        trace_copies(w, t->kind->name, ev);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         if (st == TW_OK || !ctx->failed)
@@ -209,6 +278,16 @@ twi_cuda_scratch(tw_task_ctx *ctx, size_t bytes)
     (void)ctx;
     (void)bytes;
     return NULL;
+}
+
+tw_status
+twi_cuda_copy(tw_task_ctx *ctx, void *dst, const void *src, size_t bytes, bool to_host)
+{
+    (void)dst;
+    (void)src;
+    (void)bytes;
+    (void)to_host;
+    return twi_ctx_fail(ctx, TW_E_NODEV, "runtime: a GPU copy in a build without CUDA");
 }
 
 tw_status

@@ -433,3 +433,115 @@ Test(job, concurrent_jobs_fail_independently)
     tw_job_destroy(good);
     tw_runtime_destroy(rt);
 }
+
+/* ---- traces (runtime.trace) */
+
+static tw_runtime *
+traced_runtime(const char *path, const char *gpus, tw_error *err)
+{
+    tw_config *cfg = NULL;
+    tw_runtime *rt = NULL;
+
+    cr_assert(eq(int, tw_config_create(&cfg), TW_OK));
+    cr_assert(eq(int, tw_config_set(cfg, "runtime.cpu_workers", "2", TW_CONFIG_SET, NULL), TW_OK));
+    cr_assert(eq(int, tw_config_set(cfg, "runtime.gpus", gpus, TW_CONFIG_SET, NULL), TW_OK));
+    cr_assert(eq(int, tw_config_set(cfg, "runtime.trace", path, TW_CONFIG_SET, NULL), TW_OK));
+    if (tw_runtime_create(cfg, &rt, err) != TW_OK)
+        rt = NULL;
+    tw_config_destroy(cfg);
+    return rt;
+}
+
+static char *
+slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long n;
+
+    cr_assert(f != NULL, "cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = malloc((size_t)n + 1);
+    cr_assert(buf != NULL);
+    cr_assert(eq(sz, fread(buf, 1, (size_t)n, f), (size_t)n));
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static bool
+exists(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+
+    if (f)
+        fclose(f);
+    return f != NULL;
+}
+
+Test(trace, every_task_appears_once_with_its_duration)
+{
+    /* A traced runtime runs 40 tasks of 2 ms: the trace (written when the runtime ends) holds
+     * 40 complete events named after the kind, each at least 1.5 ms long and not before the
+     * runtime began, lanes named for both workers, and no .part file remains. */
+    char *dir = twtest_tmpdir(), *path = twtest_path(dir, "run.json"), *part, *json, *p;
+    tw_error err = {0};
+    tw_runtime *rt = traced_runtime(path, "none", &err);
+    tw_job *job;
+    int n = 0;
+
+    cr_assert(rt != NULL, "%s", err.message);
+    job = submit_work(rt, 40, -1, 2);
+    cr_assert(eq(int, tw_job_wait(job, -1), TW_OK));
+    tw_job_destroy(job);
+    cr_assert(exists(path) == false, "the trace is written when the runtime ends");
+    tw_runtime_destroy(rt);
+    json = slurp(path);
+    cr_assert(strncmp(json, "{\"displayTimeUnit\"", 18) == 0);
+    cr_assert(strstr(json, "\"name\": \"cpu worker 0 (cores ") != NULL);
+    cr_assert(strstr(json, "\"name\": \"cpu worker 1 (cores ") != NULL);
+    for (p = json; (p = strstr(p, "\"name\": \"test.work\", \"cat\": \"cpu\", \"ph\": \"X\"")); p++) {
+        double ts = -1, dur = -1;
+        const char *q = strstr(p, "\"ts\": ");
+
+        cr_assert(q && sscanf(q, "\"ts\": %lf, \"dur\": %lf", &ts, &dur) == 2);
+        cr_assert(ts >= 0 && dur >= 1500, "event %d: ts %f dur %f", n, ts, dur);
+        n++;
+    }
+    cr_assert(eq(int, n, 40));
+    cr_assert(strstr(json, "\"dropped_events\": 0}}") != NULL);
+    part = malloc(strlen(path) + 6);
+    sprintf(part, "%s.part", path);
+    cr_assert(exists(part) == false);
+    free(part);
+    free(json);
+    twtest_rmtree(dir);
+    free(path);
+    free(dir);
+}
+
+Test(trace, unwritable_path_fails_creation_and_failed_creation_leaves_nothing)
+{
+    /* A trace in a missing directory: creation fails with TW_E_IO naming the path. A runtime
+     * whose creation fails later (a GPU that does not exist) leaves neither the trace nor its
+     * .part file. */
+    char *dir = twtest_tmpdir(), *path = twtest_path(dir, "t.json"), *part;
+    tw_error err = {0};
+    tw_runtime *rt = traced_runtime("/nonexistent-dir/t.json", "none", &err);
+
+    cr_assert(rt == NULL);
+    cr_assert(strstr(err.message, "cannot write the trace '/nonexistent-dir/t.json'") != NULL,
+              "%s", err.message);
+    rt = traced_runtime(path, "1023", &err);
+    cr_assert(rt == NULL);
+    part = malloc(strlen(path) + 6);
+    sprintf(part, "%s.part", path);
+    cr_assert(exists(path) == false);
+    cr_assert(exists(part) == false);
+    free(part);
+    twtest_rmtree(dir);
+    free(path);
+    free(dir);
+}
