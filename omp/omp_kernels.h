@@ -145,7 +145,9 @@ tw_status twi_mt_filter_tile(const tw_tile_view *levels, const tw_tile_view *par
 
 /* Pack the border max-trees of a grid (as for twi_mt_merge, which checks them the same way)
  * into one malloc'ed buffer (*buf, free()) described by *layout, for twi_cuda_mt_merge.
- * Returns TW_OK, TW_E_INVALID (the grid's checks of twi_mt_merge), TW_E_NOMEM. */
+ * Returns TW_OK, TW_E_INVALID (the grid's checks of twi_mt_merge, and trees the GPU could
+ * not survive: empty tiles, NULL arrays, a local parent out of range or not below its child,
+ * a side entry out of range), TW_E_NOMEM. */
 tw_status twi_mt_pack_build(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y,
                             twi_mt_pack *layout, void **buf);
 
