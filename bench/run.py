@@ -258,13 +258,15 @@ MT_TILEWAVE = {
                  "filtering pass; checked against a naive filter up to 64 MPix"),
         "job-cuda": dict(
             kind="memory", device="gpu",
-            cmd=TW_AO + ["--variant", "cuda", "--repeat", "{repeat}"],
-            note="the same with GPU workers only (tile trees on the GPU; the border merge is "
-                 "a CPU task of the runtime)"),
+            cmd=TW_AO + ["--variant", "cuda", "--tile", "4096x4096", "--repeat", "{repeat}"],
+            note="the same with GPU workers only and 4096x4096 tiles: both tile passes (tree, "
+                 "attributes, border max-tree; tree, filter) and the merge on the GPU; the "
+                 "GPU manager thread also reads and writes the tiles"),
         "job-hybrid": dict(
             kind="memory", device="cpu+gpu",
-            cmd=TW_AO + ["--variant", "hybrid", "--repeat", "{repeat}"],
-            note="the same with CPU and GPU workers (the defaults)"),
+            cmd=TW_AO + ["--variant", "hybrid", "--tile", "4096x4096", "--repeat", "{repeat}"],
+            note="the same with CPU and GPU workers (the defaults): tile passes and merge on "
+                 "the GPU, reading and writing tiles on the CPU workers"),
     },
 }
 

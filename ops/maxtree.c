@@ -406,7 +406,7 @@ typedef struct af_cell {
     int64_t x, y;
     int32_t w, h;
     unsigned sides;
-    tw_tile *img, *par;          /* the job's references while the cell's pass runs */
+    tw_tile *img, *out;          /* the job's references while the cell's pass runs */
     twi_mt_border bt;            /* pass 1's border max-tree, until the merge */
 } af_cell;
 
@@ -425,11 +425,12 @@ struct af_job {
     bool area_map;               /* twi_area_map_submit(): node areas, TW_U64 */
     tw_sample_type out_type;
     twi_mt_filter f;
-    bool trees_on_gpu;
+    bool on_gpu;                 /* tile passes (and the merge) run on GPU workers only */
     int64_t in_flight;
     tw_runtime *rt;
     atomic_llong extracted;
     atomic_llong tp_cpu, tp_cuda;
+    tw_device_type merge_dev;    /* the device of the worker that merged */
     uint64_t *res;               /* the merge's answers, res[off[i] + node] */
     int64_t *off;
     int64_t border_nodes, border_edges;
@@ -454,29 +455,59 @@ af_load(tw_task_ctx *ctx, void *arg)
     return TW_OK;
 }
 
-static tw_status
-af_tree(tw_task_ctx *ctx, void *arg)
+/* With GPU workers, the tile passes and the merge run there only (the GPU kernels are tens of
+ * times faster than a core) and CPU workers read and write around them, as for the EDT's
+ * bands. */
+static bool
+af_gpu_can_run(const void *arg, tw_device_type dev)
 {
-    af_cell *c = arg;
-    char what[48];
-    tw_status st;
+    const af_job *a = arg;
 
-    snprintf(what, sizeof what, "tile %lld", (long long)c->i);
-    if ((st = tree_run(ctx, c->a->conn, c->a->op, what)) != TW_OK)
-        return st;
-    atomic_fetch_add(twi_ctx_device(ctx) == TW_DEVICE_CUDA ? &c->a->tp_cuda : &c->a->tp_cpu, 1);
-    twi_job_add_done(c->a->job, 1);
-    return TW_OK;
+    return dev == TW_DEVICE_CUDA || !a->on_gpu;
 }
 
-/* With GPU workers, trees run there only (the GPU kernel is tens of times faster than a
- * core) and CPU workers read, extract, filter and write around them, as for the EDT bands. */
 static bool
-af_tree_can_run(const void *arg, tw_device_type dev)
+af_cell_can_run(const void *arg, tw_device_type dev)
 {
-    const af_cell *c = arg;
+    return af_gpu_can_run(((const af_cell *)arg)->a, dev);
+}
 
-    return dev == TW_DEVICE_CUDA || !c->a->trees_on_gpu;
+/* The tile's canonical max-tree (view 0) into *par, scratch on the worker's device; on GPU
+ * workers *mt also receives the attribute kernels' scratch. */
+static tw_status
+af_tree(tw_task_ctx *ctx, af_cell *c, tw_tile_view *par, void **mt, size_t *mt_bytes)
+{
+    af_job *a = c->a;
+    tw_tile_view v = twi_ctx_view(ctx, 0);
+    tw_status st;
+
+    *par = v;
+    par->type = TW_U32;
+    par->stride = (int64_t)v.w * 4;
+    *mt = NULL;
+    *mt_bytes = 0;
+    if (!(par->data = twi_ctx_scratch(ctx, (size_t)v.w * (size_t)v.h * 4 + 4)))
+        return twi_ctx_fail(ctx, twi_ctx_device(ctx) == TW_DEVICE_CUDA ? TW_E_DEVICE : TW_E_NOMEM,
+                            "%s: out of memory for the tree of tile %lld", a->op,
+                            (long long)c->i);
+#ifdef TW_HAVE_CUDA
+    if (twi_ctx_device(ctx) == TW_DEVICE_CUDA) {
+        size_t tb = twi_cuda_maxtree_scratch_size(v.w, v.h, v.type, a->conn);
+        void *ts = twi_ctx_scratch(ctx, tb ? tb : 1);
+
+        *mt_bytes = twi_cuda_mt_scratch_size(v.w, v.h);
+        if (!ts || !(*mt = twi_ctx_scratch(ctx, *mt_bytes ? *mt_bytes : 1)))
+            return twi_ctx_fail(ctx, TW_E_DEVICE, "%s: no GPU memory for tile %lld (%zu bytes)",
+                                a->op, (long long)c->i, tb + *mt_bytes);
+        st = twi_cuda_maxtree(&v, a->conn, par, ts, tb, twi_ctx_stream(ctx));
+    } else
+#endif
+        st = twi_omp_maxtree(&v, a->conn, par, twi_ctx_team(ctx));
+    if (st != TW_OK)
+        return twi_ctx_fail(ctx, st, "%s: the max-tree of tile %lld failed (%s)", a->op,
+                            (long long)c->i, tw_status_string(st));
+    atomic_fetch_add(twi_ctx_device(ctx) == TW_DEVICE_CUDA ? &a->tp_cuda : &a->tp_cpu, 1);
+    return TW_OK;
 }
 
 /* Let go of a cell's tiles and start the cell K places later in the same pass. */
@@ -487,31 +518,93 @@ af_cell_done(tw_task_ctx *ctx, af_cell *c, int pass)
     tw_status st;
 
     twi_tile_release(c->img);
-    twi_tile_release(c->par);
-    c->img = c->par = NULL;
+    twi_tile_release(c->out);
+    c->img = c->out = NULL;
     if (c->i + a->in_flight < a->n_tiles &&
         (st = af_submit_cell(a, &a->cells[c->i + a->in_flight], pass)) != TW_OK)
         return twi_ctx_fail(ctx, st, "%s: cannot submit the tile tasks (%s)", a->op,
                             tw_status_string(st));
+    twi_job_add_done(a->job, 1);
     return TW_OK;
 }
 
+#ifdef TW_HAVE_CUDA
+/* Copy the border max-tree the GPU left in the attribute scratch into c->bt. */
+static tw_status
+af_fetch_border(tw_task_ctx *ctx, af_cell *c, const twi_cuda_mt_border *d)
+{
+    twi_mt_border *b = &c->bt;
+    int64_t n = 0;
+    size_t m;
+    tw_status st;
+
+    if ((st = twi_ctx_copy_to_host(ctx, &n, d->n, sizeof n)) != TW_OK)
+        return st;
+    if (n < 1 || n > (int64_t)c->w * c->h)
+        return twi_ctx_fail(ctx, TW_E_INTERNAL, "%s: the GPU found %lld border nodes in tile %lld",
+                            c->a->op, (long long)n, (long long)c->i);
+    m = (size_t)n;
+    b->n = n;
+    b->w = c->w;
+    b->h = c->h;
+    if (!(b->level = malloc(m * sizeof *b->level)) || !(b->maxv = malloc(m * sizeof *b->maxv)) ||
+        !(b->lparent = malloc(m * sizeof *b->lparent)) || !(b->own = malloc(m * sizeof *b->own)))
+        return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory for the border max-tree of tile %lld",
+                            c->a->op, (long long)c->i);
+    if ((st = twi_ctx_copy_to_host(ctx, b->level, d->level, m * sizeof *b->level)) != TW_OK ||
+        (st = twi_ctx_copy_to_host(ctx, b->maxv, d->maxv, m * sizeof *b->maxv)) != TW_OK ||
+        (st = twi_ctx_copy_to_host(ctx, b->lparent, d->lparent, m * sizeof *b->lparent)) != TW_OK ||
+        (st = twi_ctx_copy_to_host(ctx, b->own, d->own, m * sizeof *b->own)) != TW_OK)
+        return st;
+    for (int s = 0; s < 4; s++) {
+        size_t len = (size_t)(s <= TWI_MT_BOTTOM ? c->w : c->h);
+
+        if (!(c->sides & TWI_MT_SIDE(s)))
+            continue;
+        if (!(b->side[s] = malloc(len * sizeof *b->side[s])))
+            return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory for the border max-tree of tile %lld",
+                                c->a->op, (long long)c->i);
+        if ((st = twi_ctx_copy_to_host(ctx, b->side[s], d->side[s], len * sizeof *b->side[s])) !=
+            TW_OK)
+            return st;
+    }
+    return TW_OK;
+}
+#endif
+
 static const tw_task_kind af_merge_kind;
 
+/* TP, pass 1: the tile's max-tree, attributes and border max-tree. */
 static tw_status
-af_extract(tw_task_ctx *ctx, void *arg)
+af_tp1(tw_task_ctx *ctx, void *arg)
 {
     af_cell *c = arg;
     af_job *a = c->a;
-    tw_tile_view v = twi_ctx_view(ctx, 0), p = twi_ctx_view(ctx, 1);
+    tw_tile_view v = twi_ctx_view(ctx, 0), par;
+    void *mt;
+    size_t mt_bytes;
     tw_status st;
 
-    if ((st = twi_mt_border_extract(&v, &p, c->sides, &c->bt)) != TW_OK)
+    if ((st = af_tree(ctx, c, &par, &mt, &mt_bytes)) != TW_OK)
+        return st;
+#ifdef TW_HAVE_CUDA
+    if (twi_ctx_device(ctx) == TW_DEVICE_CUDA) {
+        twi_cuda_mt_border d;
+
+        st = twi_cuda_mt_border_extract(&v, &par, c->sides, mt, mt_bytes, &d,
+                                        twi_ctx_stream(ctx));
+        if (st == TW_OK)
+            st = af_fetch_border(ctx, c, &d);
+        if (st != TW_OK)
+            twi_mt_border_free(&c->bt);
+    } else
+#endif
+        st = twi_mt_border_extract(&v, &par, c->sides, &c->bt);
+    if (st != TW_OK)
         return twi_ctx_fail(ctx, st, "%s: the border max-tree of tile %lld failed (%s)", a->op,
                             (long long)c->i, tw_status_string(st));
     if ((st = af_cell_done(ctx, c, 1)) != TW_OK)
         return st;
-    twi_job_add_done(a->job, 1);
     /* The last border max-tree starts the merge. */
     if (atomic_fetch_add(&a->extracted, 1) + 1 == a->n_tiles) {
         tw_task *t = NULL;
@@ -527,6 +620,49 @@ af_extract(tw_task_ctx *ctx, void *arg)
     return TW_OK;
 }
 
+#ifdef TW_HAVE_CUDA
+/* The merge on the GPU: pack the border max-trees, merge there, fetch the answers. */
+static tw_status
+af_merge_gpu(tw_task_ctx *ctx, af_job *a, twi_mt_border *const *bts)
+{
+    twi_mt_pack L;
+    void *pack = NULL, *d_pack, *d_scratch;
+    uint64_t *d_res;
+    int64_t *d_links, links = 0;
+    size_t sb;
+    tw_status st;
+
+    if ((st = twi_mt_pack_build(bts, a->tiles_x, a->tiles_y, &L, &pack)) != TW_OK)
+        return st;
+    sb = twi_cuda_mt_merge_scratch_size(&L, a->conn);
+    if (!(d_pack = twi_ctx_scratch(ctx, L.bytes)) ||
+        !(d_res = twi_ctx_scratch(ctx, (size_t)L.n * sizeof *d_res)) ||
+        !(d_links = twi_ctx_scratch(ctx, sizeof *d_links)) ||
+        !(d_scratch = twi_ctx_scratch(ctx, sb ? sb : 1))) {
+        st = TW_E_DEVICE;
+        goto out;
+    }
+    if (!(a->res = malloc((size_t)L.n * sizeof *a->res)) ||
+        !(a->off = malloc((size_t)(L.n_tiles + 1) * sizeof *a->off))) {
+        st = TW_E_NOMEM;
+        goto out;
+    }
+    memcpy(a->off, (char *)pack + L.off_at, (size_t)(L.n_tiles + 1) * sizeof *a->off);
+    if ((st = twi_ctx_copy_to_device(ctx, d_pack, pack, L.bytes)) != TW_OK ||
+        (st = twi_cuda_mt_merge(d_pack, &L, a->conn, &a->f, d_res, d_links, d_scratch, sb,
+                                twi_ctx_stream(ctx))) != TW_OK ||
+        (st = twi_ctx_copy_to_host(ctx, a->res, d_res, (size_t)L.n * sizeof *a->res)) != TW_OK ||
+        (st = twi_ctx_copy_to_host(ctx, &links, d_links, sizeof links)) != TW_OK)
+        goto out;
+    a->border_edges = links;
+out:
+    /* The pack must outlive the asynchronous upload: copy_to_host above waited for it. */
+    free(pack);
+    return st;
+}
+#endif
+
+/* BP: merge every tile's border max-tree, then start pass 2. */
 static tw_status
 af_merge(tw_task_ctx *ctx, void *arg)
 {
@@ -540,8 +676,14 @@ af_merge(tw_task_ctx *ctx, void *arg)
         bts[i] = &a->cells[i].bt;
         a->border_nodes += a->cells[i].bt.n;
     }
-    st = twi_mt_merge(bts, a->tiles_x, a->tiles_y, a->conn, &a->f, &a->res, &a->off,
-                      &a->border_edges);
+    a->merge_dev = twi_ctx_device(ctx);
+#ifdef TW_HAVE_CUDA
+    if (twi_ctx_device(ctx) == TW_DEVICE_CUDA)
+        st = af_merge_gpu(ctx, a, bts);
+    else
+#endif
+        st = twi_mt_merge(bts, a->tiles_x, a->tiles_y, a->conn, &a->f, &a->res, &a->off,
+                          &a->border_edges);
     free(bts);
     for (int64_t i = 0; i < a->n_tiles; i++)
         twi_mt_border_free(&a->cells[i].bt);
@@ -558,24 +700,52 @@ af_merge(tw_task_ctx *ctx, void *arg)
     return TW_OK;
 }
 
+/* TP, pass 2: the tile's max-tree again, filtered with the merged answers into view 1. */
 static tw_status
-af_filter(tw_task_ctx *ctx, void *arg)
+af_tp2(tw_task_ctx *ctx, void *arg)
 {
     af_cell *c = arg;
     af_job *a = c->a;
-    tw_tile_view v = twi_ctx_view(ctx, 0), p = twi_ctx_view(ctx, 1), o = v;
+    tw_tile_view v = twi_ctx_view(ctx, 0), o = twi_ctx_view(ctx, 1), par;
+    const uint64_t *res = a->res ? a->res + a->off[c->i] : NULL;
+    void *mt;
+    size_t mt_bytes;
+    tw_status st;
+
+    if ((st = af_tree(ctx, c, &par, &mt, &mt_bytes)) != TW_OK)
+        return st;
+#ifdef TW_HAVE_CUDA
+    if (twi_ctx_device(ctx) == TW_DEVICE_CUDA) {
+        size_t rb = res ? (size_t)(a->off[c->i + 1] - a->off[c->i]) * sizeof *res : 0;
+        uint64_t *d_res = NULL;
+
+        if (rb && (!(d_res = twi_ctx_scratch(ctx, rb)) ||
+                   (st = twi_ctx_copy_to_device(ctx, d_res, res, rb)) != TW_OK))
+            return d_res ? st
+                         : twi_ctx_fail(ctx, TW_E_DEVICE, "%s: no GPU memory for tile %lld",
+                                        a->op, (long long)c->i);
+        st = twi_cuda_mt_filter(&v, &par, c->sides, d_res, &a->f, &o, mt, mt_bytes,
+                                twi_ctx_stream(ctx));
+    } else
+#endif
+        st = twi_mt_filter_tile(&v, &par, c->sides, res, &a->f, &o);
+    if (st != TW_OK)
+        return twi_ctx_fail(ctx, st, "%s: filtering tile %lld failed (%s)", a->op,
+                            (long long)c->i, tw_status_string(st));
+    twi_job_add_done(a->job, 1);
+    return TW_OK;
+}
+
+/* Write a filtered tile out (view 0). */
+static tw_status
+af_store(tw_task_ctx *ctx, void *arg)
+{
+    af_cell *c = arg;
+    af_job *a = c->a;
+    tw_tile_view o = twi_ctx_view(ctx, 0);
     tw_error err;
     tw_status st;
 
-    o.type = a->out_type;
-    o.stride = (int64_t)((size_t)v.w * tw_sample_size(o.type));
-    if (!(o.data = twi_ctx_scratch(ctx, (size_t)o.stride * (size_t)v.h)))
-        return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory for tile %lld", a->op,
-                            (long long)c->i);
-    if ((st = twi_mt_filter_tile(&v, &p, c->sides, a->res ? a->res + a->off[c->i] : NULL, &a->f,
-                                 &o)) != TW_OK)
-        return twi_ctx_fail(ctx, st, "%s: filtering tile %lld failed (%s)", a->op,
-                            (long long)c->i, tw_status_string(st));
     if (a->invert)
         invert_view(&o);
     o.x0 = c->x;
@@ -586,10 +756,7 @@ af_filter(tw_task_ctx *ctx, void *arg)
     } else {
         twi_host_image_put(&a->result, &o, c->x, c->y);
     }
-    if ((st = af_cell_done(ctx, c, 2)) != TW_OK)
-        return st;
-    twi_job_add_done(a->job, 1);
-    return TW_OK;
+    return af_cell_done(ctx, c, 2);
 }
 
 static const tw_task_kind af_load_kind = {
@@ -597,58 +764,62 @@ static const tw_task_kind af_load_kind = {
     .devices = TW_DEVICE_CPU,
     .cpu = af_load,
 };
-static const tw_task_kind af_tree_kind = {
-    .name = "maxtree.tree",
-    .cpu = af_tree,
-    TWI_CUDA_VARIANT(af_tree),
-    .can_run = af_tree_can_run,
-};
-static const tw_task_kind af_extract_kind = {
-    .name = "maxtree.border",
-    .devices = TW_DEVICE_CPU,
-    .cpu = af_extract,
+static const tw_task_kind af_tp1_kind = {
+    .name = "maxtree.tp1",
+    .cpu = af_tp1,
+    TWI_CUDA_VARIANT(af_tp1),
+    .can_run = af_cell_can_run,
 };
 static const tw_task_kind af_merge_kind = {
     .name = "maxtree.merge",
-    .devices = TW_DEVICE_CPU,
     .cpu = af_merge,
+    TWI_CUDA_VARIANT(af_merge),
+    .can_run = af_gpu_can_run,
 };
-static const tw_task_kind af_filter_kind = {
-    .name = "maxtree.filter",
+static const tw_task_kind af_tp2_kind = {
+    .name = "maxtree.tp2",
+    .cpu = af_tp2,
+    TWI_CUDA_VARIANT(af_tp2),
+    .can_run = af_cell_can_run,
+};
+static const tw_task_kind af_store_kind = {
+    .name = "maxtree.store",
     .devices = TW_DEVICE_CPU,
-    .cpu = af_filter,
+    .cpu = af_store,
 };
 
-/* A cell's tiles and its load -> tree -> extract (pass 1) or filter (pass 2) tasks. */
+/* A cell's tiles and its tasks: load -> tp1 (pass 1) or load -> tp2 -> store (pass 2). */
 static tw_status
 af_submit_cell(af_job *a, af_cell *c, int pass)
 {
-    tw_task *ld = NULL, *tr = NULL, *end = NULL;
+    tw_task *ld = NULL, *tp = NULL, *sto = NULL;
     tw_status st;
 
     if ((st = twi_tile_create(a->rt, c->w, c->h, 1, a->in.s.in_type, &c->img)) != TW_OK ||
-        (st = twi_tile_create(a->rt, c->w, c->h, 1, TW_U32, &c->par)) != TW_OK)
+        (pass == 2 && (st = twi_tile_create(a->rt, c->w, c->h, 1, a->out_type, &c->out)) != TW_OK))
         return st;
     twi_tile_set_origin(c->img, c->x, c->y);
-    twi_tile_set_origin(c->par, c->x, c->y);
+    if (c->out)
+        twi_tile_set_origin(c->out, c->x, c->y);
     if ((st = twi_task_create(a->job, &af_load_kind, c, NULL, &ld)) != TW_OK ||
         (st = twi_task_add_tile(ld, c->img, TW_W)) != TW_OK ||
-        (st = twi_task_create(a->job, &af_tree_kind, c, NULL, &tr)) != TW_OK ||
-        (st = twi_task_add_tile(tr, c->img, TW_R)) != TW_OK ||
-        (st = twi_task_add_tile(tr, c->par, TW_W)) != TW_OK ||
-        (st = twi_task_depend(tr, ld)) != TW_OK ||
-        (st = twi_task_create(a->job, pass == 1 ? &af_extract_kind : &af_filter_kind, c, NULL,
-                              &end)) != TW_OK ||
-        (st = twi_task_add_tile(end, c->img, TW_R)) != TW_OK ||
-        (st = twi_task_add_tile(end, c->par, TW_R)) != TW_OK ||
-        (st = twi_task_depend(end, tr)) != TW_OK)
+        (st = twi_task_create(a->job, pass == 1 ? &af_tp1_kind : &af_tp2_kind, c, NULL, &tp)) !=
+            TW_OK ||
+        (st = twi_task_add_tile(tp, c->img, TW_R)) != TW_OK ||
+        (pass == 2 && (st = twi_task_add_tile(tp, c->out, TW_W)) != TW_OK) ||
+        (st = twi_task_depend(tp, ld)) != TW_OK)
         goto out;
-    if ((st = twi_task_submit(end)) == TW_OK && (st = twi_task_submit(tr)) == TW_OK)
+    if (pass == 2 && ((st = twi_task_create(a->job, &af_store_kind, c, NULL, &sto)) != TW_OK ||
+                      (st = twi_task_add_tile(sto, c->out, TW_RW)) != TW_OK ||
+                      (st = twi_task_depend(sto, tp)) != TW_OK ||
+                      (st = twi_task_submit(sto)) != TW_OK))
+        goto out;
+    if ((st = twi_task_submit(tp)) == TW_OK)
         st = twi_task_submit(ld);
 out:
     twi_task_release(ld);
-    twi_task_release(tr);
-    twi_task_release(end);
+    twi_task_release(tp);
+    twi_task_release(sto);
     return st;
 }
 
@@ -670,6 +841,7 @@ af_finish(tw_job *job, tw_status st, void *user)
         r->tp_cuda = atomic_load(&a->tp_cuda);
         r->border_nodes = a->border_nodes;
         r->border_edges = a->border_edges;
+        r->merge_device = a->n_tiles > 1 ? a->merge_dev : TW_DEVICE_CPU;
         r->tree_s = a->t1 > 0 ? a->t1 - a->t0 : 0;
         r->merge_s = a->t2 > 0 ? a->t2 - a->t1 : 0;
         r->filter_s = t3 - (a->t2 > 0 ? a->t2 : a->t0);
@@ -689,7 +861,7 @@ af_free(void *user)
     twi_stream_finish(&a->in.s, TW_E_CANCELED, NULL);
     for (int64_t i = 0; a->cells && i < a->n_tiles; i++) {
         twi_tile_release(a->cells[i].img);
-        twi_tile_release(a->cells[i].par);
+        twi_tile_release(a->cells[i].out);
         twi_mt_border_free(&a->cells[i].bt);
     }
     free(a->cells);
@@ -724,7 +896,7 @@ af_setup(af_job *a, tw_runtime *rt, const tw_attr_filter_opts *o, tw_error *err)
         a->out_type = TW_U64;
     }
 #ifdef TW_HAVE_CUDA
-    a->trees_on_gpu = twi_runtime_gpu_count(rt) > 0;
+    a->on_gpu = twi_runtime_gpu_count(rt) > 0;
 #endif
     if (o->output.path) {
         if (a->in.path && twi_ops_same_file(a->in.path, o->output.path))
@@ -778,11 +950,11 @@ af_graph(af_job *a, tw_runtime *rt)
 
     /* Tiles in flight, as for the EDT's bands: enough to keep every worker busy. */
     a->rt = rt;
-    a->in_flight = a->trees_on_gpu ? 3 * (int64_t)twi_runtime_gpu_count(rt) + 1
+    a->in_flight = a->on_gpu ? 3 * (int64_t)twi_runtime_gpu_count(rt) + 1
                                    : (int64_t)tw_runtime_get_worker_count(rt) + 1;
     if (a->in_flight < 2)
         a->in_flight = 2;
-    twi_job_add_total(a->job, 3 * a->n_tiles + (pass == 1 ? 3 * a->n_tiles + 1 : 0));
+    twi_job_add_total(a->job, 3 * a->n_tiles + (pass == 1 ? 2 * a->n_tiles + 1 : 0));
     a->t0 = now_s();
     for (int64_t i = 0; i < a->n_tiles && i < a->in_flight && st == TW_OK; i++)
         st = af_submit_cell(a, &a->cells[i], pass);

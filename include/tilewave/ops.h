@@ -407,6 +407,8 @@ typedef struct tw_attr_filter_report {
     int64_t tp_cpu, tp_cuda;     /**< tile tasks (both passes) on CPU / GPU workers */
     int64_t border_nodes;        /**< nodes of all border max-trees together */
     int64_t border_edges;        /**< links between adjacent tiles' border nodes merged */
+    tw_device_type merge_device; /**< the device of the worker that merged (BP); TW_DEVICE_CPU
+                                      when there was a single tile */
     double tree_s;               /**< first pass: local trees and border max-trees */
     double merge_s;              /**< the border max-tree merge (BP) */
     double filter_s;             /**< second pass: filtering and writing */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops_internal.h"
 #include "tilewave.h"
 #include "twtest.h"
 #include "twtest_filter.h"
@@ -33,6 +34,7 @@ Test(maxtree_job_cuda, filters_on_gpu_and_mixed_workers_match_the_references, .t
         size_t ss = tw_sample_size(t), n = (size_t)(w * h);
         void *img = malloc(n * ss), *want = malloc(n * ss), *got = malloc(n * ss);
         tw_attr_filter_opts o;
+        tw_attr_filter_report rep;
         tw_job *job = NULL;
         tw_error err;
 
@@ -50,6 +52,8 @@ Test(maxtree_job_cuda, filters_on_gpu_and_mixed_workers_match_the_references, .t
         o.connectivity = conn;
         o.tile_w = tw;
         o.tile_h = th;
+        o.report = &rep;
+        tw_attr_filter_report_init(&rep);
         cr_assert(eq(int, tw_attr_filter_submit(rts[it % 2], &o, &job, &err), TW_OK), "%s",
                   err.message);
         cr_assert(eq(int, tw_job_wait(job, -1), TW_OK), "%s", tw_job_get_error(job));
@@ -57,6 +61,11 @@ Test(maxtree_job_cuda, filters_on_gpu_and_mixed_workers_match_the_references, .t
         cr_assert(eq(int, memcmp(got, want, n * ss), 0),
                   "case %d: filter %d %dx%d %s conn %d tiles %dx%d", it, (int)flt, w, h,
                   tw_sample_type_name(t), conn, tw, th);
+        /* Every tile pass and the merge ran on the GPU, with or without CPU workers. */
+        cr_assert(eq(i64, rep.tp_cpu, 0));
+        cr_assert(eq(i64, rep.tp_cuda, rep.tiles > 1 ? 2 * rep.tiles : 1));
+        if (rep.tiles > 1)
+            cr_assert(eq(int, (int)rep.merge_device, (int)TW_DEVICE_CUDA));
         free(img);
         free(want);
         free(got);
@@ -98,6 +107,52 @@ Test(maxtree_job_cuda, in_memory_tree_on_the_gpu_matches_the_naive_tree)
         free(img);
         free(want);
         free(par);
+    }
+    tw_runtime_destroy(rt);
+}
+
+Test(maxtree_job_cuda, gpu_border_trees_and_merge_give_whole_image_areas, .timeout = 300)
+{
+    /* The GPU's border max-trees, merge and area map (TW_U64) on larger images cut into many
+     * tiles (square, 1-pixel-wide strips, uneven edges) equal the flooding reference. */
+    twtest_need_gpu();
+    tw_runtime *rt = twtest_runtime_with("0", "1");
+    static const int sizes[][4] = {{700, 500, 64, 64},   {1000, 333, 128, 100}, {257, 301, 1, 301},
+                                   {301, 257, 301, 1},   {640, 480, 640, 7},    {513, 511, 512, 510},
+                                   {1200, 900, 256, 256}, {90, 700, 13, 700}};
+
+    cr_assert(rt != NULL);
+    for (int it = 0; it < 16; it++) {
+        const int *sz = sizes[it % 8];
+        int w = sz[0], h = sz[1], conn = it < 8 ? 4 : 8, mode = 1 + it % 5;
+        tw_sample_type t = it % 3 == 1 ? TW_U16 : TW_U8;
+        size_t n = (size_t)w * (size_t)h;
+        void *img = malloc(n * 2);
+        uint64_t *got = calloc(n, 8), *want = calloc(n, 8);
+        tw_attr_filter_opts o;
+        tw_job *job = NULL;
+        tw_error err;
+
+        cr_assert(img && got && want);
+        if (t == TW_U16)
+            mode = 1 + it % 2; /* few levels: the reference floods level by level */
+        twtest_mt_random_image(&rng, img, t, w, h, mode);
+        twtest_attr_filter_naive(img, t, w, h, conn, TWTEST_AREA_MAP, 0, 0, want);
+        tw_attr_filter_opts_init(&o);
+        o.image = (tw_host_image){img, w, h, 0, t};
+        o.result = (tw_host_image){got, w, h, 0, TW_U64};
+        o.connectivity = conn;
+        o.tile_w = sz[2];
+        o.tile_h = sz[3];
+        cr_assert(eq(int, twi_area_map_submit(rt, &o, &job, &err), TW_OK), "%s", err.message);
+        cr_assert(eq(int, tw_job_wait(job, -1), TW_OK), "%s", tw_job_get_error(job));
+        tw_job_destroy(job);
+        for (size_t p = 0; p < n; p++)
+            cr_assert(eq(u64, got[p], want[p]), "case %d (%dx%d %s, tiles %dx%d): pixel %zu", it,
+                      w, h, tw_sample_type_name(t), sz[2], sz[3], p);
+        free(img);
+        free(got);
+        free(want);
     }
     tw_runtime_destroy(rt);
 }
