@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: border max-trees: per-tile attributes, extraction, the all-at-once merge, filtering. */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,22 +23,25 @@
 #define UNMARKED UINT32_MAX
 #define MARKED (UINT32_MAX - 1)
 
-/* The per-pixel work of one tile: the levels, the parent image, an order (decreasing by the
- * canonical order: levels down, indices up), areas, highest levels and border-tree numbers. */
+/* The per-pixel work of one tile: the levels, the parent image, the tree's nodes (canonical
+ * pixels) in an order where every node comes before its parent, areas and highest levels (at
+ * the nodes' canonical pixels) and, with border sides, border-tree numbers. */
 typedef struct mt_tile {
     int32_t w, h;
     int64_t n;
-    uint16_t *lv;
+    const uint16_t *lv;           /* the levels (16-bit packed ones in place, else a copy) */
+    uint16_t *lvcopy;
     const uint32_t *par;
-    uint32_t *order, *area, *id;
-    uint16_t *maxv;
-    int64_t nodes;
+    uint32_t *order, *area, *id;  /* id: NULL without border sides (no node is marked) */
+    uint16_t *maxv;               /* NULL when not asked for */
+    int64_t nn;                   /* nodes in order */
+    int64_t nodes;                /* border-tree nodes */
 } mt_tile;
 
 static void
 tile_free(mt_tile *t)
 {
-    free(t->lv);
+    free(t->lvcopy);
     free(t->order);
     free(t->area);
     free(t->id);
@@ -68,31 +72,38 @@ canon(const mt_tile *t, uint32_t p)
     return t->lv[q] == t->lv[p] && q != p ? q : p;
 }
 
-/* Levels, the order, areas and highest levels; with `sides`, the border-tree numbers. */
+/* Levels, the order, areas, highest levels (with `maxv`) and, with `sides`, the border-tree
+ * numbers. */
 static tw_status
-tile_build(mt_tile *t, const tw_tile_view *levels, const tw_tile_view *parent, unsigned sides)
+tile_build(mt_tile *t, const tw_tile_view *levels, const tw_tile_view *parent, unsigned sides,
+           bool maxv)
 {
     int32_t w = levels->w, h = levels->h;
-    int64_t n = (int64_t)w * h, nl = levels->type == TW_U8 ? 256 : 65536;
-    uint32_t *pos = NULL;
+    int64_t n = (int64_t)w * h, k = 0;
+    const uint32_t *par = parent->data;
+    uint32_t *nch = NULL;
 
     memset(t, 0, sizeof *t);
     t->w = w;
     t->h = h;
     t->n = n;
-    t->par = parent->data;
-    if (!(t->lv = malloc((size_t)n * sizeof *t->lv)) ||
-        !(t->order = malloc((size_t)n * sizeof *t->order)) ||
+    t->par = par;
+    if (levels->type == TW_U16 && levels->stride == (int64_t)w * 2)
+        t->lv = levels->data;
+    else if (!(t->lv = t->lvcopy = malloc((size_t)n * sizeof *t->lvcopy)))
+        return TW_E_NOMEM;
+    if (!(t->order = malloc((size_t)n * sizeof *t->order)) ||
         !(t->area = malloc((size_t)n * sizeof *t->area)) ||
-        !(t->maxv = malloc((size_t)n * sizeof *t->maxv)) ||
-        !(t->id = malloc((size_t)n * sizeof *t->id)) || !(pos = calloc((size_t)nl, 4))) {
-        free(pos);
+        (maxv && !(t->maxv = malloc((size_t)n * sizeof *t->maxv))) ||
+        (sides && !(t->id = malloc((size_t)n * sizeof *t->id))) ||
+        !(nch = calloc((size_t)n, sizeof *nch))) {
+        free(nch);
         tile_free(t);
         return TW_E_NOMEM;
     }
-    for (int32_t y = 0; y < h; y++) {
+    for (int32_t y = 0; y < h && t->lvcopy; y++) {
         const char *row = (const char *)levels->data + (int64_t)y * levels->stride;
-        uint16_t *d = t->lv + (int64_t)y * w;
+        uint16_t *d = t->lvcopy + (int64_t)y * w;
 
         if (levels->type == TW_U8)
             for (int32_t x = 0; x < w; x++)
@@ -100,35 +111,53 @@ tile_build(mt_tile *t, const tw_tile_view *levels, const tw_tile_view *parent, u
         else
             memcpy(d, row, (size_t)w * 2);
     }
-    /* Counting sort: levels down, indices up inside a level, so every pixel comes before its
-     * parent (which is lower, or at the same level with a larger index). */
-    for (int64_t p = 0; p < n; p++)
-        pos[t->lv[p]]++;
-    for (int64_t l = nl - 1, acc = 0; l >= 0; l--) {
-        uint32_t c = pos[l];
+    /*
+     * No sort: a node's area is its own pixels plus its children's areas, so count each
+     * node's pixels and children (nch), then climb from every leaf, adding each node into its
+     * parent, as long as the parent has no child left to wait for (Kahn's topological order,
+     * recorded in `order`). Backwards, a node's canonical pixel (the largest index of its
+     * pixels) is met before its other pixels; pixels that are no node get nch UNMARKED.
+     */
+    for (int64_t p = n - 1; p >= 0; p--) {
+        uint32_t q = par[p];
 
-        pos[l] = (uint32_t)acc;
-        acc += c;
-    }
-    for (int64_t p = 0; p < n; p++)
-        t->order[pos[t->lv[p]]++] = (uint32_t)p;
-    free(pos);
-
-    for (int64_t p = 0; p < n; p++) {
-        t->area[p] = 1;
-        t->maxv[p] = t->lv[p];
-    }
-    for (int64_t k = 0; k < n; k++) {
-        uint32_t p = t->order[k], q = t->par[p];
-
-        if (q != p) {
-            t->area[q] += t->area[p];
-            if (t->maxv[p] > t->maxv[q])
-                t->maxv[q] = t->maxv[p];
+        if (q != (uint32_t)p && t->lv[q] == t->lv[p]) {
+            t->area[q]++;
+            nch[p] = UNMARKED;
+        } else {
+            t->area[p] = 1;
+            if (maxv)
+                t->maxv[p] = t->lv[p];
+            if (q != (uint32_t)p)
+                nch[q]++;
         }
     }
+    for (int64_t p = 0; p < n; p++) {
+        uint32_t x = (uint32_t)p;
+
+        if (nch[x])
+            continue;
+        for (;;) {
+            uint32_t q = par[x];
+
+            nch[x] = UNMARKED;
+            t->order[k++] = x;
+            if (q == x)
+                break;
+            t->area[q] += t->area[x];
+            if (maxv && t->maxv[x] > t->maxv[q])
+                t->maxv[q] = t->maxv[x];
+            if (--nch[q])
+                break;
+            x = q;
+        }
+    }
+    free(nch);
+    t->nn = k;
 
     /* Border-tree nodes: the nodes of the border sides' pixels and all their ancestors. */
+    if (!sides)
+        return TW_OK;
     memset(t->id, 0xff, (size_t)n * sizeof *t->id);
     for (int s = 0; s < 4; s++) {
         int64_t len, first, step;
@@ -141,14 +170,14 @@ tile_build(mt_tile *t, const tw_tile_view *levels, const tw_tile_view *parent, u
                 : s == TWI_MT_LEFT   ? 0
                                      : w - 1;
         step = s <= TWI_MT_BOTTOM ? 1 : w;
-        for (int64_t k = 0; k < len; k++) {
-            uint32_t v = canon(t, (uint32_t)(first + k * step));
+        for (int64_t j = 0; j < len; j++) {
+            uint32_t v = canon(t, (uint32_t)(first + j * step));
 
             while (t->id[v] == UNMARKED) {
                 t->id[v] = MARKED;
-                if (t->par[v] == v)
+                if (par[v] == v)
                     break;
-                v = t->par[v];
+                v = par[v];
             }
         }
     }
@@ -171,7 +200,7 @@ twi_mt_border_extract(const tw_tile_view *levels, const tw_tile_view *parent, un
     memset(b, 0, sizeof *b);
     if (!levels_ok(levels) || !parent32_ok(levels, parent) || sides > 15)
         return TW_E_INVALID;
-    if ((st = tile_build(&t, levels, parent, sides)) != TW_OK)
+    if ((st = tile_build(&t, levels, parent, sides, true)) != TW_OK)
         return st;
     m = t.nodes;
     b->w = t.w;
@@ -184,7 +213,7 @@ twi_mt_border_extract(const tw_tile_view *levels, const tw_tile_view *parent, un
         st = TW_E_NOMEM;
         goto out;
     }
-    for (int64_t p = 0; p < t.n; p++) {
+    for (int64_t p = 0; p < t.n && t.id; p++) {
         uint32_t i = t.id[p];
 
         if (i == UNMARKED)
@@ -196,7 +225,7 @@ twi_mt_border_extract(const tw_tile_view *levels, const tw_tile_view *parent, un
     }
     /* own = area minus the areas of the border-tree children (a node's children that are
      * not in the border tree keep their pixels with it). */
-    for (int64_t p = 0; p < t.n; p++) {
+    for (int64_t p = 0; p < t.n && t.id; p++) {
         uint32_t i = t.id[p];
 
         if (i != UNMARKED && t.par[p] != p)
@@ -359,7 +388,7 @@ tw_status
 twi_mt_merge(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y, int conn,
              const twi_mt_filter *f, uint64_t **res_out, int64_t **off_out, int64_t *edges)
 {
-    int64_t nt = tiles_x * tiles_y, m = 0, roots = 0;
+    int64_t nt, m = 0, roots = 0;
     int64_t *off = NULL;
     uint16_t *lv = NULL, *gmax = NULL;
     uint32_t *order = NULL, *gpar = NULL, *zpar = NULL, *pos = NULL;
@@ -368,28 +397,13 @@ twi_mt_merge(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y, int 
     tw_status st = TW_OK;
 
     memset(&g, 0, sizeof g);
-    if (!tiles || tiles_x < 1 || tiles_y < 1 || (conn != 4 && conn != 8) || !f || !res_out ||
-        !off_out)
+    if ((conn != 4 && conn != 8) || !f || !res_out || !off_out)
         return TW_E_INVALID;
     *res_out = NULL;
     *off_out = NULL;
-    for (int64_t t = 0; t < nt; t++)
-        if (!tiles[t])
-            return TW_E_INVALID;
-    for (int64_t t = 0; t < nt; t++) {
-        int64_t tx = t % tiles_x, ty = t / tiles_x;
-        const twi_mt_border *b = tiles[t];
-
-        if (b->n < 1 || (tx > 0 && !b->side[TWI_MT_LEFT]) ||
-            (tx + 1 < tiles_x && !b->side[TWI_MT_RIGHT]) || (ty > 0 && !b->side[TWI_MT_TOP]) ||
-            (ty + 1 < tiles_y && !b->side[TWI_MT_BOTTOM]) ||
-            (tx + 1 < tiles_x && tiles[t + 1]->h != b->h) ||
-            (ty + 1 < tiles_y && tiles[t + tiles_x]->w != b->w))
-            return TW_E_INVALID;
-        m += b->n;
-    }
-    if (m >= (int64_t)UINT32_MAX)
-        return TW_E_INVALID;
+    if ((st = twi_mt_grid_check(tiles, tiles_x, tiles_y, &m)) != TW_OK)
+        return st;
+    nt = tiles_x * tiles_y;
     if (!(off = malloc((size_t)(nt + 1) * sizeof *off)) ||
         !(lv = malloc((size_t)m * sizeof *lv)) || !(gmax = malloc((size_t)m * sizeof *gmax)) ||
         !(garea = malloc((size_t)m * sizeof *garea)) ||
@@ -532,7 +546,8 @@ twi_mt_filter_tile(const tw_tile_view *levels, const tw_tile_view *parent, unsig
         !twi_view_fits(out, (size_t)out->w * tw_sample_size(out->type),
                        tw_sample_size(out->type)))
         return TW_E_INVALID;
-    if ((st = tile_build(&t, levels, parent, sides)) != TW_OK)
+    /* the height rule needs the highest levels; the area rule keeps its answers in area */
+    if ((st = tile_build(&t, levels, parent, sides, f->rule == TWI_MT_HEIGHT)) != TW_OK)
         return st;
     if (map) {
         for (int32_t y = 0; y < t.h; y++) {
@@ -540,7 +555,7 @@ twi_mt_filter_tile(const tw_tile_view *levels, const tw_tile_view *parent, unsig
 
             for (int32_t x = 0; x < t.w; x++) {
                 uint32_t c = canon(&t, (uint32_t)((int64_t)y * t.w + x));
-                uint64_t a = t.id[c] != UNMARKED ? res[t.id[c]] : t.area[c];
+                uint64_t a = t.id && t.id[c] != UNMARKED ? res[t.id[c]] : t.area[c];
 
                 if (out->type == TW_U64)
                     ((uint64_t *)(void *)row)[x] = a;
@@ -551,33 +566,52 @@ twi_mt_filter_tile(const tw_tile_view *levels, const tw_tile_view *parent, unsig
         tile_free(&t);
         return TW_OK;
     }
-    /* From the root down; maxv[p] becomes p's answer once p is done (a node's own maxv is
-     * read before that, its parent's answer after). */
-    for (int64_t k = t.n - 1; k >= 0; k--) {
-        uint32_t p = t.order[k], q = t.par[p];
-        uint16_t r;
+    /* Nodes from the root down; the answer of node p replaces area[p] (area rule) or maxv[p]
+     * (height rule) once p is done: its own value is read before that, its parent's answer
+     * after. */
+    if (f->rule == TWI_MT_AREA) {
+        for (int64_t k = t.nn - 1; k >= 0; k--) {
+            uint32_t p = t.order[k], q = t.par[p];
 
-        if (t.id[p] != UNMARKED)
-            r = (uint16_t)res[t.id[p]];
-        else if (q == p)
-            r = f->rule == TWI_MT_HEIGHT || t.area[p] >= f->threshold ? t.lv[p] : f->vmin;
-        else if (t.lv[q] == t.lv[p])
-            r = t.maxv[q];
-        else if (f->rule == TWI_MT_AREA)
-            r = t.area[p] >= f->threshold ? t.lv[p] : t.maxv[q];
-        else
-            r = (uint64_t)(t.maxv[p] - t.lv[q]) >= f->threshold ? t.lv[p] : t.maxv[q];
-        t.maxv[p] = r;
+            if (t.id && t.id[p] != UNMARKED)
+                t.area[p] = (uint16_t)res[t.id[p]];
+            else
+                t.area[p] = t.area[p] >= f->threshold ? t.lv[p] : q == p ? f->vmin : t.area[q];
+        }
+    } else {
+        for (int64_t k = t.nn - 1; k >= 0; k--) {
+            uint32_t p = t.order[k], q = t.par[p];
+
+            if (t.id && t.id[p] != UNMARKED)
+                t.maxv[p] = (uint16_t)res[t.id[p]];
+            else if (q == p || (uint64_t)(t.maxv[p] - t.lv[q]) >= f->threshold)
+                t.maxv[p] = t.lv[p];
+            else
+                t.maxv[p] = t.maxv[q];
+        }
     }
+    /* every pixel takes its node's answer */
     for (int32_t y = 0; y < t.h; y++) {
         char *row = (char *)out->data + (int64_t)y * out->stride;
-        const uint16_t *r = t.maxv + (int64_t)y * t.w;
+        const uint32_t *pr = t.par + (int64_t)y * t.w;
+        const uint16_t *lr = t.lv + (int64_t)y * t.w;
+        uint32_t p0 = (uint32_t)((int64_t)y * t.w);
 
-        if (out->type == TW_U8)
-            for (int32_t x = 0; x < t.w; x++)
-                ((uint8_t *)row)[x] = (uint8_t)r[x];
+#define MT_OUT(T, ANS)                                                                         \
+    for (int32_t x = 0; x < t.w; x++) {                                                        \
+        uint32_t q = pr[x], c = t.lv[q] == lr[x] ? q : p0 + (uint32_t)x;                       \
+                                                                                               \
+        ((T *)(void *)row)[x] = (T)(ANS)[c];                                                   \
+    }
+        if (out->type == TW_U8 && f->rule == TWI_MT_AREA)
+            MT_OUT(uint8_t, t.area)
+        else if (out->type == TW_U8)
+            MT_OUT(uint8_t, t.maxv)
+        else if (f->rule == TWI_MT_AREA)
+            MT_OUT(uint16_t, t.area)
         else
-            memcpy(row, r, (size_t)t.w * 2);
+            MT_OUT(uint16_t, t.maxv)
+#undef MT_OUT
     }
     tile_free(&t);
     return TW_OK;

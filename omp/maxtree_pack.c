@@ -11,8 +11,8 @@
  * (runtime/tw_tile_view.h, twi_mt_pack). Arrays of 8-byte elements come first; each array
  * starts on a PACK_ALIGN boundary so that warps read whole cache lines.
  *
- * The checks are those of twi_mt_merge (omp/maxtree_border.c), copied here for now, plus the
- * ones the GPU cannot make on device memory: node numbers in range and local parents at a
+ * The checks are those of twi_mt_merge (twi_mt_grid_check, shared with it), plus the ones
+ * the GPU cannot make on device memory: node numbers in range and local parents at a
  * lower level than their children (true of every tree twi_mt_border_extract makes; a broken
  * one would send the device's CONNECT out of bounds or round a cycle instead of failing).
  */
@@ -37,9 +37,8 @@ side_len(const twi_mt_border *b, int s)
     return s <= TWI_MT_BOTTOM ? b->w : b->h;
 }
 
-/* The grid checks of twi_mt_merge; *m receives the number of nodes. */
-static tw_status
-grid_check(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y, int64_t *m)
+tw_status
+twi_mt_grid_check(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y, int64_t *m)
 {
     int64_t nt;
 
@@ -108,7 +107,7 @@ twi_mt_pack_build(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y,
         return TW_E_INVALID;
     *buf = NULL;
     memset(layout, 0, sizeof *layout);
-    if ((st = grid_check(tiles, tiles_x, tiles_y, &m)) != TW_OK)
+    if ((st = twi_mt_grid_check(tiles, tiles_x, tiles_y, &m)) != TW_OK)
         return st;
     nt = tiles_x * tiles_y;
     for (int64_t t = 0; t < nt; t++) {

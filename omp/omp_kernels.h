@@ -92,15 +92,19 @@ tw_status twi_omp_edt_wavefront(const tw_tile_view *bin, const twi_edt_band *ban
  * `in`: 1 channel, TW_U8 or TW_U16, w x h. `parent`: 1 channel, the same w x h, TW_U32
  * (w * h <= UINT32_MAX) or TW_U64, receiving raster indices y * w + x (x0/y0 of the views are
  * ignored). conn: 4 or 8.
- * Sequential per block: union-find over pixels sorted by level with a counting sort (Berger
- * et al. 2007, union by rank and path compression on a separate zpar array), canonicalised.
- * Large images are cut into cache-sized blocks even with nthreads <= 1 (no team is opened
- * then); nthreads > 1: at least a few blocks per thread, built in parallel. Blocks are merged
- * along their borders with CONNECT (seed 001, algorithm 3) and canonicalised (in parallel
- * with a team): the same bytes as one block. Scratch: about 13 (32-bit) or 25 (64-bit) bytes
- * a pixel of a block per thread, plus w * h bytes when there are blocks, plus a parent image
- * (and a packed copy of `in`) unless `parent` (`in`) is packed with the index size (4 bytes
- * up to 2^31 pixels with a TW_U32 parent, else 8).
+ * Sequential per block: flooding from a start pixel, always taking the highest pixel on the
+ * boundary next (Salembier et al. 1998, in the form of Nister and Stewenius 2008), which
+ * writes the canonical parent image directly. With nthreads <= 1 one block covers up to 2^20
+ * (8-bit) or 2^22 (16-bit) pixels (no team is opened); nthreads > 1: several blocks per
+ * thread for 8-bit, one per thread for 16-bit, built in parallel. Blocks are merged along
+ * their borders (8-bit: CONNECT, seed 001 algorithm 3; 16-bit: the border pixels' ancestors
+ * collected once, sorted by level and joined in one union-find pass, CONNECT when memory is
+ * short) and canonicalised (in parallel with a team): the same bytes as one block. Scratch:
+ * about 18 (32-bit) or 34 (64-bit) bytes a pixel of a block per thread (16-bit: plus 1.3 or
+ * 2.4 MB a thread, and about 70 bytes per collected node during a merge), plus w * h bytes
+ * when there are blocks, plus a parent image (and a packed copy of `in`) unless `parent`
+ * (`in`) is packed with the index size (4 bytes up to 2^31 pixels with a TW_U32 parent,
+ * else 8).
  * Returns TW_OK, TW_E_INVALID (bad views, conn, TW_U32 parent for more than UINT32_MAX
  * pixels), TW_E_NOMEM.
  */
@@ -142,6 +146,13 @@ tw_status twi_mt_merge(twi_mt_border *const *tiles, int64_t tiles_x, int64_t til
 tw_status twi_mt_filter_tile(const tw_tile_view *levels, const tw_tile_view *parent,
                              unsigned sides, const uint64_t *res, const twi_mt_filter *f,
                              tw_tile_view *out);
+
+/* The checks of a grid of border max-trees that twi_mt_merge and twi_mt_pack_build share:
+ * tiles_x, tiles_y >= 1, no NULL tile, every tile with nodes and the side arrays its
+ * neighbours need, matching sizes along shared sides, fewer than UINT32_MAX nodes in all
+ * (*m: their number). Returns TW_OK or TW_E_INVALID. */
+tw_status twi_mt_grid_check(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y,
+                            int64_t *m);
 
 /* Pack the border max-trees of a grid (as for twi_mt_merge, which checks them the same way)
  * into one malloc'ed buffer (*buf, free()) described by *layout, for twi_cuda_mt_merge.

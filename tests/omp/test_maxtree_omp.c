@@ -343,10 +343,9 @@ Test(maxtree_omp, full_size_images_match_naive_with_auto_parallel)
 
 Test(maxtree_omp, large_blocked_paths_match_one_block)
 {
-    /* Larger images through the automatic grids (cache-sized blocks with one thread; bands
-     * for tall images and columns for wide short ones with two; 16-bit radix scratch in all)
-     * equal the one-block path (forced 1 x 1 grid), which the other tests tie to the naive
-     * reference. */
+    /* Larger images through the automatic grids (one block with one thread at these sizes;
+     * bands for tall images and columns for wide short ones with two) equal the one-block
+     * path (forced 1 x 1 grid), which the other tests tie to the naive reference. */
     static const int sizes[][2] = { { 700, 613 }, { 4096, 20 }, { 300, 1111 }, { 9000, 37 } };
     uint64_t rng = 0x55aa55aaull;
 
