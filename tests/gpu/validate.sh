@@ -28,8 +28,12 @@ declare -A filter=(
     [cuda_test_edt_cuda]='edt_cuda/small*'
     [cuda_test_edt_job]='edt_job_cuda/spacing*'
     [cuda_test_maxtree_cuda]='maxtree_cuda/small*'
+    [cuda_test_maxtree_attr_cuda]='mt_attr_cuda/small*'
+    [cuda_test_mt_merge_cuda]='mt_merge_cuda/small_u8*'
+    [cuda_test_maxtree_job]='maxtree_job_cuda/in_memory*'
 )
-declare -A tools=([cuda_test_mrecon_job]='memcheck' [cuda_test_edt_job]='memcheck')
+declare -A tools=([cuda_test_mrecon_job]='memcheck' [cuda_test_edt_job]='memcheck'
+    [cuda_test_maxtree_job]='memcheck')
 : > "$out/sanitizer.log"
 for t in $build/tests/cuda_test_*; do
     [ -x "$t" ] || continue
@@ -52,7 +56,7 @@ n=$(compute-sanitizer --tool memcheck --target-processes all $build/tests/cuda_t
     --jobs 1 2>&1 | grep -c "ERROR SUMMARY")
 echo "== compute-sanitizer followed $n process(es) of cuda_test_gray_cuda" | tee -a "$out/sanitizer.log"
 # Single-process drivers, which the sanitizers certainly see (random small cases, checked).
-for drv in edt maxtree; do
+for drv in edt maxtree mt_merge; do
     for tl in memcheck:150 racecheck:60 synccheck:60 initcheck:100; do
         IFS=: read -r tool ncase <<< "$tl"
         echo "== compute-sanitizer --tool $tool gpu_sanitize_$drv $ncase" | tee -a "$out/sanitizer.log"
@@ -63,7 +67,7 @@ for drv in edt maxtree; do
         [ $s = 0 ] || rc=1
     done
 done
-grep -E "ERROR SUMMARY|Synthesis|Tested|sanitize_(edt|maxtree):" "$out/sanitizer.log" "$out/cuda-tests.log" | tail -40
+grep -E "ERROR SUMMARY|Synthesis|Tested|sanitize_(edt|maxtree|mt_merge):" "$out/sanitizer.log" "$out/cuda-tests.log" | tail -40
 # The CLI end to end on the GPU: the default sample through gray on GPU workers only, CPU
 # workers only, and both with an odd tile size; times on stderr go to the log.
 b=$build/tilewave
@@ -76,7 +80,12 @@ $b devices | tee "$out/devices.txt"
   $b edt "$out/g-mix.tif" --threshold otsu --invert -o "$out/d-cpu.tif" --gpus none --format sq32 \
       --tile 999x777 &&
   python3 -c "import tifffile,sys; a=tifffile.imread(sys.argv[1]); b=tifffile.imread(sys.argv[2]); print('edt CLI GPU == CPU:', (a==b).all()); sys.exit(0 if (a==b).all() else 1)" \
-      "$out/d-gpu.tif" "$out/d-cpu.tif"; } 2>&1 | tee "$out/cli.txt" || rc=1
+      "$out/d-gpu.tif" "$out/d-cpu.tif" &&
+  $b area-close "$out/g-mix.tif" --area 500 --conn 8 -o "$out/a-gpu.tif" --cpu-workers 0 \
+      --tile 777x555 --trace "$out/trace-area-close.json" &&
+  $b area-close "$out/g-mix.tif" --area 500 --conn 8 -o "$out/a-cpu.tif" --gpus none &&
+  python3 -c "import tifffile,sys; a=tifffile.imread(sys.argv[1]); b=tifffile.imread(sys.argv[2]); print('area-close CLI GPU == CPU:', (a==b).all()); sys.exit(0 if (a==b).all() else 1)" \
+      "$out/a-gpu.tif" "$out/a-cpu.tif"; } 2>&1 | tee "$out/cli.txt" || rc=1
 rm -f "$out"/*.tif
 echo "validate: exit $rc"
 exit $rc
