@@ -21,6 +21,7 @@ typedef struct cli_common {
     const char *cpu_workers; /* --cpu-workers N */
     const char *gpus;        /* --gpus LIST|none */
     const char *trace;       /* --trace FILE */
+    bool summary;            /* --summary */
     bool quiet;
 } cli_common;
 
@@ -33,6 +34,7 @@ enum {
     CLI_OPT_CPU_WORKERS,
     CLI_OPT_GPUS,
     CLI_OPT_TRACE,
+    CLI_OPT_SUMMARY,
     CLI_OPT_QUIET,
     CLI_OPT_HELP,
     CLI_OPT_END
@@ -44,6 +46,7 @@ enum {
         {"cpu-workers", required_argument, NULL, CLI_OPT_CPU_WORKERS},                         \
         {"gpus", required_argument, NULL, CLI_OPT_GPUS},                                       \
         {"trace", required_argument, NULL, CLI_OPT_TRACE},                                     \
+        {"summary", no_argument, NULL, CLI_OPT_SUMMARY},                                       \
         {"quiet", no_argument, NULL, CLI_OPT_QUIET}, {"help", no_argument, NULL, CLI_OPT_HELP}
 
 #define CLI_COMMON_HELP                                                                        \
@@ -54,6 +57,7 @@ enum {
     "  --cpu-workers N      CPU worker threads, -1 = one per free core (runtime.cpu_workers)\n" \
     "  --gpus LIST|none     CUDA devices: all, none or 0,1,... (runtime.gpus)\n"              \
     "  --trace FILE         write a Chrome/Perfetto trace of the run (runtime.trace)\n"       \
+    "  --summary            after the run: tasks, busy time and GPU copies of every worker\n" \
     "  --quiet              no progress or summary, errors only\n"                            \
     "  --help               this help\n"
 

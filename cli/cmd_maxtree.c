@@ -217,11 +217,12 @@ cmd_filter(int argc, char **argv, tw_attr_filter filter)
 
         tw_job_get_progress(job, &p);
         fprintf(stderr,
-                "%s: wrote %s in %.2f s (%lld tiles of %dx%d; tree tasks %lld on CPU, %lld on "
-                "GPU; %lld border nodes, %lld links merged in %.3f s)\n",
+                "%s: wrote %s in %.2f s (%lld tiles of %dx%d; tile passes %lld on CPU, %lld on "
+                "GPU; %lld border nodes, %lld links merged on the %s in %.3f s)\n",
                 cli_prog, o.output.path, p.elapsed_s, (long long)rep.tiles, (int)rep.tile_w,
                 (int)rep.tile_h, (long long)rep.tp_cpu, (long long)rep.tp_cuda,
-                (long long)rep.border_nodes, (long long)rep.border_edges, rep.merge_s);
+                (long long)rep.border_nodes, (long long)rep.border_edges,
+                rep.merge_device == TW_DEVICE_CUDA ? "GPU" : "CPU", rep.merge_s);
     }
 out:
     tw_job_destroy(job);

@@ -80,6 +80,7 @@ cli_common_option(cli_common *c, int opt, const char *arg)
     case CLI_OPT_CPU_WORKERS: c->cpu_workers = arg; return 0;
     case CLI_OPT_GPUS: c->gpus = arg; return 0;
     case CLI_OPT_TRACE: c->trace = arg; return 0;
+    case CLI_OPT_SUMMARY: c->summary = true; return 0;
     case CLI_OPT_QUIET: c->quiet = true; return 0;
     default: return -1;
     }
@@ -94,6 +95,11 @@ set_flag(tw_config *cfg, const char *flag, const char *key, const char *value)
         return cli_usage_error("%s: %s", flag, err.message);
     return CLI_OK;
 }
+
+/* --summary: the runtime of this process, whose workers cli_job_run() describes at the end
+ * (one runtime and one job per command). */
+static bool want_summary;
+static tw_runtime *summary_rt;
 
 int
 cli_config_build(const cli_common *c, tw_config **out)
@@ -144,6 +150,7 @@ cli_config_build(const cli_common *c, tw_config **out)
             if (strcmp(level, names[i]) == 0)
                 tw_log_set_level((tw_log_level)i);
     }
+    want_summary = c->summary;
     if (c->quiet)
         tw_log_set_level(TW_LOG_ERROR);
     *out = cfg;
@@ -162,7 +169,32 @@ cli_runtime_create(const tw_config *cfg, tw_runtime **out)
         cli_error("%s", err.message);
         return CLI_FAIL;
     }
+    summary_rt = *out;
     return CLI_OK;
+}
+
+static void
+print_summary(tw_runtime *rt, double wall_s)
+{
+    int n = tw_runtime_get_worker_count(rt);
+
+    fprintf(stderr, "%s: %.2f s, %d workers\n", cli_prog, wall_s, n);
+    for (int i = 0; i < n; i++) {
+        tw_worker_info wi;
+
+        if (tw_runtime_get_worker(rt, i, &wi) != TW_OK)
+            continue;
+        if (wi.type == TW_DEVICE_CUDA)
+            fprintf(stderr, "  gpu %d manager (cores %s)", wi.gpu, wi.cpuset);
+        else
+            fprintf(stderr, "  cpu worker %d (cores %s)", wi.index, wi.cpuset);
+        fprintf(stderr, ": %llu tasks, busy %.2f s (%.0f%%)", (unsigned long long)wi.tasks_run,
+                wi.busy_s, wi.alive_s > 0 ? 100.0 * wi.busy_s / wi.alive_s : 0.0);
+        if (wi.type == TW_DEVICE_CUDA)
+            fprintf(stderr, ", %.2f GB to the GPU, %.2f GB back", 1e-9 * (double)wi.bytes_to_gpu,
+                    1e-9 * (double)wi.bytes_from_gpu);
+        fputc('\n', stderr);
+    }
 }
 
 static void
@@ -221,6 +253,10 @@ cli_job_run(tw_job *job, const char *what, bool quiet)
     }
     if (shown && tty)
         fputc('\n', stderr);
+    if (want_summary && summary_rt && !quiet) {
+        tw_job_get_progress(job, &p);
+        print_summary(summary_rt, p.elapsed_s);
+    }
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     if (st == TW_E_CANCELED && interrupted) {

@@ -298,6 +298,10 @@ plan_workers(tw_runtime *rt, int64_t cpu_workers, int team, tw_error *err)
         w->rt = rt;
         w->index = i;
         atomic_init(&w->tasks_run, 0);
+        atomic_init(&w->busy_ns, 0);
+        atomic_init(&w->bytes_up, 0);
+        atomic_init(&w->bytes_down, 0);
+        w->start_ns = twi_trace_now();
         if (i < n_cpu) {
             w->type = TW_DEVICE_CPU;
             w->gpu = -1;
@@ -557,6 +561,10 @@ tw_runtime_get_worker(const tw_runtime *rt, int i, tw_worker_info *out)
     snprintf(out->cpuset, sizeof out->cpuset, "%s", w->cpuset_str);
     snprintf(out->bound_cpuset, sizeof out->bound_cpuset, "%s", w->bound_str);
     out->tasks_run = (uint64_t)atomic_load_explicit(&w->tasks_run, memory_order_relaxed);
+    out->busy_s = 1e-9 * (double)atomic_load_explicit(&w->busy_ns, memory_order_relaxed);
+    out->alive_s = 1e-9 * (double)(twi_trace_now() - w->start_ns);
+    out->bytes_to_gpu = (uint64_t)atomic_load_explicit(&w->bytes_up, memory_order_relaxed);
+    out->bytes_from_gpu = (uint64_t)atomic_load_explicit(&w->bytes_down, memory_order_relaxed);
     return TW_OK;
 }
 

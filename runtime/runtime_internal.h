@@ -136,6 +136,9 @@ struct tw_worker {
     pthread_t thread;
     bool thread_started;
     atomic_uint_fast64_t tasks_run;
+    atomic_int_fast64_t busy_ns;        /* time in twi_task_execute running variants */
+    atomic_uint_fast64_t bytes_up, bytes_down; /* GPU workers: host <-> device copies */
+    int64_t start_ns;                   /* twi_trace_now() when the worker was planned */
 
     /* startup handshake, under rt->lock */
     bool ready;

@@ -239,14 +239,16 @@ twi_task_execute(tw_worker *w, tw_task *t, unsigned variant)
         ctx.fail_status = TW_OK;
         ctx.n_scratch = 0;
         ctx.msg[0] = '\0';
-        int64_t t0 = w->rt->trace_file ? twi_trace_now() : 0;
+        int64_t t0 = twi_trace_now(), t1;
 
         if (variant == TW_DEVICE_CUDA)
             st = twi_cuda_run(w, &ctx);
         else
             st = twi_cpu_run(w, &ctx);
+        t1 = twi_trace_now();
+        atomic_fetch_add_explicit(&w->busy_ns, t1 - t0, memory_order_relaxed);
         if (w->rt->trace_file)
-            twi_trace_add(w, TWI_TRACE_TASKS, t->kind->name, t0, twi_trace_now());
+            twi_trace_add(w, TWI_TRACE_TASKS, t->kind->name, t0, t1);
         ran = true;
         if (st != TW_OK) {
             if (ctx.failed)

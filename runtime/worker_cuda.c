@@ -160,6 +160,8 @@ twi_cuda_copy(tw_task_ctx *ctx, void *dst, const void *src, size_t bytes, bool t
     } else {
         e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream);
     }
+    atomic_fetch_add_explicit(to_host ? &ctx->w->bytes_down : &ctx->w->bytes_up, bytes,
+                              memory_order_relaxed);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         return twi_ctx_fail(ctx, TW_E_DEVICE, "cuda: copying %zu bytes %s the GPU in task %s failed (%s)",
@@ -198,6 +200,8 @@ twi_cuda_run(tw_worker *w, tw_task_ctx *ctx)
                                    (size_t)tile->h, cudaMemcpyHostToDevice, stream)) !=
                 cudaSuccess)
             goto out;
+        if (t->modes[i] & TW_R)
+            atomic_fetch_add_explicit(&w->bytes_up, tile->bytes, memory_order_relaxed);
         ctx->views[i] = twi_tile_host_view(tile);
         ctx->views[i].data = d_tile[i];
         ctx->views[i].stride = (int64_t)row;
@@ -218,6 +222,8 @@ twi_cuda_run(tw_worker *w, tw_task_ctx *ctx)
                                    (size_t)tile->stride, (size_t)tile->stride, (size_t)tile->h,
                                    cudaMemcpyDeviceToHost, stream)) != cudaSuccess)
             goto out;
+        if (t->modes[i] & TW_W)
+            atomic_fetch_add_explicit(&w->bytes_down, tile->bytes, memory_order_relaxed);
     }
     if (timed)
         (void)cudaEventRecord(ev[3], stream);

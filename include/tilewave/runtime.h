@@ -90,6 +90,10 @@ typedef struct tw_worker_info {
     char cpuset[256];        /**< the cores hwloc assigned, list syntax "2-3" */
     char bound_cpuset[256];  /**< the binding the thread reads back ("" if unsupported) */
     uint64_t tasks_run;      /**< tasks this worker has completed */
+    double busy_s;           /**< seconds spent running tasks (@since 0.4) */
+    double alive_s;          /**< seconds since the worker started; idle = alive - busy */
+    uint64_t bytes_to_gpu;   /**< bytes copied host -> GPU (tiles and variants' copies) */
+    uint64_t bytes_from_gpu; /**< bytes copied GPU -> host */
 } tw_worker_info;
 
 /** Number of workers. @since 0.1 */

@@ -176,3 +176,42 @@ Test(cli_maxtree, bad_arguments)
     free(missing);
     free(fin);
 }
+
+Test(cli_maxtree, summary_and_trace_describe_the_run)
+{
+    /* --summary prints one line per worker (tasks and busy time) after the run's own line;
+     * --quiet silences it; --trace writes a trace naming the filter's task kinds; a trace in
+     * a missing directory is a one-line error before anything runs. */
+    uint8_t px[W * H];
+    char *in, *out = twtest_path(dir, "o.tif"), *tr = twtest_path(dir, "t.json");
+    twtest_run r;
+
+    make_image(px);
+    in = write_input("in.tif", px);
+    r = RUN("area-open", in, "-o", out, "--area", "20", "--tile", "16x16", "--cpu-workers", "2",
+            "--gpus", "none", "--summary", "--trace", tr);
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cr_assert(strstr(r.err, "2 workers\n") != NULL, "%s", r.err);
+    cr_assert(strstr(r.err, "  cpu worker 0 (cores ") != NULL, "%s", r.err);
+    cr_assert(strstr(r.err, "  cpu worker 1 (cores ") != NULL, "%s", r.err);
+    cr_assert(strstr(r.err, " tasks, busy ") != NULL, "%s", r.err);
+    cr_assert(strstr(r.err, "tile passes 18 on CPU, 0 on GPU") != NULL, "%s", r.err);
+    twtest_run_free(&r);
+    cr_assert(twtest_exists(tr) == 1);
+    FILE *f = fopen(tr, "r");
+    char buf[4096] = {0};
+    cr_assert(f != NULL);
+    cr_assert(fread(buf, 1, sizeof buf - 1, f) > 0);
+    fclose(f);
+    cr_assert(strstr(buf, "\"traceEvents\"") != NULL);
+    r = RUN("area-open", in, "-o", out, "--area", "20", "--summary", "--quiet");
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cr_assert(eq(str, r.err, ""));
+    twtest_run_free(&r);
+    remove(out);
+    ERR_RUN(("area-open", in, "-o", out, "--area", "20", "--trace", "/nonexistent-dir/t.json"),
+            1, "cannot write the trace '/nonexistent-dir/t.json'", out);
+    free(in);
+    free(out);
+    free(tr);
+}

@@ -154,5 +154,14 @@ Test(maxtree_job_cuda, gpu_border_trees_and_merge_give_whole_image_areas, .timeo
         free(got);
         free(want);
     }
+    /* The GPU worker's counters saw the tiles go up and the results come down. */
+    for (int i = 0; i < tw_runtime_get_worker_count(rt); i++) {
+        tw_worker_info wi;
+
+        cr_assert(eq(int, tw_runtime_get_worker(rt, i, &wi), TW_OK));
+        if (wi.type == TW_DEVICE_CUDA)
+            cr_assert(wi.tasks_run > 0 && wi.bytes_to_gpu > 0 && wi.bytes_from_gpu > 0 &&
+                      wi.busy_s > 0);
+    }
     tw_runtime_destroy(rt);
 }

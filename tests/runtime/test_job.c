@@ -545,3 +545,22 @@ Test(trace, unwritable_path_fails_creation_and_failed_creation_leaves_nothing)
     free(path);
     free(dir);
 }
+
+Test(job, worker_info_counts_tasks_and_busy_time)
+{
+    /* One CPU worker runs 20 tasks of 3 ms: its info says 20 tasks, at least 60 ms busy, no
+     * more busy than alive, and no GPU copies. */
+    tw_runtime *rt = make_runtime(1);
+    tw_worker_info wi;
+    tw_job *job = submit_work(rt, 20, -1, 3);
+
+    cr_assert(eq(int, tw_job_wait(job, -1), TW_OK));
+    tw_job_destroy(job);
+    cr_assert(eq(int, tw_runtime_get_worker(rt, 0, &wi), TW_OK));
+    cr_assert(eq(u64, wi.tasks_run, 20));
+    cr_assert(wi.busy_s >= 0.060 && wi.busy_s <= wi.alive_s, "busy %f alive %f", wi.busy_s,
+              wi.alive_s);
+    cr_assert(eq(u64, wi.bytes_to_gpu, 0));
+    cr_assert(eq(u64, wi.bytes_from_gpu, 0));
+    tw_runtime_destroy(rt);
+}
