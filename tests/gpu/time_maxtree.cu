@@ -8,7 +8,9 @@
  * It includes cuda/maxtree_cuda.cu to reach the templated launchers, times the three kernels
  * with CUDA events (median of REPS runs after a warm-up) on smooth-plus-noise images (8- and
  * 16-bit) and pure noise, for the default policy and alternatives, and checks every policy's
- * output against the CPU twin. Usage: time_maxtree [REPS] [sweep: 0/1].
+ * output against the CPU twin; the default policy also prints CONNECT counters (stats/px).
+ * Usage: time_maxtree [REPS] [sweep: 0/1] [IMAGE BITS CONN DEFAULT-ONLY] (the last four pick
+ * one case, e.g. `1 0 2 16 4 1` for ncu on 16-bit noise, 4-conn).
  */
 #include "../../cuda/maxtree_cuda.cu"
 
@@ -120,8 +122,8 @@ run_once(const tw_tile_view &vin, tw_tile_view &vout, const Geo &g, u64 *grec, c
             <<<(unsigned)ceil_div((int64_t)nh + nv, P::MERGE_THREADS), P::MERGE_THREADS>>>(
                 src, vin.stride, g, nh, nv, grec);
     cudaEventRecord(ev[2]);
-    mt_flatten<<<fgrid, P::FLAT_THREADS>>>(grec, g, static_cast<unsigned char *>(vout.data),
-                                           vout.stride);
+    mt_flatten<flat_compress<T, CONN>()><<<fgrid, P::FLAT_THREADS>>>(
+        grec, g, static_cast<unsigned char *>(vout.data), vout.stride);
     cudaEventRecord(ev[3]);
 }
 
@@ -204,6 +206,8 @@ time_policy(const char *name, const char *img, const tw_tile_view &vin, tw_tile_
         cudaEventDestroy(e);
 }
 
+bool g_only_default = false;
+
 template <class T, int CONN>
 void
 bench_image(const char *img, const std::vector<uint16_t> &im16, int w, int h, int reps, bool sweep,
@@ -225,7 +229,10 @@ bench_image(const char *img, const std::vector<uint16_t> &im16, int w, int h, in
     tw_tile_view vin = {d.in, (int64_t)(w * sizeof(T)), w, h, 1, type, 0, 0};
     tw_tile_view vout = {d.out, (int64_t)w * 4, w, h, 1, TW_U32, 0, 0};
 
-    time_policy<T, CONN, MtPolicy<T>>("default", img, vin, vout, d.grec, want, reps, sweep);
+    time_policy<T, CONN, MtPolicy<T>>("default", img, vin, vout, d.grec, want, reps,
+                                      !g_only_default);
+    if (g_only_default)
+        return;
     if (!sweep)
         return;
     time_policy<T, CONN, Pol<64, 16, 4>>("64x64 (16x4)", img, vin, vout, d.grec, want, reps);
@@ -243,6 +250,11 @@ main(int argc, char **argv)
 {
     const int reps = argc > 1 ? atoi(argv[1]) : 7;
     const bool sweep = argc > 2 && atoi(argv[2]) != 0;
+    /* [IMAGE (0-2, -1 all) [BITS (8/16, 0 both) [CONN (4/8, 0 both) [DEFAULT ONLY: 0/1]]]]:
+     * one case alone, for a profiler */
+    const int only_img = argc > 3 ? atoi(argv[3]) : -1, only_bits = argc > 4 ? atoi(argv[4]) : 0;
+    const int only_conn = argc > 5 ? atoi(argv[5]) : 0;
+    g_only_default = argc > 6 && atoi(argv[6]) != 0;
     struct {
         const char *name;
         int w, h, kind;
@@ -259,7 +271,10 @@ main(int argc, char **argv)
     CK(cudaMalloc(&d.out, maxn * 4));
     CK(cudaMalloc(&d.scr, twi_cuda_maxtree_scratch_size(8192, 8192, TW_U16, 8)));
     d.grec = aligned_base(d.scr);
-    for (auto &im : imgs) {
+    for (int ii = 0; ii < 3; ii++) {
+        const auto &im = imgs[ii];
+        if (only_img >= 0 && ii != only_img)
+            continue;
         /* 8-bit: noise +-4 levels; 16-bit: the same field over 0..65535 with +-2 % noise */
         const std::vector<uint16_t> i8 = make_image(im.w, im.h, im.kind, 255, 4.0 / 255);
         const std::vector<uint16_t> i16 = make_image(im.w, im.h, im.kind, 65535, 0.02);
@@ -267,10 +282,16 @@ main(int argc, char **argv)
 
         snprintf(n8, sizeof n8, "%s u8", im.name);
         snprintf(n16, sizeof n16, "%s u16", im.name);
-        bench_image<uint8_t, 4>(n8, i8, im.w, im.h, reps, sweep && im.kind == 0, d);
-        bench_image<uint8_t, 8>(n8, i8, im.w, im.h, reps, sweep && im.kind == 0, d);
-        bench_image<uint16_t, 4>(n16, i16, im.w, im.h, reps, sweep && im.kind == 0, d);
-        bench_image<uint16_t, 8>(n16, i16, im.w, im.h, reps, sweep && im.kind == 0, d);
+        const bool b8 = only_bits != 16, b16 = only_bits != 8;
+        const bool c4 = only_conn != 8, c8 = only_conn != 4;
+        if (b8 && c4)
+            bench_image<uint8_t, 4>(n8, i8, im.w, im.h, reps, sweep && im.kind == 0, d);
+        if (b8 && c8)
+            bench_image<uint8_t, 8>(n8, i8, im.w, im.h, reps, sweep && im.kind == 0, d);
+        if (b16 && c4)
+            bench_image<uint16_t, 4>(n16, i16, im.w, im.h, reps, sweep && im.kind == 0, d);
+        if (b16 && c8)
+            bench_image<uint16_t, 8>(n16, i16, im.w, im.h, reps, sweep && im.kind == 0, d);
     }
     cudaFree(d.in);
     cudaFree(d.out);
