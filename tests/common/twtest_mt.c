@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "omp_kernels.h"
 #include "twtest.h"
 
 static uint32_t
@@ -218,4 +219,93 @@ twtest_maxtree_check(const void *img, tw_sample_type type, int w, int h, int con
     if (n && roots != 1)
         return "not exactly one root";
     return NULL;
+}
+
+int32_t *
+twtest_mt_cuts(uint64_t *rng, int32_t len, int32_t t, int64_t *k)
+{
+    int32_t *c = malloc(((size_t)len + 1) * sizeof *c);
+    int64_t m = 0;
+    int scheme = t > 0 ? 0 : (int)twtest_rnd(rng, 5);
+
+    cr_assert(c != NULL);
+    c[m++] = 0;
+    if (scheme == 0 && t <= 0)
+        t = 1 + (int32_t)twtest_rnd(rng, (uint32_t)len);
+    switch (scheme) {
+    case 0: /* regular, the last tile smaller */
+        for (int32_t x = t; x < len; x += t)
+            c[m++] = x;
+        break;
+    case 1: /* random */
+    case 2:
+        for (int32_t x = 1; x < len; x++)
+            if (twtest_rnd(rng, scheme == 1 ? 3 : 9) == 0)
+                c[m++] = x;
+        break;
+    case 3: /* one-pixel tiles */
+        for (int32_t x = 1; x < len; x++)
+            c[m++] = x;
+        break;
+    default: /* one tile */
+        break;
+    }
+    c[m] = len;
+    *k = m;
+    return c;
+}
+
+twtest_mt_grid
+twtest_mt_grid_make(uint64_t *rng, const void *img, int32_t W, int32_t H, tw_sample_type type,
+                    int conn, int32_t tw, int32_t th, int extra_one_in)
+{
+    const size_t ss = type == TW_U16 ? 2 : 1;
+    const unsigned char *src = img;
+    int64_t kx, ky;
+    int32_t *cx = twtest_mt_cuts(rng, W, tw, &kx), *cy = twtest_mt_cuts(rng, H, th, &ky);
+    twtest_mt_grid g = {kx, ky, NULL, NULL, type == TW_U16 ? 65535u : 255u, (int64_t)W * H};
+
+    g.bt = calloc((size_t)(kx * ky), sizeof *g.bt);
+    g.bp = calloc((size_t)(kx * ky), sizeof *g.bp);
+    cr_assert(g.bt && g.bp);
+    for (int64_t t = 0; t < kx * ky; t++) {
+        const int64_t i = t % kx, j = t / kx;
+        const int32_t x0 = cx[i], y0 = cy[j], w = cx[i + 1] - x0, h = cy[j + 1] - y0;
+        unsigned char *px = malloc((size_t)w * (size_t)h * ss);
+        uint32_t *par = malloc((size_t)w * (size_t)h * 4);
+        unsigned sides = (j > 0 ? TWI_MT_SIDE(TWI_MT_TOP) : 0) |
+                         (j + 1 < ky ? TWI_MT_SIDE(TWI_MT_BOTTOM) : 0) |
+                         (i > 0 ? TWI_MT_SIDE(TWI_MT_LEFT) : 0) |
+                         (i + 1 < kx ? TWI_MT_SIDE(TWI_MT_RIGHT) : 0);
+
+        cr_assert(px && par);
+        for (int32_t y = 0; y < h; y++)
+            memcpy(px + (size_t)y * (size_t)w * ss,
+                   src + ((size_t)(y0 + y) * (size_t)W + (size_t)x0) * ss, (size_t)w * ss);
+        tw_tile_view in = {px, (int64_t)((size_t)w * ss), w, h, 1, type, 0, 0};
+        tw_tile_view pv = {par, (int64_t)w * 4, w, h, 1, TW_U32, 0, 0};
+
+        if (kx * ky == 1)
+            sides = TWI_MT_SIDE(twtest_rnd(rng, 4));
+        if (extra_one_in > 0 && twtest_rnd(rng, (uint32_t)extra_one_in) == 0)
+            sides |= twtest_rnd(rng, 16);
+        cr_assert(twi_omp_maxtree(&in, conn, &pv, 1) == TW_OK);
+        cr_assert(twi_mt_border_extract(&in, &pv, sides, &g.bt[t]) == TW_OK);
+        g.bp[t] = &g.bt[t];
+        free(px);
+        free(par);
+    }
+    free(cx);
+    free(cy);
+    return g;
+}
+
+void
+twtest_mt_grid_free(twtest_mt_grid *g)
+{
+    for (int64_t t = 0; t < g->tx * g->ty; t++)
+        twi_mt_border_free(&g->bt[t]);
+    free(g->bt);
+    free(g->bp);
+    memset(g, 0, sizeof *g);
 }

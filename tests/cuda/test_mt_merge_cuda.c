@@ -31,104 +31,13 @@
  * GPU's link count equal to the CPU's.
  */
 
-typedef struct grid {
-    int64_t tx, ty;
-    twi_mt_border *bt;
-    twi_mt_border **bp;
-    uint32_t maxv;   /* the type's largest level */
-    int64_t pixels;
-} grid;
+typedef twtest_mt_grid grid;
 
-/* Cut positions of a side of `len` pixels into tiles of `t` (0: a random scheme). */
-static int32_t *
-cuts(uint64_t *rng, int32_t len, int32_t t, int64_t *k)
-{
-    int32_t *c = malloc(((size_t)len + 1) * sizeof *c);
-    int64_t m = 0;
-    int scheme = t > 0 ? 0 : (int)twtest_rnd(rng, 5);
-
-    cr_assert_not_null(c);
-    c[m++] = 0;
-    if (scheme == 0 && t <= 0)
-        t = 1 + (int32_t)twtest_rnd(rng, (uint32_t)len);
-    switch (scheme) {
-    case 0: /* regular, the last tile smaller */
-        for (int32_t x = t; x < len; x += t)
-            c[m++] = x;
-        break;
-    case 1: /* random */
-    case 2:
-        for (int32_t x = 1; x < len; x++)
-            if (twtest_rnd(rng, scheme == 1 ? 3 : 9) == 0)
-                c[m++] = x;
-        break;
-    case 3: /* one-pixel tiles */
-        for (int32_t x = 1; x < len; x++)
-            c[m++] = x;
-        break;
-    default: /* one tile */
-        break;
-    }
-    c[m] = len;
-    *k = m;
-    return c;
-}
-
-/* The border trees of a W x H image (packed, `type`) cut into tw x th tiles (0: random
- * cuts); some tiles get sides they do not need when `extra`. */
 static grid
 make_grid(uint64_t *rng, const void *img, int32_t W, int32_t H, tw_sample_type type, int conn,
           int32_t tw, int32_t th, bool extra)
 {
-    const size_t ss = type == TW_U16 ? 2 : 1;
-    const unsigned char *src = img;
-    int64_t kx, ky;
-    int32_t *cx = cuts(rng, W, tw, &kx), *cy = cuts(rng, H, th, &ky);
-    grid g = {kx, ky, NULL, NULL, type == TW_U16 ? 65535u : 255u, (int64_t)W * H};
-
-    g.bt = calloc((size_t)(kx * ky), sizeof *g.bt);
-    g.bp = calloc((size_t)(kx * ky), sizeof *g.bp);
-    cr_assert(g.bt && g.bp);
-    for (int64_t t = 0; t < kx * ky; t++) {
-        const int64_t i = t % kx, j = t / kx;
-        const int32_t x0 = cx[i], y0 = cy[j], w = cx[i + 1] - x0, h = cy[j + 1] - y0;
-        unsigned char *px = malloc((size_t)w * (size_t)h * ss);
-        uint32_t *par = malloc((size_t)w * (size_t)h * 4);
-        unsigned sides = (j > 0 ? TWI_MT_SIDE(TWI_MT_TOP) : 0) |
-                         (j + 1 < ky ? TWI_MT_SIDE(TWI_MT_BOTTOM) : 0) |
-                         (i > 0 ? TWI_MT_SIDE(TWI_MT_LEFT) : 0) |
-                         (i + 1 < kx ? TWI_MT_SIDE(TWI_MT_RIGHT) : 0);
-
-        cr_assert(px && par);
-        for (int32_t y = 0; y < h; y++)
-            memcpy(px + (size_t)y * (size_t)w * ss,
-                   src + ((size_t)(y0 + y) * (size_t)W + (size_t)x0) * ss, (size_t)w * ss);
-        tw_tile_view in = {px, (int64_t)((size_t)w * ss), w, h, 1, type, 0, 0};
-        tw_tile_view pv = {par, (int64_t)w * 4, w, h, 1, TW_U32, 0, 0};
-
-        /* a lone tile has no border: give it one so that it has nodes */
-        if (kx * ky == 1)
-            sides = TWI_MT_SIDE(twtest_rnd(rng, 4));
-        if (extra && twtest_rnd(rng, 6) == 0)
-            sides |= twtest_rnd(rng, 16);
-        cr_assert(eq(int, twi_omp_maxtree(&in, conn, &pv, 1), TW_OK));
-        cr_assert(eq(int, twi_mt_border_extract(&in, &pv, sides, &g.bt[t]), TW_OK));
-        g.bp[t] = &g.bt[t];
-        free(px);
-        free(par);
-    }
-    free(cx);
-    free(cy);
-    return g;
-}
-
-static void
-grid_free(grid *g)
-{
-    for (int64_t t = 0; t < g->tx * g->ty; t++)
-        twi_mt_border_free(&g->bt[t]);
-    free(g->bt);
-    free(g->bp);
+    return twtest_mt_grid_make(rng, img, W, H, type, conn, tw, th, extra ? 6 : 0);
 }
 
 /* A random filter of `rule`: thresholds around the interesting range, sometimes beyond. */
@@ -257,7 +166,7 @@ small_sweep(tw_sample_type type, int conn, int count, uint64_t seed)
 
         snprintf(what, sizeof what, "case %d (%dx%d mode %d)", k, W, H, k % 6);
         compared += check_grid(&rng, &g, conn, NULL, what);
-        grid_free(&g);
+        twtest_mt_grid_free(&g);
         free(img);
     }
     cr_log_info("%d grids, %lld answers compared", count, (long long)compared);
@@ -308,7 +217,7 @@ Test(mt_merge_cuda, lines_of_one_pixel_tiles)
         cr_assert(across ? g.ty == 1 && g.tx == W : g.tx == 1 && g.ty == H);
         snprintf(what, sizeof what, "line %d (%dx%d)", k, W, H);
         check_grid(&rng, &g, conn, NULL, what);
-        grid_free(&g);
+        twtest_mt_grid_free(&g);
         free(img);
     }
 }
@@ -330,7 +239,7 @@ large_case(tw_sample_type type, int32_t side, int32_t tile, int mode, uint64_t s
 
         snprintf(what, sizeof what, "%dx%d in %dx%d tiles", side, side, tile, tile);
         check_grid(&rng, &g, conn, s, what);
-        grid_free(&g);
+        twtest_mt_grid_free(&g);
     }
     free(img);
     cudaStreamDestroy(s);

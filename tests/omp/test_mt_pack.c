@@ -16,103 +16,21 @@
 #include "twtest_mt.h"
 
 /* A tiled random image's border max-trees: tiles_x x tiles_y of them, raster order. */
-typedef struct grid {
-    int64_t tx, ty;
-    twi_mt_border *bt;
-    twi_mt_border **bp;
-} grid;
-
-/* Cut positions of a side of `len` pixels: 0 = c[0] < c[1] < ... < c[*k] = len. */
-static int32_t *
-random_cuts(uint64_t *rng, int32_t len, int64_t *k)
-{
-    int32_t *c = malloc(((size_t)len + 1) * sizeof *c);
-    int64_t m = 0;
-
-    cr_assert_not_null(c);
-    c[m++] = 0;
-    switch (twtest_rnd(rng, 4)) {
-    case 0: { /* regular, the last tile smaller */
-        const int32_t t = 1 + (int32_t)twtest_rnd(rng, (uint32_t)len);
-
-        for (int32_t x = t; x < len; x += t)
-            c[m++] = x;
-        break;
-    }
-    case 1: /* random */
-        for (int32_t x = 1; x < len; x++)
-            if (twtest_rnd(rng, 3) == 0)
-                c[m++] = x;
-        break;
-    case 2: /* one-pixel tiles */
-        for (int32_t x = 1; x < len; x++)
-            c[m++] = x;
-        break;
-    default: /* one tile */
-        break;
-    }
-    c[m] = len;
-    *k = m;
-    return c;
-}
+typedef twtest_mt_grid grid;
 
 /* The border trees of a random W x H image cut into a random grid; `extra`: sometimes give
  * tiles sides they do not need (the pack keeps every present side). */
 static grid
 random_grid(uint64_t *rng, int32_t W, int32_t H, tw_sample_type type, int conn, bool extra)
 {
-    const size_t ss = type == TW_U16 ? 2 : 1;
-    unsigned char *img = malloc((size_t)W * (size_t)H * ss);
-    int64_t kx, ky;
-    int32_t *cx = random_cuts(rng, W, &kx), *cy = random_cuts(rng, H, &ky);
-    grid g = {kx, ky, NULL, NULL};
+    unsigned char *img = malloc((size_t)W * (size_t)H * (type == TW_U16 ? 2 : 1));
+    grid g;
 
     cr_assert_not_null(img);
     twtest_mt_random_image(rng, img, type, W, H, (int)twtest_rnd(rng, 6));
-    g.bt = calloc((size_t)(kx * ky), sizeof *g.bt);
-    g.bp = calloc((size_t)(kx * ky), sizeof *g.bp);
-    cr_assert(g.bt && g.bp);
-    for (int64_t t = 0; t < kx * ky; t++) {
-        const int64_t i = t % kx, j = t / kx;
-        const int32_t x0 = cx[i], y0 = cy[j], w = cx[i + 1] - x0, h = cy[j + 1] - y0;
-        unsigned char *px = malloc((size_t)w * (size_t)h * ss);
-        uint32_t *par = malloc((size_t)w * (size_t)h * 4);
-        unsigned sides = (j > 0 ? TWI_MT_SIDE(TWI_MT_TOP) : 0) |
-                         (j + 1 < ky ? TWI_MT_SIDE(TWI_MT_BOTTOM) : 0) |
-                         (i > 0 ? TWI_MT_SIDE(TWI_MT_LEFT) : 0) |
-                         (i + 1 < kx ? TWI_MT_SIDE(TWI_MT_RIGHT) : 0);
-
-        cr_assert(px && par);
-        for (int32_t y = 0; y < h; y++)
-            memcpy(px + (size_t)y * (size_t)w * ss,
-                   img + ((size_t)(y0 + y) * (size_t)W + (size_t)x0) * ss, (size_t)w * ss);
-        tw_tile_view in = {px, (int64_t)((size_t)w * ss), w, h, 1, type, 0, 0};
-        tw_tile_view pv = {par, (int64_t)w * 4, w, h, 1, TW_U32, 0, 0};
-
-        /* a lone tile has no border: give it one so that it has nodes */
-        if (kx * ky == 1)
-            sides = TWI_MT_SIDE(twtest_rnd(rng, 4));
-        if (extra && twtest_rnd(rng, 4) == 0)
-            sides |= twtest_rnd(rng, 16);
-        cr_assert(eq(int, twi_omp_maxtree(&in, conn, &pv, 1), TW_OK));
-        cr_assert(eq(int, twi_mt_border_extract(&in, &pv, sides, &g.bt[t]), TW_OK));
-        g.bp[t] = &g.bt[t];
-        free(px);
-        free(par);
-    }
+    g = twtest_mt_grid_make(rng, img, W, H, type, conn, 0, 0, extra ? 4 : 0);
     free(img);
-    free(cx);
-    free(cy);
     return g;
-}
-
-static void
-grid_free(grid *g)
-{
-    for (int64_t t = 0; t < g->tx * g->ty; t++)
-        twi_mt_border_free(&g->bt[t]);
-    free(g->bt);
-    free(g->bp);
 }
 
 /* Every array of the pack against the trees it came from. */
@@ -208,7 +126,7 @@ Test(mt_pack, random_grids_pack_every_array)
         cr_assert_not_null(buf);
         check_pack(&g, &l, buf);
         free(buf);
-        grid_free(&g);
+        twtest_mt_grid_free(&g);
     }
 }
 
@@ -245,7 +163,7 @@ Test(mt_pack, bad_grids_are_rejected_like_the_merge)
                         TW_U8, 4, false);
         if (g.tx == 2 && g.ty == 2)
             break;
-        grid_free(&g);
+        twtest_mt_grid_free(&g);
     } while (1);
     memcpy(bp, g.bp, sizeof bp);
     memcpy(saved, g.bp, sizeof saved);
@@ -291,7 +209,7 @@ Test(mt_pack, bad_grids_are_rejected_like_the_merge)
     cr_assert(eq(int, twi_mt_pack_build(bp, 2, 2, &l, &buf), TW_OK));
     check_pack(&g, &l, buf);
     free(buf);
-    grid_free(&g);
+    twtest_mt_grid_free(&g);
 }
 
 Test(mt_pack, broken_trees_are_rejected)
@@ -312,7 +230,7 @@ Test(mt_pack, broken_trees_are_rejected)
             ;
         if (g.tx * g.ty > 1 && t < g.tx * g.ty)
             break;
-        grid_free(&g);
+        twtest_mt_grid_free(&g);
     } while (1);
     b = &g.bt[t];
     for (int64_t i = 0; i < b->n; i++)
@@ -353,5 +271,5 @@ Test(mt_pack, broken_trees_are_rejected)
     cr_assert(eq(int, twi_mt_pack_build(g.bp, g.tx, g.ty, &l, &buf), TW_OK));
     check_pack(&g, &l, buf);
     free(buf);
-    grid_free(&g);
+    twtest_mt_grid_free(&g);
 }
