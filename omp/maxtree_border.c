@@ -232,7 +232,8 @@ twi_mt_border_extract(const tw_tile_view *levels, const tw_tile_view *parent, un
             b->own[b->lparent[i]] -= t.area[p];
     }
     for (int s = 0; s < 4; s++) {
-        int64_t len = s <= TWI_MT_BOTTOM ? t.w : t.h;
+        /* An empty tile (w or h 0) has no side pixels, whatever its other side. */
+        int64_t len = t.n == 0 ? 0 : s <= TWI_MT_BOTTOM ? t.w : t.h;
 
         if (!(sides & TWI_MT_SIDE(s)))
             continue;

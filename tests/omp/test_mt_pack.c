@@ -273,3 +273,26 @@ Test(mt_pack, broken_trees_are_rejected)
     free(buf);
     twtest_mt_grid_free(&g);
 }
+
+Test(mt_pack, empty_tiles_have_empty_border_trees_and_are_not_packed)
+{
+    /* A 5x0 or 0x5 tile with every side set: no nodes and no side pixels (nothing read out
+     * of bounds), and the pack refuses a grid holding it. */
+    static const int dims[2][2] = {{5, 0}, {0, 5}};
+
+    for (int k = 0; k < 2; k++) {
+        uint8_t px[1] = {0};
+        uint32_t par[1] = {0};
+        tw_tile_view in = {px, dims[k][0], dims[k][0], dims[k][1], 1, TW_U8, 0, 0};
+        tw_tile_view pv = {par, 4 * (int64_t)dims[k][0], dims[k][0], dims[k][1], 1, TW_U32, 0, 0};
+        twi_mt_border b, *bp = &b;
+        twi_mt_pack l;
+        void *buf = NULL;
+
+        cr_assert(eq(int, twi_mt_border_extract(&in, &pv, 15, &b), TW_OK));
+        cr_assert(eq(i64, b.n, 0));
+        cr_assert(eq(int, twi_mt_pack_build(&bp, 1, 1, &l, &buf), TW_E_INVALID));
+        cr_assert(buf == NULL);
+        twi_mt_border_free(&b);
+    }
+}
