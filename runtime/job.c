@@ -79,6 +79,9 @@ twi_job_create(tw_runtime *rt, const char *name, tw_job **out)
     atomic_init(&job->stopping, false);
     atomic_init(&job->total, 0);
     atomic_init(&job->done, 0);
+    atomic_init(&job->has_progress, false);
+    atomic_init(&job->progress_interval_ns, 0);
+    atomic_init(&job->progress_last_ns, 0);
     clock_gettime(CLOCK_MONOTONIC, &job->t0);
     job->stop_status = TW_OK;
     *out = job;
@@ -133,6 +136,43 @@ twi_job_set_finish(tw_job *job, twi_job_finish_fn fn, void *user, void (*user_fr
         old_free(old_user);
 }
 
+/* Call the progress callback: the last call (`final`), or a periodic one when its interval
+ * has passed (one thread wins each interval). */
+static void
+progress_notify(tw_job *job, bool final)
+{
+    tw_progress_fn fn;
+    void *user;
+    tw_progress p;
+
+    if (!atomic_load_explicit(&job->has_progress, memory_order_acquire))
+        return;
+    if (!final) {
+        int64_t now = (int64_t)(now_s() * 1e9);
+        int_fast64_t last = atomic_load_explicit(&job->progress_last_ns, memory_order_relaxed);
+
+        if (now - last < atomic_load_explicit(&job->progress_interval_ns, memory_order_relaxed) ||
+            !atomic_compare_exchange_strong(&job->progress_last_ns, &last, now))
+            return;
+    }
+    pthread_mutex_lock(&job->lock);
+    fn = job->progress_fn;
+    user = job->progress_user;
+    pthread_mutex_unlock(&job->lock);
+    if (!fn)
+        return;
+    tw_job_get_progress(job, &p);
+    if (final) {
+        /* Not yet marked finished (waiters wake after this call): say it here. */
+        p.finished = true;
+        p.eta_s = 0.0;
+        pthread_mutex_lock(&job->lock);
+        p.elapsed_s = job->end_s;
+        pthread_mutex_unlock(&job->lock);
+    }
+    fn(job, &p, user);
+}
+
 /* The job's last task ended (or it was sealed with none left). */
 static void
 job_end(tw_job *job)
@@ -154,8 +194,12 @@ job_end(tw_job *job)
                                tw_status_string(r));
     }
     pthread_mutex_lock(&job->lock);
-    job->finished = true;
     job->end_s = elapsed_since(&job->t0);
+    pthread_mutex_unlock(&job->lock);
+    /* The last notification comes before waiters return, so they see it done. */
+    progress_notify(job, true);
+    pthread_mutex_lock(&job->lock);
+    job->finished = true;
     pthread_cond_broadcast(&job->cond);
     pthread_mutex_unlock(&job->lock);
 }
@@ -199,8 +243,24 @@ twi_job_add_total(tw_job *job, int64_t n)
 void
 twi_job_add_done(tw_job *job, int64_t n)
 {
-    if (job)
-        atomic_fetch_add_explicit(&job->done, n, memory_order_relaxed);
+    if (!job)
+        return;
+    atomic_fetch_add_explicit(&job->done, n, memory_order_relaxed);
+    progress_notify(job, false);
+}
+
+tw_status
+tw_job_set_progress_callback(tw_job *job, tw_progress_fn fn, void *user, int64_t interval_ms)
+{
+    if (!job || interval_ms < 0 || interval_ms > INT64_MAX / 1000000)
+        return TW_E_INVALID;
+    pthread_mutex_lock(&job->lock);
+    job->progress_fn = fn;
+    job->progress_user = user;
+    atomic_store(&job->progress_interval_ns, interval_ms * 1000000);
+    atomic_store_explicit(&job->has_progress, fn != NULL, memory_order_release);
+    pthread_mutex_unlock(&job->lock);
+    return TW_OK;
 }
 
 tw_status

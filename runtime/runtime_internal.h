@@ -284,6 +284,12 @@ struct tw_job {
     twi_job_finish_fn finish;
     void *finish_user;
     void (*finish_user_free)(void *);
+
+    /* tw_job_set_progress_callback: fn and user under `lock`; the rest lock-free */
+    tw_progress_fn progress_fn;
+    void *progress_user;
+    atomic_bool has_progress;
+    atomic_int_fast64_t progress_interval_ns, progress_last_ns;
 };
 
 TWI_HIDDEN void twi_job_acquire(tw_job *job);

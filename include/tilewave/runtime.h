@@ -129,6 +129,20 @@ typedef struct tw_progress {
 /** Read the job's progress. Thread-safe. @since 0.1 */
 TW_API void tw_job_get_progress(tw_job *job, tw_progress *out);
 
+/**
+ * Progress notifications, pushed instead of polled: @p fn is called from a runtime thread as
+ * the job advances, at most once every @p interval_ms (0: at every step), and a last time with
+ * p->finished set and p->done final, before tw_job_wait() returns. Calls do not overlap in
+ * time with the last one, but two periodic calls from different workers may overlap and
+ * arrive out of order. @p fn must be quick and must not wait on or destroy the job (cancel is
+ * fine). A NULL @p fn removes the callback. Set it right after submitting: steps already made
+ * are reported with the next one.
+ * @return TW_OK, TW_E_INVALID (NULL job, negative interval). Thread-safe. @since 0.4
+ */
+typedef void (*tw_progress_fn)(tw_job *job, const tw_progress *p, void *user);
+TW_API tw_status tw_job_set_progress_callback(tw_job *job, tw_progress_fn fn, void *user,
+                                              int64_t interval_ms);
+
 /** Destroy a job; an unfinished job is canceled and waited for first. NULL is a no-op. */
 TW_API void tw_job_destroy(tw_job *job);
 

@@ -564,3 +564,91 @@ Test(job, worker_info_counts_tasks_and_busy_time)
     cr_assert(eq(u64, wi.bytes_from_gpu, 0));
     tw_runtime_destroy(rt);
 }
+
+/* ---- progress callbacks */
+
+typedef struct progress_log {
+    atomic_int calls, finals;
+    atomic_llong last_done, final_done, final_total;
+    atomic_bool wait_returned_early; /* a call seen after tw_job_wait returned */
+    atomic_bool waited;
+} progress_log;
+
+static void
+on_progress(tw_job *job, const tw_progress *p, void *user)
+{
+    progress_log *l = user;
+
+    (void)job;
+    atomic_fetch_add(&l->calls, 1);
+    atomic_store(&l->last_done, p->done);
+    if (atomic_load(&l->waited))
+        atomic_store(&l->wait_returned_early, true);
+    if (p->finished) {
+        atomic_fetch_add(&l->finals, 1);
+        atomic_store(&l->final_done, p->done);
+        atomic_store(&l->final_total, p->total);
+    }
+}
+
+/* Work tasks that count one progress unit each. */
+static tw_status
+counted_cpu(tw_task_ctx *ctx, void *arg)
+{
+    (void)arg;
+    sleep_ms(1);
+    twi_job_add_done(twi_ctx_job(ctx), 1);
+    return TW_OK;
+}
+
+static const tw_task_kind counted_kind = {.name = "test.counted", .devices = TW_DEVICE_CPU,
+                                          .cpu = counted_cpu};
+
+static tw_job *
+submit_counted(tw_runtime *rt, int n, progress_log *l, int64_t interval_ms)
+{
+    tw_job *job = NULL;
+
+    cr_assert(eq(int, twi_job_create(rt, "counted", &job), TW_OK));
+    twi_job_add_total(job, n);
+    cr_assert(eq(int, tw_job_set_progress_callback(job, on_progress, l, interval_ms), TW_OK));
+    for (int i = 0; i < n; i++) {
+        tw_task *t = NULL;
+
+        cr_assert(eq(int, twi_task_create(job, &counted_kind, NULL, NULL, &t), TW_OK));
+        cr_assert(eq(int, twi_task_submit(t), TW_OK));
+        twi_task_release(t);
+    }
+    twi_job_seal(job);
+    return job;
+}
+
+Test(job, progress_callback_reports_steps_and_a_final_call_before_wait_returns)
+{
+    /* 200 counted tasks on 2 workers with interval 0: a call per step (at least 100 of them,
+     * two workers may race for one), then exactly one final call with done = total = 200,
+     * all before tw_job_wait returns; with a 10 s interval only the first step and the final
+     * call come. Bad arguments are refused. */
+    tw_runtime *rt = make_runtime(2);
+    static progress_log a, b;
+    tw_job *job = submit_counted(rt, 200, &a, 0);
+
+    cr_assert(eq(int, tw_job_wait(job, -1), TW_OK));
+    atomic_store(&a.waited, true);
+    cr_assert(atomic_load(&a.calls) >= 100, "%d calls", atomic_load(&a.calls));
+    cr_assert(eq(int, atomic_load(&a.finals), 1));
+    cr_assert(eq(i64, (int64_t)atomic_load(&a.final_done), 200));
+    cr_assert(eq(i64, (int64_t)atomic_load(&a.final_total), 200));
+    cr_assert(atomic_load(&a.wait_returned_early) == false);
+    cr_assert(eq(int, tw_job_set_progress_callback(job, NULL, NULL, -1), TW_E_INVALID));
+    cr_assert(eq(int, tw_job_set_progress_callback(NULL, on_progress, NULL, 0), TW_E_INVALID));
+    tw_job_destroy(job);
+
+    job = submit_counted(rt, 50, &b, 10000);
+    cr_assert(eq(int, tw_job_wait(job, -1), TW_OK));
+    cr_assert(atomic_load(&b.calls) <= 2, "%d calls", atomic_load(&b.calls));
+    cr_assert(eq(int, atomic_load(&b.finals), 1));
+    cr_assert(eq(i64, (int64_t)atomic_load(&b.final_done), 50));
+    tw_job_destroy(job);
+    tw_runtime_destroy(rt);
+}
