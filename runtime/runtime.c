@@ -15,7 +15,7 @@
  * one lock; variants run outside it.
  */
 
-static const tw_sched_policy *const policies[] = {&twi_sched_fcfs};
+static const tw_sched_policy *const policies[] = {&twi_sched_fcfs, &twi_sched_fair};
 
 static tw_status
 get_int(const tw_config *cfg, const char *key, int64_t *v, tw_error *err)
@@ -410,7 +410,7 @@ tw_runtime_create(const tw_config *cfg, tw_runtime **out, tw_error *err)
         if (strcmp(policies[i]->name, policy) == 0)
             rt->sched.policy = policies[i];
     if (!rt->sched.policy) {
-        st = twi_error_set(err, TW_E_INVALID, "runtime: unknown runtime.policy '%s' (fcfs)",
+        st = twi_error_set(err, TW_E_INVALID, "runtime: unknown runtime.policy '%s' (fcfs, fair)",
                            policy);
         goto out;
     }

@@ -34,6 +34,7 @@ struct tw_sched {
 };
 
 TWI_HIDDEN extern const tw_sched_policy twi_sched_fcfs;
+TWI_HIDDEN extern const tw_sched_policy twi_sched_fair;
 
 /* ---- topology (runtime/topology.c) */
 typedef struct twi_topo {

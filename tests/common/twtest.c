@@ -206,7 +206,9 @@ twtest_runtime(int cpu_workers, const char *gpus, tw_error *err)
 
     twtest_quiet_logs();
     snprintf(v, sizeof v, "%d", cpu_workers);
-    if (tw_config_create(&cfg) == TW_OK &&
+    /* TILEWAVE_* variables apply (e.g. TILEWAVE_RUNTIME_POLICY=fair ctest runs every test
+     * under that policy); the arguments override them. */
+    if (tw_config_create(&cfg) == TW_OK && tw_config_load_env(cfg, err) == TW_OK &&
         tw_config_set(cfg, "runtime.gpus", gpus, TW_CONFIG_SET, err) == TW_OK &&
         tw_config_set(cfg, "runtime.cpu_workers", v, TW_CONFIG_SET, err) == TW_OK &&
         tw_runtime_create(cfg, &rt, err) != TW_OK)
@@ -304,6 +306,7 @@ twtest_runtime_with(const char *gpus, const char *cpu_workers)
 
     tw_log_set_level(TW_LOG_ERROR);
     cr_assert(eq(int, tw_config_create(&cfg), TW_OK));
+    cr_assert(eq(int, tw_config_load_env(cfg, &err), TW_OK), "%s", err.message); /* as above */
     cr_assert(eq(int, tw_config_set(cfg, "runtime.gpus", gpus, TW_CONFIG_SET, NULL), TW_OK));
     cr_assert(eq(int, tw_config_set(cfg, "runtime.cpu_workers", cpu_workers, TW_CONFIG_SET, NULL),
                  TW_OK));

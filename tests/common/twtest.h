@@ -36,7 +36,8 @@ int twtest_lines(const char *s);
 /* Silence the library's log (tests provoke warnings on purpose, e.g. oversubscription). */
 void twtest_quiet_logs(void);
 /* A runtime with `cpu_workers` CPU workers and GPUs `gpus` ("none", "all", "0"), logs
- * silenced. NULL on failure, with the reason in err. */
+ * silenced, the TILEWAVE_* environment applied first (TILEWAVE_RUNTIME_POLICY=fair ctest runs
+ * the tests under another policy). NULL on failure, with the reason in err. */
 tw_runtime *twtest_runtime(int cpu_workers, const char *gpus, tw_error *err);
 
 /* True when the build has CUDA and a device is present. */

@@ -652,3 +652,49 @@ Test(job, progress_callback_reports_steps_and_a_final_call_before_wait_returns)
     tw_job_destroy(job);
     tw_runtime_destroy(rt);
 }
+
+static tw_runtime *
+policy_runtime(const char *policy)
+{
+    tw_config *cfg = NULL;
+    tw_runtime *rt = NULL;
+    tw_error err = {0};
+
+    cr_assert(eq(int, tw_config_create(&cfg), TW_OK));
+    cr_assert(eq(int, tw_config_set(cfg, "runtime.cpu_workers", "1", TW_CONFIG_SET, NULL), TW_OK));
+    cr_assert(eq(int, tw_config_set(cfg, "runtime.gpus", "none", TW_CONFIG_SET, NULL), TW_OK));
+    cr_assert(eq(int, tw_config_set(cfg, "runtime.policy", policy, TW_CONFIG_SET, NULL), TW_OK));
+    cr_assert(eq(int, tw_runtime_create(cfg, &rt, &err), TW_OK), "%s", err.message);
+    tw_config_destroy(cfg);
+    return rt;
+}
+
+Test(job, fair_policy_serves_a_small_job_behind_a_large_one_at_once)
+{
+    /* One worker; job A makes 300 tasks of 1 ms ready, then job B 5 tasks. Under "fair" B
+     * ends while A has done well under half its tasks; under "fcfs" B waits for all of A's.
+     * Both jobs complete either way, and one job alone runs in submission order. */
+    static const char *const policies[] = {"fair", "fcfs"};
+
+    for (int k = 0; k < 2; k++) {
+        tw_runtime *rt = policy_runtime(policies[k]);
+        static progress_log la, lb;
+        tw_job *a = submit_counted(rt, 300, &la, 1000000), *b = submit_counted(rt, 5, &lb, 1000000);
+        tw_progress pa;
+
+        cr_assert(eq(int, tw_job_wait(b, -1), TW_OK));
+        tw_job_get_progress(a, &pa);
+        if (k == 0)
+            cr_assert(pa.done < 150, "fair: A had done %lld of 300 when B ended",
+                      (long long)pa.done);
+        else
+            cr_assert(pa.done >= 290, "fcfs: A had done %lld of 300 when B ended",
+                      (long long)pa.done);
+        cr_assert(eq(int, tw_job_wait(a, -1), TW_OK));
+        tw_job_get_progress(a, &pa);
+        cr_assert(eq(i64, pa.done, 300));
+        tw_job_destroy(a);
+        tw_job_destroy(b);
+        tw_runtime_destroy(rt);
+    }
+}
