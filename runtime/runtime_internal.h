@@ -36,6 +36,18 @@ struct tw_sched {
 TWI_HIDDEN extern const tw_sched_policy twi_sched_fcfs;
 TWI_HIDDEN extern const tw_sched_policy twi_sched_fair;
 
+/* The FIFOs both policies keep, indexed by a task's variant mask (1 = CPU only, 2 = CUDA
+ * only, 3 = both), tasks linked through t->next and stamped with t->seq at push. */
+#define TWI_SCHED_CLASSES 4
+typedef struct twi_fifo {
+    tw_task *head, *tail;
+} twi_fifo;
+
+TWI_HIDDEN void twi_fifo_put(twi_fifo *q, tw_task *t);
+/* Unlink and return the oldest (smallest seq) task of q[1..3] that w can run, or any task of
+ * a stopping job (dropped by the worker); NULL when there is none. (runtime/sched_fcfs.c) */
+TWI_HIDDEN tw_task *twi_fifo_take_oldest(twi_fifo q[TWI_SCHED_CLASSES], const tw_worker *w);
+
 /* ---- topology (runtime/topology.c) */
 typedef struct twi_topo {
     hwloc_topology_t topo;

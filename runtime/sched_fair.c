@@ -18,15 +18,9 @@
  * scheduler lock.
  */
 
-#define N_QUEUES 4 /* indexed by the variant mask: 1 = CPU, 2 = CUDA, 3 = both */
-
-typedef struct fifo {
-    tw_task *head, *tail;
-} fifo;
-
 typedef struct job_queues {
     tw_job *job;
-    fifo q[N_QUEUES];
+    twi_fifo q[TWI_SCHED_CLASSES];
     int64_t n;        /* ready tasks queued */
 } job_queues;
 
@@ -83,17 +77,6 @@ find_or_add(fair *f, tw_job *job)
     return &f->jobs[f->n++];
 }
 
-static void
-fifo_put(fifo *q, tw_task *t)
-{
-    t->next = NULL;
-    if (q->tail)
-        q->tail->next = t;
-    else
-        q->head = t;
-    q->tail = t;
-}
-
 /* The push hook cannot fail: when there is no memory for a new job's entry (the array is
  * full, so it has entries), the task joins the first entry's queues: served, less fairly. */
 static void
@@ -105,43 +88,8 @@ fair_push(tw_sched *s, tw_task *t)
     if (!j)
         j = &f->jobs[0];
     t->seq = f->next_seq++;
-    fifo_put(&j->q[t->variants & (TW_DEVICE_CPU | TW_DEVICE_CUDA)], t);
+    twi_fifo_put(&j->q[t->variants & (TW_DEVICE_CPU | TW_DEVICE_CUDA)], t);
     j->n++;
-}
-
-/* The oldest task of job j that w can take (or any task of a stopping job), unlinked. */
-static tw_task *
-take(job_queues *j, const tw_worker *w)
-{
-    tw_task *best = NULL, *best_prev = NULL;
-    fifo *best_q = NULL;
-
-    for (unsigned c = 1; c < N_QUEUES; c++) {
-        fifo *q = &j->q[c];
-        tw_task *t, *prev = NULL;
-
-        if (!(c & w->runs) || !q->head)
-            continue;
-        for (t = q->head; t; prev = t, t = t->next)
-            if (twi_job_stopping(t->job) || twi_worker_variant(w, t))
-                break;
-        if (t && (!best || t->seq < best->seq)) {
-            best = t;
-            best_prev = prev;
-            best_q = q;
-        }
-    }
-    if (!best)
-        return NULL;
-    if (best_prev)
-        best_prev->next = best->next;
-    else
-        best_q->head = best->next;
-    if (best_q->tail == best)
-        best_q->tail = best_prev;
-    best->next = NULL;
-    j->n--;
-    return best;
 }
 
 static tw_task *
@@ -151,10 +99,11 @@ fair_pop(tw_sched *s, const tw_worker *w)
 
     for (int k = 0; k < f->n; k++) {
         int i = (f->next + k) % f->n;
-        tw_task *t = take(&f->jobs[i], w);
+        tw_task *t = twi_fifo_take_oldest(f->jobs[i].q, w);
 
         if (!t)
             continue;
+        f->jobs[i].n--;
         f->next = i + 1;
         if (f->jobs[i].n == 0) {
             /* Keep the turn order: the entries after i move down one place. */

@@ -27,22 +27,10 @@
  * Re-queueing does not occur: a task is pushed once, when its last dependency completes.
  */
 
-#define N_QUEUES 4 /* indexed by the variant mask: 1 = CPU, 2 = CUDA, 3 = both */
-
-typedef struct fifo {
-    tw_task *head, *tail;
-} fifo;
-
 typedef struct fcfs {
-    fifo q[N_QUEUES];
+    twi_fifo q[TWI_SCHED_CLASSES];
     uint64_t next_seq;
 } fcfs;
-
-static unsigned
-task_class(const tw_task *t)
-{
-    return t->variants & (TW_DEVICE_CPU | TW_DEVICE_CUDA);
-}
 
 static tw_status
 fcfs_init(tw_sched *s)
@@ -59,13 +47,9 @@ fcfs_fini(tw_sched *s)
     s->data = NULL;
 }
 
-static void
-fcfs_push(tw_sched *s, tw_task *t)
+void
+twi_fifo_put(twi_fifo *q, tw_task *t)
 {
-    fcfs *f = s->data;
-    fifo *q = &f->q[task_class(t)];
-
-    t->seq = f->next_seq++;
     t->next = NULL;
     if (q->tail)
         q->tail->next = t;
@@ -74,28 +58,33 @@ fcfs_push(tw_sched *s, tw_task *t)
     q->tail = t;
 }
 
-static tw_task *
-fcfs_pop(tw_sched *s, const tw_worker *w)
+static void
+fcfs_push(tw_sched *s, tw_task *t)
 {
     fcfs *f = s->data;
-    tw_task *best = NULL, *best_prev = NULL;
-    fifo *best_q = NULL;
-    unsigned c;
 
-    for (c = 1; c < N_QUEUES; c++) {
-        fifo *q = &f->q[c];
+    t->seq = f->next_seq++;
+    twi_fifo_put(&f->q[t->variants & (TW_DEVICE_CPU | TW_DEVICE_CUDA)], t);
+}
+
+tw_task *
+twi_fifo_take_oldest(twi_fifo q[TWI_SCHED_CLASSES], const tw_worker *w)
+{
+    tw_task *best = NULL, *best_prev = NULL;
+    twi_fifo *best_q = NULL;
+
+    for (unsigned c = 1; c < TWI_SCHED_CLASSES; c++) {
         tw_task *t, *prev = NULL;
 
-        if (!(c & w->runs) || !q->head)
+        if (!(c & w->runs) || !q[c].head)
             continue;
-        for (t = q->head; t; prev = t, t = t->next) {
+        for (t = q[c].head; t; prev = t, t = t->next)
             if (twi_job_stopping(t->job) || twi_worker_variant(w, t))
                 break;
-        }
         if (t && (!best || t->seq < best->seq)) {
             best = t;
             best_prev = prev;
-            best_q = q;
+            best_q = &q[c];
         }
     }
     if (!best)
@@ -108,6 +97,12 @@ fcfs_pop(tw_sched *s, const tw_worker *w)
         best_q->tail = best_prev;
     best->next = NULL;
     return best;
+}
+
+static tw_task *
+fcfs_pop(tw_sched *s, const tw_worker *w)
+{
+    return twi_fifo_take_oldest(((fcfs *)s->data)->q, w);
 }
 
 const tw_sched_policy twi_sched_fcfs = {
