@@ -47,7 +47,7 @@ typedef struct key_def {
 
 static tw_status check_gpus(const char *text, char *canon, size_t n);
 
-static const char *const policy_words[] = {"fcfs", "fair", NULL};
+static const char *const policy_words[] = {"fcfs", "fair", "pats", NULL};
 static const char *const reader_words[] = {"auto", "openslide", "tiff", NULL};
 static const char *const compression_words[] = {"none", "deflate", "zstd", NULL};
 static const char *const log_words[] = {"error", "warn", "info", "debug", NULL};
@@ -61,8 +61,8 @@ static const key_def keys[] = {
      .expect = "all, none, or a comma list of distinct GPU ordinals 0..1023 such as 0,1",
      .help = "CUDA devices to use: all, none, or a comma list of device ordinals such as 0,1."},
     {.key = "runtime.policy", .type = TW_CONFIG_ENUM, .def = "fcfs", .words = policy_words,
-     .help = "Scheduling policy: fcfs (an idle worker takes the oldest ready task it can run) or "
-             "fair (the same within each job, jobs served in turn)."},
+     .help = "Scheduling policy: fcfs (oldest ready task first), fair (fcfs per job, jobs in "
+             "turn) or pats (GPUs take the highest expected GPU speedup, CPUs the lowest)."},
     {.key = "runtime.trace", .type = TW_CONFIG_STRING, .def = "",
      .help = "Write a Chrome/Perfetto trace of every task and GPU copy to this file when the "
              "runtime ends; empty = no trace."},

@@ -15,7 +15,8 @@
  * one lock; variants run outside it.
  */
 
-static const tw_sched_policy *const policies[] = {&twi_sched_fcfs, &twi_sched_fair};
+static const tw_sched_policy *const policies[] = {&twi_sched_fcfs, &twi_sched_fair,
+                                                  &twi_sched_pats};
 
 static tw_status
 get_int(const tw_config *cfg, const char *key, int64_t *v, tw_error *err)
@@ -410,7 +411,7 @@ tw_runtime_create(const tw_config *cfg, tw_runtime **out, tw_error *err)
         if (strcmp(policies[i]->name, policy) == 0)
             rt->sched.policy = policies[i];
     if (!rt->sched.policy) {
-        st = twi_error_set(err, TW_E_INVALID, "runtime: unknown runtime.policy '%s' (fcfs, fair)",
+        st = twi_error_set(err, TW_E_INVALID, "runtime: unknown runtime.policy '%s' (fcfs, fair, pats)",
                            policy);
         goto out;
     }
@@ -450,6 +451,10 @@ tw_runtime_create(const tw_config *cfg, tw_runtime **out, tw_error *err)
     }
     rt->lock_init = true;
     rt->sched.rt = rt;
+    if (rt->sched.policy->uses_models && twi_models_create(&rt->models) != TW_OK) {
+        st = twi_error_set(err, TW_E_NOMEM, "runtime: out of memory");
+        goto out;
+    }
     if ((st = rt->sched.policy->init(&rt->sched)) != TW_OK) {
         st = twi_error_set(err, st, "runtime: cannot start the %s policy", rt->sched.policy->name);
         goto out;
@@ -489,6 +494,7 @@ tw_runtime_destroy(tw_runtime *rt)
     twi_trace_close(rt);
     if (rt->sched_init)
         rt->sched.policy->fini(&rt->sched);
+    twi_models_destroy(rt->models);
     for (i = 0; i < rt->n_workers; i++) {
         if (rt->workers[i].cond_init)
             pthread_cond_destroy(&rt->workers[i].cond);

@@ -25,6 +25,7 @@ typedef struct tw_sched_policy {
     void (*fini)(tw_sched *s);                 /* free s->data (the queue is empty by then) */
     void (*push)(tw_sched *s, tw_task *t);     /* t is ready: all its dependencies completed */
     tw_task *(*pop)(tw_sched *s, const tw_worker *w); /* NULL = nothing this worker can run */
+    bool uses_models;                          /* the runtime records run times (model.c) */
 } tw_sched_policy;
 
 struct tw_sched {
@@ -35,6 +36,7 @@ struct tw_sched {
 
 TWI_HIDDEN extern const tw_sched_policy twi_sched_fcfs;
 TWI_HIDDEN extern const tw_sched_policy twi_sched_fair;
+TWI_HIDDEN extern const tw_sched_policy twi_sched_pats;
 
 /* The FIFOs both policies keep, indexed by a task's variant mask (1 = CPU only, 2 = CUDA
  * only, 3 = both), tasks linked through t->next and stamped with t->seq at push. */
@@ -47,6 +49,22 @@ TWI_HIDDEN void twi_fifo_put(twi_fifo *q, tw_task *t);
 /* Unlink and return the oldest (smallest seq) task of q[1..3] that w can run, or any task of
  * a stopping job (dropped by the worker); NULL when there is none. (runtime/sched_fcfs.c) */
 TWI_HIDDEN tw_task *twi_fifo_take_oldest(twi_fifo q[TWI_SCHED_CLASSES], const tw_worker *w);
+/* Unlink t, which follows prev (NULL: t is the head) in q. */
+TWI_HIDDEN void twi_fifo_unlink(twi_fifo *q, tw_task *prev, tw_task *t);
+
+/* ---- cost models (runtime/model.c): seconds per unit (pixel of the task's tiles) of a task
+ * kind on a device type, the median of the last runs. Thread-safe. */
+typedef struct twi_models twi_models;
+
+TWI_HIDDEN tw_status twi_models_create(twi_models **out);
+TWI_HIDDEN void twi_models_destroy(twi_models *ms); /* NULL is a no-op */
+TWI_HIDDEN int64_t twi_task_units(const tw_task *t);
+/* Add one observation (ignored when units < 1 or seconds is negative or NaN). */
+TWI_HIDDEN void twi_model_record(twi_models *ms, const tw_task_kind *kind, unsigned dev,
+                                 int64_t units, double seconds);
+/* Expected seconds for `units` units, or -1 while the model has fewer than 3 samples. */
+TWI_HIDDEN double twi_model_estimate(twi_models *ms, const tw_task_kind *kind, unsigned dev,
+                                     int64_t units);
 
 /* ---- topology (runtime/topology.c) */
 typedef struct twi_topo {
@@ -197,6 +215,7 @@ struct tw_runtime {
     bool stopping;
     tw_sched sched;
     bool sched_init;
+    twi_models *models;     /* when the policy uses them, else NULL */
     tw_worker **idle;       /* idle workers, most recent last */
     int n_idle;
 

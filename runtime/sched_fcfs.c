@@ -87,16 +87,21 @@ twi_fifo_take_oldest(twi_fifo q[TWI_SCHED_CLASSES], const tw_worker *w)
             best_q = &q[c];
         }
     }
-    if (!best)
-        return NULL;
-    if (best_prev)
-        best_prev->next = best->next;
-    else
-        best_q->head = best->next;
-    if (best_q->tail == best)
-        best_q->tail = best_prev;
-    best->next = NULL;
+    if (best)
+        twi_fifo_unlink(best_q, best_prev, best);
     return best;
+}
+
+void
+twi_fifo_unlink(twi_fifo *q, tw_task *prev, tw_task *t)
+{
+    if (prev)
+        prev->next = t->next;
+    else
+        q->head = t->next;
+    if (q->tail == t)
+        q->tail = prev;
+    t->next = NULL;
 }
 
 static tw_task *

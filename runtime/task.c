@@ -247,6 +247,9 @@ twi_task_execute(tw_worker *w, tw_task *t, unsigned variant)
             st = twi_cpu_run(w, &ctx);
         t1 = twi_trace_now();
         atomic_fetch_add_explicit(&w->busy_ns, t1 - t0, memory_order_relaxed);
+        if (w->rt->models && st == TW_OK)
+            twi_model_record(w->rt->models, t->kind, variant, twi_task_units(t),
+                             1e-9 * (double)(t1 - t0));
         if (w->rt->trace_file)
             twi_trace_add(w, TWI_TRACE_TASKS, t->kind->name, t0, t1);
         ran = true;

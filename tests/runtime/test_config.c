@@ -28,7 +28,7 @@ static const expect_key expected[] = {
     {"runtime.cpu_workers", TW_CONFIG_INT, "-1", "-1..4096", "TILEWAVE_RUNTIME_CPU_WORKERS"},
     {"runtime.cpu_team", TW_CONFIG_INT, "1", "1..1024", "TILEWAVE_RUNTIME_CPU_TEAM"},
     {"runtime.gpus", TW_CONFIG_STRING, "all", "", "TILEWAVE_RUNTIME_GPUS"},
-    {"runtime.policy", TW_CONFIG_ENUM, "fcfs", "fcfs|fair", "TILEWAVE_RUNTIME_POLICY"},
+    {"runtime.policy", TW_CONFIG_ENUM, "fcfs", "fcfs|fair|pats", "TILEWAVE_RUNTIME_POLICY"},
     {"runtime.trace", TW_CONFIG_STRING, "", "", "TILEWAVE_RUNTIME_TRACE"},
     {"tile.size", TW_CONFIG_DIMS, "1024x1024", "1x1..65536x65536", "TILEWAVE_TILE_SIZE"},
     {"gray.tile_size", TW_CONFIG_DIMS, "0x0", "0x0 or 1x1..65536x65536",

@@ -1,0 +1,132 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave: the "pats" scheduling policy: speedup priority (seed 004, section 4.2). */
+#include <math.h>
+#include <stdlib.h>
+
+#include "runtime_internal.h"
+
+/*
+ * PATS (performance-aware task selection, seed 004): a GPU worker takes the ready task with
+ * the highest expected GPU speedup, a CPU worker the one with the lowest, so each device gets
+ * the work it is relatively best at. The speedup of a task with both variants is its kind's
+ * expected CPU time over its expected GPU time (runtime/model.c, learnt from the tasks run so
+ * far); a CPU-only task has speedup 0 and a CUDA-only task an infinite one. A task whose kind
+ * has no model yet on either device compares by age only, so until the models know a kind its
+ * tasks run in FCFS order.
+ *
+ * The queues are FCFS's (one FIFO per variant class); a worker looks at the first
+ * PATS_WINDOW runnable tasks of each class it serves, so that a pop stays cheap with long
+ * queues and old tasks are not starved by a stream of better-suited new ones.
+ */
+
+#define PATS_WINDOW 64
+
+typedef struct pats {
+    twi_fifo q[TWI_SCHED_CLASSES];
+    uint64_t next_seq;
+} pats;
+
+static tw_status
+pats_init(tw_sched *s)
+{
+    if (!(s->data = calloc(1, sizeof(pats))))
+        return TW_E_NOMEM;
+    return TW_OK;
+}
+
+static void
+pats_fini(tw_sched *s)
+{
+    free(s->data);
+    s->data = NULL;
+}
+
+static void
+pats_push(tw_sched *s, tw_task *t)
+{
+    pats *p = s->data;
+
+    t->seq = p->next_seq++;
+    twi_fifo_put(&p->q[t->variants & (TW_DEVICE_CPU | TW_DEVICE_CUDA)], t);
+}
+
+/* Expected GPU speedup of t, or NAN when its kind has no model on one of the devices. */
+static double
+speedup(twi_models *ms, const tw_task *t, unsigned cls)
+{
+    double c, g;
+    int64_t u;
+
+    if (cls == TW_DEVICE_CPU)
+        return 0.0;
+    if (cls == TW_DEVICE_CUDA)
+        return INFINITY;
+    u = twi_task_units(t);
+    c = twi_model_estimate(ms, t->kind, TW_DEVICE_CPU, u);
+    g = twi_model_estimate(ms, t->kind, TW_DEVICE_CUDA, u);
+    if (c < 0 || g < 0)
+        return NAN;
+    return g > 0 ? c / g : INFINITY;
+}
+
+/* Is a (speedup sa, pushed as sequence qa) a better pick than b for this worker? */
+static bool
+better(bool gpu, double sa, uint64_t qa, double sb, uint64_t qb)
+{
+    if (isnan(sa) || isnan(sb) || sa == sb)
+        return qa < qb;
+    return gpu ? sa > sb : sa < sb;
+}
+
+static tw_task *
+pats_pop(tw_sched *s, const tw_worker *w)
+{
+    pats *p = s->data;
+    twi_models *ms = s->rt->models;
+    bool gpu = w->type == TW_DEVICE_CUDA;
+    tw_task *best = NULL, *best_prev = NULL;
+    twi_fifo *best_q = NULL;
+    double best_s = NAN;
+
+    for (unsigned c = 1; c < TWI_SCHED_CLASSES; c++) {
+        tw_task *t, *prev = NULL;
+        int seen = 0;
+
+        if (!(c & w->runs))
+            continue;
+        for (t = p->q[c].head; t && seen < PATS_WINDOW; prev = t, t = t->next) {
+            double sp;
+
+            if (twi_job_stopping(t->job)) { /* dropped at once: no need to compare */
+                best = t;
+                best_prev = prev;
+                best_q = &p->q[c];
+                goto take;
+            }
+            if (!twi_worker_variant(w, t))
+                continue;
+            seen++;
+            sp = speedup(ms, t, c);
+            if (!best || better(gpu, sp, t->seq, best_s, best->seq)) {
+                best = t;
+                best_prev = prev;
+                best_q = &p->q[c];
+                best_s = sp;
+            }
+        }
+    }
+    if (!best)
+        return NULL;
+take:
+    twi_fifo_unlink(best_q, best_prev, best);
+    return best;
+}
+
+const tw_sched_policy twi_sched_pats = {
+    .name = "pats",
+    .init = pats_init,
+    .fini = pats_fini,
+    .push = pats_push,
+    .pop = pats_pop,
+    .uses_models = true,
+};
