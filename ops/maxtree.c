@@ -77,26 +77,26 @@ conn_check(const char *op, int conn, tw_error *err)
     return TW_OK;
 }
 
-/* The canonical max-tree of the task's view 0 into its view 1, on the worker's device (the
- * CPU and CUDA variants of both jobs' tree tasks); `what` names the image in messages. */
+/* The canonical max-tree of `in` into `par` (views of the task: tiles or scratch) on the
+ * worker's device; `what` names the image in messages. */
 static tw_status
-tree_run(tw_task_ctx *ctx, int conn, const char *op, const char *what)
+tree_run(tw_task_ctx *ctx, int conn, const char *op, const char *what, const tw_tile_view *in,
+         tw_tile_view *par)
 {
-    tw_tile_view a = twi_ctx_view(ctx, 0), p = twi_ctx_view(ctx, 1);
     tw_status st;
 
 #ifdef TW_HAVE_CUDA
     if (twi_ctx_device(ctx) == TW_DEVICE_CUDA) {
-        size_t bytes = twi_cuda_maxtree_scratch_size(a.w, a.h, a.type, conn);
+        size_t bytes = twi_cuda_maxtree_scratch_size(in->w, in->h, in->type, conn);
         void *scratch = twi_ctx_scratch(ctx, bytes ? bytes : 1);
 
         if (!scratch)
             return twi_ctx_fail(ctx, TW_E_DEVICE, "%s: no GPU memory for %s (%zu bytes)", op,
                                 what, bytes);
-        st = twi_cuda_maxtree(&a, conn, &p, scratch, bytes, twi_ctx_stream(ctx));
+        st = twi_cuda_maxtree(in, conn, par, scratch, bytes, twi_ctx_stream(ctx));
     } else
 #endif
-        st = twi_omp_maxtree(&a, conn, &p, twi_ctx_team(ctx));
+        st = twi_omp_maxtree(in, conn, par, twi_ctx_team(ctx));
     if (st != TW_OK)
         return twi_ctx_fail(ctx, st, "%s: the max-tree of %s failed (%s)", op, what,
                             tw_status_string(st));
@@ -138,9 +138,10 @@ static tw_status
 mx_tree(tw_task_ctx *ctx, void *arg)
 {
     mx_job *m = arg;
+    tw_tile_view in = twi_ctx_view(ctx, 0), par = twi_ctx_view(ctx, 1);
     tw_status st;
 
-    if ((st = tree_run(ctx, m->conn, MX, "the image")) != TW_OK)
+    if ((st = tree_run(ctx, m->conn, MX, "the image", &in, &par)) != TW_OK)
         return st;
     twi_job_add_done(m->job, 1);
     return TW_OK;
@@ -277,7 +278,8 @@ mx_setup(mx_job *m, tw_runtime *rt, const tw_maxtree_opts *o, tw_error *err)
                                  MX ": the output '%s' would overwrite the input", o->output.path);
         m->out_file = true;
     } else {
-        if ((st = twi_host_image_check(MX, "parent", &o->parent, m->W, m->H, m->ptype, err)) != TW_OK)
+        if ((st = twi_host_image_check(MX, "parent", &o->parent, m->W, m->H, m->ptype, err)) !=
+            TW_OK)
             return st;
         m->parent = o->parent;
     }
@@ -479,6 +481,7 @@ af_tree(tw_task_ctx *ctx, af_cell *c, tw_tile_view *par, void **mt, size_t *mt_b
 {
     af_job *a = c->a;
     tw_tile_view v = twi_ctx_view(ctx, 0);
+    char what[48];
     tw_status st;
 
     *par = v;
@@ -492,20 +495,15 @@ af_tree(tw_task_ctx *ctx, af_cell *c, tw_tile_view *par, void **mt, size_t *mt_b
                             (long long)c->i);
 #ifdef TW_HAVE_CUDA
     if (twi_ctx_device(ctx) == TW_DEVICE_CUDA) {
-        size_t tb = twi_cuda_maxtree_scratch_size(v.w, v.h, v.type, a->conn);
-        void *ts = twi_ctx_scratch(ctx, tb ? tb : 1);
-
         *mt_bytes = twi_cuda_mt_scratch_size(v.w, v.h);
-        if (!ts || !(*mt = twi_ctx_scratch(ctx, *mt_bytes ? *mt_bytes : 1)))
+        if (!(*mt = twi_ctx_scratch(ctx, *mt_bytes ? *mt_bytes : 1)))
             return twi_ctx_fail(ctx, TW_E_DEVICE, "%s: no GPU memory for tile %lld (%zu bytes)",
-                                a->op, (long long)c->i, tb + *mt_bytes);
-        st = twi_cuda_maxtree(&v, a->conn, par, ts, tb, twi_ctx_stream(ctx));
-    } else
+                                a->op, (long long)c->i, *mt_bytes);
+    }
 #endif
-        st = twi_omp_maxtree(&v, a->conn, par, twi_ctx_team(ctx));
-    if (st != TW_OK)
-        return twi_ctx_fail(ctx, st, "%s: the max-tree of tile %lld failed (%s)", a->op,
-                            (long long)c->i, tw_status_string(st));
+    snprintf(what, sizeof what, "tile %lld", (long long)c->i);
+    if ((st = tree_run(ctx, a->conn, a->op, what, &v, par)) != TW_OK)
+        return st;
     atomic_fetch_add(twi_ctx_device(ctx) == TW_DEVICE_CUDA ? &a->tp_cuda : &a->tp_cpu, 1);
     return TW_OK;
 }
@@ -541,16 +539,16 @@ af_fetch_border(tw_task_ctx *ctx, af_cell *c, const twi_cuda_mt_border *d)
     if ((st = twi_ctx_copy_to_host(ctx, &n, d->n, sizeof n)) != TW_OK)
         return st;
     if (n < 1 || n > (int64_t)c->w * c->h)
-        return twi_ctx_fail(ctx, TW_E_INTERNAL, "%s: the GPU found %lld border nodes in tile %lld",
-                            c->a->op, (long long)n, (long long)c->i);
+        return twi_ctx_fail(ctx, TW_E_INTERNAL,
+                            "%s: the GPU found %lld border nodes in tile %lld", c->a->op,
+                            (long long)n, (long long)c->i);
     m = (size_t)n;
     b->n = n;
     b->w = c->w;
     b->h = c->h;
     if (!(b->level = malloc(m * sizeof *b->level)) || !(b->maxv = malloc(m * sizeof *b->maxv)) ||
         !(b->lparent = malloc(m * sizeof *b->lparent)) || !(b->own = malloc(m * sizeof *b->own)))
-        return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory for the border max-tree of tile %lld",
-                            c->a->op, (long long)c->i);
+        goto nomem;
     if ((st = twi_ctx_copy_to_host(ctx, b->level, d->level, m * sizeof *b->level)) != TW_OK ||
         (st = twi_ctx_copy_to_host(ctx, b->maxv, d->maxv, m * sizeof *b->maxv)) != TW_OK ||
         (st = twi_ctx_copy_to_host(ctx, b->lparent, d->lparent, m * sizeof *b->lparent)) != TW_OK ||
@@ -562,13 +560,15 @@ af_fetch_border(tw_task_ctx *ctx, af_cell *c, const twi_cuda_mt_border *d)
         if (!(c->sides & TWI_MT_SIDE(s)))
             continue;
         if (!(b->side[s] = malloc(len * sizeof *b->side[s])))
-            return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory for the border max-tree of tile %lld",
-                                c->a->op, (long long)c->i);
+            goto nomem;
         if ((st = twi_ctx_copy_to_host(ctx, b->side[s], d->side[s], len * sizeof *b->side[s])) !=
             TW_OK)
             return st;
     }
     return TW_OK;
+nomem:
+    return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory for the border max-tree of tile %lld",
+                        c->a->op, (long long)c->i);
 }
 #endif
 
@@ -904,8 +904,8 @@ af_setup(af_job *a, tw_runtime *rt, const tw_attr_filter_opts *o, tw_error *err)
                                  a->op, o->output.path);
         a->out_file = true;
     } else {
-        if ((st = twi_host_image_check(a->op, "result", &o->result, a->W, a->H, a->out_type, err)) !=
-            TW_OK)
+        st = twi_host_image_check(a->op, "result", &o->result, a->W, a->H, a->out_type, err);
+        if (st != TW_OK)
             return st;
         a->result = o->result;
     }
