@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: per task kind and device cost models from observed run times (for the policies). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -142,4 +143,21 @@ twi_model_estimate(twi_models *ms, const tw_task_kind *kind, unsigned dev, int64
         e = m->median * (double)units;
     pthread_mutex_unlock(&ms->lock);
     return e;
+}
+
+double
+twi_model_speedup(twi_models *ms, const tw_task_kind *kind)
+{
+    double r = NAN;
+    model *c, *g;
+
+    if (!ms)
+        return NAN;
+    pthread_mutex_lock(&ms->lock);
+    c = find(ms, kind, TW_DEVICE_CPU);
+    g = find(ms, kind, TW_DEVICE_CUDA);
+    if (c && g && c->n >= TWI_MODEL_MIN_SAMPLES && g->n >= TWI_MODEL_MIN_SAMPLES)
+        r = g->median > 0 ? c->median / g->median : INFINITY;
+    pthread_mutex_unlock(&ms->lock);
+    return r;
 }

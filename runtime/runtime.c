@@ -411,8 +411,8 @@ tw_runtime_create(const tw_config *cfg, tw_runtime **out, tw_error *err)
         if (strcmp(policies[i]->name, policy) == 0)
             rt->sched.policy = policies[i];
     if (!rt->sched.policy) {
-        st = twi_error_set(err, TW_E_INVALID, "runtime: unknown runtime.policy '%s' (fcfs, fair, pats)",
-                           policy);
+        st = twi_error_set(err, TW_E_INVALID,
+                           "runtime: unknown runtime.policy '%s' (fcfs, fair, pats)", policy);
         goto out;
     }
     if ((st = twi_topo_load(&rt->topo, err)) != TW_OK)

@@ -65,6 +65,9 @@ TWI_HIDDEN void twi_model_record(twi_models *ms, const tw_task_kind *kind, unsig
 /* Expected seconds for `units` units, or -1 while the model has fewer than 3 samples. */
 TWI_HIDDEN double twi_model_estimate(twi_models *ms, const tw_task_kind *kind, unsigned dev,
                                      int64_t units);
+/* A kind's expected CPU time over its GPU time (the same for any units), NAN while either
+ * model is unknown. */
+TWI_HIDDEN double twi_model_speedup(twi_models *ms, const tw_task_kind *kind);
 
 /* ---- topology (runtime/topology.c) */
 typedef struct twi_topo {
@@ -143,6 +146,9 @@ typedef struct twi_trace_lane {
 /* Lanes of a worker: its thread's tasks; on GPU managers also the stream's copies and its
  * device work. */
 enum { TWI_TRACE_TASKS = 0, TWI_TRACE_COPIES, TWI_TRACE_KERNELS, TWI_TRACE_LANES };
+/* Events a traced GPU task records: before its uploads, before and after its work, after its
+ * downloads. */
+#define TWI_TRACE_EVENTS 4
 
 TWI_HIDDEN int64_t twi_trace_now(void);
 /* Open `path`.part for the trace (TW_E_IO with a message when it cannot be written). */
@@ -184,7 +190,7 @@ struct tw_worker {
     /* GPU manager state, touched only by the manager thread after startup */
     void *stream;           /* cudaStream_t */
     twi_devpool *pool;
-    void *trace_ev[4];      /* cudaEvent_t around a task's copies and work, when tracing */
+    void *trace_ev[TWI_TRACE_EVENTS]; /* cudaEvent_t around a task's copies and work (tracing) */
 
     twi_trace_lane trace[TWI_TRACE_LANES]; /* written by the worker's thread only */
 };

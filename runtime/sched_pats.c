@@ -50,23 +50,26 @@ pats_push(tw_sched *s, tw_task *t)
     twi_fifo_put(&p->q[t->variants & (TW_DEVICE_CPU | TW_DEVICE_CUDA)], t);
 }
 
-/* Expected GPU speedup of t, or NAN when its kind has no model on one of the devices. */
-static double
-speedup(twi_models *ms, const tw_task *t, unsigned cls)
-{
-    double c, g;
-    int64_t u;
+/* Expected GPU speedup of a task of class cls, or NAN when its kind has no model on one of
+ * the devices. Both models are per unit of the same task, so the units cancel: the speedup is
+ * the kind's, and `memo` keeps the last kind's answer (queues hold runs of one kind). */
+typedef struct memo {
+    const tw_task_kind *kind;
+    double speedup;
+} memo;
 
+static double
+speedup(twi_models *ms, const tw_task *t, unsigned cls, memo *m)
+{
     if (cls == TW_DEVICE_CPU)
         return 0.0;
     if (cls == TW_DEVICE_CUDA)
         return INFINITY;
-    u = twi_task_units(t);
-    c = twi_model_estimate(ms, t->kind, TW_DEVICE_CPU, u);
-    g = twi_model_estimate(ms, t->kind, TW_DEVICE_CUDA, u);
-    if (c < 0 || g < 0)
-        return NAN;
-    return g > 0 ? c / g : INFINITY;
+    if (m->kind != t->kind) {
+        m->kind = t->kind;
+        m->speedup = twi_model_speedup(ms, t->kind);
+    }
+    return m->speedup;
 }
 
 /* Is a (speedup sa, pushed as sequence qa) a better pick than b for this worker? */
@@ -87,6 +90,7 @@ pats_pop(tw_sched *s, const tw_worker *w)
     tw_task *best = NULL, *best_prev = NULL;
     twi_fifo *best_q = NULL;
     double best_s = NAN;
+    memo m = {NULL, NAN};
 
     for (unsigned c = 1; c < TWI_SCHED_CLASSES; c++) {
         tw_task *t, *prev = NULL;
@@ -106,7 +110,7 @@ pats_pop(tw_sched *s, const tw_worker *w)
             if (!twi_worker_variant(w, t))
                 continue;
             seen++;
-            sp = speedup(ms, t, c);
+            sp = speedup(ms, t, c, &m);
             if (!best || better(gpu, sp, t->seq, best_s, best->seq)) {
                 best = t;
                 best_prev = prev;

@@ -16,9 +16,9 @@
  * variant (which only enqueues on the stream), catch launch errors, copy W/RW tiles back,
  * synchronise, return the buffers. This file is the only place that synchronises (house style
  * rule 31), so variants and launchers stay asynchronous; a variant that must read a small
- * result mid-task asks for it with twi_ctx_copy_to_host(), which synchronises here. The skeleton writes back after every
- * task, which keeps the host copy current; keeping tiles resident comes with the locality
- * policy.
+ * result mid-task asks for it with twi_ctx_copy_to_host(), which synchronises here. The
+ * skeleton writes back after every task, which keeps the host copy current; keeping tiles
+ * resident comes with the locality policy.
  */
 
 int
@@ -86,7 +86,7 @@ twi_cuda_worker_start(tw_worker *w, tw_error *err)
     }
     w->stream = stream;
     /* Tracing times each task's uploads, device work and downloads with events. */
-    for (int i = 0; w->rt->trace_file && i < 4; i++)
+    for (int i = 0; w->rt->trace_file && i < TWI_TRACE_EVENTS; i++)
         if (cudaEventCreate((cudaEvent_t *)&w->trace_ev[i]) != cudaSuccess) {
             (void)cudaGetLastError();
             w->trace_ev[i] = NULL;
@@ -102,7 +102,7 @@ twi_cuda_worker_stop(tw_worker *w)
         (void)cudaStreamDestroy((cudaStream_t)w->stream);
         w->stream = NULL;
     }
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < TWI_TRACE_EVENTS; i++)
         if (w->trace_ev[i]) {
             (void)cudaEventDestroy((cudaEvent_t)w->trace_ev[i]);
             w->trace_ev[i] = NULL;
@@ -164,8 +164,9 @@ twi_cuda_copy(tw_task_ctx *ctx, void *dst, const void *src, size_t bytes, bool t
                               memory_order_relaxed);
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
-        return twi_ctx_fail(ctx, TW_E_DEVICE, "cuda: copying %zu bytes %s the GPU in task %s failed (%s)",
-                            bytes, to_host ? "from" : "to", ctx->task->kind->name,
+        return twi_ctx_fail(ctx, TW_E_DEVICE,
+                            "cuda: copying %zu bytes %s the GPU in task %s failed (%s)", bytes,
+                            to_host ? "from" : "to", ctx->task->kind->name,
                             cudaGetErrorString(e));
     }
     return TW_OK;
