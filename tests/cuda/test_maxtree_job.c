@@ -117,9 +117,10 @@ Test(maxtree_job_cuda, gpu_border_trees_and_merge_give_whole_image_areas, .timeo
      * tiles (square, 1-pixel-wide strips, uneven edges) equal the flooding reference. */
     twtest_need_gpu();
     tw_runtime *rt = twtest_runtime_with("0", "1");
-    static const int sizes[][4] = {{700, 500, 64, 64},   {1000, 333, 128, 100}, {257, 301, 1, 301},
-                                   {301, 257, 301, 1},   {640, 480, 640, 7},    {513, 511, 512, 510},
-                                   {1200, 900, 256, 256}, {90, 700, 13, 700}};
+    static const int sizes[][4] = {{700, 500, 64, 64},     {1000, 333, 128, 100},
+                                   {257, 301, 1, 301},     {301, 257, 301, 1},
+                                   {640, 480, 640, 7},     {513, 511, 512, 510},
+                                   {1200, 900, 256, 256},  {90, 700, 13, 700}};
 
     cr_assert(rt != NULL);
     for (int it = 0; it < 16; it++) {

@@ -502,7 +502,9 @@ Test(trace, every_task_appears_once_with_its_duration)
     cr_assert(strncmp(json, "{\"displayTimeUnit\"", 18) == 0);
     cr_assert(strstr(json, "\"name\": \"cpu worker 0 (cores ") != NULL);
     cr_assert(strstr(json, "\"name\": \"cpu worker 1 (cores ") != NULL);
-    for (p = json; (p = strstr(p, "\"name\": \"test.work\", \"cat\": \"cpu\", \"ph\": \"X\"")); p++) {
+    static const char ev[] = "\"name\": \"test.work\", \"cat\": \"cpu\", \"ph\": \"X\"";
+
+    for (p = json; (p = strstr(p, ev)); p++) {
         double ts = -1, dur = -1;
         const char *q = strstr(p, "\"ts\": ");
 
