@@ -42,6 +42,11 @@ int bench_parse_int(const char *flag, const char *s, int64_t min, int64_t max, i
  * only, cpu_workers=0) or both (every core and GPU). Returns BENCH_OK or BENCH_USAGE. */
 int bench_variant_config(tw_config *cfg, const char *variant);
 
+/* Apply one --set KEY=VALUE to cfg; BENCH_USAGE (message printed) when it is refused. */
+int bench_apply_set(tw_config *cfg, const char *kv);
+/* Append `, "policy": ..., "gpus_present": N` (the scheduling policy of cfg) to a JSON line. */
+void bench_json_runtime(FILE *f, const tw_config *cfg);
+
 /* Log handler that drops everything below ERROR (tw_bench prints only JSON on stdout). */
 void bench_quiet_logs(void);
 

@@ -577,23 +577,6 @@ out:
 /* ---- --job */
 
 static int
-apply_set(tw_config *cfg, const char *kv)
-{
-    char key[128];
-    const char *eq = strchr(kv, '=');
-    size_t n = eq ? (size_t)(eq - kv) : 0;
-    tw_error err;
-
-    if (n == 0 || n >= sizeof key)
-        return bench_usage("--set wants KEY=VALUE, got '%s'", kv);
-    memcpy(key, kv, n);
-    key[n] = '\0';
-    if (tw_config_set(cfg, key, eq + 1, TW_CONFIG_SET, &err) != TW_OK)
-        return bench_usage("%s", err.message);
-    return BENCH_OK;
-}
-
-static int
 job_config(const edt_params *p, tw_config *cfg)
 {
     static const char *const keys[] = {"edt.pba_m1", "edt.pba_m2", "edt.pba_m3"};
@@ -608,11 +591,11 @@ job_config(const edt_params *p, tw_config *cfg)
         if (m[i] == 0)
             continue;
         snprintf(kv, sizeof kv, "%s=%lld", keys[i], (long long)m[i]);
-        if ((rc = apply_set(cfg, kv)) != BENCH_OK)
+        if ((rc = bench_apply_set(cfg, kv)) != BENCH_OK)
             return rc;
     }
     for (int i = 0; i < p->n_sets; i++)
-        if ((rc = apply_set(cfg, p->sets[i])) != BENCH_OK)
+        if ((rc = bench_apply_set(cfg, p->sets[i])) != BENCH_OK)
             return rc;
     return BENCH_OK;
 }
@@ -651,7 +634,8 @@ run_job(const edt_params *p, double *t)
     tw_edt_opts o;
     tw_error err;
     edt_check c;
-    char extra[320];
+    char extra[384];
+    const char *policy = NULL;
     double gen_s;
     int64_t bg, tw = 0, th = 0;
     int rc = BENCH_OK;
@@ -705,10 +689,12 @@ run_job(const edt_params *p, double *t)
         goto out;
     if ((rc = verify(bin, out, p, bg, threads, &c)) != BENCH_OK || (rc = dump(out, p)) != BENCH_OK)
         goto out;
-    snprintf(extra, sizeof extra, ", \"variant\": \"%s\", \"tile\": \"%s\", \"pinned\": %s, "
-             "\"bands\": %lld, \"bands_cpu\": %lld, \"bands_cuda\": %lld, "
+    if (tw_config_get_string(cfg, "runtime.policy", &policy) != TW_OK || !policy)
+        policy = "?";
+    snprintf(extra, sizeof extra, ", \"variant\": \"%s\", \"policy\": \"%s\", \"tile\": \"%s\", "
+             "\"pinned\": %s, \"bands\": %lld, \"bands_cpu\": %lld, \"bands_cuda\": %lld, "
              "\"report_background\": %lld",
-             p->variant, p->tile ? p->tile : "default", pinned ? "true" : "false",
+             p->variant, policy, p->tile ? p->tile : "default", pinned ? "true" : "false",
              (long long)rep.bands, (long long)rep.bands_cpu, (long long)rep.bands_cuda,
              (long long)rep.background);
     print_result(p, threads, t, bg, gen_s, &c, extra);

@@ -7,7 +7,8 @@
 #include "bench.h"
 
 static const char help[] =
-    "Usage: tw_bench mrecon --size WxH [--variant cpu|gpu|both] [--tile WxH] [--repeat R]\n"
+    "Usage: tw_bench mrecon --size WxH [--variant cpu|gpu|both] [--tile WxH] [--set K=V]...\n"
+    "                      [--repeat R]\n"
     "\n"
     "Reconstruction by dilation (8-connectivity) of marker = max(mask - 40, 0) under a\n"
     "generated 8-bit tissue-like mask held in host memory, through tw_mrecon_submit with\n"
@@ -18,6 +19,7 @@ static const char help[] =
     "  --size WxH      image size (e.g. 16384x16384)\n"
     "  --variant NAME  cpu (default), gpu (GPU workers only) or both\n"
     "  --tile WxH      processing tile (default: the config's mrecon.tile_size or tile.size)\n"
+    "  --set KEY=VALUE any configuration key, e.g. runtime.policy=pats (repeatable)\n"
     "  --repeat R      timed runs (default 3)\n"
     "  --help          this help\n";
 
@@ -76,14 +78,16 @@ run_once(tw_runtime *rt, const tw_mrecon_opts *o, double *secs)
 int
 bench_mrecon(int argc, char **argv)
 {
-    enum { O_SIZE = 1, O_VARIANT, O_TILE, O_REPEAT, O_HELP };
+    enum { O_SIZE = 1, O_VARIANT, O_TILE, O_SET, O_REPEAT, O_HELP, MAX_SETS = 16 };
     static const struct option opts[] = {{"size", required_argument, NULL, O_SIZE},
                                          {"variant", required_argument, NULL, O_VARIANT},
                                          {"tile", required_argument, NULL, O_TILE},
+                                         {"set", required_argument, NULL, O_SET},
                                          {"repeat", required_argument, NULL, O_REPEAT},
                                          {"help", no_argument, NULL, O_HELP},
                                          {NULL, 0, NULL, 0}};
-    const char *variant = "cpu", *tile = NULL, *missing;
+    const char *variant = "cpu", *tile = NULL, *missing, *sets[MAX_SETS];
+    int n_sets = 0;
     int64_t w = 0, h = 0, repeat = 3;
     tw_config *cfg = NULL;
     tw_runtime *rt = NULL;
@@ -108,6 +112,11 @@ bench_mrecon(int argc, char **argv)
         }
         case O_VARIANT: variant = optarg; break;
         case O_TILE: tile = optarg; break;
+        case O_SET:
+            if (n_sets == MAX_SETS)
+                return bench_usage("--set: at most %d", MAX_SETS);
+            sets[n_sets++] = optarg;
+            break;
         case O_REPEAT:
             if ((rc = bench_parse_int("--repeat", optarg, 1, 1000, &repeat)) != BENCH_OK)
                 return rc;
@@ -132,6 +141,9 @@ bench_mrecon(int argc, char **argv)
         rc = bench_usage("%s", err.message);
         goto out;
     }
+    for (int i = 0; i < n_sets; i++)
+        if ((rc = bench_apply_set(cfg, sets[i])) != BENCH_OK)
+            goto out;
     if (tw_runtime_create(cfg, &rt, &err) != TW_OK) {
         rc = bench_fail("%s", err.message);
         goto out;
@@ -170,13 +182,15 @@ bench_mrecon(int argc, char **argv)
                "\"tiles\": %lld, \"tile_w\": %d, \"tile_h\": %d, \"rounds\": %lld, "
                "\"tp_tasks\": %lld, \"tp_cpu\": %lld, \"tp_cuda\": %lld, \"seeds\": %lld, "
                "\"pairs_compared\": %lld, \"load_s\": %.4f, \"propagate_s\": %.4f, "
-               "\"store_s\": %.4f, \"bp_s\": %.4f}\n",
+               "\"store_s\": %.4f, \"bp_s\": %.4f",
                variant, (long long)w, (long long)h, (long long)repeat, med, lo, hi,
                (double)(w * h) / med / 1e9, gen_s, bench_peak_rss_mib(), (long long)stats.tiles,
                (int)stats.tile_w, (int)stats.tile_h, (long long)stats.rounds,
                (long long)stats.tp_tasks, (long long)stats.tp_cpu, (long long)stats.tp_cuda,
                (long long)stats.seeds, (long long)stats.pairs_compared, stats.load_s,
                stats.propagate_s, stats.store_s, stats.bp_s);
+        bench_json_runtime(stdout, cfg);
+        fputs("}\n", stdout);
     }
 out:
     free(times);

@@ -232,6 +232,35 @@ bench_print_skipped(const char *bench, const char *variant, const char *why)
 }
 
 int
+bench_apply_set(tw_config *cfg, const char *kv)
+{
+    char key[128];
+    const char *eq = strchr(kv, '=');
+    size_t n = eq ? (size_t)(eq - kv) : 0;
+    tw_error err;
+
+    if (n == 0 || n >= sizeof key)
+        return bench_usage("--set wants KEY=VALUE, got '%s'", kv);
+    memcpy(key, kv, n);
+    key[n] = '\0';
+    if (tw_config_set(cfg, key, eq + 1, TW_CONFIG_SET, &err) != TW_OK)
+        return bench_usage("%s", err.message);
+    return BENCH_OK;
+}
+
+void
+bench_json_runtime(FILE *f, const tw_config *cfg)
+{
+    const char *policy = NULL;
+
+    if (tw_config_get_string(cfg, "runtime.policy", &policy) != TW_OK || !policy)
+        policy = "?";
+    fputs(", \"policy\": ", f);
+    bench_json_str(f, policy);
+    fprintf(f, ", \"gpus_present\": %d", bench_gpu_count());
+}
+
+int
 bench_variant_config(tw_config *cfg, const char *variant)
 {
     int cpu = strcmp(variant, "cpu") == 0, gpu = strcmp(variant, "gpu") == 0;
