@@ -59,7 +59,10 @@ print("{:44s} {:8.3f} s {:6.3f} GPix/s {} rss={} MiB".format(sys.argv[1], r["med
       r["gpix_per_s"], dev, g("peak_rss_mib")))
 PY
 )
-add_gpus='import json, sys; r = json.loads(sys.stdin.read()); r["gpus"] = sys.argv[1]; print(json.dumps(r))'
+add_gpus='import json, sys
+r = json.loads(sys.stdin.read())
+r["gpus"] = sys.argv[1]
+print(json.dumps(r))'
 run() { # label, gpus, tw_bench args...
     local label=$1 gpus=$2 line
     shift 2
