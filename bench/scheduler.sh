@@ -9,7 +9,8 @@
 # Environment: SIZE (default 65536), TILE (default 4096x4096), POLICIES (default
 # "fcfs pats locality"; a policy this build does not know is reported and skipped), OPS
 # (default "mrecon edt"), GPU_SETS (default "0" plus "0,1" ... when more GPUs are present),
-# REPEAT (default 1 timed run after a warm-up). Results land in $OUT (or ./sched-out):
+# VARIANTS (default "gpu both"), REPEAT (default 1 timed run after a warm-up). Results land in
+# $OUT (or ./sched-out):
 # scheduler.jsonl (one tw_bench JSON line per run, with the policy, variant and GPU list
 # added), scheduler.log, env.txt.
 set -uo pipefail
@@ -78,7 +79,7 @@ run() { # label, gpus, tw_bench args...
 }
 for op in ${OPS:-mrecon edt}; do
     for gpus in $GPU_SETS; do
-        for variant in gpu both; do
+        for variant in ${VARIANTS:-gpu both}; do
             for policy in ${POLICIES:-fcfs pats locality}; do
                 # The GPUs alone have nothing to choose between: one policy is enough.
                 if [ "$variant" = gpu ] && [ "$policy" != fcfs ]; then continue; fi

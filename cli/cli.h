@@ -21,6 +21,8 @@ typedef struct cli_common {
     const char *cpu_workers; /* --cpu-workers N */
     const char *gpus;        /* --gpus LIST|none */
     const char *trace;       /* --trace FILE */
+    const char *gpu_mem;     /* --gpu-mem BYTES */
+    const char *mem_budget;  /* --mem-budget SIZE */
     bool summary;            /* --summary */
     bool quiet;
 } cli_common;
@@ -34,6 +36,8 @@ enum {
     CLI_OPT_CPU_WORKERS,
     CLI_OPT_GPUS,
     CLI_OPT_TRACE,
+    CLI_OPT_GPU_MEM,
+    CLI_OPT_MEM_BUDGET,
     CLI_OPT_SUMMARY,
     CLI_OPT_QUIET,
     CLI_OPT_HELP,
@@ -46,6 +50,8 @@ enum {
         {"cpu-workers", required_argument, NULL, CLI_OPT_CPU_WORKERS},                         \
         {"gpus", required_argument, NULL, CLI_OPT_GPUS},                                       \
         {"trace", required_argument, NULL, CLI_OPT_TRACE},                                     \
+        {"gpu-mem", required_argument, NULL, CLI_OPT_GPU_MEM},                                 \
+        {"mem-budget", required_argument, NULL, CLI_OPT_MEM_BUDGET},                           \
         {"summary", no_argument, NULL, CLI_OPT_SUMMARY},                                       \
         {"quiet", no_argument, NULL, CLI_OPT_QUIET}, {"help", no_argument, NULL, CLI_OPT_HELP}
 
@@ -57,6 +63,9 @@ enum {
     "  --cpu-workers N      CPU worker threads, -1 = one per free core (runtime.cpu_workers)\n" \
     "  --gpus LIST|none     CUDA devices: all, none or 0,1,... (runtime.gpus)\n"              \
     "  --trace FILE         write a Chrome/Perfetto trace of the run (runtime.trace)\n"       \
+    "  --gpu-mem BYTES      device memory budget of each GPU, e.g. 8G (runtime.gpu_mem)\n"    \
+    "  --mem-budget SIZE    host memory for tiles, e.g. 4G; beyond it they spill to disk\n"   \
+    "                       (runtime.host_mem, runtime.scratch_dir)\n"                         \
     "  --summary            after the run: tasks, busy time and GPU copies of every worker\n" \
     "  --quiet              no progress or summary, errors only\n"                            \
     "  --help               this help\n"
@@ -83,7 +92,9 @@ int cli_config_build(const cli_common *c, tw_config **out);
 int cli_runtime_create(const tw_config *cfg, tw_runtime **out);
 
 /* Wait for a job, showing progress on stderr for runs over a second (unless quiet) and
- * canceling on SIGINT/SIGTERM. Returns CLI_OK or CLI_FAIL (after printing the error). */
+ * canceling on SIGINT/SIGTERM (handlers installed by cli_runtime_create). Returns CLI_OK,
+ * CLI_FAIL (after printing the error) or, interrupted, 128 + the signal number (130 SIGINT,
+ * 143 SIGTERM) after printing one line naming it. */
 int cli_job_run(tw_job *job, const char *what, bool quiet);
 
 /* Parse "x,y,w,h" into four int64. Returns 0 or -1. */

@@ -11,7 +11,11 @@
 
 const char *cli_prog = "tilewave";
 
+/* SIGINT / SIGTERM while a command runs: the handler only records the signal; the wait loop
+ * of cli_job_run() cancels the job (async-signal-safe: nothing else happens in the handler). */
 static volatile sig_atomic_t interrupted = 0;
+static struct sigaction old_int, old_term;
+static bool handlers_installed;
 
 void
 cli_error(const char *fmt, ...)
@@ -80,6 +84,8 @@ cli_common_option(cli_common *c, int opt, const char *arg)
     case CLI_OPT_CPU_WORKERS: c->cpu_workers = arg; return 0;
     case CLI_OPT_GPUS: c->gpus = arg; return 0;
     case CLI_OPT_TRACE: c->trace = arg; return 0;
+    case CLI_OPT_GPU_MEM: c->gpu_mem = arg; return 0;
+    case CLI_OPT_MEM_BUDGET: c->mem_budget = arg; return 0;
     case CLI_OPT_SUMMARY: c->summary = true; return 0;
     case CLI_OPT_QUIET: c->quiet = true; return 0;
     default: return -1;
@@ -128,7 +134,11 @@ cli_config_build(const cli_common *c, tw_config **out)
         (c->cpu_workers &&
          (rc = set_flag(cfg, "--cpu-workers", "runtime.cpu_workers", c->cpu_workers)) != CLI_OK) ||
         (c->gpus && (rc = set_flag(cfg, "--gpus", "runtime.gpus", c->gpus)) != CLI_OK) ||
-        (c->trace && (rc = set_flag(cfg, "--trace", "runtime.trace", c->trace)) != CLI_OK))
+        (c->trace && (rc = set_flag(cfg, "--trace", "runtime.trace", c->trace)) != CLI_OK) ||
+        (c->gpu_mem &&
+         (rc = set_flag(cfg, "--gpu-mem", "runtime.gpu_mem", c->gpu_mem)) != CLI_OK) ||
+        (c->mem_budget &&
+         (rc = set_flag(cfg, "--mem-budget", "runtime.host_mem", c->mem_budget)) != CLI_OK))
         goto out;
     for (int i = 0; i < c->n_sets; i++) {
         char key[256];
@@ -160,23 +170,83 @@ out:
     return rc;
 }
 
+static void
+on_signal(int sig)
+{
+    interrupted = sig;
+}
+
+/* From here on SIGINT and SIGTERM cancel the command's job instead of killing the process,
+ * whose output writer would leave its temporary file behind. */
+static void
+install_handlers(void)
+{
+    struct sigaction sa;
+
+    if (handlers_installed)
+        return;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    handlers_installed = true;
+}
+
+static void
+restore_handlers(void)
+{
+    if (!handlers_installed)
+        return;
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    handlers_installed = false;
+}
+
 int
 cli_runtime_create(const tw_config *cfg, tw_runtime **out)
 {
     tw_error err;
+    sigset_t block, old_mask;
+    tw_status st;
 
-    if (tw_runtime_create(cfg, out, &err) != TW_OK) {
+    /* Worker threads (and their OpenMP teams) inherit a mask blocking both signals, so they
+     * reach this thread only, never interrupting a worker's system call. One arriving while
+     * the runtime starts is delivered when the mask is restored: it ends the process as
+     * usual, before any output exists. */
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigaddset(&block, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &block, &old_mask);
+    st = tw_runtime_create(cfg, out, &err);
+    pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+    if (st != TW_OK) {
         cli_error("%s", err.message);
         return CLI_FAIL;
     }
     summary_rt = *out;
+    install_handlers();
     return CLI_OK;
+}
+
+/* "512 KB", "12.3 MB", "1.50 GB" (decimal units, as the GPU copies above). */
+static void
+format_bytes(char *buf, size_t n, double b)
+{
+    if (b < 1e6)
+        snprintf(buf, n, "%.0f KB", b / 1e3);
+    else if (b < 1e9)
+        snprintf(buf, n, "%.1f MB", b / 1e6);
+    else
+        snprintf(buf, n, "%.2f GB", b / 1e9);
 }
 
 static void
 print_summary(tw_runtime *rt, double wall_s)
 {
     int n = tw_runtime_get_worker_count(rt);
+    tw_memory_info mi;
 
     fprintf(stderr, "%s: %.2f s, %d workers\n", cli_prog, wall_s, n);
     for (int i = 0; i < n; i++) {
@@ -191,17 +261,30 @@ print_summary(tw_runtime *rt, double wall_s)
         fprintf(stderr, ": %llu tasks, busy %.2f s (%.0f%%)", (unsigned long long)wi.tasks_run,
                 wi.busy_s, wi.alive_s > 0 ? 100.0 * wi.busy_s / wi.alive_s : 0.0);
         if (wi.type == TW_DEVICE_CUDA)
-            fprintf(stderr, ", %.2f GB to the GPU, %.2f GB back", 1e-9 * (double)wi.bytes_to_gpu,
+            fprintf(stderr, ", %.2f GB to the GPU (%.2f GB found there), %.2f GB back",
+                    1e-9 * (double)wi.bytes_to_gpu, 1e-9 * (double)wi.bytes_gpu_resident,
                     1e-9 * (double)wi.bytes_from_gpu);
+        if (wi.tasks_retried)
+            fprintf(stderr, ", %llu failed tasks retried on CPU",
+                    (unsigned long long)wi.tasks_retried);
         fputc('\n', stderr);
     }
-}
+    if (tw_runtime_get_memory(rt, &mi) == TW_OK) {
+        char peak[32], budget[32], out[32], back[32];
 
-static void
-on_signal(int sig)
-{
-    (void)sig;
-    interrupted = 1;
+        format_bytes(peak, sizeof peak, (double)mi.host_peak);
+        fprintf(stderr, "  host tiles: peak %s", peak);
+        if (mi.host_budget > 0) {
+            format_bytes(budget, sizeof budget, (double)mi.host_budget);
+            format_bytes(out, sizeof out, (double)mi.spill_bytes);
+            format_bytes(back, sizeof back, (double)mi.reload_bytes);
+            fprintf(stderr, " of a %s budget, %s spilled in %llu tiles, %s read back", budget,
+                    out, (unsigned long long)mi.spills, back);
+        }
+        if (mi.over_budget > 0)
+            fprintf(stderr, ", %llu allocations over it", (unsigned long long)mi.over_budget);
+        fputc('\n', stderr);
+    }
 }
 
 static void
@@ -216,25 +299,23 @@ format_seconds(char *buf, size_t n, double s)
 int
 cli_job_run(tw_job *job, const char *what, bool quiet)
 {
-    struct sigaction sa, old_int, old_term;
-    bool tty = isatty(STDERR_FILENO), shown = false;
+    bool tty = isatty(STDERR_FILENO), shown = false, canceled = false;
     double last_line = 0;
+    int sig;
     tw_status st;
     tw_progress p;
 
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    while ((st = tw_job_wait(job, 200)) == TW_E_TIMEOUT) {
-        if (interrupted) {
+    /* Normally installed with the runtime, before the job (and its output file) existed. */
+    install_handlers();
+    /* Short waits: an interrupt is seen within 100 ms, the progress line moves 5 times a
+     * second. */
+    while ((st = tw_job_wait(job, canceled ? 1000 : 100)) == TW_E_TIMEOUT) {
+        if (interrupted && !canceled) {
             tw_job_cancel(job);
-            interrupted = 2;
-            continue;
+            canceled = true;
         }
         tw_job_get_progress(job, &p);
-        if (quiet || p.elapsed_s < 1.0 || p.total <= 0)
+        if (quiet || canceled || p.elapsed_s < 1.0 || p.total <= 0)
             continue;
         /* A live line on a terminal; on a pipe or a log, one line every 5 seconds. */
         if (tty || p.elapsed_s - last_line >= 5.0) {
@@ -253,15 +334,19 @@ cli_job_run(tw_job *job, const char *what, bool quiet)
     }
     if (shown && tty)
         fputc('\n', stderr);
-    if (want_summary && summary_rt && !quiet) {
+    sig = interrupted;
+    if (want_summary && summary_rt && !quiet && !sig) {
         tw_job_get_progress(job, &p);
         print_summary(summary_rt, p.elapsed_s);
     }
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
-    if (st == TW_E_CANCELED && interrupted) {
-        cli_error("interrupted: %s canceled, no output written", what);
-        return CLI_FAIL;
+    restore_handlers();
+    /* Interrupted: the job was canceled (a failure meanwhile may be the interrupt's doing);
+     * its writers removed their temporary files. One finished before the signal took effect
+     * stands. Exit 128 + the signal number, as the shell reports a process it killed. */
+    if (sig && st != TW_OK) {
+        cli_error("interrupted by %s: %s canceled, no output written",
+                  sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal", what);
+        return 128 + sig;
     }
     if (st != TW_OK) {
         const char *msg = tw_job_get_error(job);

@@ -33,7 +33,8 @@ static const char usage[] =
     "  config --print        the configuration in effect, with every key documented\n"
     "\n"
     "Run 'tilewave COMMAND --help' for a command's options; 'tilewave --version'.\n"
-    "Exit status: 0 success, 1 failure, 2 usage error.\n";
+    "Exit status: 0 success, 1 failure, 2 usage error, 130 / 143 interrupted by SIGINT /\n"
+    "SIGTERM (the job is canceled and no output is left).\n";
 
 static const struct {
     const char *name;

@@ -362,6 +362,9 @@ load_cpu(tw_task_ctx *ctx, void *arg)
         int64_t x = tx * e->tw;
         int32_t w = (int32_t)(e->W - x < e->tw ? e->W - x : e->tw);
 
+        /* A band of a 64K-wide slide takes a second or more to read: look for a cancel. */
+        if (twi_ctx_canceled(ctx))
+            return TW_E_CANCELED;
         /* One tile-sized read at a time keeps the scratch small; the same rectangles as scan
          * (for the wavefront's single band, every tile row of it). */
         for (int64_t y = b->y0; y < b->y0 + b->h; y += e->th) {
@@ -454,7 +457,18 @@ band_cpu(tw_task_ctx *ctx, void *arg)
         st = twi_omp_edt(&v.bin, &a, &v.out, v.has_idx ? &v.idx : NULL, twi_ctx_team(ctx));
     if (st != TW_OK)
         return band_fail(ctx, b, st);
-    atomic_fetch_add(&e->bands_cpu, 1);
+    return TW_OK;
+}
+
+/* After a band succeeded, wherever it ran: a failed CUDA run is retried on a CPU worker, so the
+ * counts and the progress move only here (runtime.md, "Faults and cancellation"). */
+static tw_status
+band_commit(tw_task_ctx *ctx, void *arg)
+{
+    ed_band *b = arg;
+    ed_job *e = b->e;
+
+    atomic_fetch_add(twi_ctx_device(ctx) == TW_DEVICE_CUDA ? &e->bands_cuda : &e->bands_cpu, 1);
     twi_job_add_done(e->job, 1);
     return TW_OK;
 }
@@ -485,8 +499,6 @@ band_cuda(tw_task_ctx *ctx, void *arg)
                           twi_ctx_stream(ctx));
     if (st != TW_OK)
         return band_fail(ctx, b, st);
-    atomic_fetch_add(&e->bands_cuda, 1);
-    twi_job_add_done(e->job, 1);
     return TW_OK;
 }
 #endif
@@ -503,7 +515,7 @@ store_cpu(tw_task_ctx *ctx, void *arg)
     tw_status st;
 
     if (e->out_file) {
-        if ((st = twi_assembler_put(e->in.s.assembler, 0, b->y0, &ov, &err)) != TW_OK)
+        if ((st = twi_put_cancelable(ctx, e->in.s.assembler, 0, b->y0, &ov, &err)) != TW_OK)
             return twi_ctx_fail(ctx, st, "%s", err.message);
     } else {
         twi_host_image_put(&e->result, &ov, 0, b->y0);
@@ -512,7 +524,8 @@ store_cpu(tw_task_ctx *ctx, void *arg)
         tw_tile_view iv = twi_ctx_view(ctx, 1);
 
         if (e->idx_file) {
-            if ((st = twi_assembler_put(e->idx_s.assembler, 0, b->y0, &iv, &err)) != TW_OK)
+            if ((st = twi_put_cancelable(ctx, e->idx_s.assembler, 0, b->y0, &iv, &err)) !=
+                TW_OK)
                 return twi_ctx_fail(ctx, st, "%s", err.message);
         } else {
             twi_host_image_put(&e->indices, &iv, 0, b->y0);
@@ -571,22 +584,38 @@ static const tw_task_kind sync_kind = {
     .devices = TW_DEVICE_CPU,
     .cpu = sync_cpu,
 };
+/* Host budget (runtime.host_mem): a load waits until its band and the band's outputs fit, so
+ * that loads never fill the memory the band transforms need. */
+static int64_t
+load_host_bytes(const void *arg)
+{
+    const ed_band *b = arg;
+    const ed_job *e = b->e;
+    int64_t px = e->W * (int64_t)b->h;
+
+    return px * (int64_t)tw_sample_size(e->out_type) + (e->want_idx ? 8 * px : 0);
+}
+
 static const tw_task_kind load_kind = {
     .name = "edt.load",
     .devices = TW_DEVICE_CPU,
     .cpu = load_cpu,
+    .host_bytes = load_host_bytes,
+    .load = true,
 };
 static const tw_task_kind band_kind = {
     .name = "edt.band",
     .cpu = band_cpu,
     TWI_CUDA_VARIANT(band_cuda),
     .can_run = band_can_run,
+    .commit = band_commit,
 };
 static const tw_task_kind wave_kind = {
     .name = "edt.wavefront",
     .cpu = band_cpu,
     TWI_CUDA_VARIANT(band_cuda),
     .can_run = band_can_run,
+    .commit = band_commit,
 };
 static const tw_task_kind store_kind = {
     .name = "edt.store",

@@ -101,10 +101,22 @@ write_cpu(tw_task_ctx *ctx, void *arg)
     return TW_OK;
 }
 
+/* Host budget (runtime.host_mem): a read waits until its tile and the output tile of its
+ * conversion fit, so that reads never fill the memory the conversions need. */
+static int64_t
+read_host_bytes(const void *arg)
+{
+    const gray_tile *t = arg;
+
+    return (int64_t)t->w * t->h * (int64_t)tw_sample_size(t->g->s.in_type);
+}
+
 static const tw_task_kind read_kind = {
     .name = "io.read",
     .devices = TW_DEVICE_CPU,
     .cpu = read_cpu,
+    .host_bytes = read_host_bytes,
+    .load = true,
 };
 
 static const tw_task_kind gray_kind = {

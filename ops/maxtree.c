@@ -61,6 +61,8 @@ read_rows(tw_task_ctx *ctx, const char *op, const twi_src *src, int64_t x, int64
     for (int32_t r = 0; r < v->h; r += step) {
         tw_tile_view part = *v;
 
+        if (r > 0 && twi_ctx_canceled(ctx)) /* a whole image takes seconds: see a cancel */
+            return TW_E_CANCELED;
         part.h = v->h - r < step ? v->h - r : step;
         part.data = ROW(v, char, r);
         if ((st = twi_src_read(ctx, op, src, x, y + r, &part, rgb)) != TW_OK)
@@ -143,6 +145,17 @@ mx_tree(tw_task_ctx *ctx, void *arg)
 
     if ((st = tree_run(ctx, m->conn, MX, "the image", &in, &par)) != TW_OK)
         return st;
+    return TW_OK;
+}
+
+/* Progress moves only once the tree is final: a failed CUDA run is retried on a CPU worker
+ * (runtime.md, "Faults and cancellation"). */
+static tw_status
+mx_tree_commit(tw_task_ctx *ctx, void *arg)
+{
+    mx_job *m = arg;
+
+    (void)ctx;
     twi_job_add_done(m->job, 1);
     return TW_OK;
 }
@@ -167,7 +180,7 @@ mx_put(tw_task_ctx *ctx, twi_stream *s, bool file, const tw_host_image *mem,
         twi_host_image_put(mem, v, 0, 0);
         return TW_OK;
     }
-    if ((st = twi_assembler_put(s->assembler, 0, 0, v, &err)) != TW_OK)
+    if ((st = twi_put_cancelable(ctx, s->assembler, 0, 0, v, &err)) != TW_OK)
         return twi_ctx_fail(ctx, st, "%s", err.message);
     return TW_OK;
 }
@@ -200,16 +213,28 @@ mx_store(tw_task_ctx *ctx, void *arg)
     return TW_OK;
 }
 
+/* Host budget (runtime.host_mem): the load waits until the image and its parent image fit. */
+static int64_t
+mx_load_host_bytes(const void *arg)
+{
+    const mx_job *m = arg;
+
+    return m->W * m->H * (int64_t)tw_sample_size(m->ptype);
+}
+
 static const tw_task_kind mx_load_kind = {
     .name = "maxtree.load",
     .devices = TW_DEVICE_CPU,
     .cpu = mx_load,
+    .host_bytes = mx_load_host_bytes,
+    .load = true,
 };
 static const tw_task_kind mx_tree_kind = {
     .name = "maxtree.tree",
     .cpu = mx_tree,
     TWI_CUDA_VARIANT(mx_tree),
     .can_run = mx_tree_can_run,
+    .commit = mx_tree_commit,
 };
 static const tw_task_kind mx_store_kind = {
     .name = "maxtree.store",
@@ -482,7 +507,6 @@ af_tree(tw_task_ctx *ctx, af_cell *c, tw_tile_view *par, void **mt, size_t *mt_b
     af_job *a = c->a;
     tw_tile_view v = twi_ctx_view(ctx, 0);
     char what[48];
-    tw_status st;
 
     *par = v;
     par->type = TW_U32;
@@ -502,10 +526,14 @@ af_tree(tw_task_ctx *ctx, af_cell *c, tw_tile_view *par, void **mt, size_t *mt_b
     }
 #endif
     snprintf(what, sizeof what, "tile %lld", (long long)c->i);
-    if ((st = tree_run(ctx, a->conn, a->op, what, &v, par)) != TW_OK)
-        return st;
+    return tree_run(ctx, a->conn, a->op, what, &v, par);
+}
+
+/* The tile passes count where they ran once they succeeded (their commit hooks). */
+static void
+af_count_tp(tw_task_ctx *ctx, af_job *a)
+{
     atomic_fetch_add(twi_ctx_device(ctx) == TW_DEVICE_CUDA ? &a->tp_cuda : &a->tp_cpu, 1);
-    return TW_OK;
 }
 
 /* Let go of a cell's tiles and start the cell K places later in the same pass. */
@@ -585,6 +613,8 @@ af_tp1(tw_task_ctx *ctx, void *arg)
     size_t mt_bytes;
     tw_status st;
 
+    /* A retry after a failed CUDA run starts from nothing (that run may have fetched it). */
+    twi_mt_border_free(&c->bt);
     if ((st = af_tree(ctx, c, &par, &mt, &mt_bytes)) != TW_OK)
         return st;
 #ifdef TW_HAVE_CUDA
@@ -603,6 +633,20 @@ af_tp1(tw_task_ctx *ctx, void *arg)
     if (st != TW_OK)
         return twi_ctx_fail(ctx, st, "%s: the border max-tree of tile %lld failed (%s)", a->op,
                             (long long)c->i, tw_status_string(st));
+    return TW_OK;
+}
+
+/* After pass 1 of a tile succeeded, wherever it ran: a failed CUDA run is retried on a CPU
+ * worker, so the next cell, the counts and the merge start only here (runtime.md, "Faults and
+ * cancellation"). */
+static tw_status
+af_tp1_commit(tw_task_ctx *ctx, void *arg)
+{
+    af_cell *c = arg;
+    af_job *a = c->a;
+    tw_status st;
+
+    af_count_tp(ctx, a);
     if ((st = af_cell_done(ctx, c, 1)) != TW_OK)
         return st;
     /* The last border max-tree starts the merge. */
@@ -668,15 +712,22 @@ af_merge(tw_task_ctx *ctx, void *arg)
 {
     af_job *a = arg;
     twi_mt_border **bts = NULL;
+    int64_t nodes = 0;
     tw_status st;
 
+    /* Idempotent, for a retry after a failed CUDA run: the border max-trees stay until the
+     * merge succeeded (af_merge_commit), the answers of a failed run are dropped. */
+    free(a->res);
+    free(a->off);
+    a->res = NULL;
+    a->off = NULL;
     if (!(bts = malloc((size_t)a->n_tiles * sizeof *bts)))
         return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory for the merge", a->op);
     for (int64_t i = 0; i < a->n_tiles; i++) {
         bts[i] = &a->cells[i].bt;
-        a->border_nodes += a->cells[i].bt.n;
+        nodes += a->cells[i].bt.n;
     }
-    a->merge_dev = twi_ctx_device(ctx);
+    a->border_nodes = nodes;
 #ifdef TW_HAVE_CUDA
     if (twi_ctx_device(ctx) == TW_DEVICE_CUDA)
         st = af_merge_gpu(ctx, a, bts);
@@ -685,12 +736,23 @@ af_merge(tw_task_ctx *ctx, void *arg)
         st = twi_mt_merge(bts, a->tiles_x, a->tiles_y, a->conn, &a->f, &a->res, &a->off,
                           &a->border_edges);
     free(bts);
-    for (int64_t i = 0; i < a->n_tiles; i++)
-        twi_mt_border_free(&a->cells[i].bt);
     if (st != TW_OK)
         return twi_ctx_fail(ctx, st,
                             "%s: merging the border max-trees failed (%s; %lld border nodes)",
                             a->op, tw_status_string(st), (long long)a->border_nodes);
+    return TW_OK;
+}
+
+/* After the merge succeeded, wherever it ran: free the border max-trees, start pass 2. */
+static tw_status
+af_merge_commit(tw_task_ctx *ctx, void *arg)
+{
+    af_job *a = arg;
+    tw_status st;
+
+    for (int64_t i = 0; i < a->n_tiles; i++)
+        twi_mt_border_free(&a->cells[i].bt);
+    a->merge_dev = twi_ctx_device(ctx);
     a->t2 = now_s();
     twi_job_add_done(a->job, 1);
     for (int64_t i = 0; i < a->n_tiles && i < a->in_flight; i++)
@@ -732,7 +794,17 @@ af_tp2(tw_task_ctx *ctx, void *arg)
     if (st != TW_OK)
         return twi_ctx_fail(ctx, st, "%s: filtering tile %lld failed (%s)", a->op,
                             (long long)c->i, tw_status_string(st));
-    twi_job_add_done(a->job, 1);
+    return TW_OK;
+}
+
+/* After pass 2 of a tile succeeded, wherever it ran (see af_tp1_commit). */
+static tw_status
+af_tp2_commit(tw_task_ctx *ctx, void *arg)
+{
+    af_cell *c = arg;
+
+    af_count_tp(ctx, c->a);
+    twi_job_add_done(c->a->job, 1);
     return TW_OK;
 }
 
@@ -759,28 +831,43 @@ af_store(tw_task_ctx *ctx, void *arg)
     return af_cell_done(ctx, c, 2);
 }
 
+/* Host budget (runtime.host_mem): a load waits until its tile and, in pass 2, the filtered
+ * tile it becomes fit (pass 1 keeps only border max-trees, which are not tiles). */
+static int64_t
+af_load_host_bytes(const void *arg)
+{
+    const af_cell *c = arg;
+
+    return c->out ? (int64_t)c->w * c->h * (int64_t)tw_sample_size(c->a->out_type) : 0;
+}
+
 static const tw_task_kind af_load_kind = {
     .name = "maxtree.load",
     .devices = TW_DEVICE_CPU,
     .cpu = af_load,
+    .host_bytes = af_load_host_bytes,
+    .load = true,
 };
 static const tw_task_kind af_tp1_kind = {
     .name = "maxtree.tp1",
     .cpu = af_tp1,
     TWI_CUDA_VARIANT(af_tp1),
     .can_run = af_cell_can_run,
+    .commit = af_tp1_commit,
 };
 static const tw_task_kind af_merge_kind = {
     .name = "maxtree.merge",
     .cpu = af_merge,
     TWI_CUDA_VARIANT(af_merge),
     .can_run = af_gpu_can_run,
+    .commit = af_merge_commit,
 };
 static const tw_task_kind af_tp2_kind = {
     .name = "maxtree.tp2",
     .cpu = af_tp2,
     TWI_CUDA_VARIANT(af_tp2),
     .can_run = af_cell_can_run,
+    .commit = af_tp2_commit,
 };
 static const tw_task_kind af_store_kind = {
     .name = "maxtree.store",

@@ -121,6 +121,7 @@ typedef struct mr_tile {
     uint16_t *snap;         /* perimeter at the last BP: top[w] bottom[w] left[h] right[h] */
     uint32_t *seeds;        /* pixels raised by the running BP (tile raster indices) */
     int64_t n_seeds, cap_seeds;
+    int64_t tp_seeds;       /* seeds of the tile's pending seeded TP; 0 before: the full TP */
     int64_t stamp[N_DIRS];  /* 1 + the BP round that last compared the pair in that direction */
     unsigned dirty;
 } mr_tile;
@@ -341,7 +342,8 @@ min_line(const uint16_t *a, int64_t n, int64_t r, uint16_t *out, uint16_t *g, ui
         out[i] = s[i] < g[i + 2 * r] ? s[i] : g[i + 2 * r];
 }
 
-/* Row y of the mask, columns [xa, xa + n), into out; outside the image: 0xffff (neutral). */
+/* Row y of the mask, columns [xa, xa + n), into out; outside the image: 0xffff (neutral).
+ * The mask tiles read are pinned by the caller (prep_pin). */
 static void
 gather_row(const mr_job *m, int64_t y, int64_t xa, int64_t n, uint16_t *out)
 {
@@ -365,6 +367,51 @@ gather_row(const mr_job *m, int64_t y, int64_t xa, int64_t n, uint16_t *out)
         *out++ = 0xffff;
 }
 
+/* The tiles whose masks the prep of t reads (its neighbourhood of radius r, clipped to the
+ * image): columns [span[0], span[1]], rows [span[2], span[3]] of the tile grid. */
+static void
+prep_span(const mr_job *m, const mr_tile *t, int64_t span[4])
+{
+    int64_t r = m->radius;
+    int64_t x0 = t->x - r, x1 = t->x + t->w - 1 + r, y0 = t->y - r, y1 = t->y + t->h - 1 + r;
+
+    span[0] = (x0 < 0 ? 0 : x0) / m->tw;
+    span[1] = (x1 >= m->W ? m->W - 1 : x1) / m->tw;
+    span[2] = (y0 < 0 ? 0 : y0) / m->th;
+    span[3] = (y1 >= m->H ? m->H - 1 : y1) / m->th;
+}
+
+/* Pin (pin) or unpin the masks of the prep of t; they are not its own tiles (host budget).
+ * Each is read back at most once this way, where pinning row by row could thrash. */
+static tw_status
+prep_pin(const mr_job *m, const mr_tile *t, bool pin)
+{
+    int64_t span[4];
+    tw_status st = TW_OK;
+
+    prep_span(m, t, span);
+    for (int64_t ty = span[2]; ty <= span[3]; ty++) {
+        for (int64_t tx = span[0]; tx <= span[1]; tx++) {
+            tw_tile *mask = m->tiles[ty * m->tiles_x + tx].mask;
+
+            if (!pin) {
+                twi_tile_unpin(mask);
+                continue;
+            }
+            if ((st = twi_tile_pin_read(mask)) == TW_OK)
+                continue;
+            /* Unpin those pinned so far, in the same order. */
+            for (int64_t uy = span[2]; uy <= span[3]; uy++)
+                for (int64_t ux = span[0]; ux <= span[1]; ux++) {
+                    if (uy == ty && ux == tx)
+                        return st;
+                    twi_tile_unpin(m->tiles[uy * m->tiles_x + ux].mask);
+                }
+        }
+    }
+    return st;
+}
+
 static tw_status
 prep_cpu(tw_task_ctx *ctx, void *arg)
 {
@@ -374,6 +421,7 @@ prep_cpu(tw_task_ctx *ctx, void *arg)
     int64_t r = m->radius, rows = t->h + 2 * r, cols = t->w + 2 * r;
     int64_t n = rows > cols ? rows : cols;
     uint16_t *line, *g, *s, *col, *hmin;
+    tw_status st;
 
     if (!(line = twi_ctx_scratch(ctx, ((size_t)(3 * n + t->h) + (size_t)rows * (size_t)t->w) *
                                           sizeof *line)))
@@ -382,6 +430,8 @@ prep_cpu(tw_task_ctx *ctx, void *arg)
     s = g + n;
     col = s + n;
     hmin = col + t->h;
+    if ((st = prep_pin(m, t, true)) != TW_OK)
+        return twi_ctx_fail(ctx, st, "%s: %s", m->op, twi_tile_pin_message());
     /* Horizontal minima of the rows the vertical pass needs, then the vertical minima. */
     for (int64_t j = 0; j < rows; j++) {
         int64_t y = t->y - r + j;
@@ -394,6 +444,7 @@ prep_cpu(tw_task_ctx *ctx, void *arg)
         gather_row(m, y, t->x - r, cols, line);
         min_line(line, cols, r, hmin + j * t->w, g, s);
     }
+    (void)prep_pin(m, t, false);
     for (int32_t x = 0; x < t->w; x++) {
         for (int64_t j = 0; j < rows; j++)
             line[j] = hmin[j * t->w + x];
@@ -445,8 +496,20 @@ tp_cpu(tw_task_ctx *ctx, void *arg)
         st = twi_omp_mrecon(&jv, &iv, m->conn, seeds, n_seeds, twi_ctx_team(ctx));
         if (st != TW_OK)
             return tp_fail(ctx, t, st);
-        atomic_fetch_add(&m->tp_cpu, 1);
     }
+    return TW_OK;
+}
+
+/* After a TP succeeded, wherever it ran: a failed CUDA run is retried on a CPU worker, so the
+ * counts and the progress move only here (runtime.md, "Faults and cancellation"). */
+static tw_status
+tp_commit(tw_task_ctx *ctx, void *arg)
+{
+    mr_tile *t = arg;
+    mr_job *m = t->m;
+
+    if (!atomic_load(&m->bad))
+        atomic_fetch_add(twi_ctx_device(ctx) == TW_DEVICE_CUDA ? &m->tp_cuda : &m->tp_cpu, 1);
     twi_job_add_done(m->job, 1);
     return TW_OK;
 }
@@ -479,24 +542,27 @@ tp_cuda(tw_task_ctx *ctx, void *arg)
                              twi_ctx_stream(ctx));
         if (st != TW_OK)
             return tp_fail(ctx, t, st);
-        atomic_fetch_add(&m->tp_cuda, 1);
     }
-    twi_job_add_done(m->job, 1);
     return TW_OK;
 }
 #endif
 
 /* ---- BP */
 
-/* Diff tile t's perimeter against its snapshot, refresh the snapshot, set the dirty bits. */
-static void
+/* Diff tile t's perimeter against its snapshot, refresh the snapshot, set the dirty bits.
+ * BP is not the marker's task: it is pinned while read (host budget). */
+static tw_status
 diff_perimeter(mr_tile *t, bool valid)
 {
-    tw_tile_view v = twi_tile_host_view(t->marker);
+    tw_status st = twi_tile_pin_read(t->marker);
+    tw_tile_view v;
     uint16_t *top = t->snap, *bot = top + t->w, *left = bot + t->w, *right = left + t->h;
     int32_t w = t->w, h = t->h;
     unsigned d = 0;
 
+    if (st != TW_OK)
+        return st;
+    v = twi_tile_host_view(t->marker);
     for (int32_t x = 0; x < w; x++) {
         unsigned a = pix_get(&v, x, 0), b = pix_get(&v, x, h - 1);
         if (a != top[x]) {
@@ -529,6 +595,8 @@ diff_perimeter(mr_tile *t, bool valid)
     if (d & C_BR)
         d |= S_BOTTOM | S_RIGHT;
     t->dirty = valid ? d : DIRTY_ALL;
+    twi_tile_unpin(t->marker);
+    return TW_OK;
 }
 
 static tw_status
@@ -586,6 +654,8 @@ compare_pair(mr_job *m, mr_tile *o, int d)
     mr_tile *n;
     side a, b;
     tw_status st = TW_OK;
+    tw_tile *pin[4];
+    int np;
 
     if (o->stamp[d] == m->round + 1)
         return TW_OK;
@@ -597,6 +667,14 @@ compare_pair(mr_job *m, mr_tile *o, int d)
     default: n = o + m->tiles_x - 1; break;
     }
     m->stats.pairs_compared++;
+    /* The pair's pixels, pinned while BP reads them and raises markers (host budget). */
+    pin[0] = o->marker;
+    pin[1] = o->mask;
+    pin[2] = n->marker;
+    pin[3] = n->mask;
+    for (np = 0; np < 4; np++)
+        if ((st = (np & 1) ? twi_tile_pin_read(pin[np]) : twi_tile_pin(pin[np])) != TW_OK)
+            goto out;
     a = side_of(o);
     b = side_of(n);
     if (d == D_RIGHT) {
@@ -628,6 +706,9 @@ compare_pair(mr_job *m, mr_tile *o, int d)
         if ((st = prop(m, &a, 0, o->h - 1, &b, n->w - 1, 0)) == TW_OK)
             st = prop(m, &b, n->w - 1, 0, &a, 0, o->h - 1);
     }
+out:
+    while (np-- > 0)
+        twi_tile_unpin(pin[np]);
     return st;
 }
 
@@ -697,6 +778,8 @@ submit_round(mr_job *m, const struct timespec *bp_t0)
         int64_t n = 0;
         uint32_t *dst;
 
+        /* BP raised these marker pixels on the host: copies of the tile on GPUs are stale. */
+        twi_tile_host_written(t->marker);
         /* A pixel raised from several neighbours is listed once. */
         qsort(t->seeds, (size_t)t->n_seeds, sizeof *t->seeds, cmp_u32);
         for (int64_t i = 0; i < t->n_seeds; i++)
@@ -704,10 +787,17 @@ submit_round(mr_job *m, const struct timespec *bp_t0)
                 t->seeds[n++] = t->seeds[i];
         t->n_seeds = 0;
         total_seeds += n;
+        t->tp_seeds = n;
         if ((st = twi_tile_create(rt, (int32_t)n, 1, 1, TW_U32, &seeds)) != TW_OK)
             break;
+        if ((st = twi_tile_pin(seeds)) != TW_OK) { /* filled outside its tasks */
+            twi_tile_release(seeds);
+            seeds = NULL;
+            break;
+        }
         dst = twi_tile_host_view(seeds).data;
         memcpy(dst, t->seeds, (size_t)n * sizeof *dst);
+        twi_tile_unpin(seeds);
         if ((st = twi_task_create(m->job, &tp_kind, t, NULL, &tp)) == TW_OK &&
             (st = twi_task_add_tile(tp, t->marker, TW_RW)) == TW_OK &&
             (st = twi_task_add_tile(tp, t->mask, TW_R)) == TW_OK &&
@@ -750,12 +840,14 @@ bp_cpu(tw_task_ctx *ctx, void *arg)
         return st;
     }
     /* Which sides changed since the last comparison, then the pairs they touch. */
-    for (int64_t k = 0; k < m->n_cur; k++)
-        diff_perimeter(&m->tiles[m->cur[k]], m->snaps_valid);
+    for (int64_t k = 0; k < m->n_cur && st == TW_OK; k++)
+        st = diff_perimeter(&m->tiles[m->cur[k]], m->snaps_valid);
     m->snaps_valid = true;
     m->n_next = 0;
     for (int64_t k = 0; k < m->n_cur && st == TW_OK; k++)
         st = compare_dirty(m, &m->tiles[m->cur[k]]);
+    if (st == TW_E_IO)
+        return twi_ctx_fail(ctx, st, "%s: %s", m->op, twi_tile_pin_message());
     if (st != TW_OK)
         return twi_ctx_fail(ctx, st, "%s: out of memory in border propagation", m->op);
     m->stats.rounds++;
@@ -870,12 +962,66 @@ submit_stores(mr_job *m)
     return st;
 }
 
+/* Cost-model feature of a TP (runtime/model.c): its initial wavefront over its pixels. A
+ * seeded TP starts from its seeds (at most the perimeter, so under 4 / side); the full TP scans
+ * every pixel of the tile first, so 1. Read when the TP is ready: BP wrote tp_seeds before
+ * submitting it and writes it again only in the next round, after the TP ran. */
+static double
+tp_feature(const void *arg)
+{
+    const mr_tile *t = arg;
+    double px = (double)t->w * (double)t->h;
+
+    if (t->tp_seeds == 0)
+        return 1.0;
+    return px > 0 ? (double)t->tp_seeds / px : -1.0;
+}
+
+/* ---- host budget (runtime.host_mem): what BP and prep pin besides their own tiles */
+
+/* The bytes of one (the largest) tile of an image. */
+static int64_t
+tile_bytes(const mr_job *m)
+{
+    int64_t w = m->tw < m->W ? m->tw : m->W, h = m->th < m->H ? m->th : m->H;
+
+    return w * h * (int64_t)tw_sample_size(m->type);
+}
+
+/* BP pins the marker and mask of both tiles of a pair at once. */
+static int64_t
+bp_host_bytes(const void *arg)
+{
+    return 4 * tile_bytes(arg);
+}
+
+/* prep pins the mask tiles of its neighbourhood. */
+static int64_t
+prep_host_bytes(const void *arg)
+{
+    const mr_tile *t = arg;
+    const mr_job *m = t->m;
+    int64_t span[4], bytes = 0;
+
+    prep_span(m, t, span);
+    for (int64_t ty = span[2]; ty <= span[3]; ty++)
+        for (int64_t tx = span[0]; tx <= span[1]; tx++) {
+            const mr_tile *u = &m->tiles[ty * m->tiles_x + tx];
+
+            bytes += (int64_t)u->w * u->h * (int64_t)tw_sample_size(m->type);
+        }
+    return bytes;
+}
+
 /* ---- kinds */
 
+/* A load brings new data in: under a host budget it waits for room instead of spilling. The
+ * tiles it fills are its own, so it needs no host_bytes: the job keeps every tile anyway. */
 static const tw_task_kind load_kind = {
     .name = "mrecon.load",
     .devices = TW_DEVICE_CPU,
     .cpu = load_cpu,
+    .load = true,
 };
 
 static const tw_task_kind sync_kind = {
@@ -888,18 +1034,22 @@ static const tw_task_kind prep_kind = {
     .name = "mrecon.prep",
     .devices = TW_DEVICE_CPU,
     .cpu = prep_cpu,
+    .host_bytes = prep_host_bytes,
 };
 
 static const tw_task_kind tp_kind = {
     .name = "mrecon.tp",
     .cpu = tp_cpu,
     TWI_CUDA_VARIANT(tp_cuda),
+    .feature = tp_feature,
+    .commit = tp_commit,
 };
 
 static const tw_task_kind bp_kind = {
     .name = "mrecon.bp",
     .devices = TW_DEVICE_CPU,
     .cpu = bp_cpu,
+    .host_bytes = bp_host_bytes,
 };
 
 static const tw_task_kind store_kind = {

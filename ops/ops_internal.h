@@ -108,6 +108,13 @@ TWI_HIDDEN tw_status twi_src_open(const tw_config *cfg, const char *op, unsigned
 TWI_HIDDEN tw_status twi_src_read(tw_task_ctx *ctx, const char *op, const twi_src *src,
                                   int64_t x, int64_t y, tw_tile_view *v, void *rgb);
 
+/* twi_assembler_put of a large view (a band of rows, a whole image) in chunks of about 4M
+ * pixels, whole columns of chunks for a wide view, rows for a tall one, returning
+ * TW_E_CANCELED between chunks once the task's job is stopping: compressing a band of a 64K
+ * wide slide takes seconds, and a cancel must take effect within one (runtime.md). */
+TWI_HIDDEN tw_status twi_put_cancelable(tw_task_ctx *ctx, twi_assembler *a, int64_t x, int64_t y,
+                                        const tw_tile_view *v, tw_error *err);
+
 /* ---- the reconstruction engine (ops/mrecon.c), shared by tw_mrecon_submit() and the
  * operations built on it (ops/derived.c). Everything runs in "dilation space": with
  * `complement` every loaded value v becomes MAX - v and every stored one is turned back, which

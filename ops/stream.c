@@ -384,3 +384,40 @@ twi_host_image_put(const tw_host_image *dst, const tw_tile_view *v, int64_t x, i
         memcpy((char *)dst->data + (size_t)(y + r) * stride + (size_t)x * px,
                (const char *)v->data + (int64_t)r * v->stride, (size_t)v->w * px);
 }
+
+tw_status
+twi_put_cancelable(tw_task_ctx *ctx, twi_assembler *a, int64_t x, int64_t y,
+                   const tw_tile_view *v, tw_error *err)
+{
+    const int64_t chunk_px = (int64_t)1 << 22;
+    size_t px_bytes = (size_t)v->channels * tw_sample_size(v->type);
+    bool by_columns = v->w >= v->h;
+    int64_t len = by_columns ? v->w : v->h, other = by_columns ? v->h : v->w;
+    /* Multiples of 512 keep output tiles (io.tiff_tile, usually 256 or 512) whole per chunk. */
+    int64_t step = other > 0 ? chunk_px / other / 512 * 512 : len;
+    tw_status st;
+
+    if (step < 512)
+        step = 512;
+    for (int64_t at = 0; at < len; at += step) {
+        tw_tile_view part = *v;
+        int64_t n = len - at < step ? len - at : step;
+
+        if (at > 0 && twi_ctx_canceled(ctx))
+            return twi_error_set(err, TW_E_CANCELED, "%s", "ops: canceled");
+        if (by_columns) {
+            part.w = (int32_t)n;
+            part.data = (char *)v->data + (size_t)at * px_bytes;
+            part.x0 = v->x0 + at;
+            st = twi_assembler_put(a, x + at, y, &part, err);
+        } else {
+            part.h = (int32_t)n;
+            part.data = (char *)v->data + (size_t)at * (size_t)v->stride;
+            part.y0 = v->y0 + at;
+            st = twi_assembler_put(a, x, y + at, &part, err);
+        }
+        if (st != TW_OK)
+            return st;
+    }
+    return TW_OK;
+}

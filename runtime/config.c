@@ -46,8 +46,10 @@ typedef struct key_def {
 } key_def;
 
 static tw_status check_gpus(const char *text, char *canon, size_t n);
+static tw_status check_models(const char *text, char *canon, size_t n);
+static tw_status check_fault_inject(const char *text, char *canon, size_t n);
 
-static const char *const policy_words[] = {"fcfs", "fair", "pats", NULL};
+static const char *const policy_words[] = {"fcfs", "fair", "pats", "locality", NULL};
 static const char *const reader_words[] = {"auto", "openslide", "tiff", NULL};
 static const char *const compression_words[] = {"none", "deflate", "zstd", NULL};
 static const char *const log_words[] = {"error", "warn", "info", "debug", NULL};
@@ -62,10 +64,31 @@ static const key_def keys[] = {
      .help = "CUDA devices to use: all, none, or a comma list of device ordinals such as 0,1."},
     {.key = "runtime.policy", .type = TW_CONFIG_ENUM, .def = "fcfs", .words = policy_words,
      .help = "Scheduling policy: fcfs (oldest ready task first), fair (fcfs per job, jobs in "
-             "turn) or pats (GPUs take the highest expected GPU speedup, CPUs the lowest)."},
+             "turn), pats (GPUs take the highest expected GPU speedup, CPUs the lowest) or "
+             "locality (GPUs prefer their tiles)."},
+    {.key = "runtime.gpu_mem", .type = TW_CONFIG_BYTES, .def = "0", .min = 0,
+     .max = (int64_t)1 << 46,
+     .help = "Device memory budget of each GPU in bytes (tiles, their cached copies, scratch); "
+             "0 = its free memory at start minus 1/32 of the device."},
     {.key = "runtime.trace", .type = TW_CONFIG_STRING, .def = "",
      .help = "Write a Chrome/Perfetto trace of every task and GPU copy to this file when the "
              "runtime ends; empty = no trace."},
+    {.key = "runtime.fault_inject", .type = TW_CONFIG_STRING, .def = "",
+     .check = check_fault_inject,
+     .expect = "empty, cuda, cuda:N or cuda:N:KIND such as cuda:3:mrecon.tp",
+     .help = "For tests: fail every (cuda) or every Nth (cuda:N[:KIND]) CUDA task attempt, as a "
+             "launch error would; it is retried on a CPU worker. Empty = off."},
+    {.key = "runtime.models", .type = TW_CONFIG_STRING, .def = "auto", .check = check_models,
+     .expect = "auto, none or a file path",
+     .help = "Cost model file, read at start and updated at the end of each run: auto "
+             "(~/.cache/tilewave/models.tsv), none (memory only) or a path."},
+    {.key = "runtime.host_mem", .type = TW_CONFIG_BYTES, .def = "0", .min = 0,
+     .max = (int64_t)1 << 50,
+     .help = "Host memory budget for tile pixels in bytes (K/M/G/T suffix): loads wait and idle "
+             "tiles spill to runtime.scratch_dir beyond it; 0 = unlimited."},
+    {.key = "runtime.scratch_dir", .type = TW_CONFIG_STRING, .def = "",
+     .help = "Directory of the spill file of runtime.host_mem (created and unlinked at start); "
+             "empty = $TMPDIR, else /tmp."},
     {.key = "tile.size", .type = TW_CONFIG_DIMS, .def = "1024x1024", .min = 1, .max = 65536,
      .help = "Processing tile size in pixels, WxH (a single number means a square tile)."},
     {.key = "gray.tile_size", .type = TW_CONFIG_DIMS, .def = "0x0", .min = 1, .max = 65536,
@@ -227,6 +250,29 @@ check_gpus(const char *text, char *canon, size_t n)
             return TW_OK;
         p++; /* the comma */
     }
+}
+
+/* runtime.fault_inject: the syntax lives with the injection (runtime/task.c). */
+static tw_status
+check_fault_inject(const char *text, char *canon, size_t n)
+{
+    char kind[TWI_FAULT_KIND_MAX];
+    int64_t every;
+
+    return twi_fault_parse(text, &every, kind, canon, n);
+}
+
+/* runtime.models: auto, none or a path (not empty, one line: it is also a file name). */
+static tw_status
+check_models(const char *text, char *canon, size_t n)
+{
+    for (const char *p = text; *p; p++)
+        if ((unsigned char)*p < 0x20)
+            return TW_E_INVALID;
+    if (!*text)
+        return TW_E_INVALID;
+    snprintf(canon, n, "%s", text);
+    return TW_OK;
 }
 
 static void

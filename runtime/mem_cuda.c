@@ -68,6 +68,24 @@ twi_host_free(twi_devpool *pinned_pool, void *p, size_t bytes, bool pinned)
 
 #ifdef TW_HAVE_CUDA
 
+/*
+ * The device pool of one GPU: size-class free lists (cudaMalloc is slow and synchronising, so
+ * blocks are reused), the tiles' replicas on that GPU, and the GPU's memory budget.
+ *
+ * Every block the pool has from the driver is either cached in a free list, or live: handed out
+ * as scratch or a task's buffer, or the block of a tile's replica. A replica no task uses sits
+ * in an LRU list and may be evicted. The budget bounds live + cached at every moment: an
+ * allocation that would cross it takes, in this order, a free block of its class, the block of
+ * the least recently used idle replica of its class (no driver call), then frees cached blocks
+ * and evicts idle replicas (LRU first) until it fits, and fails when nothing is left to free.
+ * The same happens when cudaMalloc itself runs out (other processes, fragmentation).
+ *
+ * Replicas are touched by the GPU's manager thread (pin, unpin, eviction) and by whichever
+ * thread frees the tile (drop), all under the pool's lock; their `version` is also read
+ * lock-free by the scheduler. Lock order: the scheduler lock may be held when taking this one,
+ * never the other way round.
+ */
+
 /* Size classes: 256 bytes and up, four classes per power of two, so a request wastes at most
  * a quarter of its size while tiles of one shape always share a class. */
 #define POOL_MIN_SHIFT 8
@@ -83,10 +101,17 @@ struct twi_devpool {
     int ordinal;
     bool host;            /* pinned host memory (cudaHostAlloc) instead of device memory */
     size_t cache_cap;     /* bytes kept in the free lists at most; beyond, blocks go back */
+    size_t budget;        /* bytes_live + bytes_cached never above it (SIZE_MAX: no budget) */
     pthread_mutex_t lock;
     pool_list free_list[POOL_CLASSES];
     size_t bytes_cached;  /* in the free lists */
-    size_t bytes_live;    /* handed out */
+    size_t bytes_live;    /* handed out, replicas' blocks included */
+    size_t bytes_idle_rep; /* of bytes_live: replicas no task uses (evictable) */
+    twi_replica *lru_head, *lru_tail; /* idle replicas, least recently used first */
+    /* Mirrors for lock-free readers (fit checks under the scheduler lock, tests). */
+    atomic_size_t hard;   /* bytes_live - bytes_idle_rep */
+    atomic_size_t high;   /* the largest bytes_live + bytes_cached so far */
+    atomic_uint_fast64_t evictions;
 };
 
 static int
@@ -113,8 +138,28 @@ size_class(size_t bytes, size_t *class_bytes)
     return (shift - POOL_MIN_SHIFT) * POOL_SUBCLASSES + (int)((rounded - top) / step);
 }
 
+/* The block size of class c (the inverse of size_class). */
+static size_t
+class_size(int c)
+{
+    size_t top;
+
+    if (c == 0)
+        return (size_t)1 << POOL_MIN_SHIFT;
+    top = (size_t)1 << ((c - 1) / POOL_SUBCLASSES + POOL_MIN_SHIFT);
+    return top + (size_t)((c - 1) % POOL_SUBCLASSES + 1) * (top / POOL_SUBCLASSES);
+}
+
+size_t
+twi_devpool_class_bytes(size_t bytes)
+{
+    size_t cb;
+
+    return size_class(bytes, &cb) < POOL_CLASSES ? cb : bytes;
+}
+
 static tw_status
-pool_create(int ordinal, bool host, twi_devpool **out)
+pool_create(int ordinal, bool host, size_t budget, twi_devpool **out)
 {
     twi_devpool *p = calloc(1, sizeof *p);
 
@@ -122,9 +167,13 @@ pool_create(int ordinal, bool host, twi_devpool **out)
         return TW_E_NOMEM;
     p->ordinal = ordinal;
     p->host = host;
-    /* Device blocks stay cached until an allocation fails; pinned host memory is taken from
-     * the whole machine, so keep at most 1 GiB of it idle. */
+    p->budget = budget;
+    /* Device blocks stay cached until an allocation needs the room; pinned host memory is
+     * taken from the whole machine, so keep at most 1 GiB of it idle. */
     p->cache_cap = host ? (size_t)1 << 30 : SIZE_MAX;
+    atomic_init(&p->hard, 0);
+    atomic_init(&p->high, 0);
+    atomic_init(&p->evictions, 0);
     if (pthread_mutex_init(&p->lock, NULL) != 0) {
         free(p);
         return TW_E_NOMEM;
@@ -134,15 +183,15 @@ pool_create(int ordinal, bool host, twi_devpool **out)
 }
 
 tw_status
-twi_devpool_create(int ordinal, twi_devpool **out)
+twi_devpool_create(int ordinal, size_t budget, twi_devpool **out)
 {
-    return pool_create(ordinal, false, out);
+    return pool_create(ordinal, false, budget ? budget : SIZE_MAX, out);
 }
 
 tw_status
 twi_hostpool_create(int ordinal, twi_devpool **out)
 {
-    return pool_create(ordinal, true, out);
+    return pool_create(ordinal, true, SIZE_MAX, out);
 }
 
 static cudaError_t
@@ -161,6 +210,17 @@ block_free(const twi_devpool *p, void *ptr)
         (void)cudaFree(ptr);
 }
 
+/* Refresh the lock-free mirrors. Under p->lock. */
+static void
+publish(twi_devpool *p)
+{
+    size_t total = p->bytes_live + p->bytes_cached;
+
+    atomic_store_explicit(&p->hard, p->bytes_live - p->bytes_idle_rep, memory_order_relaxed);
+    if (total > atomic_load_explicit(&p->high, memory_order_relaxed))
+        atomic_store_explicit(&p->high, total, memory_order_relaxed);
+}
+
 /* Give every cached block back to the driver. Under p->lock. */
 static void
 trim(twi_devpool *p)
@@ -176,6 +236,153 @@ trim(twi_devpool *p)
     p->bytes_cached = 0;
 }
 
+/* Give the largest cached block back to the driver; false when none is cached. */
+static bool
+free_one_cached(twi_devpool *p)
+{
+    for (int c = POOL_CLASSES - 1; c >= 0; c--) {
+        pool_list *l = &p->free_list[c];
+
+        if (l->n == 0)
+            continue;
+        block_free(p, l->ptr[--l->n]);
+        p->bytes_cached -= class_size(c);
+        return true;
+    }
+    return false;
+}
+
+static void
+lru_unlink(twi_devpool *p, twi_replica *r)
+{
+    if (r->lru_prev)
+        r->lru_prev->lru_next = r->lru_next;
+    else
+        p->lru_head = r->lru_next;
+    if (r->lru_next)
+        r->lru_next->lru_prev = r->lru_prev;
+    else
+        p->lru_tail = r->lru_prev;
+    r->lru_prev = r->lru_next = NULL;
+}
+
+static void
+lru_append(twi_devpool *p, twi_replica *r)
+{
+    r->lru_next = NULL;
+    r->lru_prev = p->lru_tail;
+    if (p->lru_tail)
+        p->lru_tail->lru_next = r;
+    else
+        p->lru_head = r;
+    p->lru_tail = r;
+}
+
+/* Take the block away from an idle replica (it then has none) and return it. */
+static void *
+detach(twi_devpool *p, twi_replica *r)
+{
+    void *ptr = r->d_ptr;
+
+    lru_unlink(p, r);
+    p->bytes_idle_rep -= r->tile->dev_bytes;
+    r->d_ptr = NULL;
+    atomic_store_explicit(&r->version, 0, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->evictions, 1, memory_order_relaxed);
+    return ptr;
+}
+
+/* Evict the least recently used idle replica; false when there is none. */
+static bool
+evict_one(twi_devpool *p)
+{
+    twi_replica *r = p->lru_head;
+    size_t cb;
+
+    if (!r)
+        return false;
+    cb = r->tile->dev_bytes;
+    block_free(p, detach(p, r));
+    p->bytes_live -= cb;
+    return true;
+}
+
+/* Put a live block of class c into its free list (or back to the driver). */
+static void
+give_back(twi_devpool *p, void *ptr, int c, size_t cb)
+{
+    pool_list *l = &p->free_list[c];
+
+    p->bytes_live -= cb;
+    if (p->bytes_cached + cb > p->cache_cap) {
+        block_free(p, ptr);
+        return;
+    }
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 8;
+        void **np = realloc(l->ptr, cap * sizeof *np);
+
+        if (!np) {
+            /* No room to cache it: hand it straight back to the driver. */
+            block_free(p, ptr);
+            return;
+        }
+        l->ptr = np;
+        l->cap = cap;
+    }
+    l->ptr[l->n++] = ptr;
+    p->bytes_cached += cb;
+}
+
+/* A live block of class c (cb bytes), within the budget; NULL when there is no room. Under
+ * p->lock. */
+static void *
+take_block(twi_devpool *p, int c, size_t cb)
+{
+    void *ptr = NULL;
+    cudaError_t e;
+
+    if (p->free_list[c].n > 0) {
+        p->bytes_cached -= cb;
+        p->bytes_live += cb;
+        return p->free_list[c].ptr[--p->free_list[c].n];
+    }
+    if (p->bytes_live + p->bytes_cached + cb > p->budget) {
+        int rc;
+        size_t rcb;
+
+        /* An idle replica of the same class changes hands without a driver call (cudaFree
+         * waits for the whole device). */
+        for (twi_replica *r = p->lru_head; r; r = r->lru_next) {
+            rc = size_class(r->tile->bytes, &rcb);
+            if (rc == c)
+                return detach(p, r); /* stays live: it only changes owner */
+        }
+        while (p->bytes_live + p->bytes_cached + cb > p->budget)
+            if (!free_one_cached(p) && !evict_one(p))
+                return NULL;
+    }
+    e = block_alloc(p, &ptr, cb);
+    if (e == cudaErrorMemoryAllocation) {
+        /* The driver ran out below the budget (other users, fragmentation): free what the
+         * pool holds idle, then evict replicas one by one. */
+        (void)cudaGetLastError();
+        trim(p);
+        while ((e = block_alloc(p, &ptr, cb)) == cudaErrorMemoryAllocation) {
+            (void)cudaGetLastError();
+            if (!evict_one(p))
+                break;
+        }
+    }
+    if (e != cudaSuccess) {
+        /* Allocation failures are not sticky; clear them so the next call starts clean. */
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    p->bytes_live += cb;
+    return ptr;
+}
+
 void
 twi_devpool_destroy(twi_devpool *p)
 {
@@ -184,6 +391,13 @@ twi_devpool_destroy(twi_devpool *p)
     if (!p)
         return;
     pthread_mutex_lock(&p->lock);
+    /* Tiles outliving the workers lose their replicas here. */
+    while (p->lru_head) {
+        size_t cb = p->lru_head->tile->dev_bytes;
+
+        block_free(p, detach(p, p->lru_head));
+        p->bytes_live -= cb;
+    }
     trim(p);
     pthread_mutex_unlock(&p->lock);
     for (c = 0; c < POOL_CLASSES; c++)
@@ -198,35 +412,15 @@ twi_devpool_destroy(twi_devpool *p)
 void *
 twi_devpool_alloc(twi_devpool *p, size_t bytes)
 {
-    void *d_ptr = NULL;
+    void *d_ptr;
     size_t cb;
     int c = size_class(bytes, &cb);
-    cudaError_t e;
 
     if (c >= POOL_CLASSES)
         return NULL;
     pthread_mutex_lock(&p->lock);
-    if (p->free_list[c].n > 0) {
-        d_ptr = p->free_list[c].ptr[--p->free_list[c].n];
-        p->bytes_cached -= cb;
-        p->bytes_live += cb;
-        pthread_mutex_unlock(&p->lock);
-        return d_ptr;
-    }
-    e = block_alloc(p, &d_ptr, cb);
-    if (e == cudaErrorMemoryAllocation && p->bytes_cached > 0) {
-        /* Blocks cached for other sizes may be what stands in the way: free them and retry. */
-        (void)cudaGetLastError();
-        trim(p);
-        e = block_alloc(p, &d_ptr, cb);
-    }
-    if (e != cudaSuccess) {
-        /* Allocation failures are not sticky; clear them so the next call starts clean. */
-        (void)cudaGetLastError();
-        d_ptr = NULL;
-    } else {
-        p->bytes_live += cb;
-    }
+    d_ptr = take_block(p, c, cb);
+    publish(p);
     pthread_mutex_unlock(&p->lock);
     return d_ptr;
 }
@@ -236,42 +430,120 @@ twi_devpool_free(twi_devpool *p, void *d_ptr, size_t bytes)
 {
     size_t cb;
     int c = size_class(bytes, &cb);
-    pool_list *l;
 
     if (!d_ptr || c >= POOL_CLASSES)
         return;
     pthread_mutex_lock(&p->lock);
-    l = &p->free_list[c];
-    p->bytes_live -= cb;
-    if (p->bytes_cached + cb > p->cache_cap) {
-        block_free(p, d_ptr);
-        pthread_mutex_unlock(&p->lock);
-        return;
-    }
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 8;
-        void **np = realloc(l->ptr, cap * sizeof *np);
+    give_back(p, d_ptr, c, cb);
+    publish(p);
+    pthread_mutex_unlock(&p->lock);
+}
 
-        if (!np) {
-            /* No room to cache it: hand it straight back to the driver. */
-            block_free(p, d_ptr);
-            pthread_mutex_unlock(&p->lock);
-            return;
+size_t
+twi_devpool_high_water(const twi_devpool *p)
+{
+    return p ? atomic_load_explicit(&p->high, memory_order_relaxed) : 0;
+}
+
+size_t
+twi_devpool_hard_bytes(const twi_devpool *p)
+{
+    return p ? atomic_load_explicit(&p->hard, memory_order_relaxed) : 0;
+}
+
+uint64_t
+twi_devpool_evictions(const twi_devpool *p)
+{
+    return p ? (uint64_t)atomic_load_explicit(&p->evictions, memory_order_relaxed) : 0;
+}
+
+void *
+twi_replica_pin(twi_devpool *p, tw_tile *tile, int gi, bool *current)
+{
+    twi_replica *r = &tile->rep[gi];
+    size_t cb;
+    int c = size_class(tile->bytes, &cb);
+    void *ptr = NULL;
+
+    *current = false;
+    if (c >= POOL_CLASSES)
+        return NULL;
+    pthread_mutex_lock(&p->lock);
+    if (r->d_ptr) {
+        uint64_t v = atomic_load_explicit(&r->version, memory_order_relaxed);
+
+        if (r->pins == 0) {
+            lru_unlink(p, r);
+            p->bytes_idle_rep -= cb;
         }
-        l->ptr = np;
-        l->cap = cap;
+        r->pins++;
+        *current = v != 0 && v == atomic_load_explicit(&tile->version, memory_order_relaxed);
+        ptr = r->d_ptr;
+    } else if ((ptr = take_block(p, c, cb))) {
+        r->d_ptr = ptr;
+        r->pins = 1;
+        atomic_store_explicit(&r->version, 0, memory_order_relaxed);
     }
-    l->ptr[l->n++] = d_ptr;
-    p->bytes_cached += cb;
+    publish(p);
+    pthread_mutex_unlock(&p->lock);
+    return ptr;
+}
+
+void
+twi_replica_unpin(twi_devpool *p, tw_tile *tile, int gi, uint64_t version)
+{
+    twi_replica *r = &tile->rep[gi];
+    size_t cb;
+    int c = size_class(tile->bytes, &cb);
+
+    pthread_mutex_lock(&p->lock);
+    if (r->d_ptr && r->pins > 0) {
+        atomic_store_explicit(&r->version, version, memory_order_relaxed);
+        if (--r->pins == 0) {
+            if (version && version == atomic_load_explicit(&tile->version, memory_order_relaxed)) {
+                lru_append(p, r);
+                p->bytes_idle_rep += cb;
+            } else {
+                /* Stale or half-written: versions only grow, it can never be used again. */
+                give_back(p, r->d_ptr, c, cb);
+                r->d_ptr = NULL;
+                atomic_store_explicit(&r->version, 0, memory_order_relaxed);
+            }
+        }
+    }
+    publish(p);
+    pthread_mutex_unlock(&p->lock);
+}
+
+void
+twi_replica_drop(twi_devpool *p, tw_tile *tile, int gi)
+{
+    twi_replica *r = &tile->rep[gi];
+    size_t cb;
+    int c = size_class(tile->bytes, &cb);
+
+    pthread_mutex_lock(&p->lock);
+    if (r->d_ptr) {
+        /* A task holds a reference on each of its tiles, so nothing pins a dying tile. */
+        if (r->pins == 0) {
+            lru_unlink(p, r);
+            p->bytes_idle_rep -= cb;
+        }
+        give_back(p, r->d_ptr, c, cb);
+        r->d_ptr = NULL;
+        atomic_store_explicit(&r->version, 0, memory_order_relaxed);
+    }
+    publish(p);
     pthread_mutex_unlock(&p->lock);
 }
 
 #else /* !TW_HAVE_CUDA: no device memory exists */
 
 tw_status
-twi_devpool_create(int ordinal, twi_devpool **out)
+twi_devpool_create(int ordinal, size_t budget, twi_devpool **out)
 {
     (void)ordinal;
+    (void)budget;
     *out = NULL;
     return TW_E_NODEV;
 }
@@ -304,6 +576,60 @@ twi_devpool_free(twi_devpool *p, void *d_ptr, size_t bytes)
     (void)p;
     (void)d_ptr;
     (void)bytes;
+}
+
+size_t
+twi_devpool_class_bytes(size_t bytes)
+{
+    return bytes;
+}
+
+size_t
+twi_devpool_high_water(const twi_devpool *p)
+{
+    (void)p;
+    return 0;
+}
+
+size_t
+twi_devpool_hard_bytes(const twi_devpool *p)
+{
+    (void)p;
+    return 0;
+}
+
+uint64_t
+twi_devpool_evictions(const twi_devpool *p)
+{
+    (void)p;
+    return 0;
+}
+
+void *
+twi_replica_pin(twi_devpool *p, tw_tile *tile, int gi, bool *current)
+{
+    (void)p;
+    (void)tile;
+    (void)gi;
+    *current = false;
+    return NULL;
+}
+
+void
+twi_replica_unpin(twi_devpool *p, tw_tile *tile, int gi, uint64_t version)
+{
+    (void)p;
+    (void)tile;
+    (void)gi;
+    (void)version;
+}
+
+void
+twi_replica_drop(twi_devpool *p, tw_tile *tile, int gi)
+{
+    (void)p;
+    (void)tile;
+    (void)gi;
 }
 
 #endif /* TW_HAVE_CUDA */

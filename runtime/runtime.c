@@ -16,7 +16,7 @@
  */
 
 static const tw_sched_policy *const policies[] = {&twi_sched_fcfs, &twi_sched_fair,
-                                                  &twi_sched_pats};
+                                                  &twi_sched_pats, &twi_sched_locality};
 
 static tw_status
 get_int(const tw_config *cfg, const char *key, int64_t *v, tw_error *err)
@@ -117,19 +117,92 @@ out:
     return st;
 }
 
-unsigned
-twi_worker_variant(const tw_worker *w, const tw_task *t)
+/* The variant w would run t with, budgets of host memory aside. */
+static unsigned
+worker_device(const tw_worker *w, const tw_task *t)
 {
     const tw_task_kind *k = t->kind;
 
     if (w->type == TW_DEVICE_CUDA && (t->variants & TW_DEVICE_CUDA) &&
-        (!k->can_run || k->can_run(t->arg, TW_DEVICE_CUDA)))
-        return TW_DEVICE_CUDA;
-    /* A GPU manager runs CPU variants only when the runtime has no CPU worker (w->runs). */
+        (!k->can_run || k->can_run(t->arg, TW_DEVICE_CUDA))) {
+        /* The GPU takes a task only when its whole working set (its tiles) fits beside the
+         * tasks it has in flight: no eviction ping-pong. With nothing in flight everything
+         * fits that fits the budget, so a refusal lasts only while the GPU is busy. */
+        int fit = twi_gpu_fit(w, t);
+
+        if (fit > 0)
+            return TW_DEVICE_CUDA;
+        if (fit == 0)
+            return 0;
+        /* Larger than the whole budget: a CPU worker's, when one can run it; else the GPU
+         * takes it and fails it with a message naming the budget. */
+        if (!(w->rt->runs & t->variants & TW_DEVICE_CPU) ||
+            (k->can_run && !k->can_run(t->arg, TW_DEVICE_CPU)))
+            return TW_DEVICE_CUDA;
+    }
+    /* A GPU manager runs CPU variants only when the runtime has no CPU worker (w->runs).
+     * A task retried after a CUDA failure runs on the CPU whatever can_run prefers. */
     if ((w->runs & TW_DEVICE_CPU) && (t->variants & TW_DEVICE_CPU) &&
-        (!k->can_run || k->can_run(t->arg, TW_DEVICE_CPU)))
+        (t->cpu_retry || !k->can_run || k->can_run(t->arg, TW_DEVICE_CPU)))
         return TW_DEVICE_CPU;
     return 0;
+}
+
+/* Could an idle worker start t now? Under rt->lock. */
+static bool
+idle_could_run(const tw_runtime *rt, const tw_task *t)
+{
+    for (int i = 0; i < rt->n_idle; i++)
+        if (worker_device(rt->idle[i], t))
+            return true;
+    return false;
+}
+
+unsigned
+twi_worker_variant(const tw_worker *w, const tw_task *t)
+{
+    unsigned v = worker_device(w, t);
+
+    /* Host budget (runtime/budget.c): a task whose working set does not fit stays queued and
+     * the tasks behind it pass it. */
+    if (v && w->rt->budget && !twi_budget_fits(w, t))
+        return 0;
+    /* A GPU manager's prefetch takes a task that would wait behind its current one: leave
+     * those an idle worker can start now to it (the end of a round of tasks, a second GPU). */
+    if (v && w->prefetching && idle_could_run(w->rt, t))
+        return 0;
+    return v;
+}
+
+/* After a pop, under the scheduler lock: the variant to run t with (0: drop it, its job is
+ * stopping), its host memory reserved. Not twi_worker_variant() again: the pop applied the
+ * budget, and a second look could refuse a task that is no longer in any queue. */
+static unsigned
+worker_dispatch(tw_worker *w, tw_task *t)
+{
+    unsigned v = twi_job_stopping(t->job) ? 0u : worker_device(w, t);
+
+    if (v && w->rt->budget)
+        twi_budget_dispatch(w, t);
+    return v;
+}
+
+void
+twi_sched_wake_idle(tw_runtime *rt, bool try_lock)
+{
+    if (try_lock) {
+        if (pthread_mutex_trylock(&rt->lock) != 0)
+            return;
+    } else {
+        pthread_mutex_lock(&rt->lock);
+    }
+    while (rt->n_idle > 0) {
+        tw_worker *w = rt->idle[--rt->n_idle];
+
+        w->idle = false;
+        pthread_cond_signal(&w->cond);
+    }
+    pthread_mutex_unlock(&rt->lock);
 }
 
 /* Wake the most recently idle worker able to take t. Under rt->lock. */
@@ -166,7 +239,77 @@ twi_sched_push_list(tw_runtime *rt, tw_task *head)
         if (rt->n_idle > 0)
             wake_for(rt, t);
     }
+    /* Host budget: a task refused for memory while nothing runs waits for an event that will
+     * not come; an idle worker takes it through the stall pop (worker_pop). */
+    if (rt->budget && rt->n_idle > 0 && twi_budget_stalled(rt)) {
+        while (rt->n_idle > 0) {
+            tw_worker *w = rt->idle[--rt->n_idle];
+
+            w->idle = false;
+            pthread_cond_signal(&w->cond);
+        }
+    }
     pthread_mutex_unlock(&rt->lock);
+}
+
+tw_task *
+twi_worker_prefetch(tw_worker *w, unsigned *variant)
+{
+    tw_runtime *rt = w->rt;
+    tw_task *t = NULL;
+
+    *variant = 0;
+    pthread_mutex_lock(&rt->lock);
+    w->prefetching = true;
+    if (!rt->stopping && (t = rt->sched.policy->pop(&rt->sched, w)))
+        *variant = worker_dispatch(w, t);
+    w->prefetching = false;
+    pthread_mutex_unlock(&rt->lock);
+    return t;
+}
+
+/* Run (or drop, variant 0) t on w, outside the scheduler lock. */
+static void
+run_task(tw_worker *w, tw_task *t, unsigned variant)
+{
+    /* CUDA variants bump in twi_cuda_run, once their buffers are staged. */
+    if (variant == TW_DEVICE_CPU)
+        twi_task_bump_written(t);
+    twi_task_execute(w, t, variant);
+}
+
+/* A GPU manager's task popped during its previous task (w->pf_task, staged or not): run it,
+ * or drop it when its job stopped, then give back what staging took if it was not used. */
+static void
+run_prefetched(tw_worker *w)
+{
+    tw_task *t = w->pf_task;
+    unsigned variant = twi_job_stopping(t->job) ? 0u : w->pf_variant;
+
+    if (variant != TW_DEVICE_CUDA)
+        twi_cuda_unstage(w);
+    run_task(w, t, variant);
+    /* twi_cuda_run took it over (and may have popped the next) unless it did not run. */
+    if (w->pf_task == t) {
+        twi_cuda_unstage(w);
+        w->pf_task = NULL;
+    }
+    twi_task_release(t); /* the reference prefetch took */
+}
+
+/* The policy's pop; under a host budget, when nothing runs and tasks wait for memory that
+ * only spilling can give (or none: a task larger than the budget), the oldest goes anyway. */
+static tw_task *
+worker_pop(tw_worker *w)
+{
+    tw_runtime *rt = w->rt;
+    tw_task *t = rt->sched.policy->pop(&rt->sched, w);
+
+    if (!t && rt->budget && twi_budget_stall(rt, true)) {
+        t = rt->sched.policy->pop(&rt->sched, w);
+        twi_budget_stall(rt, false);
+    }
+    return t;
 }
 
 static void
@@ -175,17 +318,24 @@ worker_loop(tw_worker *w)
     tw_runtime *rt = w->rt;
 
     pthread_mutex_lock(&rt->lock);
-    while (!rt->stopping) {
-        tw_task *t = rt->sched.policy->pop(&rt->sched, w);
+    while (!rt->stopping || w->pf_task) {
+        tw_task *t;
         int i;
 
-        if (t) {
+        if (w->pf_task) {
+            /* Popped while the previous task ran; run it even when the runtime stops. */
+            pthread_mutex_unlock(&rt->lock);
+            run_prefetched(w);
+            pthread_mutex_lock(&rt->lock);
+            continue;
+        }
+        if ((t = worker_pop(w))) {
             /* can_run() hooks are promised the lock, so the variant is chosen here. */
-            unsigned variant = twi_job_stopping(t->job) ? 0u : twi_worker_variant(w, t);
+            unsigned variant = worker_dispatch(w, t);
 
             /* Never hold the scheduler lock while a variant runs. */
             pthread_mutex_unlock(&rt->lock);
-            twi_task_execute(w, t, variant);
+            run_task(w, t, variant);
             pthread_mutex_lock(&rt->lock);
             continue;
         }
@@ -302,6 +452,8 @@ plan_workers(tw_runtime *rt, int64_t cpu_workers, int team, tw_error *err)
         atomic_init(&w->busy_ns, 0);
         atomic_init(&w->bytes_up, 0);
         atomic_init(&w->bytes_down, 0);
+        atomic_init(&w->bytes_hit, 0);
+        atomic_init(&w->tasks_retried, 0);
         w->start_ns = twi_trace_now();
         if (i < n_cpu) {
             w->type = TW_DEVICE_CPU;
@@ -412,9 +564,12 @@ tw_runtime_create(const tw_config *cfg, tw_runtime **out, tw_error *err)
             rt->sched.policy = policies[i];
     if (!rt->sched.policy) {
         st = twi_error_set(err, TW_E_INVALID,
-                           "runtime: unknown runtime.policy '%s' (fcfs, fair, pats)", policy);
+                           "runtime: unknown runtime.policy '%s' (fcfs, fair, pats, locality)",
+                           policy);
         goto out;
     }
+    if ((st = twi_fault_setup(rt, err)) != TW_OK)
+        goto out;
     if ((st = twi_topo_load(&rt->topo, err)) != TW_OK)
         goto out;
     if (*trace && (st = twi_trace_open(rt, trace, err)) != TW_OK)
@@ -437,7 +592,8 @@ tw_runtime_create(const tw_config *cfg, tw_runtime **out, tw_error *err)
     /* Host tiles are pinned when GPUs take part, so their copies run asynchronously. */
     if (rt->n_gpus > 0 && twi_hostpool_create(rt->gpus[0].ordinal, &rt->host_pool) != TW_OK)
         rt->host_pool = NULL;
-    if ((st = plan_workers(rt, cpu_workers, (int)team, err)) != TW_OK)
+    if ((st = plan_workers(rt, cpu_workers, (int)team, err)) != TW_OK ||
+        (st = twi_budget_create(rt, err)) != TW_OK)
         goto out;
 
     if (pthread_mutex_init(&rt->lock, NULL) != 0) {
@@ -451,10 +607,8 @@ tw_runtime_create(const tw_config *cfg, tw_runtime **out, tw_error *err)
     }
     rt->lock_init = true;
     rt->sched.rt = rt;
-    if (rt->sched.policy->uses_models && twi_models_create(&rt->models) != TW_OK) {
-        st = twi_error_set(err, TW_E_NOMEM, "runtime: out of memory");
+    if ((st = twi_models_open(rt, err)) != TW_OK)
         goto out;
-    }
     if ((st = rt->sched.policy->init(&rt->sched)) != TW_OK) {
         st = twi_error_set(err, st, "runtime: cannot start the %s policy", rt->sched.policy->name);
         goto out;
@@ -494,7 +648,7 @@ tw_runtime_destroy(tw_runtime *rt)
     twi_trace_close(rt);
     if (rt->sched_init)
         rt->sched.policy->fini(&rt->sched);
-    twi_models_destroy(rt->models);
+    twi_models_close(rt);
     for (i = 0; i < rt->n_workers; i++) {
         if (rt->workers[i].cond_init)
             pthread_cond_destroy(&rt->workers[i].cond);
@@ -509,6 +663,7 @@ tw_runtime_destroy(tw_runtime *rt)
     free(rt->gpus);
     free(rt->workers);
     free(rt->idle);
+    twi_budget_destroy(rt);
     twi_devpool_destroy(rt->host_pool);
     twi_topo_fini(&rt->topo);
     tw_config_destroy(rt->cfg);
@@ -571,6 +726,9 @@ tw_runtime_get_worker(const tw_runtime *rt, int i, tw_worker_info *out)
     out->alive_s = 1e-9 * (double)(twi_trace_now() - w->start_ns);
     out->bytes_to_gpu = (uint64_t)atomic_load_explicit(&w->bytes_up, memory_order_relaxed);
     out->bytes_from_gpu = (uint64_t)atomic_load_explicit(&w->bytes_down, memory_order_relaxed);
+    out->bytes_gpu_resident =
+        (uint64_t)atomic_load_explicit(&w->bytes_hit, memory_order_relaxed);
+    out->tasks_retried = (uint64_t)atomic_load_explicit(&w->tasks_retried, memory_order_relaxed);
     return TW_OK;
 }
 

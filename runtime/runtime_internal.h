@@ -37,6 +37,7 @@ struct tw_sched {
 TWI_HIDDEN extern const tw_sched_policy twi_sched_fcfs;
 TWI_HIDDEN extern const tw_sched_policy twi_sched_fair;
 TWI_HIDDEN extern const tw_sched_policy twi_sched_pats;
+TWI_HIDDEN extern const tw_sched_policy twi_sched_locality;
 
 /* The FIFOs both policies keep, indexed by a task's variant mask (1 = CPU only, 2 = CUDA
  * only, 3 = both), tasks linked through t->next and stamped with t->seq at push. */
@@ -53,21 +54,53 @@ TWI_HIDDEN tw_task *twi_fifo_take_oldest(twi_fifo q[TWI_SCHED_CLASSES], const tw
 TWI_HIDDEN void twi_fifo_unlink(twi_fifo *q, tw_task *prev, tw_task *t);
 
 /* ---- cost models (runtime/model.c): seconds per unit (pixel of the task's tiles) of a task
- * kind on a device type, the median of the last runs. Thread-safe. */
+ * kind on a device, per size bucket (floor(log2(units))) and content-feature bucket (the kind's
+ * `feature` hook), the median of the last TWI_MODEL_SAMPLES runs; kept in the runtime.models
+ * file across runs. Thread-safe. Devices are slots: a type and a name (CPU model, GPU name). */
+#define TWI_MODEL_SAMPLES 32
+#define TWI_MODEL_MIN_SAMPLES 3
 typedef struct twi_models twi_models;
 
 TWI_HIDDEN tw_status twi_models_create(twi_models **out);
 TWI_HIDDEN void twi_models_destroy(twi_models *ms); /* NULL is a no-op */
+/* The slot of a device (registered on first use); -1 when out of memory or a bad type. */
+TWI_HIDDEN int twi_models_device(twi_models *ms, tw_device_type type, const char *name);
+/* This machine's devices: the CPU and the runtime's GPUs (rt->gpus order). Without GPUs a
+ * placeholder GPU slot (never saved) stands for "the GPU" of twi_models_local. */
+TWI_HIDDEN tw_status twi_models_set_local(twi_models *ms, const char *cpu_name, int n_gpus,
+                                          const char *const *gpu_names);
+/* The slot of the local CPU (type CPU), or of the runtime's GPU `gpu` (index into rt->gpus;
+ * -1 or out of range: the first GPU, or the placeholder); -1 when not set. */
+TWI_HIDDEN int twi_models_local(const twi_models *ms, tw_device_type type, int gpu);
+/* Buckets: floor(log2(units)) (units < 1 count as 1); a feature in [0, 1] (0 = unknown for
+ * negative or NaN, 1 = exactly 0, then (0, 4^-8], ..., (1/4, 1] up to 10; above 1 is 10). */
+TWI_HIDDEN int twi_model_size_bucket(int64_t units);
+TWI_HIDDEN int twi_model_feature_bucket(double feature);
 TWI_HIDDEN int64_t twi_task_units(const tw_task *t);
-/* Add one observation (ignored when units < 1 or seconds is negative or NaN). */
-TWI_HIDDEN void twi_model_record(twi_models *ms, const tw_task_kind *kind, unsigned dev,
-                                 int64_t units, double seconds);
-/* Expected seconds for `units` units, or -1 while the model has fewer than 3 samples. */
-TWI_HIDDEN double twi_model_estimate(twi_models *ms, const tw_task_kind *kind, unsigned dev,
-                                     int64_t units);
-/* A kind's expected CPU time over its GPU time (the same for any units), NAN while either
- * model is unknown. */
-TWI_HIDDEN double twi_model_speedup(twi_models *ms, const tw_task_kind *kind);
+/* Add one observation of `seconds` for a task of `units` units and content `feature` (< 0:
+ * none) on device slot dev (ignored when dev < 0, units < 1, or seconds is negative or NaN). */
+TWI_HIDDEN void twi_model_record(twi_models *ms, const tw_task_kind *kind, int dev,
+                                 int64_t units, double feature, double seconds);
+/* Expected seconds for `units` units: the exact bucket's median when it has 3 samples, else
+ * the nearest size bucket's (any feature) scaled per unit; -1 when unknown. */
+TWI_HIDDEN double twi_model_estimate(twi_models *ms, const tw_task_kind *kind, int dev,
+                                     int64_t units, double feature);
+/* Expected time on slot cpu_dev over time on slot gpu_dev for a task of size bucket sb and
+ * feature bucket fb (with the fallback of twi_model_estimate); NAN while either is unknown. */
+TWI_HIDDEN double twi_model_speedup(twi_models *ms, const tw_task_kind *kind, int cpu_dev,
+                                    int gpu_dev, int sb, int fb);
+/* A task's buckets, computed once (the feature hook is called here): when it becomes ready
+ * (policies, under the scheduler lock) or before it runs. Then twi_model_key_size/_feature. */
+TWI_HIDDEN void twi_model_task_key(tw_task *t);
+TWI_HIDDEN int twi_model_key_size(const tw_task *t);
+TWI_HIDDEN int twi_model_key_feature(const tw_task *t);
+/* Record that t ran `variant` on w in `seconds` (w->rt->models must not be NULL). */
+TWI_HIDDEN void twi_model_task_ran(tw_worker *w, tw_task *t, unsigned variant, double seconds);
+/* At runtime creation: rt->models when the policy uses models or runtime.models names a file
+ * (read now; a missing or bad file is a warning at most); else rt->models stays NULL. */
+TWI_HIDDEN tw_status twi_models_open(tw_runtime *rt, tw_error *err);
+/* At destruction, after the workers stopped: merge the new samples into the file, free. */
+TWI_HIDDEN void twi_models_close(tw_runtime *rt);
 
 /* ---- topology (runtime/topology.c) */
 typedef struct twi_topo {
@@ -101,6 +134,10 @@ typedef struct twi_gpu {
     int ordinal;            /* CUDA device ordinal */
     tw_gpu_info info;
     hwloc_bitmap_t near;    /* cores near the device (may be empty when unknown) */
+    /* Set by the manager thread before it reports ready, then constant: its pool (which
+     * also holds the tiles' replicas on this GPU) and that pool's budget in bytes. */
+    twi_devpool *pool;
+    size_t budget;
 } twi_gpu;
 
 /* CUDA devices present; 0 (and an INFO log) when the driver or device is missing. */
@@ -110,8 +147,21 @@ TWI_HIDDEN tw_status twi_cuda_describe(hwloc_topology_t topo, int ordinal, twi_g
 /* On the manager thread: make the device current, create the stream and the pool. */
 TWI_HIDDEN tw_status twi_cuda_worker_start(tw_worker *w, tw_error *err);
 TWI_HIDDEN void twi_cuda_worker_stop(tw_worker *w);
-/* Run the CUDA variant of t on w (transfers, launch, synchronise, write back). */
+/* Run the CUDA variant of t on w: its uploads (or the ones staged while the previous task
+ * ran), launch, downloads of W/RW tiles; meanwhile pop and stage the next task
+ * (w->pf_task). Returns once t's downloads are done (runtime/worker_cuda.c). */
 TWI_HIDDEN tw_status twi_cuda_run(tw_worker *w, tw_task_ctx *ctx);
+/* Give back what staging took for w->pf_task (waits for its uploads); w->pf_task stays. */
+TWI_HIDDEN void twi_cuda_unstage(tw_worker *w);
+/* Does t fit on w's GPU: 1 its tiles fit in what the budget leaves beside the tasks in
+ * flight, 0 not now, -1 never (its tiles exceed the whole budget). Under the scheduler lock;
+ * lock-free. Always 1 without CUDA. */
+TWI_HIDDEN int twi_gpu_fit(const tw_worker *w, const tw_task *t);
+/* Pop the next task for a GPU manager while its current task runs (its variant in *variant,
+ * 0 to drop it). NULL when nothing fits, when an idle worker could start each candidate now
+ * (it would wait here), or when the runtime is stopping. Takes the scheduler lock
+ * (runtime/runtime.c). */
+TWI_HIDDEN tw_task *twi_worker_prefetch(tw_worker *w, unsigned *variant);
 TWI_HIDDEN void *twi_cuda_scratch(tw_task_ctx *ctx, size_t bytes);
 TWI_HIDDEN tw_status twi_cuda_copy(tw_task_ctx *ctx, void *dst, const void *src, size_t bytes,
                                   bool to_host);
@@ -123,13 +173,33 @@ TWI_HIDDEN void *twi_host_alloc(twi_devpool *pinned_pool, size_t bytes, bool *pi
 TWI_HIDDEN void twi_host_free(twi_devpool *pinned_pool, void *p, size_t bytes, bool pinned);
 /* A caching device allocator for one GPU: free lists by size class, cudaMalloc on a miss,
  * everything cudaFree'd at destroy. Thread-safe. Create and destroy with the device current. */
-TWI_HIDDEN tw_status twi_devpool_create(int ordinal, twi_devpool **out);
+/* The device pool also keeps the tiles' replicas on its GPU (see the tile section) and never
+ * holds more than `budget` bytes, in use and cached together: an allocation that would go
+ * beyond first frees idle blocks and evicts idle replicas (least recently used first), then
+ * fails. */
+TWI_HIDDEN tw_status twi_devpool_create(int ordinal, size_t budget, twi_devpool **out);
 TWI_HIDDEN void twi_devpool_destroy(twi_devpool *p);
 /* The same allocator over pinned host memory (cudaHostAlloc, portable), keeping at most
- * 1 GiB idle; one per runtime with GPUs, for host tiles. */
+ * 1 GiB idle; one per runtime with GPUs, for host tiles. No budget, no replicas. */
 TWI_HIDDEN tw_status twi_hostpool_create(int ordinal, twi_devpool **out);
 TWI_HIDDEN void *twi_devpool_alloc(twi_devpool *p, size_t bytes); /* NULL: out of memory */
 TWI_HIDDEN void twi_devpool_free(twi_devpool *p, void *d_ptr, size_t bytes);
+/* The block size the pool hands out for a request of `bytes` (its size class). */
+TWI_HIDDEN size_t twi_devpool_class_bytes(size_t bytes);
+/* Instrumentation, lock-free: the most bytes the pool ever held (in use + cached), the bytes
+ * in use that cannot be evicted (pinned replicas, task buffers, scratch), replicas evicted. */
+TWI_HIDDEN size_t twi_devpool_high_water(const twi_devpool *p);
+TWI_HIDDEN size_t twi_devpool_hard_bytes(const twi_devpool *p);
+TWI_HIDDEN uint64_t twi_devpool_evictions(const twi_devpool *p);
+/* Pin tile's replica on the pool's GPU (index gi), allocating its block when it has none
+ * (NULL: no room under the budget, or out of memory). *current: the block holds the tile's
+ * current version (no upload needed). The pool's own thread only. */
+TWI_HIDDEN void *twi_replica_pin(twi_devpool *p, tw_tile *tile, int gi, bool *current);
+/* Unpin; `version` is what the block holds now (0: nothing worth keeping). An unpinned
+ * replica holding the tile's current version stays cached (LRU); any other goes back. */
+TWI_HIDDEN void twi_replica_unpin(twi_devpool *p, tw_tile *tile, int gi, uint64_t version);
+/* Free tile's replica on that pool (the tile is being freed; any thread). */
+TWI_HIDDEN void twi_replica_drop(twi_devpool *p, tw_tile *tile, int gi);
 
 /* ---- traces (runtime/trace.c): Chrome trace-event JSON of every task and GPU transfer */
 typedef struct twi_trace_ev {
@@ -143,12 +213,15 @@ typedef struct twi_trace_lane {
     int64_t dropped;
 } twi_trace_lane;
 
-/* Lanes of a worker: its thread's tasks; on GPU managers also the stream's copies and its
- * device work. */
-enum { TWI_TRACE_TASKS = 0, TWI_TRACE_COPIES, TWI_TRACE_KERNELS, TWI_TRACE_LANES };
-/* Events a traced GPU task records: before its uploads, before and after its work, after its
- * downloads. */
-#define TWI_TRACE_EVENTS 4
+/* Lanes of a worker: its thread's tasks; on GPU managers also its streams: uploads, device
+ * work, downloads (uploads of the next task overlap the downloads of the current one). */
+enum {
+    TWI_TRACE_TASKS = 0,
+    TWI_TRACE_UPLOADS,
+    TWI_TRACE_KERNELS,
+    TWI_TRACE_DOWNLOADS,
+    TWI_TRACE_LANES
+};
 
 TWI_HIDDEN int64_t twi_trace_now(void);
 /* Open `path`.part for the trace (TW_E_IO with a message when it cannot be written). */
@@ -175,6 +248,8 @@ struct tw_worker {
     atomic_uint_fast64_t tasks_run;
     atomic_int_fast64_t busy_ns;        /* time in twi_task_execute running variants */
     atomic_uint_fast64_t bytes_up, bytes_down; /* GPU workers: host <-> device copies */
+    atomic_uint_fast64_t tasks_retried; /* GPU workers: failed CUDA runs handed to a CPU variant */
+    atomic_uint_fast64_t bytes_hit;     /* GPU workers: R tile bytes found resident */
     int64_t start_ns;                   /* twi_trace_now() when the worker was planned */
 
     /* startup handshake, under rt->lock */
@@ -188,9 +263,16 @@ struct tw_worker {
     bool idle;
 
     /* GPU manager state, touched only by the manager thread after startup */
-    void *stream;           /* cudaStream_t */
+    void *stream;           /* cudaStream_t the variants use (compute) */
+    void *up_stream, *down_stream; /* cudaStream_t of the uploads and downloads */
     twi_devpool *pool;
-    void *trace_ev[TWI_TRACE_EVENTS]; /* cudaEvent_t around a task's copies and work (tracing) */
+    void *gpipe;            /* worker_cuda.c's pipeline (two task slots and their events) */
+    /* The next task, popped while the current one ran (holds a reference on it); staged:
+     * its buffers are taken and its uploads enqueued. */
+    tw_task *pf_task;
+    unsigned pf_variant;
+    bool pf_staged;
+    bool prefetching;       /* under rt->lock: the pop of twi_worker_prefetch() is under way */
 
     twi_trace_lane trace[TWI_TRACE_LANES]; /* written by the worker's thread only */
 };
@@ -202,6 +284,65 @@ TWI_HIDDEN tw_status twi_cpu_run(tw_worker *w, tw_task_ctx *ctx);
 /* The variant w would run for t: TW_DEVICE_CPU, TW_DEVICE_CUDA, or 0 when it has none (or
  * can_run refuses). Under the scheduler lock. */
 TWI_HIDDEN unsigned twi_worker_variant(const tw_worker *w, const tw_task *t);
+
+/* ---- host memory budget (runtime/budget.c): runtime.host_mem, docs/runtime.md "Memory
+ * budgets". Without a budget rt->budget is NULL and only host_live / host_peak are kept. */
+typedef struct twi_budget twi_budget;
+
+/* A tile's residency under a budget (under the budget's lock; pins is also read lock-free by
+ * assertions). */
+typedef struct twi_tile_mem {
+    atomic_int pins;        /* running tasks using it + twi_tile_pin() holders */
+    uint8_t io;             /* a spill or a reload of it is under way (budget.c) */
+    bool filled;            /* its pixels are worth keeping (a writer ran or pinned it) */
+    bool in_lru;            /* resident and idle: may be spilled */
+    int64_t off;            /* its current copy in the scratch file, -1 when none */
+    tw_tile *lru_prev, *lru_next;
+} twi_tile_mem;
+
+/* A task's share of the budget: set at dispatch under the scheduler lock, then used by the
+ * worker that runs it. */
+typedef struct twi_task_mem {
+    bool dispatched;        /* twi_budget_dispatch() ran; twi_budget_task_end() undoes it */
+    bool escape;            /* its working set exceeds what spilling can free: runs alone */
+    unsigned pinned;        /* bit i: tiles[i] pinned for it */
+    int worker;             /* index of the worker it was dispatched to */
+    int64_t need;           /* bytes reserved at dispatch */
+    int64_t reserved;       /* of which not yet allocated */
+    int64_t taken;          /* taken from the reservation by pins in its variant */
+    int64_t frees;          /* bytes expected to be freed when it ends */
+    int64_t promise;        /* a load's host_bytes, kept for its consumers when it ends */
+} twi_task_mem;
+
+/* At creation (after plan_workers: it needs the worker count) and destruction. */
+TWI_HIDDEN tw_status twi_budget_create(tw_runtime *rt, tw_error *err);
+TWI_HIDDEN void twi_budget_destroy(tw_runtime *rt);
+/* Count host tile bytes allocated (> 0) or freed (< 0) without a budget. */
+TWI_HIDDEN void twi_mem_count(tw_runtime *rt, int64_t delta);
+/* A tile with a budget is freed: its pixels and its scratch copy (tile.c). */
+TWI_HIDDEN void twi_budget_tile_free(tw_tile *t);
+/* Under the scheduler lock (rt->budget set): may t be dispatched to w now? */
+TWI_HIDDEN bool twi_budget_fits(const tw_worker *w, const tw_task *t);
+/* Under the scheduler lock, right after the pop that took t for w (rt->budget set): reserve
+ * its need and pin its resident tiles. */
+TWI_HIDDEN void twi_budget_dispatch(tw_worker *w, tw_task *t);
+/* Under the scheduler lock, when a pop found nothing (rt->budget set): with `on`, true when
+ * nothing runs and a task waits for memory; then the caller pops again and every task fits
+ * (the oldest runs, spilling what it must, alone over the budget when even that is not
+ * enough), and calls it again with `on` false. */
+TWI_HIDDEN bool twi_budget_stall(tw_runtime *rt, bool on);
+/* Under the scheduler lock: nothing runs and a task was refused for memory. */
+TWI_HIDDEN bool twi_budget_stalled(tw_runtime *rt);
+/* On the worker, before the variant of a dispatched task: pin (allocate, read back) the rest
+ * of its tiles. On failure `msg` gets the message; twi_budget_task_end() must follow either
+ * way. A no-op for tasks not dispatched with a budget. */
+TWI_HIDDEN tw_status twi_budget_task_begin(tw_task *t, char *msg, size_t n);
+/* After the variant (and its commit), or instead of it: unpin, give back the reservation,
+ * wake idle workers when a task waits for memory. Before the task is completed or requeued. */
+TWI_HIDDEN void twi_budget_task_end(tw_task *t);
+/* Wake every idle worker (memory was freed); with try_lock only if the scheduler lock is free
+ * (runtime/runtime.c). */
+TWI_HIDDEN void twi_sched_wake_idle(tw_runtime *rt, bool try_lock);
 
 /* ---- the runtime */
 struct tw_runtime {
@@ -230,7 +371,21 @@ struct tw_runtime {
     char *trace_path, *trace_part;
     int64_t trace_t0;
     bool started;           /* creation succeeded (a failed one leaves no trace file) */
+
+    /* faults (runtime/task.c): runtime.fault_inject, and the first retry's log line */
+    int64_t fault_every;    /* fail every Nth CUDA attempt (0: no injection) */
+    char fault_kind[TWI_FAULT_KIND_MAX]; /* only attempts of this kind count ("" = any) */
+    atomic_int_fast64_t fault_attempts; /* CUDA attempts counted for injection */
+    atomic_bool fault_logged;
+
+    /* host memory (runtime/budget.c): tile pixel bytes allocated now and at most; the budget
+     * (NULL: runtime.host_mem = 0, unlimited) */
+    atomic_int_fast64_t host_live, host_peak;
+    twi_budget *budget;
 };
+
+/* Read runtime.fault_inject into rt (tw_runtime_create). */
+TWI_HIDDEN tw_status twi_fault_setup(tw_runtime *rt, tw_error *err);
 
 /* Hand ready tasks (linked through t->next) to the policy and wake idle workers able to run
  * them. Takes the scheduler lock. */
@@ -252,7 +407,9 @@ struct tw_task {
     atomic_int deps_left;   /* unfinished dependencies, +1 until submitted */
     _Atomic(twi_edge *) dependents; /* lock-free stack; task.c's CLOSED marker once done */
     const tw_task_kind *kind;
-    unsigned variants;      /* TW_DEVICE_* variants the kind has (mask and function present) */
+    unsigned variants;      /* TW_DEVICE_* variants the kind has (mask and function present);
+                             * CUDA cleared when a failed CUDA run is retried on a CPU worker */
+    bool cpu_retry;         /* that retry: the kind's can_run() is not asked for the CPU */
     void *arg;
     void (*arg_free)(void *);
     tw_job *job;
@@ -264,6 +421,8 @@ struct tw_task {
     /* scheduler fields, under the scheduler lock */
     tw_task *next;
     uint64_t seq;           /* push order */
+    int16_t model_key;      /* cost-model buckets, -1 until twi_model_task_key() (model.c) */
+    twi_task_mem mem;       /* host budget (runtime/budget.c) */
 };
 
 enum { TWI_TASK_CREATED = 0, TWI_TASK_SUBMITTED = 1 };
@@ -276,6 +435,7 @@ struct tw_task_ctx {
     tw_tile_view views[TW_TASK_MAX_TILES];
     tw_status fail_status;
     bool failed;            /* twi_ctx_fail was called: `msg` holds the first message */
+    bool no_retry;          /* twi_ctx_no_retry was called: a failure is not retried */
     char msg[TW_ERROR_MAX];
     int n_scratch;
     void *scratch[TWI_CTX_MAX_SCRATCH];
@@ -288,6 +448,16 @@ struct tw_task_ctx {
 TWI_HIDDEN void twi_task_execute(tw_worker *w, tw_task *t, unsigned variant);
 
 /* ---- tiles */
+/* A tile's copy on one GPU (runtime/mem_cuda.c). `version` is read anywhere (the locality
+ * policy, fit checks) and written under the GPU pool's lock; the rest is under that lock. */
+typedef struct twi_replica {
+    atomic_uint_fast64_t version; /* the tile version its block holds; 0 = nothing valid */
+    void *d_ptr;            /* device block of tile->dev_bytes, NULL = none */
+    int pins;               /* GPU tasks using it (running or staged); 0: in the pool's LRU */
+    struct twi_replica *lru_prev, *lru_next;
+    tw_tile *tile;
+} twi_replica;
+
 struct tw_tile {
     atomic_int refs;
     tw_runtime *rt;
@@ -298,7 +468,25 @@ struct tw_tile {
     int32_t w, h, channels;
     tw_sample_type type;
     int64_t x0, y0;
+    twi_tile_mem mem;       /* host budget (runtime/budget.c); h_data is NULL while spilled */
+    /* Bumped when the pixels change: a task that writes the tile starts (W/RW), or
+     * twi_tile_host_written(). Starts at 1; a replica is current when it holds this. */
+    atomic_uint_fast64_t version;
+    size_t dev_bytes;       /* its block on a GPU: the pool's size class of `bytes` */
+    int n_rep;              /* rt->n_gpus when it was made */
+    twi_replica rep[];      /* one per GPU of the runtime, in rt->gpus order */
 };
+
+/* Bytes of t's R/RW tiles resident and current on the runtime's GPU `gi`; lock-free. */
+TWI_HIDDEN int64_t twi_task_resident_bytes(const tw_task *t, int gi);
+/* A task that writes tiles is starting: bump their versions (invalidates every replica). */
+TWI_HIDDEN void twi_task_bump_written(const tw_task *t);
+/* The GPU index (in rt->gpus) of a GPU manager. */
+static inline int
+twi_gpu_index(const tw_worker *w)
+{
+    return (int)(w->g - w->rt->gpus);
+}
 
 /* ---- jobs (runtime/job.c) */
 struct tw_job {

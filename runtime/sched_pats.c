@@ -8,11 +8,12 @@
 /*
  * PATS (performance-aware task selection, seed 004): a GPU worker takes the ready task with
  * the highest expected GPU speedup, a CPU worker the one with the lowest, so each device gets
- * the work it is relatively best at. The speedup of a task with both variants is its kind's
- * expected CPU time over its expected GPU time (runtime/model.c, learnt from the tasks run so
- * far); a CPU-only task has speedup 0 and a CUDA-only task an infinite one. A task whose kind
- * has no model yet on either device compares by age only, so until the models know a kind its
- * tasks run in FCFS order.
+ * the work it is relatively best at. The speedup of a task with both variants is its expected
+ * time on this machine's CPU over its expected time on the GPU (the GPU worker's own; for a CPU
+ * worker the runtime's first GPU), from the cost models of its kind, size and content feature
+ * (runtime/model.c: learnt from the tasks run so far and from earlier runs); a CPU-only task has
+ * speedup 0 and a CUDA-only task an infinite one. A task without a model yet on either device
+ * compares by age only, so until the models know a kind its tasks run in FCFS order.
  *
  * The queues are FCFS's (one FIFO per variant class); a worker looks at the first
  * PATS_WINDOW runnable tasks of each class it serves, so that a pop stays cheap with long
@@ -46,15 +47,20 @@ pats_push(tw_sched *s, tw_task *t)
 {
     pats *p = s->data;
 
+    /* Its buckets once, now that its dependencies ran (the feature may read their results). */
+    twi_model_task_key(t);
     t->seq = p->next_seq++;
     twi_fifo_put(&p->q[t->variants & (TW_DEVICE_CPU | TW_DEVICE_CUDA)], t);
 }
 
-/* Expected GPU speedup of a task of class cls, or NAN when its kind has no model on one of
- * the devices. Both models are per unit of the same task, so the units cancel: the speedup is
- * the kind's, and `memo` keeps the last kind's answer (queues hold runs of one kind). */
+/* Expected GPU speedup of a task of class cls, or NAN when it has no model on one of the
+ * devices. Both models are per unit, so the units cancel: the speedup depends on the kind and
+ * the task's buckets only, and `memo` keeps the last answer (queues hold runs of one kind,
+ * mostly of one tile size). */
 typedef struct memo {
     const tw_task_kind *kind;
+    int16_t key;
+    int cpu_dev, gpu_dev;
     double speedup;
 } memo;
 
@@ -65,9 +71,11 @@ speedup(twi_models *ms, const tw_task *t, unsigned cls, memo *m)
         return 0.0;
     if (cls == TW_DEVICE_CUDA)
         return INFINITY;
-    if (m->kind != t->kind) {
+    if (m->kind != t->kind || m->key != t->model_key) {
         m->kind = t->kind;
-        m->speedup = twi_model_speedup(ms, t->kind);
+        m->key = t->model_key;
+        m->speedup = twi_model_speedup(ms, t->kind, m->cpu_dev, m->gpu_dev,
+                                       twi_model_key_size(t), twi_model_key_feature(t));
     }
     return m->speedup;
 }
@@ -90,7 +98,10 @@ pats_pop(tw_sched *s, const tw_worker *w)
     tw_task *best = NULL, *best_prev = NULL;
     twi_fifo *best_q = NULL;
     double best_s = NAN;
-    memo m = {NULL, NAN};
+    memo m = {.kind = NULL,
+              .cpu_dev = twi_models_local(ms, TW_DEVICE_CPU, -1),
+              .gpu_dev = twi_models_local(ms, TW_DEVICE_CUDA,
+                                          w->g ? (int)(w->g - s->rt->gpus) : -1)};
 
     for (unsigned c = 1; c < TWI_SCHED_CLASSES; c++) {
         tw_task *t, *prev = NULL;

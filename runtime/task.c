@@ -55,6 +55,7 @@ twi_task_create(tw_job *job, const tw_task_kind *kind, void *arg, void (*arg_fre
     atomic_init(&t->dependents, NULL);
     t->kind = kind;
     t->variants = kind_variants(kind);
+    t->cpu_retry = false;
     t->arg = arg;
     t->arg_free = arg_free;
     t->job = job;
@@ -62,6 +63,8 @@ twi_task_create(tw_job *job, const tw_task_kind *kind, void *arg, void (*arg_fre
     t->n_inline_edges = 0;
     t->next = NULL;
     t->seq = 0;
+    t->model_key = -1;
+    t->mem.dispatched = false; /* host budget (runtime/budget.c) */
     twi_job_acquire(job);
     *out = t;
     return TW_OK;
@@ -223,6 +226,67 @@ task_complete(tw_worker *w, tw_task *t, bool ran)
     twi_task_release(t);
 }
 
+/*
+ * Faults. A CUDA run that fails (a launch or copy error, no device memory, an injected fault)
+ * does not fail the job when a CPU variant can redo it with the same result: the task, not in
+ * any queue while it runs, loses its CUDA variant and goes back to the scheduler, and a CPU
+ * worker (or, on a runtime without any, a GPU manager's host thread) runs it. The same result
+ * holds because a failed CUDA run changed nothing a CPU run reads: the host copy of a W/RW
+ * tile changes only with the write-back after the variant succeeded, scratch is private, and
+ * what ops do outside their tiles waits for the kind's commit hook, which runs only after a
+ * success. A variant that cannot keep to that calls twi_ctx_no_retry(). (StarPU's
+ * starpu_task_ft_prologue() retries likewise, and not for RW data it cannot restore.)
+ *
+ * Not retried, so the job fails with the message (the first error sticks): CPU failures, a
+ * job already stopping (its failure is moot), TW_E_CANCELED, kinds without a CPU variant,
+ * runtimes where nothing runs CPU variants, and twi_ctx_no_retry().
+ *
+ * runtime.fault_inject fails chosen CUDA attempts here, before the tiles are uploaded, as a
+ * launch error would: it exercises this path on every kind without a broken GPU.
+ */
+
+static bool
+fault_injected(tw_runtime *rt, const tw_task *t)
+{
+    int64_t n;
+
+    if (rt->fault_every <= 0 || (rt->fault_kind[0] && strcmp(rt->fault_kind, t->kind->name)))
+        return false;
+    n = (int64_t)atomic_fetch_add_explicit(&rt->fault_attempts, 1, memory_order_relaxed) + 1;
+    return n % rt->fault_every == 0;
+}
+
+static bool
+retriable(const tw_task *t, const tw_task_ctx *ctx, tw_status st)
+{
+    return st != TW_E_CANCELED && !ctx->no_retry && (t->variants & TW_DEVICE_CPU) &&
+           (t->job->rt->runs & TW_DEVICE_CPU) && !twi_job_stopping(t->job);
+}
+
+/* Hand a task whose CUDA run failed to the CPU variant; the first time on this runtime, say
+ * so. The scheduler's reference goes with the task: t must not be touched afterwards. */
+static void
+retry_on_cpu(tw_worker *w, tw_task *t, const tw_task_ctx *ctx, tw_status st)
+{
+    tw_runtime *rt = w->rt;
+
+    atomic_fetch_add_explicit(&w->tasks_retried, 1, memory_order_relaxed);
+    if (!atomic_exchange(&rt->fault_logged, true)) {
+        if (ctx->failed)
+            TW_WARN("runtime", "%s; retrying on CPU; further faults are counted", ctx->msg);
+        else
+            TW_WARN("runtime", "%s: failed on GPU %d (%s); retrying on CPU; further faults are "
+                    "counted", t->kind->name, w->gpu, tw_status_string(st));
+    } else {
+        TW_DEBUG("runtime", "%s: retrying on CPU (%s)", t->kind->name,
+                 ctx->failed ? ctx->msg : tw_status_string(st));
+    }
+    t->variants &= ~(unsigned)TW_DEVICE_CUDA;
+    t->cpu_retry = true;
+    t->next = NULL;
+    twi_sched_push_list(rt, t);
+}
+
 void
 twi_task_execute(tw_worker *w, tw_task *t, unsigned variant)
 {
@@ -236,22 +300,43 @@ twi_task_execute(tw_worker *w, tw_task *t, unsigned variant)
         ctx.w = w;
         ctx.dev = (tw_device_type)variant;
         ctx.failed = false;
+        ctx.no_retry = false;
         ctx.fail_status = TW_OK;
         ctx.n_scratch = 0;
         ctx.msg[0] = '\0';
-        int64_t t0 = twi_trace_now(), t1;
+        int64_t t0, t1;
 
-        if (variant == TW_DEVICE_CUDA)
+        /* Host budget (runtime/budget.c): its tiles resident and pinned until it ends. */
+        st = t->mem.dispatched ? twi_budget_task_begin(t, ctx.msg, sizeof ctx.msg) : TW_OK;
+        if (st != TW_OK)
+            ctx.failed = true;
+        if (w->rt->models) /* the content feature as the task starts, before it changes it */
+            twi_model_task_key(t);
+        t0 = twi_trace_now();
+        if (st != TW_OK)
+            (void)0; /* not run: a tile could not be brought back (message in ctx.msg) */
+        else if (variant == TW_DEVICE_CUDA && fault_injected(w->rt, t))
+            st = twi_ctx_fail(&ctx, TW_E_DEVICE, "cuda: injected fault in task %s on GPU %d",
+                              t->kind->name, w->gpu);
+        else if (variant == TW_DEVICE_CUDA)
             st = twi_cuda_run(w, &ctx);
         else
             st = twi_cpu_run(w, &ctx);
         t1 = twi_trace_now();
         atomic_fetch_add_explicit(&w->busy_ns, t1 - t0, memory_order_relaxed);
         if (w->rt->models && st == TW_OK)
-            twi_model_record(w->rt->models, t->kind, variant, twi_task_units(t),
-                             1e-9 * (double)(t1 - t0));
+            twi_model_task_ran(w, t, variant, 1e-9 * (double)(t1 - t0));
         if (w->rt->trace_file)
             twi_trace_add(w, TWI_TRACE_TASKS, t->kind->name, t0, t1);
+        if (st != TW_OK && variant == TW_DEVICE_CUDA && retriable(t, &ctx, st)) {
+            if (t->mem.dispatched)
+                twi_budget_task_end(t);
+            retry_on_cpu(w, t, &ctx, st);
+            return;
+        }
+        /* Only a run that is final may have effects beyond its tiles. */
+        if (st == TW_OK && t->kind->commit)
+            st = t->kind->commit(&ctx, t->arg);
         ran = true;
         if (st != TW_OK) {
             if (ctx.failed)
@@ -261,6 +346,8 @@ twi_task_execute(tw_worker *w, tw_task *t, unsigned variant)
                                    tw_status_string(st));
         }
     }
+    if (t->mem.dispatched) /* also for a task dropped after its dispatch */
+        twi_budget_task_end(t);
     task_complete(w, t, ran);
 }
 
@@ -336,6 +423,13 @@ twi_ctx_fail(tw_task_ctx *ctx, tw_status st, const char *fmt, ...)
     return st;
 }
 
+void
+twi_ctx_no_retry(tw_task_ctx *ctx)
+{
+    if (ctx)
+        ctx->no_retry = true;
+}
+
 static tw_status
 ctx_copy(tw_task_ctx *ctx, void *dst, const void *src, size_t bytes, bool to_host)
 {
@@ -376,4 +470,80 @@ twi_ctx_scratch(tw_task_ctx *ctx, size_t bytes)
     ctx->scratch_bytes[ctx->n_scratch] = bytes;
     ctx->n_scratch++;
     return p;
+}
+
+/* ---- fault injection */
+
+tw_status
+twi_fault_parse(const char *text, int64_t *every, char kind[TWI_FAULT_KIND_MAX], char *canon,
+                size_t n)
+{
+    char num[24];
+    const char *p, *colon;
+    size_t len;
+    int64_t v = 1;
+
+    if (!text || !every || !kind)
+        return TW_E_INVALID;
+    *every = 0;
+    kind[0] = '\0';
+    if (!*text) {
+        if (canon && n)
+            canon[0] = '\0';
+        return TW_OK;
+    }
+    if (strncmp(text, "cuda", 4) != 0 || (text[4] && text[4] != ':'))
+        return TW_E_INVALID;
+    if (text[4] == ':') {
+        p = text + 5;
+        colon = strchr(p, ':');
+        len = colon ? (size_t)(colon - p) : strlen(p);
+        /* Digits only: twi_parse_i64 would take a sign or blanks too. */
+        if (len == 0 || len >= sizeof num || strspn(p, "0123456789") < len)
+            return TW_E_INVALID;
+        memcpy(num, p, len);
+        num[len] = '\0';
+        if (twi_parse_i64(num, 1, INT64_MAX, &v) != TW_OK)
+            return TW_E_INVALID;
+        if (colon) {
+            const char *k = colon + 1;
+            size_t kl = strlen(k);
+
+            /* A kind name: "mrecon.tp", letters, digits, '.', '_' and '-'. */
+            if (kl == 0 || kl >= TWI_FAULT_KIND_MAX ||
+                strspn(k, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+                    kl)
+                return TW_E_INVALID;
+            memcpy(kind, k, kl + 1);
+        }
+    }
+    *every = v;
+    if (canon && n) {
+        if (kind[0])
+            snprintf(canon, n, "cuda:%lld:%s", (long long)v, kind);
+        else if (v > 1)
+            snprintf(canon, n, "cuda:%lld", (long long)v);
+        else
+            snprintf(canon, n, "cuda");
+    }
+    return TW_OK;
+}
+
+tw_status
+twi_fault_setup(tw_runtime *rt, tw_error *err)
+{
+    const char *text = NULL;
+
+    atomic_init(&rt->fault_attempts, 0);
+    atomic_init(&rt->fault_logged, false);
+    rt->fault_every = 0;
+    rt->fault_kind[0] = '\0';
+    if (tw_config_get_string(rt->cfg, "runtime.fault_inject", &text) != TW_OK || !text)
+        return twi_error_set(err, TW_E_INTERNAL,
+                             "runtime: config key runtime.fault_inject is missing");
+    if (twi_fault_parse(text, &rt->fault_every, rt->fault_kind, NULL, 0) != TW_OK)
+        return twi_error_set(err, TW_E_INVALID, "runtime: bad runtime.fault_inject '%s'", text);
+    if (rt->fault_every > 0)
+        TW_INFO("runtime", "fault injection on (runtime.fault_inject=%s)", text);
+    return TW_OK;
 }

@@ -5,9 +5,22 @@
 
 #include "runtime_internal.h"
 
-/* The skeleton keeps no device replica between tasks: a GPU worker copies a tile in, runs,
- * copies it back and returns the device buffer to its pool, so a tile owns only host memory.
- * Pixel contents of a new tile are undefined until a reader or a W task fills them. */
+/*
+ * A tile owns its host pixels and, per GPU of the runtime, at most one replica: a device block
+ * from that GPU's pool (runtime/mem_cuda.c) which GPU tasks reuse instead of uploading the tile
+ * again. Replicas are never written back: a GPU task that writes a tile downloads it when it
+ * ends, so the host copy is always current and a replica is only a cache of it.
+ *
+ * Validity is a version number. Every change of the pixels bumps the tile's version: a task
+ * that declares the tile W or RW bumps it as it starts (worker loop for CPU variants,
+ * twi_cuda_run for CUDA ones), code writing host pixels outside tasks with
+ * twi_tile_host_written(). A replica records the version its block holds and is used only
+ * while that equals the tile's. Bumping at the start rather than the end is equivalent for
+ * correct task graphs (no reader runs concurrently with a writer of the same tile) and also
+ * invalidates the replicas when a writer fails halfway or is retried on another device.
+ *
+ * Pixel contents of a new tile are undefined until a reader or a W task fills them.
+ */
 
 tw_status
 twi_tile_create(tw_runtime *rt, int32_t w, int32_t h, int32_t channels, tw_sample_type type,
@@ -16,6 +29,7 @@ twi_tile_create(tw_runtime *rt, int32_t w, int32_t h, int32_t channels, tw_sampl
     tw_tile *t = NULL;
     size_t ss = tw_sample_size(type);
     uint64_t stride, bytes;
+    int n_rep;
 
     if (!rt || !out || w <= 0 || h <= 0 || channels <= 0 || ss == 0)
         return TW_E_INVALID;
@@ -23,12 +37,19 @@ twi_tile_create(tw_runtime *rt, int32_t w, int32_t h, int32_t channels, tw_sampl
     bytes = stride * (uint64_t)h;
     if (bytes > (uint64_t)INT64_MAX || bytes > SIZE_MAX)
         return TW_E_INVALID;
-    if (!(t = calloc(1, sizeof *t)))
+    n_rep = rt->n_gpus > 0 ? rt->n_gpus : 0;
+    if (!(t = calloc(1, sizeof *t + (size_t)n_rep * sizeof t->rep[0])))
         return TW_E_NOMEM;
-    t->h_data = twi_host_alloc(rt->host_pool, (size_t)bytes, &t->pinned);
-    if (!t->h_data) {
-        free(t);
-        return TW_E_NOMEM;
+    /* Host budget (runtime/budget.c): the pixels come with the first pin instead. */
+    atomic_init(&t->mem.pins, 0);
+    t->mem.off = -1;
+    if (!rt->budget) {
+        t->h_data = twi_host_alloc(rt->host_pool, (size_t)bytes, &t->pinned);
+        if (!t->h_data) {
+            free(t);
+            return TW_E_NOMEM;
+        }
+        twi_mem_count(rt, (int64_t)bytes);
     }
     atomic_init(&t->refs, 1);
     t->rt = rt;
@@ -38,6 +59,13 @@ twi_tile_create(tw_runtime *rt, int32_t w, int32_t h, int32_t channels, tw_sampl
     t->h = h;
     t->channels = channels;
     t->type = type;
+    atomic_init(&t->version, 1);
+    t->dev_bytes = twi_devpool_class_bytes((size_t)bytes);
+    t->n_rep = n_rep;
+    for (int i = 0; i < n_rep; i++) {
+        atomic_init(&t->rep[i].version, 0);
+        t->rep[i].tile = t;
+    }
     *out = t;
     return TW_OK;
 }
@@ -56,7 +84,15 @@ twi_tile_release(tw_tile *t)
         return;
     if (atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1)
         return;
-    twi_host_free(t->rt->host_pool, t->h_data, t->bytes, t->pinned);
+    for (int i = 0; i < t->n_rep; i++)
+        if (t->rt->gpus[i].pool)
+            twi_replica_drop(t->rt->gpus[i].pool, t, i);
+    if (t->rt->budget) { /* runtime/budget.c: pixels, scratch copy, accounting */
+        twi_budget_tile_free(t);
+    } else {
+        twi_host_free(t->rt->host_pool, t->h_data, t->bytes, t->pinned);
+        twi_mem_count(t->rt, -(int64_t)t->bytes);
+    }
     free(t);
 }
 
@@ -76,6 +112,7 @@ twi_tile_host_view(tw_tile *t)
 
     if (!t)
         return v;
+    TW_ASSERT(twi_tile_is_pinned(t)); /* under a host budget, pixels exist only while pinned */
     v.data = t->h_data;
     v.stride = t->stride;
     v.w = t->w;
@@ -85,4 +122,39 @@ twi_tile_host_view(tw_tile *t)
     v.x0 = t->x0;
     v.y0 = t->y0;
     return v;
+}
+
+void
+twi_tile_host_written(tw_tile *t)
+{
+    /* The task graph orders this before the next task that uses the tile (through the
+     * dependency release and the scheduler lock), which is what makes relaxed enough. */
+    if (t)
+        atomic_fetch_add_explicit(&t->version, 1, memory_order_relaxed);
+}
+
+void
+twi_task_bump_written(const tw_task *t)
+{
+    for (int i = 0; i < t->n_tiles; i++)
+        if (t->modes[i] & TW_W)
+            atomic_fetch_add_explicit(&t->tiles[i]->version, 1, memory_order_relaxed);
+}
+
+int64_t
+twi_task_resident_bytes(const tw_task *t, int gi)
+{
+    int64_t n = 0;
+
+    for (int i = 0; i < t->n_tiles; i++) {
+        const tw_tile *tile = t->tiles[i];
+        uint64_t v;
+
+        if (!(t->modes[i] & TW_R) || gi >= tile->n_rep)
+            continue;
+        v = atomic_load_explicit(&tile->rep[gi].version, memory_order_relaxed);
+        if (v && v == atomic_load_explicit(&tile->version, memory_order_relaxed))
+            n += (int64_t)tile->bytes;
+    }
+    return n;
 }

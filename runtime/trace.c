@@ -11,8 +11,9 @@
 /*
  * With runtime.trace set, every worker appends one event per task to its own buffer (no lock:
  * only its thread writes it), GPU managers also one per upload, device work and download
- * (timed with CUDA events on the stream), and tw_runtime_destroy() writes them all as one
- * JSON file of complete ("X") events: one lane per worker, two more per GPU (copies, kernels),
+ * (timed with CUDA events on the streams), and tw_runtime_destroy() writes them all as one
+ * JSON file of complete ("X") events: one lane per worker, three more per GPU (uploads,
+ * kernels, downloads: each lane's events never overlap),
  * named by metadata events. The file is written next to its path with a ".part" suffix and
  * renamed at the end, so a trace is either complete or absent.
  */
@@ -75,7 +76,7 @@ put(FILE *f, const char *fmt, ...)
     va_end(ap);
 }
 
-static const char *const lane_names[TWI_TRACE_LANES] = {"", "copies", "kernels"};
+static const char *const lane_names[TWI_TRACE_LANES] = {"", "uploads", "kernels", "downloads"};
 
 /* Write every lane's events; returns 0 or an errno. */
 static int

@@ -61,7 +61,10 @@ TWI_HIDDEN void twi_format_bytes(int64_t v, char *buf, size_t n);
 
 /* ---- tiles (runtime/tile.c): reference-counted pixel buffers the runtime moves between host
  * and devices. The host copy is pinned when the runtime has GPUs. After a task that wrote a
- * tile ends, the host copy is current (the skeleton writes back at the end of every GPU task). */
+ * tile ends, the host copy is current (GPU tasks download W/RW tiles when they end). GPUs keep
+ * copies of tiles between tasks (replicas), valid until the tile's pixels change: through a
+ * task that declares it W/RW, or on the host outside tasks, which must then be announced with
+ * twi_tile_host_written(). */
 typedef struct tw_tile tw_tile;
 
 TWI_HIDDEN tw_status twi_tile_create(tw_runtime *rt, int32_t w, int32_t h, int32_t channels,
@@ -69,7 +72,27 @@ TWI_HIDDEN tw_status twi_tile_create(tw_runtime *rt, int32_t w, int32_t h, int32
 TWI_HIDDEN void twi_tile_acquire(tw_tile *t);
 TWI_HIDDEN void twi_tile_release(tw_tile *t); /* NULL is a no-op */
 TWI_HIDDEN void twi_tile_set_origin(tw_tile *t, int64_t x0, int64_t y0);
+/* The host pixels of t. Under a host budget (runtime.host_mem) they exist only while the tile
+ * is pinned: call it only on a tile attached to the running task (pinned while it runs) or
+ * between twi_tile_pin()/twi_tile_pin_read() and twi_tile_unpin(). */
 TWI_HIDDEN tw_tile_view twi_tile_host_view(tw_tile *t);
+/* Host budget (runtime/budget.c, docs/runtime.md "Memory budgets"): keep t's host pixels
+ * resident (read back from the scratch file when it was spilled, allocated when it never had
+ * any) until the matching twi_tile_unpin(); for code that touches pixels outside the tasks the
+ * tile is attached to. The caller holds a reference. _pin: the caller may change the pixels;
+ * _pin_read: it will not (a copy in the scratch file stays valid). Pins nest. In a variant, a
+ * pin counts against the task's reservation (its kind's host_bytes). Returns TW_OK, or TW_E_IO
+ * / TW_E_NOMEM with twi_tile_pin_message(). Without a budget: TW_OK at the cost of a branch. */
+TWI_HIDDEN tw_status twi_tile_pin(tw_tile *t);
+TWI_HIDDEN tw_status twi_tile_pin_read(tw_tile *t);
+TWI_HIDDEN void twi_tile_unpin(tw_tile *t); /* NULL is a no-op */
+/* The message of the calling thread's last failed pin ("runtime: ..."). */
+TWI_HIDDEN const char *twi_tile_pin_message(void);
+/* For assertions: may t's host pixels be touched now (pinned, or no budget)? */
+TWI_HIDDEN bool twi_tile_is_pinned(const tw_tile *t);
+/* Code outside tasks changed (or is about to change, before any task uses the tile again) the
+ * host pixels: copies of the tile kept on GPUs are stale and will not be used. */
+TWI_HIDDEN void twi_tile_host_written(tw_tile *t);
 
 /* ---- task kinds and tasks (runtime/task.c) */
 typedef enum tw_access {
@@ -99,6 +122,28 @@ typedef struct tw_task_kind {
     bool (*can_run)(const void *arg, tw_device_type dev);
     /* Optional cost model hook: expected seconds on that device, < 0 when unknown. */
     double (*cost)(const void *arg, tw_device_type dev);
+    /* Host budget (runtime/budget.c, docs/runtime.md "Memory budgets"). Optional: host bytes
+     * the task needs besides its own tiles, reserved while it runs: tiles its variant pins or
+     * creates and fills (twi_tile_pin), and for a load the room its consumers will need (the
+     * output tile its data becomes), so that a load leaves room for the work it feeds. Called
+     * under the scheduler lock: quick, no blocking. (@since 0.4) */
+    int64_t (*host_bytes)(const void *arg);
+    /* The task brings new data into host memory (reads a slide or a caller's image). Under a
+     * host budget it waits for free room rather than spill other tiles while tasks run: the
+     * reader never runs ahead of the workers. (@since 0.4) */
+    bool load;
+    /* Optional content feature for the cost models (runtime/model.c): a number in [0, 1] that
+     * the run time depends on beyond the tile size (a reconstruction TP's initial wavefront
+     * over its pixels, a foreground fraction), < 0 when unknown. Called once per task, when it
+     * is ready (its dependencies done), possibly under the scheduler lock: quick, no blocking. */
+    double (*feature)(const void *arg);
+    /* Optional: runs on the worker right after a variant of the task succeeded (a CUDA one
+     * once its device work is known to have completed and its W/RW tiles are written back),
+     * never after a failed attempt. Effects outside the task's tiles and scratch that a retry
+     * must not repeat go here: progress, statistics, follow-up tasks (runtime.md, "Faults and
+     * cancellation"). Tile views and scratch are no longer valid; twi_ctx_device() says where
+     * the variant ran. An error fails the job. (@since 0.4) */
+    tw_status (*commit)(tw_task_ctx *ctx, void *arg);
 } tw_task_kind;
 
 /* Create a task of `kind` in `job` with argument `arg` (freed with arg_free when the task is
@@ -127,6 +172,10 @@ TWI_HIDDEN bool twi_ctx_canceled(const tw_task_ctx *ctx);
 /* Record a message for this task's failure ("domain: what") and return st. */
 TWI_HIDDEN tw_status twi_ctx_fail(tw_task_ctx *ctx, tw_status st, const char *fmt, ...)
     TW_PRINTF(3, 4);
+/* A CUDA variant whose failure the runtime would otherwise retry on a CPU worker calls this
+ * once it has made an effect a retry would repeat (outside its tiles and scratch, and not
+ * deferred to the kind's commit hook): a failure after it fails the job instead. */
+TWI_HIDDEN void twi_ctx_no_retry(tw_task_ctx *ctx);
 /* Scratch memory on the worker's device (device memory on GPU workers, from the per-GPU pool;
  * host memory on CPU workers), valid until the variant returns. NULL when out of memory. */
 TWI_HIDDEN void *twi_ctx_scratch(tw_task_ctx *ctx, size_t bytes);
@@ -159,6 +208,15 @@ TWI_HIDDEN tw_status twi_job_fail(tw_job *job, tw_status st, const char *fmt, ..
     TW_PRINTF(3, 4);
 TWI_HIDDEN bool twi_job_stopping(const tw_job *job); /* canceled or failed */
 TWI_HIDDEN tw_runtime *twi_job_runtime(tw_job *job);
+
+/* ---- fault injection (runtime/task.c): runtime.fault_inject. "" = off; "cuda" = every CUDA
+ * task attempt fails before its variant runs; "cuda:N" = every Nth attempt; "cuda:N:KIND" =
+ * every Nth attempt of the kind named KIND (e.g. mrecon.tp). On success *every is N (0 when
+ * off) and kind the kind's name ("" for any); `canon` (n >= strlen(text) + 1 bytes, may be
+ * NULL) receives the canonical text. TW_E_INVALID for anything else. */
+#define TWI_FAULT_KIND_MAX 64
+TWI_HIDDEN tw_status twi_fault_parse(const char *text, int64_t *every,
+                                     char kind[TWI_FAULT_KIND_MAX], char *canon, size_t n);
 
 /* ---- runtime queries used by ops */
 TWI_HIDDEN int twi_runtime_gpu_count(const tw_runtime *rt);

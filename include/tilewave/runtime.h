@@ -94,6 +94,13 @@ typedef struct tw_worker_info {
     double alive_s;          /**< seconds since the worker started; idle = alive - busy */
     uint64_t bytes_to_gpu;   /**< bytes copied host -> GPU (tiles and variants' copies) */
     uint64_t bytes_from_gpu; /**< bytes copied GPU -> host */
+    /** GPU workers: tasks whose CUDA run failed (launch error, no memory, an injected fault:
+     *  `runtime.fault_inject`) and were handed to a CPU variant instead of failing the job;
+     *  their sum is the runtime's count of retries (@since 0.4) */
+    uint64_t tasks_retried;
+    /** GPU workers: bytes of tiles that tasks read from a copy already on the GPU instead of
+     *  copying them again (data locality, docs/runtime.md "GPU data path") (@since 0.4) */
+    uint64_t bytes_gpu_resident;
 } tw_worker_info;
 
 /** Number of workers. @since 0.1 */
@@ -102,6 +109,70 @@ TW_API int tw_runtime_get_worker_count(const tw_runtime *rt);
 /** Describe worker @p i. @return TW_OK, TW_E_INVALID. @since 0.1 */
 TW_API TW_NODISCARD tw_status tw_runtime_get_worker(const tw_runtime *rt, int i,
                                                    tw_worker_info *out);
+
+/**
+ * Host memory of the runtime's tiles (their pixels: the memory that grows with the image) and
+ * the traffic of the host budget `runtime.host_mem` (docs/runtime.md, "Memory budgets").
+ * Without a budget only host_live and host_peak are kept. @since 0.4
+ */
+typedef struct tw_memory_info {
+    int64_t host_budget;     /**< runtime.host_mem in bytes; 0 = unlimited */
+    int64_t host_live;       /**< bytes of tile pixels in host memory now */
+    int64_t host_peak;       /**< the most there ever were (high-water mark) */
+    int64_t host_spilled;    /**< bytes of tiles whose pixels are only in the scratch file now */
+    int64_t scratch_bytes;   /**< size of the scratch file now */
+    uint64_t spills;         /**< tiles written to the scratch file */
+    uint64_t spill_bytes;    /**< their bytes */
+    uint64_t reloads;        /**< tiles read back from it */
+    uint64_t reload_bytes;   /**< their bytes */
+    /** allocations of tile pixels made beyond the budget: for a task whose working set alone
+     *  is larger than what spilling can free (it runs alone, with one warning), or when
+     *  nothing was left to spill (tiles pinned outside tasks); 0 means host_peak <= budget */
+    uint64_t over_budget;
+} tw_memory_info;
+
+/** Fill @p out. @return TW_OK, TW_E_INVALID. Thread-safe. @since 0.4 */
+TW_API TW_NODISCARD tw_status tw_runtime_get_memory(const tw_runtime *rt, tw_memory_info *out);
+
+/**
+ * One cost model of a model file (`runtime.models`): the run times of one task kind on one
+ * device for tasks of one size and content-feature bucket. The runtime keeps the last 32 runs
+ * of each and the policies use their median (docs/runtime.md, "Cost models"). @since 0.4
+ */
+typedef struct tw_model_info {
+    char kind[64];            /**< task kind, e.g. "mrecon.tp" */
+    tw_device_type device;
+    char device_name[128];    /**< CPU model or GPU name */
+    int size_log2;            /**< the task's tiles have [2^size_log2, 2^(size_log2+1)) pixels */
+    char feature[16];         /**< content-feature bucket: "-" none, "0", else its upper edge
+                               *   "1/65536" ... "1/4", "1" (the lower edge is a quarter) */
+    double feature_max;       /**< the same as a number: -1 none, 0, 4^-8 ... 1 */
+    int samples;              /**< runs kept (1..32) */
+    double median_s_per_px;   /**< median seconds per pixel of the task's tiles */
+    double mad_s_per_px;      /**< median absolute deviation from it */
+} tw_model_info;
+
+/**
+ * The model file `runtime.models` of @p cfg designates ("auto": $XDG_CACHE_HOME/tilewave/
+ * models.tsv or ~/.cache/tilewave/models.tsv), written to @p buf; "" when models are kept in
+ * memory only ("none", or "auto" without a home directory).
+ * @return TW_OK, TW_E_INVALID (NULL argument, or @p n too small for the path).
+ * Thread-safe. @since 0.4
+ */
+TW_API TW_NODISCARD tw_status tw_models_get_path(const tw_config *cfg, char *buf, size_t n);
+
+/**
+ * Read a model file: *@p out receives an array of *@p n models (NULL when 0) sorted by kind,
+ * device, size and feature, to free with tw_models_free(). A missing file has no models.
+ * Malformed lines are skipped with one warning through the log.
+ * @return TW_OK, TW_E_FORMAT (not a model file: no version line), TW_E_IO, TW_E_NOMEM,
+ *         TW_E_INVALID. Thread-safe. @since 0.4
+ */
+TW_API TW_NODISCARD tw_status tw_models_read(const char *path, tw_model_info **out, size_t *n,
+                                            tw_error *err);
+
+/** Free what tw_models_read() returned. NULL is a no-op. @since 0.4 */
+TW_API void tw_models_free(tw_model_info *models);
 
 /**
  * Wait for a job to end. @p timeout_ms < 0 waits forever.

@@ -247,7 +247,7 @@ Test(cli, devices_lists_workers)
     /* --policies lists the policies and the one in use, without starting a runtime. */
     r = RUN("devices", "--policies", "--set", "runtime.policy=fair");
     cr_assert(eq(int, r.status, 0), "%s", r.err);
-    cr_assert(strstr(r.out, "policies: fcfs|fair|pats\n") != NULL, "%s", r.out);
+    cr_assert(strstr(r.out, "policies: fcfs|fair|pats|locality\n") != NULL, "%s", r.out);
     cr_assert(strstr(r.out, "in use: fair (from set)") != NULL, "%s", r.out);
     twtest_run_free(&r);
 }

@@ -19,6 +19,19 @@
 
 extern char **environ;
 
+/* Every test program, however it is started: a runtime made from a plain tw_config_create()
+ * (runtime.models = auto) keeps its cost models under a scratch cache directory, never the
+ * user's ~/.cache (ctest sets the same; twtest_runtime*() and twtest_cli() use none). */
+__attribute__((constructor)) static void
+twtest_scratch_cache(void)
+{
+    const char *base = getenv("TILEWAVE_TEST_TMP");
+    char dir[4096];
+
+    snprintf(dir, sizeof dir, "%s/xdg-cache", base && *base ? base : "/tmp/twtest");
+    setenv("XDG_CACHE_HOME", dir, 1);
+}
+
 char *
 twtest_tmpdir(void)
 {
@@ -144,6 +157,8 @@ twtest_cli(const char *const *args, const char *const *env)
         argv[0] = TW_CLI_PATH;
         for (size_t i = 0; i < na; i++)
             argv[i + 1] = args[i];
+        /* Cost models in memory only, unless the caller's environment or `env` names a file. */
+        setenv("TILEWAVE_RUNTIME_MODELS", "none", 0);
         for (size_t i = 0; env && env[i]; i++)
             putenv((char *)env[i]);
         dup2(devnull, 0);
@@ -207,8 +222,12 @@ twtest_runtime(int cpu_workers, const char *gpus, tw_error *err)
     twtest_quiet_logs();
     snprintf(v, sizeof v, "%d", cpu_workers);
     /* TILEWAVE_* variables apply (e.g. TILEWAVE_RUNTIME_POLICY=fair ctest runs every test
-     * under that policy); the arguments override them. */
-    if (tw_config_create(&cfg) == TW_OK && tw_config_load_env(cfg, err) == TW_OK &&
+     * under that policy); the arguments override them. Cost models stay in memory unless the
+     * environment names a file: the suite never writes to ~/.cache (as a file source, which
+     * the environment overrides). */
+    if (tw_config_create(&cfg) == TW_OK &&
+        tw_config_set(cfg, "runtime.models", "none", TW_CONFIG_FILE, err) == TW_OK &&
+        tw_config_load_env(cfg, err) == TW_OK &&
         tw_config_set(cfg, "runtime.gpus", gpus, TW_CONFIG_SET, err) == TW_OK &&
         tw_config_set(cfg, "runtime.cpu_workers", v, TW_CONFIG_SET, err) == TW_OK &&
         tw_runtime_create(cfg, &rt, err) != TW_OK)
@@ -306,6 +325,7 @@ twtest_runtime_with(const char *gpus, const char *cpu_workers)
 
     tw_log_set_level(TW_LOG_ERROR);
     cr_assert(eq(int, tw_config_create(&cfg), TW_OK));
+    cr_assert(eq(int, tw_config_set(cfg, "runtime.models", "none", TW_CONFIG_FILE, NULL), TW_OK));
     cr_assert(eq(int, tw_config_load_env(cfg, &err), TW_OK), "%s", err.message); /* as above */
     cr_assert(eq(int, tw_config_set(cfg, "runtime.gpus", gpus, TW_CONFIG_SET, NULL), TW_OK));
     cr_assert(eq(int, tw_config_set(cfg, "runtime.cpu_workers", cpu_workers, TW_CONFIG_SET, NULL),

@@ -27,7 +27,8 @@ typedef struct twtest_run {
 } twtest_run;
 
 /* Run TW_CLI_PATH with argv (NULL-terminated, argv[0] excluded) and extra environment
- * entries "K=V" (NULL-terminated, may be NULL). */
+ * entries "K=V" (NULL-terminated, may be NULL). TILEWAVE_RUNTIME_MODELS is none unless the
+ * caller's environment or `env` sets it. */
 twtest_run twtest_cli(const char *const *args, const char *const *env);
 void twtest_run_free(twtest_run *r);
 /* Number of lines of s (a last line without '\n' counts). */
@@ -37,8 +38,26 @@ int twtest_lines(const char *s);
 void twtest_quiet_logs(void);
 /* A runtime with `cpu_workers` CPU workers and GPUs `gpus` ("none", "all", "0"), logs
  * silenced, the TILEWAVE_* environment applied first (TILEWAVE_RUNTIME_POLICY=fair ctest runs
- * the tests under another policy). NULL on failure, with the reason in err. */
+ * the tests under another policy), runtime.models = none unless TILEWAVE_RUNTIME_MODELS says
+ * otherwise. NULL on failure, with the reason in err. */
 tw_runtime *twtest_runtime(int cpu_workers, const char *gpus, tw_error *err);
+
+/* How many times slower than a plain build this one runs, for tests' wall-clock bounds:
+ * ThreadSanitizer (tests/sanitize/tsan.sh) 10, AddressSanitizer 3, else 1. */
+#if defined(__SANITIZE_THREAD__)
+#define TWTEST_SLOWDOWN 10.0
+#elif defined(__SANITIZE_ADDRESS__)
+#define TWTEST_SLOWDOWN 3.0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TWTEST_SLOWDOWN 10.0
+#elif __has_feature(address_sanitizer)
+#define TWTEST_SLOWDOWN 3.0
+#endif
+#endif
+#ifndef TWTEST_SLOWDOWN
+#define TWTEST_SLOWDOWN 1.0
+#endif
 
 /* True when the build has CUDA and a device is present. */
 bool twtest_have_gpu(void);
@@ -49,7 +68,7 @@ uint64_t twtest_xorshift(uint64_t *s);
 /* Uniform in [0, n) from twtest_xorshift (0 when n is 0). */
 uint32_t twtest_rnd(uint64_t *s, uint32_t n);
 /* A runtime with runtime.gpus = `gpus` and runtime.cpu_workers = `cpu_workers` (strings as in
- * a config file), logs at error level; asserts on failure. */
+ * a config file), logs at error level, models as twtest_runtime(); asserts on failure. */
 tw_runtime *twtest_runtime_with(const char *gpus, const char *cpu_workers);
 
 /* Write a one-channel w x h image of `type` (rows packed) as a tiled BigTIFF with 16x16 tiles.

@@ -28,8 +28,14 @@ static const expect_key expected[] = {
     {"runtime.cpu_workers", TW_CONFIG_INT, "-1", "-1..4096", "TILEWAVE_RUNTIME_CPU_WORKERS"},
     {"runtime.cpu_team", TW_CONFIG_INT, "1", "1..1024", "TILEWAVE_RUNTIME_CPU_TEAM"},
     {"runtime.gpus", TW_CONFIG_STRING, "all", "", "TILEWAVE_RUNTIME_GPUS"},
-    {"runtime.policy", TW_CONFIG_ENUM, "fcfs", "fcfs|fair|pats", "TILEWAVE_RUNTIME_POLICY"},
+    {"runtime.policy", TW_CONFIG_ENUM, "fcfs", "fcfs|fair|pats|locality",
+     "TILEWAVE_RUNTIME_POLICY"},
+    {"runtime.gpu_mem", TW_CONFIG_BYTES, "0", "0..64T", "TILEWAVE_RUNTIME_GPU_MEM"},
     {"runtime.trace", TW_CONFIG_STRING, "", "", "TILEWAVE_RUNTIME_TRACE"},
+    {"runtime.fault_inject", TW_CONFIG_STRING, "", "", "TILEWAVE_RUNTIME_FAULT_INJECT"},
+    {"runtime.models", TW_CONFIG_STRING, "auto", "", "TILEWAVE_RUNTIME_MODELS"},
+    {"runtime.host_mem", TW_CONFIG_BYTES, "0", "0..1024T", "TILEWAVE_RUNTIME_HOST_MEM"},
+    {"runtime.scratch_dir", TW_CONFIG_STRING, "", "", "TILEWAVE_RUNTIME_SCRATCH_DIR"},
     {"tile.size", TW_CONFIG_DIMS, "1024x1024", "1x1..65536x65536", "TILEWAVE_TILE_SIZE"},
     {"gray.tile_size", TW_CONFIG_DIMS, "0x0", "0x0 or 1x1..65536x65536",
      "TILEWAVE_GRAY_TILE_SIZE"},
@@ -805,8 +811,12 @@ Test(config, environment_names_and_errors)
     /* Every key answers to its variable. */
     for (size_t k = 0; k < N_EXPECTED; k++) {
         tw_config *c = new_config();
-        /* (An empty variable counts as unset: give empty defaults some text.) */
-        setenv(expected[k].env, *expected[k].def ? expected[k].def : "x.json", 1);
+        /* (An empty variable counts as unset: give empty defaults some valid text.) */
+        setenv(expected[k].env,
+               *expected[k].def                                         ? expected[k].def
+               : strcmp(expected[k].key, "runtime.fault_inject") == 0 ? "cuda"
+                                                                         : "x.json",
+               1);
         cr_assert(eq(int, tw_config_load_env(c, NULL), TW_OK));
         cr_assert(eq(int, (int)entry_of(c, expected[k].key).source, TW_CONFIG_ENV), "%s",
                   expected[k].env);

@@ -18,27 +18,34 @@ static const tw_task_kind kind_a = {.name = "test.a", .devices = TW_DEVICE_CPU};
 Test(model, median_of_recent_runs_ignores_outliers)
 {
     /* Unknown below 3 samples; then the median per unit, scaled by the units asked for,
-     * unmoved by two huge outliers among nine; the last 32 samples only. */
+     * unmoved by two huge outliers among nine; the last 32 samples only. (Units 10, 5 and 1
+     * fall in size buckets 3, 2 and 0: the fallback to the nearest size scales per unit.) */
     twi_models *ms = NULL;
+    int cpu, gpu;
 
     cr_assert(eq(int, twi_models_create(&ms), TW_OK));
-    cr_assert(twi_model_estimate(ms, &kind_a, TW_DEVICE_CPU, 10) < 0);
-    twi_model_record(ms, &kind_a, TW_DEVICE_CPU, 10, 10.0);
-    twi_model_record(ms, &kind_a, TW_DEVICE_CPU, 10, 10.0);
-    cr_assert(twi_model_estimate(ms, &kind_a, TW_DEVICE_CPU, 10) < 0);
+    cpu = twi_models_device(ms, TW_DEVICE_CPU, "test cpu");
+    gpu = twi_models_device(ms, TW_DEVICE_CUDA, "test gpu");
+    cr_assert(cpu >= 0 && gpu >= 0 && cpu != gpu);
+    cr_assert(twi_model_estimate(ms, &kind_a, cpu, 10, -1) < 0);
+    twi_model_record(ms, &kind_a, cpu, 10, -1, 10.0);
+    twi_model_record(ms, &kind_a, cpu, 10, -1, 10.0);
+    cr_assert(twi_model_estimate(ms, &kind_a, cpu, 10, -1) < 0);
     for (int i = 0; i < 7; i++)
-        twi_model_record(ms, &kind_a, TW_DEVICE_CPU, 10, 10.0);
-    twi_model_record(ms, &kind_a, TW_DEVICE_CPU, 1, 1e4);
-    twi_model_record(ms, &kind_a, TW_DEVICE_CPU, 1, 1e4);
-    cr_assert(eq(dbl, twi_model_estimate(ms, &kind_a, TW_DEVICE_CPU, 5), 5.0));
+        twi_model_record(ms, &kind_a, cpu, 10, -1, 10.0);
+    twi_model_record(ms, &kind_a, cpu, 8, -1, 1e4);
+    twi_model_record(ms, &kind_a, cpu, 8, -1, 1e4);
+    cr_assert(eq(dbl, twi_model_estimate(ms, &kind_a, cpu, 10, -1), 10.0));
+    cr_assert(eq(dbl, twi_model_estimate(ms, &kind_a, cpu, 5, -1), 5.0));
     /* other device, other kind: unknown; bad samples: ignored */
-    cr_assert(twi_model_estimate(ms, &kind_a, TW_DEVICE_CUDA, 5) < 0);
-    twi_model_record(ms, &kind_a, TW_DEVICE_CPU, 0, 1.0);
-    twi_model_record(ms, &kind_a, TW_DEVICE_CPU, 3, -1.0);
-    cr_assert(eq(dbl, twi_model_estimate(ms, &kind_a, TW_DEVICE_CPU, 5), 5.0));
+    cr_assert(twi_model_estimate(ms, &kind_a, gpu, 5, -1) < 0);
+    twi_model_record(ms, &kind_a, cpu, 0, -1, 1.0);
+    twi_model_record(ms, &kind_a, cpu, 10, -1, -1.0);
+    twi_model_record(ms, &kind_a, -1, 10, -1, 1.0);
+    cr_assert(eq(dbl, twi_model_estimate(ms, &kind_a, cpu, 10, -1), 10.0));
     for (int i = 0; i < 32; i++)
-        twi_model_record(ms, &kind_a, TW_DEVICE_CPU, 4, 8.0);
-    cr_assert(eq(dbl, twi_model_estimate(ms, &kind_a, TW_DEVICE_CPU, 3), 6.0));
+        twi_model_record(ms, &kind_a, cpu, 12, -1, 24.0);
+    cr_assert(eq(dbl, twi_model_estimate(ms, &kind_a, cpu, 10, -1), 20.0));
     twi_models_destroy(ms);
 }
 
@@ -103,11 +110,17 @@ pats_runtime(void)
     cr_assert(eq(int, tw_config_set(cfg, "runtime.cpu_workers", "1", TW_CONFIG_SET, NULL), TW_OK));
     cr_assert(eq(int, tw_config_set(cfg, "runtime.gpus", "none", TW_CONFIG_SET, NULL), TW_OK));
     cr_assert(eq(int, tw_config_set(cfg, "runtime.policy", "pats", TW_CONFIG_SET, NULL), TW_OK));
+    cr_assert(eq(int, tw_config_set(cfg, "runtime.models", "none", TW_CONFIG_SET, NULL), TW_OK));
     cr_assert(eq(int, tw_runtime_create(cfg, &rt, &err), TW_OK), "%s", err.message);
     tw_config_destroy(cfg);
     cr_assert(rt->models != NULL);
     return rt;
 }
+
+/* This machine's CPU and "the GPU" of a runtime without one (a placeholder slot): what the
+ * runtime records into and what a CPU worker's speedups compare. */
+#define CPU_DEV(rt) twi_models_local((rt)->models, TW_DEVICE_CPU, -1)
+#define GPU_DEV(rt) twi_models_local((rt)->models, TW_DEVICE_CUDA, -1)
 
 /* Hold the worker with a gate task, queue `n` tasks of kinds[i] tagged i, open the gate and
  * return the tags in the order the tasks ran. */
@@ -144,10 +157,10 @@ Test(pats, cpu_worker_takes_the_lowest_speedup_first)
     const tw_task_kind *kinds[12];
 
     for (int i = 0; i < 31; i++) {
-        twi_model_record(rt->models, &fast_on_gpu, TW_DEVICE_CPU, 1, 100.0);
-        twi_model_record(rt->models, &fast_on_gpu, TW_DEVICE_CUDA, 1, 1.0);
-        twi_model_record(rt->models, &slow_on_gpu, TW_DEVICE_CPU, 1, 2.0);
-        twi_model_record(rt->models, &slow_on_gpu, TW_DEVICE_CUDA, 1, 1.0);
+        twi_model_record(rt->models, &fast_on_gpu, CPU_DEV(rt), 1, -1, 100.0);
+        twi_model_record(rt->models, &fast_on_gpu, GPU_DEV(rt), 1, -1, 1.0);
+        twi_model_record(rt->models, &slow_on_gpu, CPU_DEV(rt), 1, -1, 2.0);
+        twi_model_record(rt->models, &slow_on_gpu, GPU_DEV(rt), 1, -1, 1.0);
     }
     for (int i = 0; i < 12; i++)
         kinds[i] = i % 3 == 0 ? &fast_on_gpu : i % 3 == 1 ? &slow_on_gpu : &cpu_only;
@@ -175,8 +188,8 @@ Test(pats, kinds_without_models_run_in_submission_order)
         cr_assert(eq(int, ran_order[k], k));
     /* After these runs the CPU side of test.ua is known, the GPU side still is not: still
      * FCFS. */
-    cr_assert(twi_model_estimate(rt->models, &unknown_a, TW_DEVICE_CPU, 1) >= 0);
-    cr_assert(twi_model_estimate(rt->models, &unknown_a, TW_DEVICE_CUDA, 1) < 0);
+    cr_assert(twi_model_estimate(rt->models, &unknown_a, CPU_DEV(rt), 1, -1) >= 0);
+    cr_assert(twi_model_estimate(rt->models, &unknown_a, GPU_DEV(rt), 1, -1) < 0);
     run_behind_gate(rt, kinds, 10);
     for (int k = 0; k < 10; k++)
         cr_assert(eq(int, ran_order[k], k));
@@ -195,10 +208,10 @@ Test(pats, gpu_worker_takes_the_highest_speedup_first)
     tw_task *tasks[7];
 
     for (int i = 0; i < 31; i++) {
-        twi_model_record(rt->models, &fast_on_gpu, TW_DEVICE_CPU, 1, 100.0);
-        twi_model_record(rt->models, &fast_on_gpu, TW_DEVICE_CUDA, 1, 1.0);
-        twi_model_record(rt->models, &slow_on_gpu, TW_DEVICE_CPU, 1, 2.0);
-        twi_model_record(rt->models, &slow_on_gpu, TW_DEVICE_CUDA, 1, 1.0);
+        twi_model_record(rt->models, &fast_on_gpu, CPU_DEV(rt), 1, -1, 100.0);
+        twi_model_record(rt->models, &fast_on_gpu, GPU_DEV(rt), 1, -1, 1.0);
+        twi_model_record(rt->models, &slow_on_gpu, CPU_DEV(rt), 1, -1, 2.0);
+        twi_model_record(rt->models, &slow_on_gpu, GPU_DEV(rt), 1, -1, 1.0);
     }
     memset(&gw, 0, sizeof gw);
     gw.rt = rt;

@@ -1,0 +1,3 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave tests: Criterion stand-in (see criterion.h). */
+#include "criterion.h"
