@@ -13,46 +13,13 @@
 
 #include "runtime_internal.h"
 #include "twtest.h"
-
-static atomic_int gate_open, n_ran;
-static int ran_order[64];
-
-static tw_status
-gate_cpu(tw_task_ctx *ctx, void *arg)
-{
-    struct timespec ts = {0, 1000000};
-
-    (void)ctx;
-    (void)arg;
-    for (int i = 0; i < 5000 && !atomic_load(&gate_open); i++)
-        nanosleep(&ts, NULL);
-    return TW_OK;
-}
-
-static tw_status
-log_cpu(tw_task_ctx *ctx, void *arg)
-{
-    int k = atomic_fetch_add(&n_ran, 1);
-
-    (void)ctx;
-    if (k < 64)
-        ran_order[k] = (int)(intptr_t)arg;
-    return TW_OK;
-}
-
-/* Never called: no GPU worker exists here; it makes the kind "both". */
-static tw_status
-never_cuda(tw_task_ctx *ctx, void *arg)
-{
-    (void)arg;
-    return twi_ctx_fail(ctx, TW_E_INTERNAL, "test: the CUDA variant ran");
-}
+#include "twtest_sched.h"
 
 static const tw_task_kind gate_kind = {.name = "test.gate", .devices = TW_DEVICE_CPU,
-                                       .cpu = gate_cpu};
+                                       .cpu = twtest_gate_cpu};
 static const tw_task_kind both_kind = {.name = "test.both",
                                        .devices = TW_DEVICE_CPU | TW_DEVICE_CUDA,
-                                       .cpu = log_cpu, .cuda = never_cuda};
+                                       .cpu = twtest_log_cpu, .cuda = twtest_never_cuda};
 
 static tw_runtime *
 locality_runtime(void)
@@ -82,8 +49,8 @@ Test(locality, cpu_workers_run_tasks_in_fcfs_order)
     tw_task *t = NULL;
     tw_tile *tile = NULL;
 
-    atomic_store(&gate_open, 0);
-    atomic_store(&n_ran, 0);
+    atomic_store(&twtest_gate_open, 0);
+    atomic_store(&twtest_n_ran, 0);
     cr_assert(eq(int, twi_tile_create(rt, 8, 8, 1, TW_U8, &tile), TW_OK));
     cr_assert(eq(int, twi_job_create(rt, "order", &job), TW_OK));
     cr_assert(eq(int, twi_task_create(job, &gate_kind, NULL, NULL, &t), TW_OK));
@@ -95,13 +62,13 @@ Test(locality, cpu_workers_run_tasks_in_fcfs_order)
         cr_assert(eq(int, twi_task_submit(t), TW_OK));
         twi_task_release(t);
     }
-    atomic_store(&gate_open, 1);
+    atomic_store(&twtest_gate_open, 1);
     twi_job_seal(job);
     cr_assert(eq(int, tw_job_wait(job, -1), TW_OK), "%s", tw_job_get_error(job));
     tw_job_destroy(job);
-    cr_assert(eq(int, atomic_load(&n_ran), 40));
+    cr_assert(eq(int, atomic_load(&twtest_n_ran), 40));
     for (int i = 0; i < 40; i++)
-        cr_assert(eq(int, ran_order[i], i));
+        cr_assert(eq(int, twtest_ran_order[i], i));
     twi_tile_release(tile);
     tw_runtime_destroy(rt);
 }
@@ -181,7 +148,7 @@ Test(locality, gpu_worker_prefers_resident_tiles)
 }
 
 static const tw_task_kind cuda_kind = {.name = "test.cuda", .devices = TW_DEVICE_CUDA,
-                                       .cuda = never_cuda};
+                                       .cuda = twtest_never_cuda};
 
 Test(locality, prefetch_leaves_tasks_to_idle_workers)
 {

@@ -12,6 +12,7 @@
 
 #include "runtime_internal.h"
 #include "twtest.h"
+#include "twtest_sched.h"
 
 static const tw_task_kind kind_a = {.name = "test.a", .devices = TW_DEVICE_CPU};
 
@@ -51,53 +52,19 @@ Test(model, median_of_recent_runs_ignores_outliers)
 
 /* ---- pats on one CPU worker: the order in which tasks run */
 
-static atomic_int gate_open, n_ran;
-static int ran_order[64];
-
-static tw_status
-gate_cpu(tw_task_ctx *ctx, void *arg)
-{
-    struct timespec ts = {0, 1000000};
-
-    (void)ctx;
-    (void)arg;
-    for (int i = 0; i < 5000 && !atomic_load(&gate_open); i++)
-        nanosleep(&ts, NULL);
-    return TW_OK;
-}
-
-static tw_status
-log_cpu(tw_task_ctx *ctx, void *arg)
-{
-    int k = atomic_fetch_add(&n_ran, 1);
-
-    (void)ctx;
-    if (k < 64)
-        ran_order[k] = (int)(intptr_t)arg;
-    return TW_OK;
-}
-
-/* Never called: a CPU-only runtime has no GPU worker; it makes the kinds "both". */
-static tw_status
-never_cuda(tw_task_ctx *ctx, void *arg)
-{
-    (void)arg;
-    return twi_ctx_fail(ctx, TW_E_INTERNAL, "test: the CUDA variant ran");
-}
-
 static const tw_task_kind gate_kind = {.name = "test.gate", .devices = TW_DEVICE_CPU,
-                                       .cpu = gate_cpu};
+                                       .cpu = twtest_gate_cpu};
 static const tw_task_kind cpu_only = {.name = "test.cpu", .devices = TW_DEVICE_CPU,
-                                      .cpu = log_cpu};
+                                      .cpu = twtest_log_cpu};
 static const tw_task_kind fast_on_gpu = {.name = "test.x100",
                                          .devices = TW_DEVICE_CPU | TW_DEVICE_CUDA,
-                                         .cpu = log_cpu, .cuda = never_cuda};
+                                         .cpu = twtest_log_cpu, .cuda = twtest_never_cuda};
 static const tw_task_kind slow_on_gpu = {.name = "test.x2",
                                          .devices = TW_DEVICE_CPU | TW_DEVICE_CUDA,
-                                         .cpu = log_cpu, .cuda = never_cuda};
+                                         .cpu = twtest_log_cpu, .cuda = twtest_never_cuda};
 static const tw_task_kind unknown_a = {.name = "test.ua",
                                        .devices = TW_DEVICE_CPU | TW_DEVICE_CUDA,
-                                       .cpu = log_cpu, .cuda = never_cuda};
+                                       .cpu = twtest_log_cpu, .cuda = twtest_never_cuda};
 
 static tw_runtime *
 pats_runtime(void)
@@ -130,8 +97,8 @@ run_behind_gate(tw_runtime *rt, const tw_task_kind *const *kinds, int n)
     tw_job *job = NULL;
     tw_task *t = NULL;
 
-    atomic_store(&gate_open, 0);
-    atomic_store(&n_ran, 0);
+    atomic_store(&twtest_gate_open, 0);
+    atomic_store(&twtest_n_ran, 0);
     cr_assert(eq(int, twi_job_create(rt, "policy", &job), TW_OK));
     cr_assert(eq(int, twi_task_create(job, &gate_kind, NULL, NULL, &t), TW_OK));
     cr_assert(eq(int, twi_task_submit(t), TW_OK));
@@ -142,10 +109,10 @@ run_behind_gate(tw_runtime *rt, const tw_task_kind *const *kinds, int n)
         twi_task_release(t);
     }
     twi_job_seal(job);
-    atomic_store(&gate_open, 1);
+    atomic_store(&twtest_gate_open, 1);
     cr_assert(eq(int, tw_job_wait(job, -1), TW_OK), "%s", tw_job_get_error(job));
     tw_job_destroy(job);
-    cr_assert(eq(int, atomic_load(&n_ran), n));
+    cr_assert(eq(int, atomic_load(&twtest_n_ran), n));
 }
 
 Test(pats, cpu_worker_takes_the_lowest_speedup_first)
@@ -168,8 +135,8 @@ Test(pats, cpu_worker_takes_the_lowest_speedup_first)
     for (int k = 0; k < 12; k++) {
         int want = k < 4 ? 3 * k + 2 : k < 8 ? 3 * (k - 4) + 1 : 3 * (k - 8);
 
-        cr_assert(eq(int, ran_order[k], want), "position %d ran task %d, want %d", k,
-                  ran_order[k], want);
+        cr_assert(eq(int, twtest_ran_order[k], want), "position %d ran task %d, want %d", k,
+                  twtest_ran_order[k], want);
     }
     tw_runtime_destroy(rt);
 }
@@ -185,14 +152,14 @@ Test(pats, kinds_without_models_run_in_submission_order)
         kinds[i] = &unknown_a;
     run_behind_gate(rt, kinds, 10);
     for (int k = 0; k < 10; k++)
-        cr_assert(eq(int, ran_order[k], k));
+        cr_assert(eq(int, twtest_ran_order[k], k));
     /* After these runs the CPU side of test.ua is known, the GPU side still is not: still
      * FCFS. */
     cr_assert(twi_model_estimate(rt->models, &unknown_a, CPU_DEV(rt), 1, -1) >= 0);
     cr_assert(twi_model_estimate(rt->models, &unknown_a, GPU_DEV(rt), 1, -1) < 0);
     run_behind_gate(rt, kinds, 10);
     for (int k = 0; k < 10; k++)
-        cr_assert(eq(int, ran_order[k], k));
+        cr_assert(eq(int, twtest_ran_order[k], k));
     tw_runtime_destroy(rt);
 }
 
