@@ -9,6 +9,8 @@
 #   chart. Everything lands in $OUT (or ./bench-gpu-out): bench-gpu.json, bench-gpu.txt (the
 #   tables), bench-gpu.log (progress and build), bench-gray-gpu.png, env.txt.
 set -uo pipefail
+# shellcheck source=bench/device_env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 out=${OUT:-bench-gpu-out}
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
@@ -19,21 +21,11 @@ fi
 build="build-bench-gpu"
 log="$out/bench-gpu.log"
 {
-    echo "== $(date -u +%FT%TZ) $(hostname)"
-    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-    nvcc --version | tail -1
-    nproc
+    twb_machine
     python3 -c 'import sys; print(sys.version.split()[0])'
 } > "$out/env.txt" 2>&1
 t0=$SECONDS
-if ! cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90 \
-        -DTW_ENABLE_CUDA=ON -DTW_ENABLE_TESTING=OFF > "$log" 2>&1 ||
-    ! cmake --build "$build" -j"$(nproc)" --target tilewave_cli tw_bench >> "$log" 2>&1; then
-    tail -40 "$log"
-    echo "gpu.sh: build failed"
-    exit 1
-fi
-echo "gpu.sh: built in $((SECONDS - t0)) s" | tee -a "$log"
+twb_build --reconfigure gpu.sh "$build" "$log" tilewave_cli tw_bench || exit 1
 # A last guard under the device call's 10 minutes; run.py's own budget normally ends it first,
 # and it rewrites the JSON after every case, so a cut run keeps what it measured.
 # TW_BENCH_ARGS adds run.py flags (e.g. "--sizes 1024 --budget 60" for a dry run, or

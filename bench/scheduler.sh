@@ -14,6 +14,8 @@
 # scheduler.jsonl (one tw_bench JSON line per run, with the policy, variant and GPU list
 # added), scheduler.log, env.txt.
 set -uo pipefail
+# shellcheck source=bench/device_env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 out=${OUT:-sched-out}
 mkdir -p "$out"
 build=${BUILD:-build-sched}
@@ -22,24 +24,7 @@ res="$out/scheduler.jsonl"
 size=${SIZE:-65536}
 tile=${TILE:-4096x4096}
 repeat=${REPEAT:-1}
-{
-    echo "== $(date -u +%FT%TZ) $(hostname)"
-    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-    nvcc --version | tail -1
-    nproc
-    free -g | head -2
-} > "$out/env.txt" 2>&1
-t0=$SECONDS
-if { [ ! -f "$build/CMakeCache.txt" ] &&
-        ! cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90 \
-            -DTW_ENABLE_CUDA=ON -DTW_ENABLE_TESTING=OFF > "$log" 2>&1; } ||
-    ! cmake --build "$build" -j"$(nproc)" --target tw_bench >> "$log" 2>&1; then
-    tail -40 "$log"
-    echo "scheduler.sh: build failed"
-    exit 1
-fi
-echo "scheduler.sh: built in $((SECONDS - t0)) s" | tee -a "$log"
-bench="$build/tw_bench"
+twb_tw_bench scheduler.sh "$out" "$build" "$log"
 n_gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if [ -z "${GPU_SETS:-}" ]; then
     GPU_SETS="0"

@@ -9,29 +9,14 @@
 # large runs. Results land in $OUT (or ./slide-out): slide-area-open.jsonl (one tw_bench JSON
 # line per run), slide-area-open.log, env.txt, and a trace and its PNG for the first large run.
 set -uo pipefail
+# shellcheck source=bench/device_env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
 out=${OUT:-slide-out}
 mkdir -p "$out"
 build=${BUILD:-build-slide} # an existing CUDA build directory may be given (tests built too)
 log="$out/slide-area-open.log"
 res="$out/slide-area-open.jsonl"
-{
-    echo "== $(date -u +%FT%TZ) $(hostname)"
-    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-    nvcc --version | tail -1
-    nproc
-    free -g | head -2
-} > "$out/env.txt" 2>&1
-t0=$SECONDS
-if { [ ! -f "$build/CMakeCache.txt" ] &&
-        ! cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CUDA_ARCHITECTURES=90 \
-            -DTW_ENABLE_CUDA=ON -DTW_ENABLE_TESTING=OFF > "$log" 2>&1; } ||
-    ! cmake --build "$build" -j"$(nproc)" --target tw_bench >> "$log" 2>&1; then
-    tail -40 "$log"
-    echo "slide_area_open.sh: build failed"
-    exit 1
-fi
-echo "slide_area_open.sh: built in $((SECONDS - t0)) s" | tee -a "$log"
-bench="$build/tw_bench"
+twb_tw_bench slide_area_open.sh "$out" "$build" "$log"
 : > "$res"
 # One line per run: time, rate, pixels wrong (check), TP tasks per device, border nodes, passes.
 summary=$(cat <<'PY'

@@ -10,11 +10,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "tilewave.h"
 #include "twtest_cli.h"
+#include "twtest_rt.h"
 
 static char *dir;    /* the command's output directory: empty before and after */
 static char *in_dir; /* its input, and the child's stdout and stderr */
@@ -37,23 +37,6 @@ teardown(void)
 }
 
 TestSuite(cli_signal, .init = setup, .fini = teardown, .timeout = 120);
-
-static double
-now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void
-sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-    nanosleep(&ts, NULL);
-}
 
 /* A 4096 x 4096 sample slide: an area opening of it takes seconds on one worker. */
 static char *
@@ -132,21 +115,21 @@ interrupt_with(int sig, int want_code, const char *want_name)
     close(fe);
     close(fo);
     /* The writer's temporary file ".out.tif.tw-XXXXXX" appears once the job is submitted. */
-    t0 = now_s();
+    t0 = twtest_now_s();
     while (count_prefixed(dir, ".out.tif.tw-") == 0) {
         cr_assert(waitpid(pid, &ws, WNOHANG) == 0, "the command ended before it wrote anything");
-        cr_assert(now_s() - t0 < 30.0, "no temporary output file after 30 s");
-        sleep_ms(5);
+        cr_assert(twtest_now_s() - t0 < 30.0, "no temporary output file after 30 s");
+        twtest_sleep_ms(5);
     }
-    sleep_ms(300);
+    twtest_sleep_ms(300);
     cr_assert(waitpid(pid, &ws, WNOHANG) == 0,
               "the command finished before the signal: make its input larger");
-    t_sig = now_s();
+    t_sig = twtest_now_s();
     cr_assert(eq(int, kill(pid, sig), 0));
     do
         done = waitpid(pid, &ws, 0);
     while (done < 0);
-    t_end = now_s();
+    t_end = twtest_now_s();
     err = slurp(err_path);
     cr_log_info("%s: exited %.0f ms after the signal", want_name, 1e3 * (t_end - t_sig));
     bool exited = WIFEXITED(ws);

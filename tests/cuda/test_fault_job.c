@@ -11,6 +11,7 @@
 #include "runtime_internal.h"
 #include "tilewave.h"
 #include "twtest.h"
+#include "twtest_rt.h"
 
 /*
  * Every op whose task kinds have CUDA variants (gray.tp; mrecon.tp under reconstruction and
@@ -41,23 +42,11 @@ capture(tw_log_level level, const char *domain, const char *message, void *user)
 static tw_runtime *
 make_rt(const char *gpus, const char *cpu_workers, const char *fault)
 {
-    tw_config *cfg = NULL;
-    tw_runtime *rt = NULL;
-    tw_error err = {0};
-
-    cr_assert(eq(int, tw_config_create(&cfg), TW_OK));
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.models", "none", TW_CONFIG_FILE, NULL), TW_OK));
-    cr_assert(eq(int, tw_config_load_env(cfg, &err), TW_OK), "%s", err.message);
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.gpus", gpus, TW_CONFIG_SET, NULL), TW_OK));
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.cpu_workers", cpu_workers, TW_CONFIG_SET, NULL),
-                 TW_OK));
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.fault_inject", fault, TW_CONFIG_SET, &err),
-                 TW_OK), "%s", err.message);
     tw_log_set_handler(capture, NULL);
     tw_log_set_level(TW_LOG_WARN);
-    cr_assert(eq(int, tw_runtime_create(cfg, &rt, &err), TW_OK), "%s", err.message);
-    tw_config_destroy(cfg);
-    return rt;
+    return twtest_runtime_kv_ok(true, (const char *const[]){"runtime.gpus", gpus,
+                                                            "runtime.cpu_workers", cpu_workers,
+                                                            "runtime.fault_inject", fault, NULL});
 }
 
 static uint64_t
@@ -121,13 +110,14 @@ typedef struct out_buf {
     size_t bytes;
 } out_buf;
 
+/* The end of a job just submitted with status st: the submission and the job succeeded. */
 static void
-wait_ok(tw_job *job, const char *what)
+wait_ok(tw_status st, tw_job **job, const tw_error *err, const char *what)
 {
-    tw_status st = tw_job_wait(job, -1);
-
-    cr_assert(eq(int, st, TW_OK), "%s: %s", what, tw_job_get_error(job));
-    tw_job_destroy(job);
+    cr_assert(eq(int, st, TW_OK), "%s", err->message);
+    st = tw_job_wait(*job, -1);
+    cr_assert(eq(int, st, TW_OK), "%s: %s", what, tw_job_get_error(*job));
+    tw_job_destroy(*job);
 }
 
 static out_buf
@@ -149,8 +139,7 @@ op_gray(tw_runtime *rt)
     o.output.path = out;
     o.tile_w = 128;
     o.tile_h = 96;
-    cr_assert(eq(int, tw_gray_submit(rt, &o, &job, &err), TW_OK), "%s", err.message);
-    wait_ok(job, "gray");
+    wait_ok(tw_gray_submit(rt, &o, &job, &err), &job, &err, "gray");
     cr_assert(eq(int, tw_slide_open(out, TW_READER_TIFF, &s, NULL), TW_OK));
     cr_assert(eq(int, tw_slide_get_level(s, 0, &li), TW_OK));
     r.bytes = (size_t)(li.w * li.h);
@@ -175,8 +164,7 @@ op_mrecon(tw_runtime *rt)
     o.mask_image = (tw_host_image){img8, W, H, 0, TW_U8};
     o.result = (tw_host_image){r.data, W, H, 0, TW_U8};
     o.tile_w = o.tile_h = TILE;
-    cr_assert(eq(int, tw_mrecon_submit(rt, &o, &job, &err), TW_OK), "%s", err.message);
-    wait_ok(job, "reconstruct");
+    wait_ok(tw_mrecon_submit(rt, &o, &job, &err), &job, &err, "reconstruct");
     return r;
 }
 
@@ -205,8 +193,7 @@ op_rfilter(tw_runtime *rt, int which)
     case 4: st = tw_close_rec_submit(rt, &o, &job, &err); break;
     default: st = tw_regional_max_submit(rt, &o, &job, &err); break;
     }
-    cr_assert(eq(int, st, TW_OK), "%s", err.message);
-    wait_ok(job, "reconstruction filter");
+    wait_ok(st, &job, &err, "reconstruction filter");
     return r;
 }
 
@@ -224,8 +211,7 @@ op_edt(tw_runtime *rt, tw_edt_method method)
     o.threshold = 120;
     o.method = method;
     o.tile_w = o.tile_h = TILE;
-    cr_assert(eq(int, tw_edt_submit(rt, &o, &job, &err), TW_OK), "%s", err.message);
-    wait_ok(job, "edt");
+    wait_ok(tw_edt_submit(rt, &o, &job, &err), &job, &err, "edt");
     return r;
 }
 
@@ -243,8 +229,7 @@ op_maxtree(tw_runtime *rt)
     o.parent = (tw_host_image){par, W, H, 0, TW_U32};
     o.area = (tw_host_image){par + W * H, W, H, 0, TW_U32};
     o.index_bits = 32;
-    cr_assert(eq(int, tw_maxtree_submit(rt, &o, &job, &err), TW_OK), "%s", err.message);
-    wait_ok(job, "maxtree");
+    wait_ok(tw_maxtree_submit(rt, &o, &job, &err), &job, &err, "maxtree");
     return r;
 }
 
@@ -262,8 +247,7 @@ op_attr(tw_runtime *rt, tw_attr_filter f)
     o.filter = f;
     o.threshold = f == TW_AREA_OPENING || f == TW_AREA_CLOSING ? 40 : 25;
     o.tile_w = o.tile_h = TILE;
-    cr_assert(eq(int, tw_attr_filter_submit(rt, &o, &job, &err), TW_OK), "%s", err.message);
-    wait_ok(job, "attribute filter");
+    wait_ok(tw_attr_filter_submit(rt, &o, &job, &err), &job, &err, "attribute filter");
     return r;
 }
 

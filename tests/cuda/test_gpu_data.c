@@ -14,6 +14,7 @@
 
 #include "runtime_internal.h"
 #include "twtest.h"
+#include "twtest_rt.h"
 
 #ifdef TW_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -75,23 +76,13 @@ static const tw_task_kind rot_cpu_kind = {.name = "test.rot_cpu", .devices = TW_
 static tw_runtime *
 make_rt(const char *gpus, const char *cpu, const char *mem, const char *trace)
 {
-    tw_config *cfg = NULL;
-    tw_runtime *rt = NULL;
-    tw_error err = {0};
+    tw_runtime *rt;
 
     twtest_quiet_logs();
-    cr_assert(eq(int, tw_config_create(&cfg), TW_OK));
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.models", "none", TW_CONFIG_FILE, NULL), TW_OK));
-    cr_assert(eq(int, tw_config_load_env(cfg, &err), TW_OK), "%s", err.message);
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.gpus", gpus, TW_CONFIG_SET, NULL), TW_OK));
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.cpu_workers", cpu, TW_CONFIG_SET, NULL), TW_OK));
-    if (mem)
-        cr_assert(eq(int, tw_config_set(cfg, "runtime.gpu_mem", mem, TW_CONFIG_SET, &err), TW_OK),
-                  "%s", err.message);
-    if (trace)
-        cr_assert(eq(int, tw_config_set(cfg, "runtime.trace", trace, TW_CONFIG_SET, NULL), TW_OK));
-    cr_assert(eq(int, tw_runtime_create(cfg, &rt, &err), TW_OK), "%s", err.message);
-    tw_config_destroy(cfg);
+    rt = twtest_runtime_kv_ok(true, (const char *const[]){"runtime.gpus", gpus,
+                                                          "runtime.cpu_workers", cpu,
+                                                          "runtime.gpu_mem", mem,
+                                                          "runtime.trace", trace, NULL});
     atomic_store(&on_gpu, 0);
     atomic_store(&on_cpu, 0);
     return rt;

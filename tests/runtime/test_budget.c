@@ -15,6 +15,7 @@
 
 #include "tw_internal.h"
 #include "twtest.h"
+#include "twtest_rt.h"
 
 /* ---- helpers */
 
@@ -37,27 +38,18 @@ count_log(tw_log_level level, const char *domain, const char *message, void *use
 static tw_status
 make_runtime(int workers, const char *budget, const char *dir, tw_runtime **rt, tw_error *err)
 {
-    tw_config *cfg = NULL;
     char n[16];
-    tw_status st;
 
     atomic_store(&warnings, 0);
     atomic_store(&escape_warnings, 0);
     tw_log_set_handler(count_log, NULL);
     snprintf(n, sizeof n, "%d", workers);
-    cr_assert(eq(int, tw_config_create(&cfg), TW_OK));
-    cr_assert(eq(int, tw_config_load_env(cfg, err), TW_OK), "%s", err->message);
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.gpus", "none", TW_CONFIG_SET, NULL), TW_OK));
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.cpu_workers", n, TW_CONFIG_SET, NULL), TW_OK));
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.models", "none", TW_CONFIG_SET, NULL), TW_OK));
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.host_mem", budget, TW_CONFIG_SET, err), TW_OK),
-              "%s", err->message);
-    if (dir)
-        cr_assert(eq(int, tw_config_set(cfg, "runtime.scratch_dir", dir, TW_CONFIG_SET, NULL),
-                     TW_OK));
-    st = tw_runtime_create(cfg, rt, err);
-    tw_config_destroy(cfg);
-    return st;
+    return twtest_runtime_kv(true, (const char *const[]){"runtime.gpus", "none",
+                                                         "runtime.cpu_workers", n,
+                                                         "runtime.models", "none",
+                                                         "runtime.host_mem", budget,
+                                                         "runtime.scratch_dir", dir, NULL},
+                             rt, err);
 }
 
 static tw_runtime *
@@ -309,14 +301,27 @@ touch(tw_task_ctx *ctx, void *arg)
 static const tw_task_kind touch_kind = {.name = "test.touch", .devices = TW_DEVICE_CPU,
                                         .cpu = touch};
 
-/* Submit n pipelines at once (every tile created up front) and wait. */
+static void
+check_pipeline(const pipe_job *p, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        for (int32_t y = 0; y < PH; y++)
+            for (int32_t x = 0; x < PW; x++)
+                cr_assert(eq(u8, p->result[i * TB + y * PW + x],
+                             (uint8_t)(pattern(i, x, y) * 3 + 1)),
+                          "tile %lld pixel (%d, %d)", (long long)i, x, y);
+}
+
+/* Submit n pipelines at once (every tile created up front), wait and check the results, kept
+ * in p->result (malloc'd). */
 static void
 run_pipeline(tw_runtime *rt, int64_t n, pipe_job *p)
 {
     pipe_arg *args = calloc((size_t)n, sizeof *args);
     tw_job *job = NULL;
 
-    cr_assert(args != NULL);
+    p->result = malloc((size_t)(n * TB));
+    cr_assert(args != NULL && p->result != NULL);
     cr_assert(eq(int, twi_job_create(rt, "pipe", &job), TW_OK));
     for (int64_t i = 0; i < n; i++) {
         tw_tile *in = NULL, *out = NULL;
@@ -348,17 +353,7 @@ run_pipeline(tw_runtime *rt, int64_t n, pipe_job *p)
     cr_assert(eq(int, tw_job_wait(job, -1), TW_OK), "%s", tw_job_get_error(job));
     tw_job_destroy(job);
     free(args);
-}
-
-static void
-check_pipeline(const pipe_job *p, int64_t n)
-{
-    for (int64_t i = 0; i < n; i++)
-        for (int32_t y = 0; y < PH; y++)
-            for (int32_t x = 0; x < PW; x++)
-                cr_assert(eq(u8, p->result[i * TB + y * PW + x],
-                             (uint8_t)(pattern(i, x, y) * 3 + 1)),
-                          "tile %lld pixel (%d, %d)", (long long)i, x, y);
+    check_pipeline(p, n);
 }
 
 Test(budget, pipeline_ten_times_the_budget_stays_within_it)
@@ -374,10 +369,7 @@ Test(budget, pipeline_ten_times_the_budget_stays_within_it)
     pipe_job p = {0};
     tw_memory_info mi;
 
-    p.result = malloc((size_t)(n * TB));
-    cr_assert(p.result != NULL);
     run_pipeline(rt, n, &p);
-    check_pipeline(&p, n);
     mi = memory(rt);
     cr_assert(le(i64, mi.host_peak, budget), "peak %lld", (long long)mi.host_peak);
     cr_assert(gt(i64, mi.host_peak, 0));
@@ -403,10 +395,7 @@ Test(budget, pipeline_on_one_worker_never_spills)
     pipe_job p = {0};
     tw_memory_info mi;
 
-    p.result = malloc((size_t)(n * TB));
-    cr_assert(p.result != NULL);
     run_pipeline(rt, n, &p);
-    check_pipeline(&p, n);
     mi = memory(rt);
     cr_assert(le(i64, mi.host_peak, budget));
     cr_assert(eq(u64, mi.spills, 0));
@@ -490,7 +479,6 @@ reconstruct(tw_runtime *rt, img16 *im, tw_mrecon_stats *stats)
     tw_mrecon_opts o;
     tw_job *job = NULL;
     tw_error err = {0};
-    tw_status st;
 
     tw_mrecon_opts_init(&o);
     o.marker_image = (tw_host_image){im->marker, im->w, im->h, 0, TW_U16};
@@ -498,11 +486,7 @@ reconstruct(tw_runtime *rt, img16 *im, tw_mrecon_stats *stats)
     o.result = (tw_host_image){im->out, im->w, im->h, 0, TW_U16};
     o.tile_w = o.tile_h = 64;
     o.stats = stats;
-    if ((st = tw_mrecon_submit(rt, &o, &job, &err)) != TW_OK)
-        return st;
-    st = tw_job_wait(job, -1);
-    tw_job_destroy(job);
-    return st;
+    return twtest_job_finish(tw_mrecon_submit(rt, &o, &job, &err), &job);
 }
 
 Test(budget, reconstruction_six_times_the_budget_matches_the_unbudgeted_run)
@@ -551,18 +535,13 @@ open_rec(tw_runtime *rt, img16 *im)
     tw_rfilter_opts o;
     tw_job *job = NULL;
     tw_error err = {0};
-    tw_status st;
 
     tw_rfilter_opts_init(&o);
     o.image = (tw_host_image){im->mask, im->w, im->h, 0, TW_U16};
     o.result = (tw_host_image){im->out, im->w, im->h, 0, TW_U16};
     o.radius = 40; /* wider than a tile: the prep pins up to 3 x 3 neighbouring masks */
     o.tile_w = o.tile_h = 64;
-    if ((st = tw_open_rec_submit(rt, &o, &job, &err)) != TW_OK)
-        return st;
-    st = tw_job_wait(job, -1);
-    tw_job_destroy(job);
-    return st;
+    return twtest_job_finish(tw_open_rec_submit(rt, &o, &job, &err), &job);
 }
 
 Test(budget, opening_by_reconstruction_under_a_budget_matches_the_unbudgeted_run)
@@ -597,7 +576,6 @@ distance(tw_runtime *rt, const img16 *im, float *out)
     tw_edt_opts o;
     tw_job *job = NULL;
     tw_error err = {0};
-    tw_status st;
 
     tw_edt_opts_init(&o);
     o.image = (tw_host_image){im->mask, im->w, im->h, 0, TW_U16};
@@ -605,11 +583,7 @@ distance(tw_runtime *rt, const img16 *im, float *out)
     o.threshold = 26000;
     o.tile_w = 64;
     o.tile_h = 16;
-    if ((st = tw_edt_submit(rt, &o, &job, &err)) != TW_OK)
-        return st;
-    st = tw_job_wait(job, -1);
-    tw_job_destroy(job);
-    return st;
+    return twtest_job_finish(tw_edt_submit(rt, &o, &job, &err), &job);
 }
 
 Test(budget, distance_transform_under_a_small_budget_matches_the_unbudgeted_run)

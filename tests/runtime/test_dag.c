@@ -9,13 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* Criterion 2.4 assertions store into a 1-bit field, which -Wconversion flags at every use. */
 #pragma GCC diagnostic ignored "-Wconversion"
 
 #include "tw_internal.h"
 #include "twtest.h"
+#include "twtest_rt.h"
 
 /* ---- helpers */
 
@@ -294,14 +294,6 @@ empty_cpu(tw_task_ctx *ctx, void *arg)
 static const tw_task_kind empty_kind = {.name = "test.empty", .devices = TW_DEVICE_CPU,
                                         .cpu = empty_cpu};
 
-static double
-now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 Test(dag, empty_task_throughput)
 {
     /* 200,000 independent empty tasks on 2 workers, submitted from the test thread: reports
@@ -314,7 +306,7 @@ Test(dag, empty_task_throughput)
     int i;
 
     cr_assert(eq(int, twi_job_create(rt, "empty", &job), TW_OK));
-    t0 = now_s();
+    t0 = twtest_now_s();
     for (i = 0; i < n; i++) {
         tw_task *t = NULL;
         cr_assert(eq(int, twi_task_create(job, &empty_kind, NULL, NULL, &t), TW_OK));
@@ -323,7 +315,7 @@ Test(dag, empty_task_throughput)
     }
     twi_job_seal(job);
     cr_assert(eq(int, tw_job_wait(job, -1), TW_OK));
-    dt = now_s() - t0;
+    dt = twtest_now_s() - t0;
     cr_log_info("empty tasks: %.2f us per task (%.0f tasks/s)", dt / n * 1e6, n / dt);
     fprintf(stderr, "empty tasks: %.2f us per task (%.0f tasks/s)\n", dt / n * 1e6, n / dt);
     cr_assert(lt(dbl, dt / n, 50e-6 * TWTEST_SLOWDOWN));
@@ -423,21 +415,12 @@ rd_mix(uint32_t a, uint32_t b)
     return x;
 }
 
-static double
-rd_now(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void
 rd_spin_us(int us)
 {
-    double end = rd_now() + us * 1e-6;
+    double end = twtest_now_s() + us * 1e-6;
 
-    while (rd_now() < end)
+    while (twtest_now_s() < end)
         ;
 }
 
@@ -522,10 +505,10 @@ rd_node_cpu(tw_task_ctx *ctx, void *arg)
         a[1]++;
     }
     if (nd->gate) {
-        double end = rd_now() + RD_WAIT_S;
+        double end = twtest_now_s() + RD_WAIT_S;
 
         while (!atomic_load(&g->gate_release)) {
-            if (rd_now() > end) {
+            if (twtest_now_s() > end) {
                 rd_fail(g, "node %d: the gate was never released", nd->id);
                 break;
             }
@@ -672,7 +655,7 @@ rd_create_submit(rd_graph *g, int i)
 static bool
 rd_wait_for(rd_graph *g, int n, int started)
 {
-    double end = rd_now() + RD_WAIT_S;
+    double end = twtest_now_s() + RD_WAIT_S;
     int i = 0;
 
     while (started >= 0 ? !atomic_load_explicit(&g->nodes[started].started, memory_order_relaxed)
@@ -681,7 +664,7 @@ rd_wait_for(rd_graph *g, int n, int started)
             i++;
             continue;
         }
-        if (rd_now() > end) {
+        if (twtest_now_s() > end) {
             rd_fail(g, "waited %.0f s for node %d", RD_WAIT_S, started >= 0 ? started : i);
             return false;
         }

@@ -7,13 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* Criterion 2.4 assertions store into a 1-bit field, which -Wconversion flags at every use. */
 #pragma GCC diagnostic ignored "-Wconversion"
 
 #include "runtime_internal.h"
 #include "twtest.h"
+#include "twtest_rt.h"
 
 /*
  * The retry path runs without a GPU: a CUDA worker made by hand (as test_policy.c makes one
@@ -24,23 +24,6 @@
  */
 
 /* ---- helpers */
-
-static double
-now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void
-sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-    nanosleep(&ts, NULL);
-}
 
 /* Log capture: warnings and debug lines of the runtime, counted by content. */
 #define LOG_MAX 256
@@ -81,31 +64,23 @@ count_logs(tw_log_level level, const char *a, const char *b)
 static tw_runtime *
 make_rt(const char *fault, int cpu_workers, tw_log_level level)
 {
-    tw_config *cfg = NULL;
-    tw_runtime *rt = NULL;
-    tw_error err = {0};
     char n[16];
 
     snprintf(n, sizeof n, "%d", cpu_workers);
-    cr_assert(eq(int, tw_config_create(&cfg), TW_OK));
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.models", "none", TW_CONFIG_FILE, &err), TW_OK),
-              "%s", err.message);
-    cr_assert(eq(int, tw_config_load_env(cfg, &err), TW_OK), "%s", err.message);
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.gpus", "none", TW_CONFIG_SET, &err), TW_OK));
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.cpu_workers", n, TW_CONFIG_SET, &err), TW_OK));
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.fault_inject", fault, TW_CONFIG_SET, &err),
-                 TW_OK), "%s", err.message);
     tw_log_set_handler(capture, NULL);
     tw_log_set_level(level);
-    cr_assert(eq(int, tw_runtime_create(cfg, &rt, &err), TW_OK), "%s", err.message);
-    tw_config_destroy(cfg);
-    return rt;
+    return twtest_runtime_kv_ok(true, (const char *const[]){"runtime.gpus", "none",
+                                                            "runtime.cpu_workers", n,
+                                                            "runtime.fault_inject", fault, NULL});
 }
 
-/* A GPU manager as the runtime would have one; it never touches a device here. */
-static void
-fake_gpu_worker(tw_runtime *rt, tw_worker *gw)
+/* A GPU manager as the runtime would have one, in gw (it never touches a device here), and a
+ * new job `name` for the tasks handed to it. */
+static tw_job *
+gpu_job(tw_runtime *rt, tw_worker *gw, const char *name)
 {
+    tw_job *job = NULL;
+
     memset(gw, 0, sizeof *gw);
     gw->rt = rt;
     gw->index = 99;
@@ -118,6 +93,8 @@ fake_gpu_worker(tw_runtime *rt, tw_worker *gw)
     atomic_init(&gw->bytes_up, 0);
     atomic_init(&gw->bytes_down, 0);
     atomic_init(&gw->tasks_retried, 0);
+    cr_assert(eq(int, twi_job_create(rt, name, &job), TW_OK));
+    return job;
 }
 
 /* Submit t as twi_task_submit would, but hand it to gw's CUDA variant instead of the queue
@@ -328,13 +305,11 @@ Test(fault, injected_gpu_failures_rerun_on_cpu_logged_once)
      * succeeds without an error message. */
     tw_runtime *rt = make_rt("cuda", 2, TW_LOG_WARN);
     tw_worker gw;
-    tw_job *job = NULL;
+    tw_job *job = gpu_job(rt, &gw, "retry");
     fill_arg args[8];
     tw_tile **tiles, *copy = new_tile(rt);
     tw_task *dep = NULL;
 
-    fake_gpu_worker(rt, &gw);
-    cr_assert(eq(int, twi_job_create(rt, "retry", &job), TW_OK));
     tiles = run_fill_tasks(rt, job, &gw, &fill_kind, 8, args);
     /* Submitted after the first was handed over: it may already be done (then no wait). */
     cr_assert(eq(int, twi_task_create(job, &copy_kind, NULL, NULL, &dep), TW_OK));
@@ -368,12 +343,10 @@ Test(fault, retry_runs_on_cpu_even_when_can_run_prefers_the_gpu)
      * when GPUs are present) still completes on a CPU worker after its CUDA run failed. */
     tw_runtime *rt = make_rt("cuda", 1, TW_LOG_ERROR);
     tw_worker gw;
-    tw_job *job = NULL;
+    tw_job *job = gpu_job(rt, &gw, "picky");
     fill_arg args[3];
     tw_tile **tiles;
 
-    fake_gpu_worker(rt, &gw);
-    cr_assert(eq(int, twi_job_create(rt, "picky", &job), TW_OK));
     tiles = run_fill_tasks(rt, job, &gw, &picky_kind, 3, args);
     twi_job_seal(job);
     cr_assert(eq(int, tw_job_wait(job, 10000), TW_OK), "hung or failed: %s",
@@ -406,15 +379,14 @@ Test(fault, every_nth_attempt_of_a_kind_is_injected)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         tw_runtime *rt = make_rt(cases[c].spec, 2, TW_LOG_DEBUG);
         tw_worker gw;
-        tw_job *job = NULL;
+        tw_job *job;
         fill_arg a1[9], a2[6];
         tw_tile **t1, **t2;
 
         pthread_mutex_lock(&log_lock);
         log_n = 0;
         pthread_mutex_unlock(&log_lock);
-        fake_gpu_worker(rt, &gw);
-        cr_assert(eq(int, twi_job_create(rt, "nth", &job), TW_OK));
+        job = gpu_job(rt, &gw, "nth");
         t1 = run_fill_tasks(rt, job, &gw, &fill_kind, cases[c].n_fill, a1);
         t2 = run_fill_tasks(rt, job, &gw, &other_kind, cases[c].n_other, a2);
         twi_job_seal(job);
@@ -452,7 +424,7 @@ late_fail_cpu(tw_task_ctx *ctx, void *arg)
     (void)arg;
     atomic_store(&slow_started, true);
     for (int i = 0; i < 10000 && !twi_ctx_canceled(ctx); i++)
-        sleep_ms(1);
+        twtest_sleep_ms(1);
     return twi_ctx_fail(ctx, TW_E_IO, "test: a later failure");
 }
 
@@ -466,17 +438,15 @@ Test(fault, failure_without_cpu_variant_fails_the_job_and_sticks)
      * cancel come later still: the first status and message stay. */
     tw_runtime *rt = make_rt("cuda", 2, TW_LOG_WARN);
     tw_worker gw;
-    tw_job *job = NULL;
+    tw_job *job = gpu_job(rt, &gw, "sticky");
     tw_task *slow = NULL, *t = NULL;
     tw_tile *tile = new_tile(rt);
 
-    fake_gpu_worker(rt, &gw);
-    cr_assert(eq(int, twi_job_create(rt, "sticky", &job), TW_OK));
     cr_assert(eq(int, twi_task_create(job, &late_fail_kind, NULL, NULL, &slow), TW_OK));
     cr_assert(eq(int, twi_task_submit(slow), TW_OK));
     twi_task_release(slow);
     while (!atomic_load(&slow_started))
-        sleep_ms(1);
+        twtest_sleep_ms(1);
     cr_assert(eq(int, twi_task_create(job, &cuda_only_kind, NULL, NULL, &t), TW_OK));
     cr_assert(eq(int, twi_task_add_tile(t, tile, TW_W), TW_OK));
     run_on_gpu(&gw, t);
@@ -502,12 +472,10 @@ Test(fault, stopping_job_is_not_retried)
      * nor retried, and the job reports TW_E_CANCELED. */
     tw_runtime *rt = make_rt("cuda", 1, TW_LOG_WARN);
     tw_worker gw;
-    tw_job *job = NULL;
+    tw_job *job = gpu_job(rt, &gw, "canceled");
     fill_arg args[1];
     tw_tile **tiles;
 
-    fake_gpu_worker(rt, &gw);
-    cr_assert(eq(int, twi_job_create(rt, "canceled", &job), TW_OK));
     tw_job_cancel(job);
     tiles = run_fill_tasks(rt, job, &gw, &fill_kind, 1, args);
     twi_job_seal(job);
@@ -604,13 +572,13 @@ Test(cancel, real_jobs_stop_within_a_second, .timeout = 120)
         double t0, t1;
         tw_status st;
 
-        sleep_ms(300);
+        twtest_sleep_ms(300);
         cr_assert(eq(int, tw_job_wait(job, 0), TW_E_TIMEOUT), "%s ended within 300 ms: make "
                   "the image larger", names[op]);
-        t0 = now_s();
+        t0 = twtest_now_s();
         tw_job_cancel(job);
         st = tw_job_wait(job, 10000);
-        t1 = now_s();
+        t1 = twtest_now_s();
         cr_log_info("%s: ended %.0f ms after the cancel", names[op], 1e3 * (t1 - t0));
         cr_assert(eq(int, st, TW_E_CANCELED), "%s: %s", names[op], tw_status_string(st));
         cr_assert(tw_job_get_error(job) == NULL, "%s: %s", names[op], tw_job_get_error(job));

@@ -6,13 +6,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* Criterion 2.4 assertions store into a 1-bit field, which -Wconversion flags at every use. */
 #pragma GCC diagnostic ignored "-Wconversion"
 
 #include "tw_internal.h"
 #include "twtest.h"
+#include "twtest_rt.h"
 
 /* ---- helpers */
 
@@ -25,21 +25,6 @@ make_runtime(int cpu_workers)
 
     cr_assert(rt != NULL, "%s", err.message);
     return rt;
-}
-
-static double
-now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void
-sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
-    nanosleep(&ts, NULL);
 }
 
 /* Task argument: its index, and how long it works (in 1 ms steps, checking cancellation). */
@@ -63,7 +48,7 @@ work_cpu(tw_task_ctx *ctx, void *arg)
     for (i = 0; i < a->ms; i++) {
         if (twi_ctx_canceled(ctx))
             return TW_E_CANCELED;
-        sleep_ms(1);
+        twtest_sleep_ms(1);
     }
     return TW_OK;
 }
@@ -207,11 +192,11 @@ Test(job, cancel_returns_quickly)
     tw_job *job = submit_work(rt, 1000, -1, 20);
     double t0;
 
-    sleep_ms(50);
-    t0 = now_s();
+    twtest_sleep_ms(50);
+    t0 = twtest_now_s();
     tw_job_cancel(job);
     cr_assert(eq(int, tw_job_wait(job, -1), TW_E_CANCELED));
-    cr_assert(lt(dbl, now_s() - t0, 1.0));
+    cr_assert(lt(dbl, twtest_now_s() - t0, 1.0));
     cr_assert(lt(int, atomic_load(&ran), 1000));
     cr_assert(eq(ptr, (void *)tw_job_get_error(job), NULL));
     cr_assert(eq(int, tw_job_wait(job, 0), TW_E_CANCELED)); /* final status stays */
@@ -224,11 +209,11 @@ Test(job, wait_times_out_and_job_goes_on)
     /* A 300 ms task: a 30 ms wait gives TW_E_TIMEOUT, the job goes on and then succeeds. */
     tw_runtime *rt = make_runtime(1);
     tw_job *job = submit_work(rt, 1, -1, 300);
-    double t0 = now_s();
+    double t0 = twtest_now_s();
     tw_progress pr;
 
     cr_assert(eq(int, tw_job_wait(job, 30), TW_E_TIMEOUT));
-    cr_assert(ge(dbl, now_s() - t0, 0.025));
+    cr_assert(ge(dbl, twtest_now_s() - t0, 0.025));
     tw_job_get_progress(job, &pr);
     cr_assert(not(pr.finished));
     cr_assert(eq(int, tw_job_wait(job, -1), TW_OK));
@@ -245,10 +230,10 @@ Test(job, destroy_cancels_an_unfinished_job)
     tw_job *job = submit_work(rt, 500, -1, 20);
     double t0;
 
-    sleep_ms(20);
-    t0 = now_s();
+    twtest_sleep_ms(20);
+    t0 = twtest_now_s();
     tw_job_destroy(job);
-    cr_assert(lt(dbl, now_s() - t0, 1.0));
+    cr_assert(lt(dbl, twtest_now_s() - t0, 1.0));
     job = submit_work(rt, 10, -1, 0);
     cr_assert(eq(int, tw_job_wait(job, -1), TW_OK));
     tw_job_destroy(job);
@@ -367,7 +352,7 @@ Test(job, progress_reports_done_total_eta)
     cr_assert(eq(i64, pr.done, 0));
     cr_assert(lt(dbl, pr.eta_s, 0.0));
     cr_assert(not(pr.finished));
-    sleep_ms(20);
+    twtest_sleep_ms(20);
     twi_job_add_done(job, 5);
     tw_job_get_progress(job, &pr);
     cr_assert(ge(dbl, pr.elapsed_s, 0.015));
@@ -377,7 +362,7 @@ Test(job, progress_reports_done_total_eta)
     tw_job_get_progress(job, &pr);
     cr_assert(pr.finished);
     e1 = pr.elapsed_s;
-    sleep_ms(20);
+    twtest_sleep_ms(20);
     tw_job_get_progress(job, &pr);
     cr_assert(eq(dbl, pr.elapsed_s, e1));
     tw_job_destroy(job);
@@ -401,8 +386,8 @@ Test(job, submit_rules)
     cr_assert(eq(int, twi_task_create(job, &work_kind, &wa[1], NULL, &b), TW_OK));
     cr_assert(eq(int, twi_task_depend(b, b), TW_E_INVALID));
     while (atomic_load(&ran) < 1)
-        sleep_ms(1);
-    sleep_ms(5); /* let a complete */
+        twtest_sleep_ms(1);
+    twtest_sleep_ms(5); /* let a complete */
     cr_assert(eq(int, twi_task_depend(b, a), TW_OK));
     cr_assert(eq(int, twi_task_submit(b), TW_OK));
     cr_assert(eq(int, twi_task_depend(b, a), TW_E_INVALID));
@@ -598,7 +583,7 @@ static tw_status
 counted_cpu(tw_task_ctx *ctx, void *arg)
 {
     (void)arg;
-    sleep_ms(1);
+    twtest_sleep_ms(1);
     twi_job_add_done(twi_ctx_job(ctx), 1);
     return TW_OK;
 }

@@ -13,6 +13,7 @@
 
 #include "runtime_internal.h"
 #include "twtest.h"
+#include "twtest_rt.h"
 #include "twtest_sched.h"
 
 static const tw_task_kind gate_kind = {.name = "test.gate", .devices = TW_DEVICE_CPU,
@@ -24,20 +25,11 @@ static const tw_task_kind both_kind = {.name = "test.both",
 static tw_runtime *
 locality_runtime(void)
 {
-    tw_config *cfg = NULL;
-    tw_runtime *rt = NULL;
-    tw_error err = {0};
-
     twtest_quiet_logs();
-    cr_assert(eq(int, tw_config_create(&cfg), TW_OK));
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.cpu_workers", "1", TW_CONFIG_SET, NULL), TW_OK));
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.gpus", "none", TW_CONFIG_SET, NULL), TW_OK));
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.policy", "locality", TW_CONFIG_SET, &err),
-                 TW_OK), "%s", err.message);
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.models", "none", TW_CONFIG_SET, NULL), TW_OK));
-    cr_assert(eq(int, tw_runtime_create(cfg, &rt, &err), TW_OK), "%s", err.message);
-    tw_config_destroy(cfg);
-    return rt;
+    return twtest_runtime_kv_ok(false, (const char *const[]){"runtime.cpu_workers", "1",
+                                                             "runtime.gpus", "none",
+                                                             "runtime.policy", "locality",
+                                                             "runtime.models", "none", NULL});
 }
 
 Test(locality, cpu_workers_run_tasks_in_fcfs_order)

@@ -15,6 +15,7 @@
 
 #include "runtime_internal.h"
 #include "twtest.h"
+#include "twtest_rt.h"
 
 #define MS_PER_MPIX 1e-9 /* seconds per pixel of 1 ms per megapixel */
 #define MPIX 1000000     /* a megapixel: size bucket 19 */
@@ -246,18 +247,10 @@ static const tw_task_kind kind_run = {.name = "test.run", .devices = TW_DEVICE_C
 static tw_runtime *
 runtime_with(const char *models, const char *policy)
 {
-    tw_config *cfg = NULL;
-    tw_runtime *rt = NULL;
-    tw_error err = {0};
-
-    cr_assert(eq(int, tw_config_create(&cfg), TW_OK));
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.cpu_workers", "1", TW_CONFIG_SET, NULL), TW_OK));
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.gpus", "none", TW_CONFIG_SET, NULL), TW_OK));
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.policy", policy, TW_CONFIG_SET, NULL), TW_OK));
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.models", models, TW_CONFIG_SET, NULL), TW_OK));
-    cr_assert(eq(int, tw_runtime_create(cfg, &rt, &err), TW_OK), "%s", err.message);
-    tw_config_destroy(cfg);
-    return rt;
+    return twtest_runtime_kv_ok(false, (const char *const[]){"runtime.cpu_workers", "1",
+                                                             "runtime.gpus", "none",
+                                                             "runtime.policy", policy,
+                                                             "runtime.models", models, NULL});
 }
 
 /* Run n tasks of kind_run, each with one side x side tile and feature milli / 1000. */

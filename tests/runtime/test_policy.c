@@ -12,6 +12,7 @@
 
 #include "runtime_internal.h"
 #include "twtest.h"
+#include "twtest_rt.h"
 #include "twtest_sched.h"
 
 static const tw_task_kind kind_a = {.name = "test.a", .devices = TW_DEVICE_CPU};
@@ -69,17 +70,12 @@ static const tw_task_kind unknown_a = {.name = "test.ua",
 static tw_runtime *
 pats_runtime(void)
 {
-    tw_config *cfg = NULL;
-    tw_runtime *rt = NULL;
-    tw_error err = {0};
+    tw_runtime *rt = twtest_runtime_kv_ok(false, (const char *const[]){"runtime.cpu_workers", "1",
+                                                                       "runtime.gpus", "none",
+                                                                       "runtime.policy", "pats",
+                                                                       "runtime.models", "none",
+                                                                       NULL});
 
-    cr_assert(eq(int, tw_config_create(&cfg), TW_OK));
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.cpu_workers", "1", TW_CONFIG_SET, NULL), TW_OK));
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.gpus", "none", TW_CONFIG_SET, NULL), TW_OK));
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.policy", "pats", TW_CONFIG_SET, NULL), TW_OK));
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.models", "none", TW_CONFIG_SET, NULL), TW_OK));
-    cr_assert(eq(int, tw_runtime_create(cfg, &rt, &err), TW_OK), "%s", err.message);
-    tw_config_destroy(cfg);
     cr_assert(rt->models != NULL);
     return rt;
 }
