@@ -114,18 +114,74 @@ enum {
     CLI_OPT_COMPRESSION,
     CLI_OPT_CONN
 };
+/* How a colour slide becomes the operation's gray input or mask (common.c): --gray,
+ * --stain-vectors, --tissue, --tissue-mask, and --threshold, --invert (not for edt, which has
+ * its own). Ids between CLI_OPT_RECON's and CLI_OPT_COMMON. */
+enum {
+    CLI_OPT_INPUT = 950,
+    CLI_OPT_GRAY = CLI_OPT_INPUT,
+    CLI_OPT_STAINS,
+    CLI_OPT_TISSUE,
+    CLI_OPT_TISSUE_MASK,
+    CLI_OPT_THRESHOLD,
+    CLI_OPT_INVERT
+};
+#define CLI_GRAY_OPTIONS                                                                       \
+    {"gray", required_argument, NULL, CLI_OPT_GRAY},                                           \
+        {"stain-vectors", required_argument, NULL, CLI_OPT_STAINS},                            \
+        {"tissue", no_argument, NULL, CLI_OPT_TISSUE},                                         \
+        {"tissue-mask", required_argument, NULL, CLI_OPT_TISSUE_MASK}
+#define CLI_THRESHOLD_OPTIONS                                                                  \
+    {"threshold", required_argument, NULL, CLI_OPT_THRESHOLD},                                 \
+        {"invert", no_argument, NULL, CLI_OPT_INVERT}
+
+#define CLI_GRAY_HELP                                                                          \
+    "  --gray MODE           how RGB becomes gray: luminance (default), r, g, b, hematoxylin\n" \
+    "                        or eosin (colour deconvolution, 0..255, more stain = brighter)\n"  \
+    "  --stain-vectors V     9 numbers H,E,residual (R,G,B optical densities each) for\n"       \
+    "                        hematoxylin/eosin (default: key gray.stain_vectors, standard H&E)\n" \
+    "  --tissue              skip regions without tissue (found on a low-resolution level):\n" \
+    "                        not read, they get what a glass pixel becomes\n"                   \
+    "  --tissue-mask FILE    also write that low-resolution tissue mask (255 tissue, 128\n"     \
+    "                        margin, 0 glass)\n"
+#define CLI_THRESHOLD_HELP                                                                     \
+    "  --threshold N|otsu    make the input a mask: gray > N becomes the type's maximum, the\n" \
+    "                        rest 0; otsu: Otsu's threshold of a low-resolution level\n"        \
+    "  --invert              with --threshold: gray <= N is the foreground instead\n"
+
+typedef struct cli_input_io {
+    tw_gray_mode gray;
+    bool stains_set;
+    double stains[9];
+    tw_threshold_mode threshold_mode;
+    double threshold;
+    bool invert;
+    bool tissue;
+    const char *tissue_mask;
+    tw_input_report report; /* filled by the job, printed by cli_job_run() */
+} cli_input_io;
+
+/* Handle a CLI_GRAY_OPTIONS or CLI_THRESHOLD_OPTIONS id: 0 handled, -1 not one of them,
+ * CLI_USAGE on error. */
+int cli_input_option(cli_input_io *io, int opt, const char *arg);
+/* Copy the options into an input (its report pointing into io); cli_job_run() then prints
+ * what the job did with it: the threshold, tiles skipped. */
+void cli_input_apply(cli_input_io *io, tw_input *in);
+
 #define CLI_RECON_OPTIONS                                                                      \
     {"level", required_argument, NULL, CLI_OPT_LEVEL},                                         \
         {"region", required_argument, NULL, CLI_OPT_REGION},                                   \
         {"reader", required_argument, NULL, CLI_OPT_READER},                                   \
         {"compression", required_argument, NULL, CLI_OPT_COMPRESSION},                         \
-        {"conn", required_argument, NULL, CLI_OPT_CONN}
+        {"conn", required_argument, NULL, CLI_OPT_CONN}, CLI_GRAY_OPTIONS,                      \
+        CLI_THRESHOLD_OPTIONS
 
-#define CLI_RECON_HELP                                                                         \
+#define CLI_IO_HELP                                                                            \
     "  --level N             slide level to read (default 0)\n"                                \
     "  --region X,Y,W,H      region of that level (default: all of it)\n"                      \
     "  --reader NAME         auto (default), openslide or tiff\n"                              \
     "  --compression NAME    deflate, zstd or none (default: key io.compression)\n"
+#define CLI_RECON_HELP CLI_IO_HELP CLI_GRAY_HELP CLI_THRESHOLD_HELP
 
 typedef struct cli_recon_io {
     int level;
@@ -134,6 +190,7 @@ typedef struct cli_recon_io {
     tw_compression compression;
     bool compression_set;
     int conn; /* 0: not given */
+    cli_input_io in; /* --gray, --threshold, --tissue ... */
 } cli_recon_io;
 
 /* Handle a CLI_RECON_OPTIONS id: 0 handled, -1 not one of them, CLI_USAGE on error. */
@@ -146,7 +203,7 @@ int cli_job_option(cli_recon_io *io, cli_common *c, int opt, const char *arg, co
  * CLI_USAGE after printing the error. */
 int cli_one_input(int argc, char **argv, const char *out_path);
 /* Copy level, region and reader into an input, compression into an output. */
-void cli_recon_apply(const cli_recon_io *io, tw_input *in, tw_output *out);
+void cli_recon_apply(cli_recon_io *io, tw_input *in, tw_output *out);
 /* Wait for the job and print the summary line (unless quiet). Returns CLI_OK or CLI_FAIL. */
 int cli_recon_run(tw_job *job, const char *what, const char *out_path,
                   const tw_mrecon_stats *stats, bool quiet);

@@ -33,7 +33,8 @@ static const char help[] =
     "  --method exact|wavefront\n"
     "                        exact (default), or the IWPP wavefront propagation of the nearest\n"
     "                        background pixel (seed 004): approximate, never below the exact\n"
-    "                        distance, the whole image in one piece; for comparison\n" CLI_RECON_HELP
+    "                        distance, the whole image in one piece; for comparison\n" CLI_IO_HELP
+    CLI_GRAY_HELP
     "(The tile size is key edt.tile_size when set, else tile.size.)\n"
     "\n" CLI_COMMON_HELP;
 
@@ -89,6 +90,7 @@ cmd_edt(int argc, char **argv)
         {"region", required_argument, NULL, CLI_OPT_REGION},
         {"reader", required_argument, NULL, CLI_OPT_READER},
         {"compression", required_argument, NULL, CLI_OPT_COMPRESSION},
+        CLI_GRAY_OPTIONS,
         CLI_COMMON_OPTIONS,
         {NULL, 0, NULL, 0}};
     cli_common c;

@@ -8,12 +8,21 @@ static const char help[] =
     "Usage: tilewave gray IN -o OUT [options]\n"
     "\n"
     "Convert a slide or TIFF to one channel and write it as a tiled BigTIFF. RGB becomes\n"
-    "luminance (ITU-R BT.601, (299 R + 587 G + 114 B + 500) / 1000, exact) or one channel;\n"
-    "gray input is copied. The output keeps the input's sample type (8 or 16 bits). Tiles run\n"
-    "on CPU workers (OpenMP) and GPU workers (CUDA), with identical bytes either way.\n"
+    "luminance (ITU-R BT.601, (299 R + 587 G + 114 B + 500) / 1000, exact), one channel, or\n"
+    "a stain by colour deconvolution (8-bit RGB; see docs/io.md); gray input is copied. The\n"
+    "output keeps the input's sample type (8 or 16 bits); with --threshold it is a mask.\n"
+    "Tiles run on CPU workers (OpenMP) and GPU workers (CUDA), with identical bytes either\n"
+    "way.\n"
     "\n"
     "  -o, --output OUT      output TIFF (written under a temporary name, renamed when done)\n"
-    "  --mode NAME           luminance (default), r, g or b\n"
+    "  --mode NAME           luminance (default), r, g, b, hematoxylin or eosin (stain\n"
+    "                        concentration, 0..255, more stain = brighter)\n"
+    "  --stain-vectors V     9 numbers H,E,residual (R,G,B optical densities each) for\n"
+    "                        hematoxylin/eosin (default: key gray.stain_vectors, standard H&E)\n"
+    "  --tissue              skip tiles without tissue (found on a low-resolution level):\n"
+    "                        not read, written as a glass pixel converts\n"
+    "  --tissue-mask FILE    also write that low-resolution tissue mask (255 tissue, 128\n"
+    "                        margin, 0 glass)\n" CLI_THRESHOLD_HELP
     "  --level N             slide level to read (default 0)\n"
     "  --region X,Y,W,H      region of that level (default: all of it)\n"
     "  --reader NAME         auto (default), openslide or tiff\n"
@@ -31,9 +40,14 @@ cmd_gray(int argc, char **argv)
         {"region", required_argument, NULL, O_REGION},
         {"reader", required_argument, NULL, O_READER},
         {"compression", required_argument, NULL, O_COMPRESSION},
+        {"stain-vectors", required_argument, NULL, CLI_OPT_STAINS},
+        {"tissue", no_argument, NULL, CLI_OPT_TISSUE},
+        {"tissue-mask", required_argument, NULL, CLI_OPT_TISSUE_MASK},
+        CLI_THRESHOLD_OPTIONS,
         CLI_COMMON_OPTIONS,
         {NULL, 0, NULL, 0}};
     cli_common c;
+    cli_input_io in;
     tw_gray_opts o;
     tw_config *cfg = NULL;
     tw_runtime *rt = NULL;
@@ -43,6 +57,7 @@ cmd_gray(int argc, char **argv)
     int opt, rc = CLI_OK;
 
     cli_common_init(&c);
+    memset(&in, 0, sizeof in);
     tw_gray_opts_init(&o);
     optind = 1;
     opterr = 0;
@@ -51,7 +66,8 @@ cmd_gray(int argc, char **argv)
         case 'o': o.output.path = optarg; break;
         case O_MODE:
             if (tw_gray_mode_parse(optarg, &o.mode) != TW_OK) {
-                rc = cli_usage_error("--mode: unknown mode '%s' (luminance, r, g, b)", optarg);
+                rc = cli_usage_error("--mode: unknown mode '%s' (luminance, r, g, b, "
+                                     "hematoxylin, eosin)", optarg);
                 goto out;
             }
             break;
@@ -94,7 +110,9 @@ cmd_gray(int argc, char **argv)
         case 'h':
         case CLI_OPT_HELP: fputs(help, stdout); goto out;
         default:
-            if ((rc = cli_common_option(&c, opt, optarg)) != 0) {
+            if ((rc = cli_input_option(&in, opt, optarg)) == 0)
+                break;
+            if (rc > 0 || (rc = cli_common_option(&c, opt, optarg)) != 0) {
                 if (rc < 0)
                     rc = cli_usage_error("unknown option '%s'", argv[optind - 1]);
                 goto out;
@@ -113,6 +131,7 @@ cmd_gray(int argc, char **argv)
         rc = cli_usage_error("missing -o OUT");
         goto out;
     }
+    cli_input_apply(&in, &o.input);
     o.input.path = argv[optind];
     if ((rc = cli_config_build(&c, &cfg)) != CLI_OK ||
         (rc = cli_runtime_create(cfg, &rt)) != CLI_OK)

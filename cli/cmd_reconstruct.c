@@ -73,7 +73,9 @@ cli_job_option(cli_recon_io *io, cli_common *c, int opt, const char *arg, const 
 {
     int rc;
 
-    if ((rc = cli_recon_option(io, opt, arg)) >= 0 || (rc = cli_common_option(c, opt, arg)) >= 0)
+    if ((rc = cli_recon_option(io, opt, arg)) >= 0 ||
+        (rc = cli_input_option(&io->in, opt, arg)) >= 0 ||
+        (rc = cli_common_option(c, opt, arg)) >= 0)
         return rc;
     return cli_usage_error("unknown option '%s'", text);
 }
@@ -92,9 +94,10 @@ cli_one_input(int argc, char **argv, const char *out_path)
 }
 
 void
-cli_recon_apply(const cli_recon_io *io, tw_input *in, tw_output *out)
+cli_recon_apply(cli_recon_io *io, tw_input *in, tw_output *out)
 {
     if (in) {
+        cli_input_apply(&io->in, in);
         in->level = io->level;
         in->reader = io->reader;
         in->x = io->region[0];

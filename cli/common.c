@@ -106,6 +106,10 @@ set_flag(tw_config *cfg, const char *flag, const char *key, const char *value)
  * (one runtime and one job per command). */
 static bool want_summary;
 static tw_runtime *summary_rt;
+/* The input options of this process's job (cli_input_apply), whose report cli_job_run()
+ * prints. */
+static const cli_input_io *job_input;
+static void print_input_report(void);
 
 int
 cli_config_build(const cli_common *c, tw_config **out)
@@ -353,7 +357,109 @@ cli_job_run(tw_job *job, const char *what, bool quiet)
         cli_error("%s", msg ? msg : tw_status_string(st));
         return CLI_FAIL;
     }
+    if (!quiet)
+        print_input_report();
     return CLI_OK;
+}
+
+/* A finite number that is the whole string. */
+static int
+parse_number(const char *s, double *out)
+{
+    char *end = NULL;
+
+    if (!s || !*s)
+        return -1;
+    errno = 0;
+    *out = strtod(s, &end);
+    return errno || *end || !(*out == *out) || *out > 1e300 || *out < -1e300 ? -1 : 0;
+}
+
+int
+cli_input_option(cli_input_io *io, int opt, const char *arg)
+{
+    switch (opt) {
+    case CLI_OPT_GRAY:
+        if (tw_gray_mode_parse(arg, &io->gray) != TW_OK)
+            return cli_usage_error("--gray: unknown mode '%s' (luminance, r, g, b, hematoxylin, "
+                                   "eosin)", arg);
+        return 0;
+    case CLI_OPT_STAINS: {
+        char buf[512];
+        char *p = buf, *comma;
+        int n = 0;
+
+        if (strlen(arg) >= sizeof buf)
+            return cli_usage_error("--stain-vectors: too long");
+        memcpy(buf, arg, strlen(arg) + 1);
+        for (; p; p = comma, n++) {
+            if ((comma = strchr(p, ',')) != NULL)
+                *comma++ = '\0';
+            if (n >= 9 || parse_number(p, &io->stains[n]) != 0)
+                return cli_usage_error("--stain-vectors: '%s' is not 9 numbers separated by "
+                                       "commas", arg);
+        }
+        if (n != 9)
+            return cli_usage_error("--stain-vectors: '%s' is not 9 numbers separated by commas",
+                                   arg);
+        io->stains_set = true;
+        return 0;
+    }
+    case CLI_OPT_TISSUE: io->tissue = true; return 0;
+    case CLI_OPT_TISSUE_MASK:
+        io->tissue_mask = arg;
+        io->tissue = true;
+        return 0;
+    case CLI_OPT_THRESHOLD:
+        if (strcmp(arg, "otsu") == 0) {
+            io->threshold_mode = TW_THRESHOLD_OTSU;
+        } else if (parse_number(arg, &io->threshold) == 0) {
+            io->threshold_mode = TW_THRESHOLD_VALUE;
+        } else {
+            return cli_usage_error("--threshold: bad threshold '%s' (a number or otsu)", arg);
+        }
+        return 0;
+    case CLI_OPT_INVERT: io->invert = true; return 0;
+    default: return -1;
+    }
+}
+
+void
+cli_input_apply(cli_input_io *io, tw_input *in)
+{
+    in->gray = io->gray;
+    in->stains_set = io->stains_set;
+    memcpy(in->stains, io->stains, sizeof in->stains);
+    in->threshold_mode = io->threshold_mode;
+    in->threshold = io->threshold;
+    in->invert = io->invert;
+    in->tissue = io->tissue;
+    in->tissue_mask_path = io->tissue_mask;
+    in->report = &io->report;
+    job_input = io;
+}
+
+/* "tilewave CMD: input: threshold 120 (otsu on level 2); tissue 41% of level 2, 30 of 96 reads
+ * skipped" after a job whose inputs had a threshold or --tissue. */
+static void
+print_input_report(void)
+{
+    const cli_input_io *io = job_input;
+    const tw_input_report *r;
+
+    if (!io || (io->threshold_mode == TW_THRESHOLD_NONE && !io->tissue))
+        return;
+    r = &io->report;
+    fprintf(stderr, "%s: input:", cli_prog);
+    if (io->threshold_mode == TW_THRESHOLD_OTSU)
+        fprintf(stderr, " threshold %g (otsu on level %d)", r->threshold, r->otsu_level);
+    else if (io->threshold_mode == TW_THRESHOLD_VALUE)
+        fprintf(stderr, " threshold %g", r->threshold);
+    if (io->tissue)
+        fprintf(stderr, "%s tissue %.0f%% of level %d, %lld of %lld reads skipped",
+                io->threshold_mode != TW_THRESHOLD_NONE ? ";" : "", 100.0 * r->tissue_fraction,
+                r->otsu_level, (long long)r->skipped, (long long)r->reads);
+    fputc('\n', stderr);
 }
 
 int

@@ -28,6 +28,10 @@ extern "C" {
 
 /* gray: the CUDA twin of twi_omp_gray() (omp/omp_kernels.h), bit-identical output. */
 tw_status twi_cuda_gray(const tw_tile_view *in, tw_tile_view *out, int mode, void *stream);
+/* gray with parameters (twi_gray_params, omp/omp_kernels.h): the twin of twi_omp_gray_p(). */
+struct twi_gray_params;
+tw_status twi_cuda_gray_p(const tw_tile_view *in, tw_tile_view *out,
+                          const struct twi_gray_params *p, void *stream);
 
 /*
  * mrecon: the CUDA variant of twi_omp_mrecon (omp/omp_kernels.h), same contract and the same

@@ -40,6 +40,13 @@ struct twi_assembler {
     int64_t tiles_x, tiles_y;
     slot *slots;             /* row-major */
     pthread_mutex_t lock;    /* guards slots */
+    twi_pyr_rule rule;       /* how `child` is reduced from this level */
+    twi_assembler *child;    /* the writer's next level, NULL: none built */
+    twi_assembler *overlay;  /* level 0 of the overlay file, NULL: none */
+    tw_writer *ov_writer;    /* its writer, owned; NULL once closed */
+    tw_slide *ov_slide;      /* the overlay's base (not owned) */
+    int ov_level;
+    int64_t ov_x0, ov_y0;
 };
 
 tw_status
@@ -88,11 +95,130 @@ twi_assembler_destroy(twi_assembler *a)
 
     if (!a)
         return;
+    twi_assembler_destroy(a->child);
+    twi_assembler_destroy(a->overlay);
+    tw_writer_abort(a->ov_writer);
     for (i = 0; i < a->tiles_x * a->tiles_y; i++)
         free(a->slots[i].buf);
     free(a->slots);
     pthread_mutex_destroy(&a->lock);
     free(a);
+}
+
+tw_status
+twi_assembler_set_pyramid(twi_assembler *a, twi_pyr_rule rule)
+{
+    const tw_writer_opts *o;
+    twi_assembler *cur = a;
+    tw_status st;
+
+    if (!a || a->child)
+        return TW_E_INVALID;
+    o = twi_writer_opts(a->wr);
+    for (int lv = a->level + 1; lv < o->n_levels; lv++) {
+        int64_t w, h;
+
+        twi_writer_level_size(a->wr, lv, &w, &h);
+        cur->rule = rule;
+        if ((st = twi_assembler_create(a->wr, lv, w, h, a->tw, a->th, a->channels, a->type,
+                                       &cur->child)) != TW_OK)
+            return st;
+        cur = cur->child;
+    }
+    return TW_OK;
+}
+
+tw_status
+twi_assembler_set_overlay(twi_assembler *a, tw_writer *ov, tw_slide *slide, int slide_level,
+                          int64_t x0, int64_t y0)
+{
+    tw_status st;
+
+    if (!a || !ov || !slide || a->overlay || a->level != 0 || a->channels != 1) {
+        tw_writer_abort(ov);
+        return TW_E_INVALID;
+    }
+    a->ov_writer = ov;
+    if ((st = twi_assembler_create(ov, 0, a->w, a->h, a->tw, a->th, 3, TW_U8, &a->overlay)) !=
+            TW_OK ||
+        (st = twi_assembler_set_pyramid(a->overlay, TWI_PYR_MEAN)) != TW_OK)
+        return st; /* destroy frees them */
+    a->ov_slide = slide;
+    a->ov_level = slide_level;
+    a->ov_x0 = x0;
+    a->ov_y0 = y0;
+    return TW_OK;
+}
+
+tw_status
+twi_assembler_close_overlay(twi_assembler *a, tw_error *err)
+{
+    tw_writer *ov;
+
+    if (!a || !a->ov_writer)
+        return TW_OK;
+    ov = a->ov_writer;
+    a->ov_writer = NULL;
+    return tw_writer_close(ov, err);
+}
+
+/* Output tile (ox, oy) is complete (cw x ch pixels at p, rows `stride` apart) and written:
+ * reduce it into the next level and blend it into the overlay. */
+static tw_status
+tile_done(twi_assembler *a, int64_t ox, int64_t oy, const uint8_t *p, size_t stride,
+          int64_t cw, int64_t ch, tw_error *err)
+{
+    tw_status st = TW_OK;
+    uint8_t *buf = NULL, *base = NULL;
+
+    if (a->child) {
+        const int64_t rw = (cw + 1) / 2, rh = (ch + 1) / 2;
+        tw_tile_view v = {0};
+
+        if (!(buf = malloc((size_t)(rw * rh) * a->px))) {
+            st = twi_error_set(err, TW_E_NOMEM, "io.assembler: out of memory for a tile");
+            goto out;
+        }
+        twi_pyr_reduce(p, stride, cw, ch, a->channels, a->type, a->rule, buf,
+                       (size_t)rw * a->px);
+        v.data = buf;
+        v.w = (int32_t)rw;
+        v.h = (int32_t)rh;
+        v.stride = rw * (int64_t)a->px;
+        v.channels = a->channels;
+        v.type = a->type;
+        if ((st = twi_assembler_put(a->child, ox / 2, oy / 2, &v, err)) != TW_OK)
+            goto out;
+        free(buf);
+        buf = NULL;
+    }
+    if (a->overlay) {
+        const int bch = tw_slide_get_channels(a->ov_slide);
+        const tw_sample_type bt = tw_slide_get_sample_type(a->ov_slide);
+        const size_t bstride = (size_t)cw * twi_pixel_size(bch, bt);
+        tw_tile_view v = {0};
+
+        if (!(base = malloc(bstride * (size_t)ch)) || !(buf = malloc((size_t)(cw * ch) * 3))) {
+            st = twi_error_set(err, TW_E_NOMEM, "io.assembler: out of memory for a tile");
+            goto out;
+        }
+        if ((st = tw_slide_read_region(a->ov_slide, a->ov_level, a->ov_x0 + ox, a->ov_y0 + oy,
+                                       cw, ch, base, bstride, err)) != TW_OK)
+            goto out;
+        twi_overlay_blend(p, stride, a->type, base, bstride, bch, bt, cw, ch, buf,
+                          (size_t)cw * 3);
+        v.data = buf;
+        v.w = (int32_t)cw;
+        v.h = (int32_t)ch;
+        v.stride = cw * 3;
+        v.channels = 3;
+        v.type = TW_U8;
+        st = twi_assembler_put(a->overlay, ox, oy, &v, err);
+    }
+out:
+    free(buf);
+    free(base);
+    return st;
 }
 
 static tw_status
@@ -159,10 +285,11 @@ twi_assembler_put(twi_assembler *a, int64_t x, int64_t y, const tw_tile_view *sr
                 pthread_mutex_unlock(&a->lock);
                 if (twice)
                     return put_twice(a, tx, ty, err);
-                st = tw_writer_write_tile(a->wr, a->level, tx, ty,
-                                          data + (size_t)(oy - y) * stride +
-                                              (size_t)(ox - x) * a->px,
-                                          stride, err);
+                const uint8_t *p = data + (size_t)(oy - y) * stride + (size_t)(ox - x) * a->px;
+
+                st = tw_writer_write_tile(a->wr, a->level, tx, ty, p, stride, err);
+                if (st == TW_OK && (a->child || a->overlay))
+                    st = tile_done(a, ox, oy, p, stride, cw, ch, err);
                 if (st != TW_OK)
                     return st;
                 continue;
@@ -195,6 +322,8 @@ twi_assembler_put(twi_assembler *a, int64_t x, int64_t y, const tw_tile_view *sr
             if (complete) {
                 st = tw_writer_write_tile(a->wr, a->level, tx, ty, buf,
                                           (size_t)a->tw * a->px, err);
+                if (st == TW_OK && (a->child || a->overlay))
+                    st = tile_done(a, ox, oy, buf, (size_t)a->tw * a->px, cw, ch, err);
                 free(buf);
                 if (st != TW_OK)
                     return st;

@@ -56,6 +56,19 @@ TWI_HIDDEN tw_status twi_slide_set_property(tw_slide *s, const char *name, const
 TWI_HIDDEN const tw_writer_opts *twi_writer_opts(const tw_writer *wr);
 TWI_HIDDEN void twi_writer_level_size(const tw_writer *wr, int level, int64_t *w, int64_t *h);
 
+/* The most bytes one decoded tile or strip may take: 2 GiB, a 16384 x 16384 tile of 8-byte
+ * pixels (the largest tw_writer writes). A header that claims more is corrupt or beyond what
+ * tilewave reads, and is refused at open, before a buffer that size is allocated. */
+#define TWI_IO_MAX_STRILE_BYTES ((uint64_t)1 << 31)
+
+/* For backends that hand a TIFF-based file to another library (OpenSlide), which would print
+ * libtiff's errors to stderr or allocate what a corrupt header claims: when `path` starts with
+ * a TIFF header, walk its directories with libtiff under our own silent handlers and check
+ * each tile's size (at `px_bytes` per decoded pixel). TW_OK when it is not a TIFF or looks
+ * sound; TW_E_FORMAT "<domain>: ... '<path>' ..." otherwise (reader_tiff.c). */
+TWI_HIDDEN tw_status twi_tiff_precheck(const char *path, const char *domain, size_t px_bytes,
+                                       tw_error *err);
+
 /* libtiff per-handle handlers share these (tiff_common.c). Keep libtiff's first error in
  * `buf` as one line, dropping the module name when it only repeats `path`; later messages are
  * consequences and are ignored until the caller clears buf[0]. */

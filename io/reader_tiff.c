@@ -417,43 +417,61 @@ check_layout(tw_slide *s, tiff_reader *r, const tiff_layout *l, tw_error *err)
     return TW_OK;
 }
 
-/* Geometry of the current directory as a level; false when it cannot be one. */
-static bool
-read_geometry(TIFF *tif, tiff_reader *r, tiff_level *lv)
+/* Geometry of the current directory as a level: TW_OK, or TW_E_FORMAT naming what makes it
+ * unusable (a zero size, a tile or strip decoding to more than TWI_IO_MAX_STRILE_BYTES, a
+ * tile count that does not match the size). */
+static tw_status
+read_geometry(TIFF *tif, tiff_reader *r, int dir, tiff_level *lv, tw_error *err)
 {
     uint32_t w = 0, h = 0, tw = 0, th = 0, rps = 0;
-    uint64_t row_bytes;
+    uint64_t row_bytes, expect;
 
     if (!TIFFGetField(tif, TIFFTAG_IMAGEWIDTH, &w) || !TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &h) ||
         w == 0 || h == 0)
-        return false;
+        return twi_error_set(err, TW_E_FORMAT,
+                             "io.tiff: bad image size %ux%u in directory %d of '%s'", (unsigned)w,
+                             (unsigned)h, dir, r->path);
     lv->w = w;
     lv->h = h;
     lv->tiled = TIFFIsTiled(tif) != 0;
     if (lv->tiled) {
         if (!TIFFGetField(tif, TIFFTAG_TILEWIDTH, &tw) ||
             !TIFFGetField(tif, TIFFTAG_TILELENGTH, &th) || tw == 0 || th == 0)
-            return false;
+            return twi_error_set(err, TW_E_FORMAT,
+                                 "io.tiff: bad tile size %ux%u in directory %d of '%s'",
+                                 (unsigned)tw, (unsigned)th, dir, r->path);
         lv->tw = tw;
         lv->th = th;
         lv->n_across = (uint32_t)((w + (uint64_t)tw - 1) / tw);
         lv->n_striles = TIFFNumberOfTiles(tif);
     } else {
         if (!TIFFGetFieldDefaulted(tif, TIFFTAG_ROWSPERSTRIP, &rps) || rps == 0)
-            return false;
+            return twi_error_set(err, TW_E_FORMAT,
+                                 "io.tiff: bad rows per strip 0 in directory %d of '%s'", dir,
+                                 r->path);
         lv->tw = w;
         lv->th = rps < h ? rps : h;
         lv->n_across = 1;
         lv->n_striles = TIFFNumberOfStrips(tif);
     }
-    /* decoded layout: rows of tw pixels of spp samples (JPEG YCbCr comes out as RGB) */
+    /* decoded layout: rows of tw pixels of spp samples (JPEG YCbCr comes out as RGB); each
+     * factor is below 2^32, so the first product cannot overflow */
     row_bytes = (uint64_t)lv->tw * (uint64_t)r->spp * r->sample_bytes;
-    if (row_bytes > SIZE_MAX / lv->th)
-        return false;
+    if (row_bytes > TWI_IO_MAX_STRILE_BYTES || row_bytes * lv->th > TWI_IO_MAX_STRILE_BYTES)
+        return twi_error_set(err, TW_E_FORMAT,
+                             "io.tiff: %s of %ux%u pixels in directory %d of '%s' is too large "
+                             "(more than %llu MiB decoded)",
+                             lv->tiled ? "tile" : "strip", (unsigned)lv->tw, (unsigned)lv->th,
+                             dir, r->path, (unsigned long long)(TWI_IO_MAX_STRILE_BYTES >> 20));
     lv->strile_bytes = (size_t)(row_bytes * lv->th);
-    if (lv->n_striles != (uint32_t)(((uint64_t)h + lv->th - 1) / lv->th) * lv->n_across)
-        return false;
-    return true;
+    expect = (((uint64_t)h + lv->th - 1) / lv->th) * lv->n_across;
+    if (lv->n_striles != expect)
+        return twi_error_set(err, TW_E_FORMAT,
+                             "io.tiff: %u %s in directory %d of '%s', a %ux%u image needs "
+                             "%llu",
+                             (unsigned)lv->n_striles, lv->tiled ? "tiles" : "strips", dir,
+                             r->path, (unsigned)w, (unsigned)h, (unsigned long long)expect);
+    return TW_OK;
 }
 
 /* Every tile or strip of the current directory must end inside the file. */
@@ -461,8 +479,12 @@ static tw_status
 check_striles(TIFF *tif, tiff_reader *r, int level, uint64_t file_size, tw_error *err)
 {
     const tiff_level *lv = &r->levels[level];
+    uint16_t compression = COMPRESSION_NONE;
+    bool uncompressed;
     uint32_t i;
 
+    TIFFGetFieldDefaulted(tif, TIFFTAG_COMPRESSION, &compression);
+    uncompressed = compression == COMPRESSION_NONE;
     for (i = 0; i < lv->n_striles; i++) {
         uint64_t off = TIFFGetStrileOffset(tif, i);
         uint64_t n = TIFFGetStrileByteCount(tif, i);
@@ -475,6 +497,19 @@ check_striles(TIFF *tif, tiff_reader *r, int level, uint64_t file_size, tw_error
                                  "%" PRIu64 ", the file has %" PRIu64 ")",
                                  r->path, lv->tiled ? "tile" : "strip", i, level, off + n,
                                  file_size);
+        if (uncompressed) {
+            /* stored as is: the bytes must all be there (a last strip has fewer rows) */
+            uint64_t rows = lv->th;
+
+            if (!lv->tiled && i == lv->n_striles - 1)
+                rows = (uint64_t)lv->h - (uint64_t)i * lv->th;
+            if (n < rows * (lv->strile_bytes / lv->th))
+                return twi_error_set(err, TW_E_FORMAT,
+                                     "io.tiff: %s %u of level %d of '%s' has %" PRIu64
+                                     " bytes, uncompressed it needs %" PRIu64,
+                                     lv->tiled ? "tile" : "strip", i, level, r->path, n,
+                                     rows * (lv->strile_bytes / lv->th));
+        }
     }
     return TW_OK;
 }
@@ -542,6 +577,67 @@ read_properties(tw_slide *s, TIFF *tif)
         s->mpp_y = yres > 0 ? um / (double)yres : 0.0;
     }
     return TW_OK;
+}
+
+/* ---- for other backends */
+
+tw_status
+twi_tiff_precheck(const char *path, const char *domain, size_t px_bytes, tw_error *err)
+{
+    tw_status st = TW_OK;
+    tiff_handle h = {.level = -1, .path = path};
+    TIFFOpenOptions *opts = NULL;
+    unsigned char hdr[4] = {0};
+    tw_error werr = {0};
+    int n_dirs = 0, fd;
+    int64_t got;
+
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return TW_OK; /* the backend reports it */
+    got = read(fd, hdr, sizeof hdr);
+    close(fd);
+    if (got != 4 || !((hdr[0] == 'I' && hdr[1] == 'I' && (hdr[2] == 42 || hdr[2] == 43)) ||
+                      (hdr[0] == 'M' && hdr[1] == 'M' && (hdr[3] == 42 || hdr[3] == 43))))
+        return TW_OK;
+    if (walk_directories(path, &n_dirs, &werr) != TW_OK) {
+        const char *m = strncmp(werr.message, "io.tiff: ", 9) == 0 ? werr.message + 9
+                                                                    : werr.message;
+
+        return twi_error_set(err, werr.status, "%s: %s", domain, m);
+    }
+    if (!(opts = TIFFOpenOptionsAlloc()))
+        return twi_error_set(err, TW_E_NOMEM, "%s: out of memory opening '%s'", domain, path);
+    TIFFOpenOptionsSetErrorHandlerExtR(opts, on_error, &h);
+    TIFFOpenOptionsSetWarningHandlerExtR(opts, on_warning, &h);
+    if (!(h.tif = TIFFOpenExt(path, "rm", opts))) {
+        st = twi_error_set(err, TW_E_FORMAT, "%s: cannot read '%s' (%s)", domain, path,
+                           handle_msg(&h));
+        goto out;
+    }
+    for (int d = 0; d < n_dirs; d++) {
+        uint32_t tw = 0, th = 0;
+
+        if (d > 0 && !TIFFReadDirectory(h.tif)) {
+            st = twi_error_set(err, TW_E_FORMAT, "%s: cannot read directory %d of '%s' (%s)",
+                               domain, d, path, handle_msg(&h));
+            goto out;
+        }
+        if (TIFFIsTiled(h.tif) && TIFFGetField(h.tif, TIFFTAG_TILEWIDTH, &tw) &&
+            TIFFGetField(h.tif, TIFFTAG_TILELENGTH, &th) &&
+            (uint64_t)tw * th > TWI_IO_MAX_STRILE_BYTES / (px_bytes ? px_bytes : 1)) {
+            st = twi_error_set(err, TW_E_FORMAT,
+                               "%s: tile of %ux%u pixels in directory %d of '%s' is too large "
+                               "(more than %llu MiB decoded)",
+                               domain, (unsigned)tw, (unsigned)th, d, path,
+                               (unsigned long long)(TWI_IO_MAX_STRILE_BYTES >> 20));
+            goto out;
+        }
+    }
+out:
+    if (h.tif)
+        TIFFClose(h.tif);
+    TIFFOpenOptionsFree(opts);
+    return st;
 }
 
 /* ---- the backend */
@@ -635,12 +731,14 @@ tiff_open(tw_slide *s, const char *path, tw_error *err)
         }
         if (r->jpeg_rgb)
             TIFFSetField(h->tif, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB);
-        if (!read_geometry(h->tif, r, &lv)) {
-            if (d == 0) {
-                st = twi_error_set(err, TW_E_FORMAT,
-                                   "io.tiff: bad image or tile size in directory 0 of '%s'", path);
+        if ((st = read_geometry(h->tif, r, d, &lv, err)) != TW_OK) {
+            if (d == 0)
                 goto out;
-            }
+            /* not a level we can read: skip it, as any other odd directory */
+            TW_DEBUG("io.tiff", "skipping directory %d: %s", d, err ? err->message : "");
+            if (err)
+                memset(err, 0, sizeof *err);
+            st = TW_OK;
             continue;
         }
         if (d > 0) {

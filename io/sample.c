@@ -27,11 +27,19 @@
  * resolve the same way in every block. Tiles are rendered and compressed in parallel, one
  * OpenMP thread per tile, each calling the thread-safe tw_writer_write_tile().
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <omp.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
 
+#include "io_internal.h"
 #include "sample_internal.h"
 #include "tilewave/version.h"
 
@@ -42,6 +50,7 @@
 #define NUC_REACH 48       /* a nucleus never reaches further than this beyond its cell */
 #define CACHE_MARGIN 96    /* lattice cached around a block: covers every candidate's centre */
 #define BLOCK 256          /* render in blocks of at most this many pixels a side */
+#define GLASS_PERIOD TWI_SAMPLE_GLASS_PERIOD
 
 #define PEN_MAX 60000      /* tissue field removed at the slide's border */
 #define TISSUE_BAND 1600   /* tissue field units across the soft tissue edge */
@@ -124,6 +133,33 @@ vnoise(uint64_t key, uint64_t x, uint64_t y, int sx, int sy)
     return lerp16(lerp16(v00, v10, tx), lerp16(v01, v11, tx), ty);
 }
 
+/* vnoise() for a run of nearby points: the corner hashes of the last cell are kept, and
+ * neighbouring pixels mostly fall in the same cell. Same values as vnoise(). */
+typedef struct noise_memo {
+    uint64_t cx, cy;
+    uint64_t v00, v10, v01, v11;
+    bool ok;
+} noise_memo;
+
+static inline uint64_t
+vnoise_memo(noise_memo *m, uint64_t key, uint64_t x, uint64_t y, int sx, int sy)
+{
+    int bx = sx + QB, by = sy + QB;
+    uint64_t cx = x >> bx, cy = y >> by;
+    uint64_t tx = smooth16(frac16(x, bx)), ty = smooth16(frac16(y, by));
+
+    if (!m->ok || cx != m->cx || cy != m->cy) {
+        m->cx = cx;
+        m->cy = cy;
+        m->v00 = hash2(key, cx, cy) >> 48;
+        m->v10 = hash2(key, cx + 1, cy) >> 48;
+        m->v01 = hash2(key, cx, cy + 1) >> 48;
+        m->v11 = hash2(key, cx + 1, cy + 1) >> 48;
+        m->ok = true;
+    }
+    return lerp16(lerp16(m->v00, m->v10, tx), lerp16(m->v01, m->v11, tx), ty);
+}
+
 /* Sum of n octaves, the coarsest with cells of 2^shift pixels, each half the amplitude and
  * cell of the previous one (cells no smaller than 16 pixels). Range [0, 2 * 65535). */
 static uint64_t
@@ -148,13 +184,13 @@ typedef struct lattice_value {
     int32_t hole;
 } lattice_value;
 
-static lattice_value
-lattice_point(const twi_sample_scene *sc, uint64_t gx, uint64_t gy)
+/* The tissue field at lattice point (gx, gy), before interpolation. */
+static int64_t
+lattice_tissue(const twi_sample_scene *sc, uint64_t gx, uint64_t gy)
 {
     uint64_t x = gx << (LAT_SHIFT + QB), y = gy << (LAT_SHIFT + QB);
     int64_t px = (int64_t)(gx << LAT_SHIFT), py = (int64_t)(gy << LAT_SHIFT);
     int64_t edge, pen = 0;
-    lattice_value v;
 
     /* Keep tissue off the border, as on a real slide: lower the field near the edges. */
     edge = px < py ? px : py;
@@ -168,8 +204,16 @@ lattice_point(const twi_sample_scene *sc, uint64_t gx, uint64_t gy)
 
         pen = r * r * PEN_MAX >> 24;
     }
-    v.tissue = (int32_t)((int64_t)fbm(sc->key[KEY_TISSUE], x, y, sc->tissue_shift, 4) + PEN_MAX -
-                         pen);
+    return (int64_t)fbm(sc->key[KEY_TISSUE], x, y, sc->tissue_shift, 4) + PEN_MAX - pen;
+}
+
+static lattice_value
+lattice_point(const twi_sample_scene *sc, uint64_t gx, uint64_t gy)
+{
+    uint64_t x = gx << (LAT_SHIFT + QB), y = gy << (LAT_SHIFT + QB);
+    lattice_value v;
+
+    v.tissue = (int32_t)lattice_tissue(sc, gx, gy);
     v.density = (int32_t)(fbm(sc->key[KEY_DENSITY], x, y, 9, 2) * 2 / 3);
     v.warp = (int32_t)(fbm(sc->key[KEY_WARP], x, y, 8, 2) * 2 / 3);
     v.hole = (int32_t)(fbm(sc->key[KEY_HOLE], x, y, 7, 2) * 2 / 3);
@@ -246,27 +290,39 @@ u8(int64_t v)
     return (uint8_t)clamp64(v, 0, 255);
 }
 
+/* Glass at level-0 pixel (X, Y): a faint grain (-1, 0, 0, +1; stronger grain costs deflate
+ * time and file size) that repeats every GLASS_PERIOD pixels. Every tile edge is a multiple of
+ * the period, so all tiles of pure glass in a level hold the same bytes: the writer compresses
+ * one and reuses it, and most of a slide is glass. */
+static inline void
+glass_pixel(const twi_sample_scene *sc, int64_t X, int64_t Y, uint8_t *px)
+{
+    int noise = sc->glass_noise[(Y & (GLASS_PERIOD - 1)) * GLASS_PERIOD +
+                                (X & (GLASS_PERIOD - 1))];
+
+    px[0] = (uint8_t)(240 + noise);
+    px[1] = (uint8_t)(239 + noise);
+    px[2] = (uint8_t)(242 + noise);
+}
+
 /* Glass, stroma and their blend at one pixel. */
 static void
-background_pixel(const twi_sample_scene *sc, const lattice_cache *c, uint64_t x, uint64_t y,
-                 uint8_t *px)
+background_pixel(const twi_sample_scene *sc, const lattice_cache *c, noise_memo *memo,
+                 uint64_t x, uint64_t y, uint8_t *px)
 {
-    uint64_t g = hash2(sc->key[KEY_GRAIN], x >> QB, y >> QB);
-    /* faint grain: -1, 0, 0, +1; stronger grain costs deflate time and file size */
-    int64_t noise = (int64_t)(g & 1) + (int64_t)((g >> 1) & 1) - 1;
-    int64_t glass[3] = {240 + noise, 239 + noise, 242 + noise};
-    int64_t a, tis[3];
+    int64_t glass[3], a, tis[3];
     fields f;
 
+    glass_pixel(sc, (int64_t)(x >> QB), (int64_t)(y >> QB), px);
     fields_at(sc, c, x, y, &f);
     a = tissue_alpha(sc, &f);
-    if (a == 0) {
-        px[0] = u8(glass[0]);
-        px[1] = u8(glass[1]);
-        px[2] = u8(glass[2]);
+    if (a == 0)
         return;
-    }
+    glass[0] = px[0];
+    glass[1] = px[1];
+    glass[2] = px[2];
     {
+        uint64_t g = hash2(sc->key[KEY_GRAIN], x >> QB, y >> QB);
         /* Fibres: ridges of anisotropic noise (long along, thin across the fibre direction),
          * in coordinates rotated to the slide's fibre angle and warped by a slow field so
          * that the bundles wave. The offset keeps the rotated coordinates positive. */
@@ -275,8 +331,9 @@ background_pixel(const twi_sample_scene *sc, const lattice_cache *c, uint64_t x,
         int64_t sx = (int64_t)x, sy = (int64_t)y;
         int64_t u = floor_shift(sx * ca + sy * sa, 14) + off;
         int64_t v = floor_shift(sy * ca - sx * sa, 14) + off + (f.warp - 32768) * 3 / 8;
-        uint64_t f1 = vnoise(sc->key[KEY_FIBER], (uint64_t)u, (uint64_t)v, 6, 3);
-        uint64_t f2 = vnoise(sc->key[KEY_FIBER] + 1, (uint64_t)u, (uint64_t)v, 4, 2);
+        uint64_t f1 = vnoise_memo(&memo[0], sc->key[KEY_FIBER], (uint64_t)u, (uint64_t)v, 6, 3);
+        uint64_t f2 = vnoise_memo(&memo[1], sc->key[KEY_FIBER] + 1, (uint64_t)u, (uint64_t)v,
+                                  4, 2);
         int64_t fib = (int64_t)((3 * f1 + f2) >> 2) - 32768;
         int64_t ridge = 65535 - 2 * (fib < 0 ? -fib : fib);
         int64_t r, cell, grain;
@@ -412,9 +469,10 @@ render_block(const twi_sample_scene *sc, int k, int64_t x0, int64_t y0, int32_t 
     for (int32_t j = 0; j < h; j++) {
         uint8_t *row = dst + (size_t)j * stride;
         uint64_t y = centre(y0 + j, k);
+        noise_memo memo[2] = {{0, 0, 0, 0, 0, 0, false}, {0, 0, 0, 0, 0, 0, false}};
 
         for (int32_t i = 0; i < w; i++)
-            background_pixel(sc, c, centre(x0 + i, k), y, row + 3 * (size_t)i);
+            background_pixel(sc, c, memo, centre(x0 + i, k), y, row + 3 * (size_t)i);
     }
     /* every grid cell whose nucleus can reach the block, in global (row, column) order */
     cx0 = (lx0 - NUC_REACH < 0 ? 0 : lx0 - NUC_REACH) >> NUC_SHIFT;
@@ -450,6 +508,64 @@ twi_sample_render(const twi_sample_scene *sc, int level, int64_t x, int64_t y, i
         }
     }
     return st;
+}
+
+/* Whether every pixel of the level-0 block [x, x + w) x [y, y + h) is plain glass: no tissue
+ * field above the edge anywhere near it, so no stroma and no nucleus (a nucleus is painted only
+ * where its centre has tissue, and centres lie within CACHE_MARGIN of the block). First an
+ * upper bound of the field from the noise cells' corners (a few hashes), then, when that is
+ * not conclusive, the field at every lattice point the render would read: the interpolated
+ * field never exceeds its lattice points. A false "no" only costs a render; "yes" is exact. */
+bool
+twi_sample_block_is_glass(const twi_sample_scene *sc, int64_t x, int64_t y, int64_t w, int64_t h)
+{
+    /* a = 0 where (field - threshold) * 256 / TISSUE_BAND <= -128 */
+    int64_t limit = sc->threshold - TISSUE_BAND / 2 - 1;
+    int64_t ex0 = x - CACHE_MARGIN < 0 ? 0 : x - CACHE_MARGIN, ey0 = y - CACHE_MARGIN < 0 ? 0
+                                                                 : y - CACHE_MARGIN;
+    uint64_t gx0 = (uint64_t)ex0 >> LAT_SHIFT, gy0 = (uint64_t)ey0 >> LAT_SHIFT;
+    uint64_t gx1 = ((uint64_t)(x + w + CACHE_MARGIN) >> LAT_SHIFT) + 1;
+    uint64_t gy1 = ((uint64_t)(y + h + CACHE_MARGIN) >> LAT_SHIFT) + 1;
+    int64_t bound = 0, edge, pen_min = 0;
+
+    /* the border penalty is smallest where the block is farthest from every edge */
+    edge = (int64_t)(gx1 << LAT_SHIFT);
+    if ((int64_t)(gy1 << LAT_SHIFT) < edge)
+        edge = (int64_t)(gy1 << LAT_SHIFT);
+    if (sc->w - (int64_t)(gx0 << LAT_SHIFT) < edge)
+        edge = sc->w - (int64_t)(gx0 << LAT_SHIFT);
+    if (sc->h - (int64_t)(gy0 << LAT_SHIFT) < edge)
+        edge = sc->h - (int64_t)(gy0 << LAT_SHIFT);
+    if (edge < sc->margin) {
+        int64_t r = (sc->margin - (edge < 0 ? 0 : edge)) * 4096 / sc->margin;
+
+        pen_min = r * r * PEN_MAX >> 24;
+    }
+    for (int o = 0; o < 4; o++) {
+        int s = sc->tissue_shift - o < LAT_SHIFT ? LAT_SHIFT : sc->tissue_shift - o;
+        uint64_t key = sc->key[KEY_TISSUE] + (uint64_t)o * 0x632BE59BD9B4E019u, m = 0;
+        uint64_t cx0 = (gx0 << LAT_SHIFT) >> s, cx1 = ((gx1 << LAT_SHIFT) >> s) + 1;
+        uint64_t cy0 = (gy0 << LAT_SHIFT) >> s, cy1 = ((gy1 << LAT_SHIFT) >> s) + 1;
+
+        if ((cx1 - cx0 + 1) * (cy1 - cy0 + 1) > 64) { /* small cells: no cheap bound */
+            bound = INT64_MAX / 2;
+            break;
+        }
+        for (uint64_t cy = cy0; cy <= cy1; cy++)
+            for (uint64_t cx = cx0; cx <= cx1; cx++) {
+                uint64_t v = hash2(key, cx, cy) >> 48;
+
+                m = v > m ? v : m;
+            }
+        bound += (int64_t)(m >> o);
+    }
+    if (bound + PEN_MAX - pen_min <= limit)
+        return true;
+    for (uint64_t gy = gy0; gy <= gy1; gy++)
+        for (uint64_t gx = gx0; gx <= gx1; gx++)
+            if (lattice_tissue(sc, gx, gy) > limit)
+                return false;
+    return true;
 }
 
 /* ---- the scene */
@@ -509,6 +625,13 @@ twi_sample_scene_init(twi_sample_scene *sc, const tw_sample_opts *o, tw_error *e
     for (int i = 0; i < 8; i++)
         sc->key[i] = mix64(o->seed * 0xD6E8FEB86659FD93u + (uint64_t)i * 0x9E3779B97F4A7C15u);
     sc->fiber_angle = (int)(mix64(sc->key[KEY_FIBER]) & 15);
+    for (int j = 0; j < GLASS_PERIOD; j++) {
+        for (int i = 0; i < GLASS_PERIOD; i++) {
+            uint64_t g = hash2(sc->key[KEY_GRAIN] ^ 0x5bd1e995u, (uint64_t)i, (uint64_t)j);
+
+            sc->glass_noise[j * GLASS_PERIOD + i] = (int8_t)((g & 1) + ((g >> 1) & 1)) - 1;
+        }
+    }
     /* Tissue blobs scale with the slide (a few across it); cells, fibres and nuclei keep their
      * size in microns. */
     side = o->w > o->h ? o->w : o->h;
@@ -548,125 +671,623 @@ tw_sample_opts_init(tw_sample_opts *o)
     o->compression = TW_COMPRESS_DEFLATE;
 }
 
-/* Keep the first failure (with its message) and tell the other threads to stop. The thread
- * that raises the flag owns `first` and `err`; they are read after the parallel region. (No
- * named critical section: it would export a .gomp_critical_user_* symbol.) */
-static void
-record_failure(tw_status st, const tw_error *terr, tw_status *first, tw_error *err, int *failed)
-{
-    int was;
+/*
+ * Writing. The file is a tiled BigTIFF written here by hand rather than through tw_writer:
+ * libtiff keeps one directory open at a time, so through it a level must be complete before
+ * the next one starts, whereas here every pyramid level is built from the level above while
+ * level 0 streams, and a level's tiles are appended as soon as one of its tile rows is
+ * complete. Tile data come first, in a fixed order (level 0 row by row, each row of level k
+ * right after the level k-1 row that completes it), then the directories; so the bytes depend
+ * on nothing but the options, whatever the number of threads.
+ *
+ * Each tile row of a level goes in chunks of CHUNK tiles: OpenMP threads render a tile
+ * (level 0) or cut it out of the row buffer (deeper levels), average it 2x2 into the next
+ * level's row buffer and compress it, one tile per thread; then the calling thread appends the
+ * chunk in tile order. Tiles of pure glass (found without rendering) are not rendered or
+ * compressed: all of them in a level hold the same bytes, compressed once. Memory: one tile row
+ * per level below 0 (together about 3 * w * tile bytes: 77 MiB for a 100K-wide slide with
+ * 256-pixel tiles), CHUNK compressed tiles, two tile buffers per thread, and 16 bytes per tile
+ * for the directories.
+ *
+ * No fsync before the rename: the slide is test data that the same command recreates, and
+ * syncing tens of GiB would take longer than writing them.
+ */
 
-#pragma omp atomic capture
-    {
-        was = *failed;
-        *failed = 1;
+#define CHUNK 64
+
+typedef struct pyr_level {
+    int64_t w, h, ntx, nty;
+    uint64_t *off, *cnt;  /* per tile, row-major: where its bytes are in the file, how many */
+    uint8_t *row;         /* k >= 1: the tile row being assembled, ntx tiles wide */
+    size_t row_stride;
+    uint8_t *nglass;      /* k >= 1: per tile of that row, how many of its children were glass */
+    uint8_t *gpx;         /* the pure glass tile of this level */
+    uint8_t *gz;          /* ... compressed */
+    size_t gz_n;
+} pyr_level;
+
+typedef struct tile_out {
+    uint8_t *z;           /* compressed tile (malloc'd); NULL for glass */
+    size_t n;
+    bool glass;
+    tw_status st;
+} tile_out;
+
+typedef struct thread_buf {
+    uint8_t *px;          /* one tile of pixels */
+    uint8_t *z;           /* compression scratch, zcap bytes */
+    ZSTD_CCtx *zc;
+} thread_buf;
+
+typedef struct sample_writer {
+    const twi_sample_scene *sc;
+    tw_compression comp;
+    int32_t tile;
+    size_t tile_bytes, zcap;
+    int n_levels;
+    pyr_level *lv;
+    int n_threads;
+    thread_buf *tb;
+    tile_out outs[CHUNK];
+    int fd;
+    uint64_t pos;         /* bytes written so far */
+    const char *path, *tmp_path;
+} sample_writer;
+
+static tw_status
+put_at(sample_writer *sw, const void *p, size_t n, uint64_t at, tw_error *err)
+{
+    const uint8_t *b = p;
+    char ebuf[128];
+
+    while (n > 0) {
+        int64_t r = (int64_t)pwrite(sw->fd, b, n, (off_t)at);
+
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            int e = r < 0 ? errno : EIO;
+
+            return twi_error_set(err, TW_E_IO, "sample: cannot write '%s' (%s)", sw->tmp_path,
+                                 twi_io_strerror(e, ebuf, sizeof ebuf));
+        }
+        b += r;
+        n -= (size_t)r;
+        at += (uint64_t)r;
     }
-    if (!was) {
-        *first = st;
-        if (err)
-            *err = *terr;
+    return TW_OK;
+}
+
+static tw_status
+put(sample_writer *sw, const void *p, size_t n, tw_error *err)
+{
+    tw_status st = put_at(sw, p, n, sw->pos, err);
+
+    if (st == TW_OK)
+        sw->pos += n;
+    return st;
+}
+
+/* Compress one tile (tile_bytes at src) into a new buffer of exactly *n bytes. */
+static tw_status
+compress_tile(const sample_writer *sw, thread_buf *tb, const uint8_t *src, uint8_t **out,
+              size_t *n)
+{
+    size_t len = sw->tile_bytes;
+
+    if (sw->comp == TW_COMPRESS_DEFLATE) {
+        uLongf cap = (uLongf)sw->zcap;
+
+        if (compress2(tb->z, &cap, src, (uLong)len, TWI_SAMPLE_DEFLATE_LEVEL) != Z_OK)
+            return TW_E_INTERNAL;
+        src = tb->z;
+        len = cap;
+    } else if (sw->comp == TW_COMPRESS_ZSTD) {
+        size_t r = ZSTD_compressCCtx(tb->zc, tb->z, sw->zcap, src, len, TWI_SAMPLE_ZSTD_LEVEL);
+
+        if (ZSTD_isError(r))
+            return TW_E_INTERNAL;
+        src = tb->z;
+        len = r;
+    }
+    if (!(*out = malloc(len)))
+        return TW_E_NOMEM;
+    memcpy(*out, src, len);
+    *n = len;
+    return TW_OK;
+}
+
+/* The next level's pixels from w x h pixels of this one: each the rounded mean of the 2x2
+ * block above it, or of the part of the block inside the level at its right and bottom
+ * edges. */
+static void
+downsample(const uint8_t *src, size_t sstride, int64_t w, int64_t h, uint8_t *dst,
+           size_t dstride)
+{
+    for (int64_t j = 0; 2 * j < h; j++) {
+        const uint8_t *r0 = src + (size_t)(2 * j) * sstride;
+        const uint8_t *r1 = 2 * j + 1 < h ? r0 + sstride : r0;
+        uint8_t *d = dst + (size_t)j * dstride;
+        int64_t i = 0;
+
+        if (2 * j + 1 < h) {
+            for (; 2 * i + 1 < w; i++)
+                for (int c = 0; c < 3; c++)
+                    d[3 * i + c] = (uint8_t)((r0[6 * i + c] + r0[6 * i + 3 + c] +
+                                              r1[6 * i + c] + r1[6 * i + 3 + c] + 2) >> 2);
+        } else {
+            for (; 2 * i + 1 < w; i++)
+                for (int c = 0; c < 3; c++)
+                    d[3 * i + c] = (uint8_t)((r0[6 * i + c] + r0[6 * i + 3 + c] + 1) >> 1);
+        }
+        if (2 * i < w) /* a last column of one pixel */
+            for (int c = 0; c < 3; c++)
+                d[3 * i + c] = (uint8_t)((r0[6 * i + c] + r1[6 * i + c] + 1) >> 1);
     }
 }
 
-/*
- * Render and write every tile of one level. Tiles are rendered in parallel, one OpenMP
- * thread per tile, but handed to the writer in tile order (the ordered region): the writer
- * appends tiles as they arrive, and arrival in a fixed order is what makes two runs give the
- * same file. Compression, inside tw_writer_write_tile(), is thereby serialised; with rendering
- * overlapping it, the default slide takes about as long on 2 cores as fully parallel writes.
- */
+/* The glass tile of every level: level 0 from the periodic grain, each next one the 2x2 mean
+ * of four copies of the one above; each compressed once. */
 static tw_status
-write_level(const twi_sample_scene *sc, tw_writer *wr, int k, int32_t tile, tw_error *err)
+make_glass_tiles(sample_writer *sw, tw_error *err)
 {
-    int64_t lw = ((sc->w - 1) >> k) + 1, lh = ((sc->h - 1) >> k) + 1;
-    int64_t ntx = (lw + tile - 1) / tile, nty = (lh + tile - 1) / tile, n = ntx * nty;
-    size_t stride = (size_t)tile * 3;
-    tw_status first = TW_OK;
-    int failed = 0;
+    int32_t t = sw->tile;
+    size_t stride = (size_t)t * 3;
 
-#pragma omp parallel
-    {
-        uint8_t *buf = malloc(stride * (size_t)tile);
-        tw_error terr;
+    for (int k = 0; k < sw->n_levels; k++) {
+        pyr_level *lv = &sw->lv[k];
+        tw_status st;
 
-        if (!buf) {
-            twi_error_set(&terr, TW_E_NOMEM, "sample: out of memory for a %dx%d tile",
-                          (int)tile, (int)tile);
-            record_failure(TW_E_NOMEM, &terr, &first, err, &failed);
-        }
-#pragma omp for schedule(dynamic, 1) ordered
-        for (int64_t t = 0; t < n; t++) {
-            int64_t tx = t % ntx, ty = t / ntx, x = tx * tile, y = ty * tile;
-            int32_t w = (int32_t)(lw - x < tile ? lw - x : tile);
-            int32_t h = (int32_t)(lh - y < tile ? lh - y : tile);
-            tw_status st = TW_OK;
-            int stop;
+        if (!(lv->gpx = malloc(sw->tile_bytes)))
+            return twi_error_set(err, TW_E_NOMEM, "sample: out of memory");
+        for (int32_t j = 0; j < t; j++) {
+            for (int32_t i = 0; i < t; i++) {
+                uint8_t *d = lv->gpx + (size_t)j * stride + 3 * (size_t)i;
 
-#pragma omp atomic read
-            stop = failed;
-            /* only the part inside the level is rendered; the writer pads edge tiles */
-            if (!stop) {
-                st = twi_sample_render(sc, k, x, y, w, h, buf, stride);
-                if (st != TW_OK) {
-                    twi_error_set(&terr, st, "sample: cannot render tile (%lld, %lld) of level %d",
-                                  (long long)tx, (long long)ty, k);
-                    record_failure(st, &terr, &first, err, &failed);
+                if (k == 0) {
+                    glass_pixel(sw->sc, i, j, d);
+                } else {
+                    /* 2i and 2i + 1 of the two tiles side by side: wrap into one tile */
+                    const uint8_t *g = sw->lv[k - 1].gpx;
+                    size_t i0 = 3 * (size_t)((2 * i) % t), i1 = 3 * (size_t)((2 * i + 1) % t);
+                    const uint8_t *r0 = g + (size_t)((2 * j) % t) * stride;
+                    const uint8_t *r1 = g + (size_t)((2 * j + 1) % t) * stride;
+
+                    for (int c = 0; c < 3; c++)
+                        d[c] = (uint8_t)((r0[i0 + c] + r0[i1 + c] + r1[i0 + c] + r1[i1 + c] +
+                                          2) >> 2);
                 }
             }
-#pragma omp ordered
-            {
-#pragma omp atomic read
-                stop = failed;
-                if (!stop)
-                    st = tw_writer_write_tile(wr, k, tx, ty, buf, stride, &terr);
-                if (!stop && st != TW_OK)
-                    record_failure(st, &terr, &first, err, &failed);
-            }
         }
-        free(buf);
+        if ((st = compress_tile(sw, &sw->tb[0], lv->gpx, &lv->gz, &lv->gz_n)) != TW_OK)
+            return twi_error_set(err, st, "sample: cannot compress the glass tile of level %d",
+                                 k);
     }
-    return first;
+    return TW_OK;
 }
 
+/* Render or cut out, downsample and compress tile tx of tile row ty of level k (one thread). */
+static void
+make_tile(sample_writer *sw, int k, int64_t tx, int64_t ty, tile_out *o)
+{
+    pyr_level *lv = &sw->lv[k], *next = k + 1 < sw->n_levels ? &sw->lv[k + 1] : NULL;
+    thread_buf *tb = &sw->tb[omp_get_thread_num()];
+    int32_t t = sw->tile;
+    size_t stride = (size_t)t * 3;
+    int64_t x = tx * t, y = ty * t;
+    int32_t w = (int32_t)(lv->w - x < t ? lv->w - x : t), h = (int32_t)(lv->h - y < t ? lv->h - y
+                                                                                       : t);
+    bool full = w == t && h == t;
+    const uint8_t *px;
+
+    o->z = NULL;
+    o->n = 0;
+    o->st = TW_OK;
+    if (k == 0)
+        o->glass = full && twi_sample_block_is_glass(sw->sc, x, y, t, t);
+    else
+        o->glass = full && lv->nglass[tx] == 4;
+    if (o->glass) {
+        px = lv->gpx;
+    } else {
+        /* edge tiles are padded with zeros, as tw_writer does */
+        if (!full)
+            memset(tb->px, 0, sw->tile_bytes);
+        if (k == 0) {
+            o->st = twi_sample_render(sw->sc, 0, x, y, w, h, tb->px, stride);
+        } else {
+            for (int32_t j = 0; j < h; j++)
+                memcpy(tb->px + (size_t)j * stride,
+                       lv->row + (size_t)j * lv->row_stride + (size_t)x * 3, (size_t)w * 3);
+        }
+        px = tb->px;
+    }
+    if (o->st != TW_OK)
+        return;
+    /* tile sides are even: the 2x2 blocks of a tile's pixels never straddle two tiles */
+    if (next)
+        downsample(px, stride, w, h,
+                   next->row + (size_t)(ty % 2) * (size_t)(t / 2) * next->row_stride +
+                       (size_t)(x / 2) * 3,
+                   next->row_stride);
+    if (!o->glass)
+        o->st = compress_tile(sw, tb, px, &o->z, &o->n);
+}
+
+/* Make and append tile row ty of level k; then, when it completes a row of the next level,
+ * that row (and so on down). */
+static tw_status
+write_row(sample_writer *sw, int k, int64_t ty, tw_error *err)
+{
+    pyr_level *lv = &sw->lv[k], *next = k + 1 < sw->n_levels ? &sw->lv[k + 1] : NULL;
+    tw_status st = TW_OK;
+
+    for (int64_t c0 = 0; c0 < lv->ntx && st == TW_OK; c0 += CHUNK) {
+        int nc = (int)(lv->ntx - c0 < CHUNK ? lv->ntx - c0 : CHUNK);
+
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int i = 0; i < nc; i++)
+            make_tile(sw, k, c0 + i, ty, &sw->outs[i]);
+        for (int i = 0; i < nc; i++) {
+            tile_out *o = &sw->outs[i];
+            int64_t tx = c0 + i, idx = ty * lv->ntx + tx;
+
+            if (st == TW_OK && o->st != TW_OK)
+                st = twi_error_set(err, o->st, "sample: cannot make tile (%lld, %lld) of level %d"
+                                   " (%s)", (long long)tx, (long long)ty, k,
+                                   o->st == TW_E_NOMEM ? "out of memory" : "compression failed");
+            if (st == TW_OK) {
+                lv->off[idx] = sw->pos;
+                lv->cnt[idx] = o->glass ? lv->gz_n : o->n;
+                st = put(sw, o->glass ? lv->gz : o->z, (size_t)lv->cnt[idx], err);
+            }
+            if (next && o->glass)
+                next->nglass[tx / 2]++;
+            free(o->z);
+            o->z = NULL;
+        }
+    }
+    if (st == TW_OK && next && (ty % 2 == 1 || ty == lv->nty - 1)) {
+        st = write_row(sw, k + 1, ty / 2, err);
+        memset(next->nglass, 0, (size_t)next->ntx);
+    }
+    return st;
+}
+
+/* ---- the directories */
+
+enum { T_ASCII = 2, T_SHORT = 3, T_LONG = 4, T_RATIONAL = 5, T_LONG8 = 16 };
+
+typedef struct ifd_entry {
+    uint16_t tag, type;
+    uint64_t count;
+    const uint8_t *data;  /* count values, little-endian */
+    size_t bytes;
+} ifd_entry;
+
+static void
+le16(uint8_t *p, uint64_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static void
+le32(uint8_t *p, uint64_t v)
+{
+    le16(p, v);
+    le16(p + 2, v >> 16);
+}
+
+static void
+le64(uint8_t *p, uint64_t v)
+{
+    le32(p, v);
+    le32(p + 4, v >> 32);
+}
+
+/* Pixels per centimetre of a level as a TIFF rational: 10000 / 0.25 um scaled by the level's
+ * share of the level-0 width, num / den reduced (and shifted down if it still overflows). */
+static void
+resolution(int64_t lw, int64_t w0, uint8_t out[8])
+{
+    uint64_t num = 40000u * (uint64_t)lw, den = (uint64_t)w0, a = num, b = den;
+
+    while (b) {
+        uint64_t r = a % b;
+
+        a = b;
+        b = r;
+    }
+    num /= a;
+    den /= a;
+    while (num > UINT32_MAX || den > UINT32_MAX) {
+        num >>= 1;
+        den >>= 1;
+    }
+    le32(out, num);
+    le32(out + 4, den ? den : 1);
+}
+
+/* Append level k's directory at the next 8-byte boundary, its long values after it; *at is
+ * where it starts, *next_at where its next-directory offset is. */
+static tw_status
+write_ifd(sample_writer *sw, int k, const char *desc, const char *software, uint64_t *at,
+          uint64_t *next_at, tw_error *err)
+{
+    const pyr_level *lv = &sw->lv[k];
+    uint64_t n = (uint64_t)(lv->ntx * lv->nty);
+    uint8_t sc0[8], sc1[8], sc2[8], sc3[8], bps[6], spp[2], xres[8], fmt[6], one[2], rgb[2];
+    uint8_t twb[4], thb[4], unit[2], comp[2], pad[8] = {0};
+    uint8_t *offs = malloc(n * 8), *cnts = malloc(n * 8), *buf = NULL;
+    ifd_entry e[20];
+    size_t ne = 0, size, tail;
+    tw_status st = TW_OK;
+
+    if (!offs || !cnts) {
+        st = twi_error_set(err, TW_E_NOMEM, "sample: out of memory");
+        goto out;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        le64(offs + 8 * i, lv->off[i]);
+        le64(cnts + 8 * i, lv->cnt[i]);
+    }
+    le32(sc0, k > 0 ? 1 : 0); /* FILETYPE_REDUCEDIMAGE */
+    le32(sc1, (uint64_t)lv->w);
+    le32(sc2, (uint64_t)lv->h);
+    le32(sc3, 0);
+    for (int i = 0; i < 3; i++) {
+        le16(bps + 2 * i, 8);
+        le16(fmt + 2 * i, 1); /* SAMPLEFORMAT_UINT */
+    }
+    le16(comp, sw->comp == TW_COMPRESS_DEFLATE ? 8 : sw->comp == TW_COMPRESS_ZSTD ? 50000 : 1);
+    le16(rgb, 2);
+    le16(spp, 3);
+    le16(one, 1);
+    le16(unit, 3); /* centimetre */
+    le32(twb, (uint64_t)sw->tile);
+    le32(thb, (uint64_t)sw->tile);
+    resolution(lv->w, sw->lv[0].w, xres);
+#define ENTRY(t, ty, c, d, b) (e[ne++] = (ifd_entry){(t), (ty), (c), (d), (b)})
+    ENTRY(254, T_LONG, 1, sc0, 4);
+    ENTRY(256, T_LONG, 1, sc1, 4);
+    ENTRY(257, T_LONG, 1, sc2, 4);
+    ENTRY(258, T_SHORT, 3, bps, 6);
+    ENTRY(259, T_SHORT, 1, comp, 2);
+    ENTRY(262, T_SHORT, 1, rgb, 2);
+    if (desc)
+        ENTRY(270, T_ASCII, strlen(desc) + 1, (const uint8_t *)desc, strlen(desc) + 1);
+    ENTRY(277, T_SHORT, 1, spp, 2);
+    ENTRY(282, T_RATIONAL, 1, xres, 8);
+    ENTRY(283, T_RATIONAL, 1, xres, 8); /* square pixels */
+    ENTRY(284, T_SHORT, 1, one, 2);
+    ENTRY(296, T_SHORT, 1, unit, 2);
+    if (software)
+        ENTRY(305, T_ASCII, strlen(software) + 1, (const uint8_t *)software,
+              strlen(software) + 1);
+    ENTRY(322, T_LONG, 1, twb, 4);
+    ENTRY(323, T_LONG, 1, thb, 4);
+    ENTRY(324, T_LONG8, n, offs, (size_t)n * 8);
+    ENTRY(325, T_LONG8, n, cnts, (size_t)n * 8);
+    ENTRY(339, T_SHORT, 3, fmt, 6);
+#undef ENTRY
+    (void)sc3;
+
+    size = 8 + 20 * ne + 8;
+    tail = 0;
+    for (size_t i = 0; i < ne; i++)
+        if (e[i].bytes > 8)
+            tail += (e[i].bytes + 7) & ~(size_t)7;
+    if (!(buf = calloc(1, size + tail))) {
+        st = twi_error_set(err, TW_E_NOMEM, "sample: out of memory");
+        goto out;
+    }
+    *at = (sw->pos + 7) & ~(uint64_t)7;
+    if ((st = put(sw, pad, (size_t)(*at - sw->pos), err)) != TW_OK)
+        goto out;
+    le64(buf, ne);
+    tail = size;
+    for (size_t i = 0; i < ne; i++) {
+        uint8_t *p = buf + 8 + 20 * i;
+
+        le16(p, e[i].tag);
+        le16(p + 2, e[i].type);
+        le64(p + 4, e[i].count);
+        if (e[i].bytes <= 8) {
+            memcpy(p + 12, e[i].data, e[i].bytes);
+        } else {
+            le64(p + 12, *at + tail);
+            memcpy(buf + tail, e[i].data, e[i].bytes);
+            tail += (e[i].bytes + 7) & ~(size_t)7;
+        }
+    }
+    *next_at = *at + 8 + 20 * ne; /* left 0: the last directory */
+    st = put(sw, buf, tail, err);
+out:
+    free(buf);
+    free(offs);
+    free(cnts);
+    return st;
+}
+
+static void
+sample_writer_free(sample_writer *sw)
+{
+    if (sw->lv) {
+        for (int k = 0; k < sw->n_levels; k++) {
+            free(sw->lv[k].off);
+            free(sw->lv[k].cnt);
+            free(sw->lv[k].row);
+            free(sw->lv[k].nglass);
+            free(sw->lv[k].gpx);
+            free(sw->lv[k].gz);
+        }
+    }
+    if (sw->tb) {
+        for (int i = 0; i < sw->n_threads; i++) {
+            free(sw->tb[i].px);
+            free(sw->tb[i].z);
+            ZSTD_freeCCtx(sw->tb[i].zc);
+        }
+    }
+    free(sw->lv);
+    free(sw->tb);
+}
+
+static tw_status
+sample_writer_init(sample_writer *sw, const twi_sample_scene *sc, const tw_sample_opts *o,
+                   tw_error *err)
+{
+    int64_t w = o->w, h = o->h;
+
+    sw->sc = sc;
+    sw->comp = o->compression;
+    sw->tile = o->tile;
+    sw->tile_bytes = (size_t)o->tile * (size_t)o->tile * 3;
+    sw->zcap = sw->comp == TW_COMPRESS_ZSTD ? ZSTD_compressBound(sw->tile_bytes)
+                                            : (size_t)compressBound((uLong)sw->tile_bytes);
+    sw->n_levels = twi_sample_level_count(o->w, o->h, o->tile);
+    sw->n_threads = omp_get_max_threads();
+    if (!(sw->lv = calloc((size_t)sw->n_levels, sizeof *sw->lv)) ||
+        !(sw->tb = calloc((size_t)sw->n_threads, sizeof *sw->tb)))
+        return twi_error_set(err, TW_E_NOMEM, "sample: out of memory");
+    for (int k = 0; k < sw->n_levels; k++) {
+        pyr_level *lv = &sw->lv[k];
+
+        lv->w = w;
+        lv->h = h;
+        lv->ntx = (w + o->tile - 1) / o->tile;
+        lv->nty = (h + o->tile - 1) / o->tile;
+        if (!(lv->off = calloc((size_t)(lv->ntx * lv->nty), sizeof *lv->off)) ||
+            !(lv->cnt = calloc((size_t)(lv->ntx * lv->nty), sizeof *lv->cnt)))
+            return twi_error_set(err, TW_E_NOMEM, "sample: out of memory for %lld tiles",
+                                 (long long)(lv->ntx * lv->nty));
+        if (k > 0) {
+            lv->row_stride = (size_t)lv->ntx * (size_t)o->tile * 3;
+            if (!(lv->row = malloc(lv->row_stride * (size_t)o->tile)) ||
+                !(lv->nglass = calloc((size_t)lv->ntx, 1)))
+                return twi_error_set(err, TW_E_NOMEM,
+                                     "sample: out of memory for a %lld-pixel tile row of level %d",
+                                     (long long)lv->w, k);
+        }
+        w = (w + 1) / 2;
+        h = (h + 1) / 2;
+    }
+    for (int i = 0; i < sw->n_threads; i++) {
+        thread_buf *tb = &sw->tb[i];
+
+        if (!(tb->px = malloc(sw->tile_bytes)) || !(tb->z = malloc(sw->zcap)) ||
+            (sw->comp == TW_COMPRESS_ZSTD && !(tb->zc = ZSTD_createCCtx())))
+            return twi_error_set(err, TW_E_NOMEM, "sample: out of memory");
+    }
+    return TW_OK;
+}
+
+/* A file "<dir>/.<name>.tw-XXXXXX" beside path (one file system for the rename), mode 0644. */
+static tw_status
+create_temp(const char *path, char **tmp, int *fd, tw_error *err)
+{
+    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+    size_t dlen = slash ? (size_t)(slash - path) + 1 : 0, n = dlen + strlen(base) + 16;
+    char ebuf[128];
+
+    *fd = -1;
+    if (!*base)
+        return twi_error_set(err, TW_E_INVALID, "sample: '%s' names a folder, not a file", path);
+    if (!(*tmp = malloc(n)))
+        return twi_error_set(err, TW_E_NOMEM, "sample: out of memory");
+    snprintf(*tmp, n, "%.*s.%s.tw-XXXXXX", (int)dlen, path, base);
+    if ((*fd = mkostemp(*tmp, O_CLOEXEC)) < 0) {
+        int e = errno;
+
+        free(*tmp);
+        *tmp = NULL;
+        return twi_error_set(err, TW_E_IO, "sample: cannot create '%s' (%s)", path,
+                             twi_io_strerror(e, ebuf, sizeof ebuf));
+    }
+    if (fchmod(*fd, 0644) != 0) {
+        int e = errno;
+
+        return twi_error_set(err, TW_E_IO, "sample: cannot set the mode of '%s' (%s)", *tmp,
+                             twi_io_strerror(e, ebuf, sizeof ebuf));
+    }
+    return TW_OK;
+}
 tw_status
 tw_sample_write(const char *path, const tw_sample_opts *o, tw_error *err)
 {
     tw_status st = TW_OK;
     twi_sample_scene sc;
-    tw_writer_opts wo;
-    tw_writer *wr = NULL;
-    char desc[160];
+    sample_writer sw;
+    char desc[160], ebuf[128];
+    char *tmp = NULL;
+    uint8_t head[16] = {'I', 'I', 43, 0, 8, 0, 0, 0};
+    uint64_t prev_next;
+    struct stat sb;
 
+    memset(&sw, 0, sizeof sw);
+    sw.fd = -1;
     if (!path || !*path)
         return twi_error_set(err, TW_E_INVALID, "sample: no output path");
     if ((st = twi_sample_scene_init(&sc, o, err)) != TW_OK)
         return st;
-
-    tw_writer_opts_init(&wo);
-    wo.w = o->w;
-    wo.h = o->h;
-    wo.channels = 3;
-    wo.type = TW_U8;
-    wo.tile_w = wo.tile_h = o->tile;
-    wo.n_levels = twi_sample_level_count(o->w, o->h, o->tile);
-    wo.compression = o->compression;
-    wo.level_of_compression = o->compression == TW_COMPRESS_DEFLATE ? TWI_SAMPLE_DEFLATE_LEVEL
-                              : o->compression == TW_COMPRESS_ZSTD  ? TWI_SAMPLE_ZSTD_LEVEL
-                                                                    : 0;
-    wo.mpp_x = wo.mpp_y = 0.25;
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return twi_error_set(err, TW_E_IO, "sample: cannot write '%s' (%s)", path,
+                             twi_io_strerror(EISDIR, ebuf, sizeof ebuf));
+    if ((st = sample_writer_init(&sw, &sc, o, err)) != TW_OK)
+        goto out;
+    if ((st = create_temp(path, &tmp, &sw.fd, err)) != TW_OK)
+        goto out;
+    sw.path = path;
+    sw.tmp_path = tmp;
     snprintf(desc, sizeof desc, "tilewave sample %lldx%lld seed %llu", (long long)o->w,
              (long long)o->h, (unsigned long long)o->seed);
-    wo.description = desc;
-    wo.software = "tilewave " TW_VERSION_STRING;
 
-    if ((st = tw_writer_open(path, &wo, &wr, err)) != TW_OK)
+    /* the header; the first directory's offset is filled in at the end */
+    if ((st = put(&sw, head, sizeof head, err)) != TW_OK ||
+        (st = make_glass_tiles(&sw, err)) != TW_OK)
         goto out;
-    for (int k = 0; k < wo.n_levels; k++)
-        if ((st = write_level(&sc, wr, k, o->tile, err)) != TW_OK)
-            goto out;
-    st = tw_writer_close(wr, err);
-    wr = NULL; /* close frees the writer whatever it returns */
+    for (int64_t ty = 0; ty < sw.lv[0].nty && st == TW_OK; ty++)
+        st = write_row(&sw, 0, ty, err);
+    prev_next = 8;
+    for (int k = 0; k < sw.n_levels && st == TW_OK; k++) {
+        uint64_t at = 0, next_at = 0;
+        uint8_t b[8];
+
+        st = write_ifd(&sw, k, k == 0 ? desc : NULL, k == 0 ? "tilewave " TW_VERSION_STRING : NULL,
+                       &at, &next_at, err);
+        le64(b, at);
+        if (st == TW_OK)
+            st = put_at(&sw, b, 8, prev_next, err);
+        prev_next = next_at;
+    }
+    if (st != TW_OK)
+        goto out;
+    if (close(sw.fd) != 0) {
+        int e = errno;
+
+        sw.fd = -1;
+        st = twi_error_set(err, TW_E_IO, "sample: cannot write '%s' (%s)", tmp,
+                           twi_io_strerror(e, ebuf, sizeof ebuf));
+        goto out;
+    }
+    sw.fd = -1;
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+
+        st = twi_error_set(err, TW_E_IO, "sample: cannot rename '%s' to '%s' (%s)", tmp, path,
+                           twi_io_strerror(e, ebuf, sizeof ebuf));
+        goto out;
+    }
+    free(tmp);
+    tmp = NULL;
 out:
-    tw_writer_abort(wr);
+    if (sw.fd >= 0)
+        close(sw.fd);
+    if (tmp) {
+        unlink(tmp);
+        free(tmp);
+    }
+    sample_writer_free(&sw);
     return st;
 }

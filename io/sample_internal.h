@@ -3,6 +3,7 @@
 #ifndef TW_SAMPLE_INTERNAL_H
 #define TW_SAMPLE_INTERNAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "tw_internal.h"
@@ -17,6 +18,10 @@ extern "C" {
 /* zstd level of the sample's tiles: zstd's own default, already fast. */
 #define TWI_SAMPLE_ZSTD_LEVEL 3
 
+/* The glass grain repeats every this many level-0 pixels both ways: every tile edge is a
+ * multiple of it, so all tiles of pure glass in a level hold the same bytes. */
+#define TWI_SAMPLE_GLASS_PERIOD 16
+
 /* The continuous scene behind every level, fixed by the options. Read-only once initialised,
  * so any number of threads may render from it. */
 typedef struct twi_sample_scene {
@@ -27,6 +32,7 @@ typedef struct twi_sample_scene {
     int64_t threshold;      /* tissue field value at the middle of the tissue edge */
     uint64_t key[8];        /* per-layer hash keys derived from the seed */
     int fiber_angle;        /* index into the angle table: direction of the stroma fibres */
+    int8_t glass_noise[TWI_SAMPLE_GLASS_PERIOD * TWI_SAMPLE_GLASS_PERIOD]; /* -1, 0, +1 */
 } twi_sample_scene;
 
 /* Validate `o` (w, h in 1..2^31, tile a multiple of 16 in 16..16384, known compression) and
@@ -46,6 +52,12 @@ TWI_HIDDEN int twi_sample_level_count(int64_t w, int64_t h, int32_t tile);
 TWI_HIDDEN tw_status twi_sample_render(const twi_sample_scene *sc, int level, int64_t x,
                                        int64_t y, int32_t w, int32_t h, uint8_t *dst,
                                        size_t stride);
+
+/* Whether the level-0 block [x, x + w) x [y, y + h) renders as plain glass (the periodic
+ * grain only: no stroma, no nucleus). Exact when true; may say false for a block of glass near
+ * tissue (which then renders as glass anyway). Thread-safe. */
+TWI_HIDDEN bool twi_sample_block_is_glass(const twi_sample_scene *sc, int64_t x, int64_t y,
+                                          int64_t w, int64_t h);
 
 #ifdef __cplusplus
 }

@@ -38,8 +38,52 @@ TWI_HIDDEN tw_status twi_assembler_put(twi_assembler *a, int64_t x, int64_t y,
                                        const tw_tile_view *src, tw_error *err);
 
 /* Free the assembler and any partial tile buffers (tiles never completed are not written;
- * tw_writer_close() then reports them). NULL is a no-op. */
+ * tw_writer_close() then reports them), its pyramid levels, and abort its overlay writer if
+ * twi_assembler_close_overlay() did not close it. NULL is a no-op. */
 TWI_HIDDEN void twi_assembler_destroy(twi_assembler *a);
+
+/* How a pyramid level is reduced from the level above (io/pyramid.c, docs/io.md). */
+typedef enum twi_pyr_rule {
+    TWI_PYR_MEAN = 0, /* visual and gray 8/16-bit, float32: the mean (rounded half up) */
+    TWI_PYR_MAX,      /* masks: the largest sample */
+    TWI_PYR_NEAREST   /* labels, indices, coordinates: the top-left sample */
+} twi_pyr_rule;
+
+/* Build the writer's levels a->level + 1 .. n_levels - 1 while a's tiles come in: each output
+ * tile completed (and written) is reduced 2x2 by `rule` into the next level's assembler,
+ * whose completed tiles are written and reduced in turn. Call before the first put.
+ * TW_OK, TW_E_NOMEM. */
+TWI_HIDDEN tw_status twi_assembler_set_pyramid(twi_assembler *a, twi_pyr_rule rule);
+
+/* Also write an overlay: each completed output tile of level 0 is blended over the same
+ * region of `slide` (level `slide_level`, origin (x0, y0); 1 or 3 channels of u8 or u16) by
+ * twi_overlay_blend() and put into level 0 of `ov` (w x h like a's, 3 x u8, same tiles; its
+ * reduced levels are built by the mean rule). The assembler owns ov from here on, also on
+ * failure. TW_OK, TW_E_INVALID (mismatch), TW_E_NOMEM. */
+TWI_HIDDEN tw_status twi_assembler_set_overlay(twi_assembler *a, tw_writer *ov, tw_slide *slide,
+                                               int slide_level, int64_t x0, int64_t y0);
+
+/* Close the overlay writer (rename it into place); TW_OK when there is none. */
+TWI_HIDDEN tw_status twi_assembler_close_overlay(twi_assembler *a, tw_error *err);
+
+/* Reduce w x h pixels of `ch` samples of `type` at src into ceil(w/2) x ceil(h/2) at dst. */
+TWI_HIDDEN void twi_pyr_reduce(const uint8_t *src, size_t src_stride, int64_t w, int64_t h,
+                               int ch, tw_sample_type type, twi_pyr_rule rule, uint8_t *dst,
+                               size_t dst_stride);
+
+/* The overlay's tint, R, G, B. */
+#define TWI_OVERLAY_TINT 0, 255, 0
+
+/* Blend w x h result samples (one channel of res_type) over the base pixels (base_ch = 1 or 3
+ * samples of u8 or u16) into 8-bit RGB at dst (rule in io/pyramid.c). */
+TWI_HIDDEN void twi_overlay_blend(const uint8_t *res, size_t res_stride,
+                                  tw_sample_type res_type, const uint8_t *base,
+                                  size_t base_stride, int base_ch, tw_sample_type base_type,
+                                  int64_t w, int64_t h, uint8_t *dst, size_t dst_stride);
+
+/* The number of levels of a pyramid over w x h in tile_w x tile_h tiles: halving until the
+ * level fits in one tile. */
+TWI_HIDDEN int twi_io_pyramid_levels(int64_t w, int64_t h, int32_t tile_w, int32_t tile_h);
 
 /* For building tw_writer_opts from an operation's tile edge: the output TIFF tile edge, a
  * multiple of 16 in 256..1024 chosen to line up with operation tiles where it can: op_tile

@@ -3,13 +3,19 @@
 
 /*
  * Layout. One directory per level, level k being ceil(w / 2^k) x ceil(h / 2^k) pixels, levels
- * after the first marked FILETYPE_REDUCEDIMAGE (what OpenSlide's generic-tiff, vips and QuPath
- * read as a pyramid). Tiles are PlanarConfig contig; edge tiles are padded with zeros.
+ * after the first marked FILETYPE_REDUCEDIMAGE. TW_LAYOUT_TIFF chains the directories (what
+ * OpenSlide's generic-tiff, vips and libtiff read as a pyramid); TW_LAYOUT_OME writes level 0
+ * as the only main directory, with the OME-XML as its ImageDescription and a SubIFD tag whose
+ * n_levels - 1 entries libtiff fills in as the next directories are written (the SubIFDs).
+ * Tiles are PlanarConfig contig; edge tiles are padded with zeros.
  *
  * Parallelism. The caller's thread compresses its tile with zlib or zstd itself; only the
- * append (TIFFWriteRawTile) runs under the writer's lock. Since libtiff can have only one
+ * append (TIFFWriteRawTile) runs under the writer's lock. LZW and JPEG use libtiff's codecs
+ * (TIFFWriteEncodedTile), so they compress under the lock. Since libtiff can have only one
  * directory open for writing, a level's directory is written when its last tile arrives and
- * the next level is set up then: hence "all tiles of level k before any tile of level k+1".
+ * the next level is set up then. A tile of a later level (a pyramid level built while level 0
+ * streams) is kept meanwhile in a scratch file beside the output, unlinked at once: compressed
+ * for deflate/zstd/none, raw for LZW/JPEG; its level's turn copies it in.
  *
  * Compression levels. 0 means the codec default: deflate 6 (zlib's own default), zstd 3
  * (zstd's own default, fast enough to keep up with the workers; libtiff uses 9).
@@ -42,13 +48,17 @@
 #define ZSTD_DEFAULT 3
 #define TILE_MAX 16384
 
-enum { TILE_FREE = 0, TILE_CLAIMED, TILE_WRITTEN };
+#define JPEG_QUALITY_DEFAULT 90
+
+enum { TILE_FREE = 0, TILE_CLAIMED, TILE_WRITTEN, TILE_SPILLED };
 
 typedef struct wr_level {
     int64_t w, h;             /* pixels */
     int64_t tiles_x, tiles_y;
     int64_t n_tiles, n_written;
     uint8_t *state;           /* TILE_* per tile, row-major */
+    int64_t *spill_off;       /* TILE_SPILLED tiles: where in the scratch file, NULL until one */
+    uint32_t *spill_len;      /* and how many bytes */
 } wr_level;
 
 typedef struct cctx_node {
@@ -71,6 +81,9 @@ struct tw_writer {
     char fail_msg[TW_ERROR_MAX];
     char msg[256];            /* libtiff's first error */
     cctx_node *cctx_free;
+    int spill_fd;             /* the scratch file of early tiles, -1 until needed */
+    int64_t spill_end;        /* bytes in it */
+    char *ome_xml;            /* TW_LAYOUT_OME: level 0's ImageDescription */
 };
 
 static int
@@ -124,6 +137,24 @@ tw_compression_parse(const char *name, tw_compression *out)
         *out = TW_COMPRESS_DEFLATE;
     else if (strcmp(name, "zstd") == 0)
         *out = TW_COMPRESS_ZSTD;
+    else if (strcmp(name, "lzw") == 0)
+        *out = TW_COMPRESS_LZW;
+    else if (strcmp(name, "jpeg") == 0)
+        *out = TW_COMPRESS_JPEG;
+    else
+        return TW_E_INVALID;
+    return TW_OK;
+}
+
+tw_status
+tw_layout_parse(const char *name, tw_layout *out)
+{
+    if (!name || !out)
+        return TW_E_INVALID;
+    if (strcmp(name, "tiff") == 0)
+        *out = TW_LAYOUT_TIFF;
+    else if (strcmp(name, "ome") == 0)
+        *out = TW_LAYOUT_OME;
     else
         return TW_E_INVALID;
     return TW_OK;
@@ -137,6 +168,21 @@ twi_io_max_levels(int64_t w, int64_t h)
     if (w < 1 || h < 1)
         return 0;
     while (w > 1 || h > 1) {
+        w = (w + 1) / 2;
+        h = (h + 1) / 2;
+        n++;
+    }
+    return n;
+}
+
+int
+twi_io_pyramid_levels(int64_t w, int64_t h, int32_t tile_w, int32_t tile_h)
+{
+    int n = 1;
+
+    if (w < 1 || h < 1 || tile_w < 1 || tile_h < 1)
+        return 0;
+    while (w > tile_w || h > tile_h) {
         w = (w + 1) / 2;
         h = (h + 1) / 2;
         n++;
@@ -238,15 +284,136 @@ validate(const tw_writer_opts *o, tw_error *err)
                                  "io.writer: zstd level %d is out of range (1..%d, 0 = default %d)",
                                  o->level_of_compression, ZSTD_maxCLevel(), ZSTD_DEFAULT);
         break;
+    case TW_COMPRESS_LZW:
+        break;
+    case TW_COMPRESS_JPEG:
+        if (o->type != TW_U8 || (o->channels != 1 && o->channels != 3))
+            return twi_error_set(err, TW_E_INVALID,
+                                 "io.writer: JPEG needs 8-bit gray or RGB samples, not %d x %s "
+                                 "(use deflate, zstd or lzw)",
+                                 o->channels, tw_sample_type_name(o->type));
+        if (o->quality < 0 || o->quality > 100)
+            return twi_error_set(err, TW_E_INVALID,
+                                 "io.writer: JPEG quality %d is out of range (1..100, 0 = "
+                                 "default %d)",
+                                 o->quality, JPEG_QUALITY_DEFAULT);
+        break;
     default:
         return twi_error_set(err, TW_E_INVALID, "io.writer: unknown compression %d",
                              (int)o->compression);
     }
+    if (o->layout != TW_LAYOUT_TIFF && o->layout != TW_LAYOUT_OME)
+        return twi_error_set(err, TW_E_INVALID, "io.writer: unknown layout %d", (int)o->layout);
+    if (o->layout == TW_LAYOUT_OME && o->type == TW_U64)
+        return twi_error_set(err, TW_E_INVALID,
+                             "io.writer: OME-TIFF has no 64-bit integer pixel type (use the tiff "
+                             "layout)");
     if (!(o->mpp_x >= 0) || !(o->mpp_y >= 0) || !isfinite(o->mpp_x) || !isfinite(o->mpp_y))
         return twi_error_set(err, TW_E_INVALID,
                              "io.writer: mpp %g x %g is invalid (>= 0; 0 = unknown)", o->mpp_x,
                              o->mpp_y);
     return TW_OK;
+}
+
+/* A growing string for the OME-XML; `failed` once an allocation failed. */
+typedef struct sbuf {
+    char *p;
+    size_t n, cap;
+    bool failed;
+} sbuf;
+
+static void TW_PRINTF(2, 3)
+sb_add(sbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    int k;
+
+    if (b->failed)
+        return;
+    for (;;) {
+        va_start(ap, fmt);
+        k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0) {
+            b->failed = true;
+            return;
+        }
+        if (b->p && (size_t)k < b->cap - b->n) {
+            b->n += (size_t)k;
+            return;
+        }
+        size_t cap = (b->cap ? b->cap * 2 : 1024) + (size_t)k;
+        char *q = realloc(b->p, cap);
+
+        if (!q) {
+            b->failed = true;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+    }
+}
+
+/* `text` with XML's special characters escaped and control characters dropped. */
+static void
+sb_add_escaped(sbuf *b, const char *text)
+{
+    for (const char *c = text; *c; c++) {
+        switch (*c) {
+        case '&': sb_add(b, "&amp;"); break;
+        case '<': sb_add(b, "&lt;"); break;
+        case '>': sb_add(b, "&gt;"); break;
+        case '"': sb_add(b, "&quot;"); break;
+        default:
+            if ((unsigned char)*c >= 0x20 || *c == '\n' || *c == '\t')
+                sb_add(b, "%c", *c);
+        }
+    }
+}
+
+/* The OME-XML of a TW_LAYOUT_OME file: one Image whose one plane is the main IFD (the reduced
+ * levels in its SubIFDs are found by Bio-Formats without being described); interleaved
+ * samples are one Channel of SamplesPerPixel = channels. NULL when out of memory. */
+static char *
+build_ome_xml(const tw_writer_opts *o)
+{
+    static const char *const types[] = {[TW_U8] = "uint8", [TW_U16] = "uint16",
+                                        [TW_U32] = "uint32", [TW_F32] = "float",
+                                        [TW_U64] = "uint64"};
+    sbuf b = {0};
+
+    sb_add(&b,
+           "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+           "<OME xmlns=\"http://www.openmicroscopy.org/Schemas/OME/2016-06\" "
+           "xmlns:xsi=\"http://www.w3.org/2001/XMLSchema-instance\" "
+           "xsi:schemaLocation=\"http://www.openmicroscopy.org/Schemas/OME/2016-06 "
+           "http://www.openmicroscopy.org/Schemas/OME/2016-06/ome.xsd\" Creator=\"");
+    sb_add_escaped(&b, o->software ? o->software : "tilewave");
+    sb_add(&b, "\">\n<Image ID=\"Image:0\" Name=\"tilewave\">");
+    if (o->description) {
+        sb_add(&b, "<Description>");
+        sb_add_escaped(&b, o->description);
+        sb_add(&b, "</Description>");
+    }
+    sb_add(&b,
+           "\n<Pixels ID=\"Pixels:0\" DimensionOrder=\"XYCZT\" Type=\"%s\" SizeX=\"%" PRId64
+           "\" SizeY=\"%" PRId64 "\" SizeC=\"%d\" SizeZ=\"1\" SizeT=\"1\" BigEndian=\"false\" "
+           "Interleaved=\"%s\"",
+           types[o->type], o->w, o->h, o->channels, o->channels > 1 ? "true" : "false");
+    if (o->mpp_x > 0 && o->mpp_y > 0)
+        sb_add(&b,
+               " PhysicalSizeX=\"%.17g\" PhysicalSizeXUnit=\"\xC2\xB5m\" PhysicalSizeY=\"%.17g\" "
+               "PhysicalSizeYUnit=\"\xC2\xB5m\"",
+               o->mpp_x, o->mpp_y);
+    sb_add(&b,
+           ">\n<Channel ID=\"Channel:0:0\" SamplesPerPixel=\"%d\"><LightPath/></Channel>\n"
+           "<TiffData IFD=\"0\" PlaneCount=\"1\"/>\n</Pixels>\n</Image>\n</OME>\n",
+           o->channels);
+    if (b.failed) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
 }
 
 /* Set the tags of `level`'s directory; called with the lock held (or before any tile). */
@@ -258,7 +425,10 @@ setup_directory(tw_writer *wr, int level, tw_error *err)
     TIFF *tif = wr->tif;
     uint16_t compression = o->compression == TW_COMPRESS_DEFLATE ? COMPRESSION_ADOBE_DEFLATE
                            : o->compression == TW_COMPRESS_ZSTD  ? COMPRESSION_ZSTD
+                           : o->compression == TW_COMPRESS_LZW   ? COMPRESSION_LZW
+                           : o->compression == TW_COMPRESS_JPEG  ? COMPRESSION_JPEG
                                                                  : COMPRESSION_NONE;
+    bool ycbcr = o->compression == TW_COMPRESS_JPEG && o->channels == 3;
     uint16_t bps = (uint16_t)(8 * tw_sample_size(o->type));
     int ok = 1;
 
@@ -270,8 +440,12 @@ setup_directory(tw_writer *wr, int level, tw_error *err)
     ok &= TIFFSetField(tif, TIFFTAG_SAMPLESPERPIXEL, (uint16_t)o->channels);
     ok &= TIFFSetField(tif, TIFFTAG_SAMPLEFORMAT,
                        o->type == TW_F32 ? SAMPLEFORMAT_IEEEFP : SAMPLEFORMAT_UINT);
+    /* JPEG RGB is stored as YCbCr 4:2:0 (what slide scanners write and every reader decodes);
+     * libtiff converts from the RGB we hand it */
     ok &= TIFFSetField(tif, TIFFTAG_PHOTOMETRIC,
-                       o->channels == 3 ? PHOTOMETRIC_RGB : PHOTOMETRIC_MINISBLACK);
+                       ycbcr ? PHOTOMETRIC_YCBCR
+                       : o->channels == 3 ? PHOTOMETRIC_RGB
+                                          : PHOTOMETRIC_MINISBLACK);
     if (o->channels == 2) {
         /* (row, column) pairs: a gray sample plus one unspecified extra sample */
         uint16_t extra = EXTRASAMPLE_UNSPECIFIED;
@@ -280,10 +454,26 @@ setup_directory(tw_writer *wr, int level, tw_error *err)
     }
     ok &= TIFFSetField(tif, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG);
     ok &= TIFFSetField(tif, TIFFTAG_COMPRESSION, compression);
+    if (o->compression == TW_COMPRESS_JPEG) {
+        ok &= TIFFSetField(tif, TIFFTAG_JPEGQUALITY,
+                           o->quality ? o->quality : JPEG_QUALITY_DEFAULT);
+        if (ycbcr)
+            ok &= TIFFSetField(tif, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB);
+    }
     ok &= TIFFSetField(tif, TIFFTAG_TILEWIDTH, (uint32_t)o->tile_w);
     ok &= TIFFSetField(tif, TIFFTAG_TILELENGTH, (uint32_t)o->tile_h);
-    if (level == 0 && o->description)
+    if (level == 0 && o->layout == TW_LAYOUT_OME) {
+        ok &= TIFFSetField(tif, TIFFTAG_IMAGEDESCRIPTION, wr->ome_xml);
+        if (o->n_levels > 1) {
+            /* placeholders: libtiff writes the next n_levels - 1 directories as SubIFDs of
+             * this one and fills the offsets in (at most 64 levels: 2^63 pixels) */
+            uint64_t zeros[64] = {0};
+
+            ok &= TIFFSetField(tif, TIFFTAG_SUBIFD, (uint16_t)(o->n_levels - 1), zeros);
+        }
+    } else if (level == 0 && o->description) {
         ok &= TIFFSetField(tif, TIFFTAG_IMAGEDESCRIPTION, o->description);
+    }
     if (level == 0 && o->software)
         ok &= TIFFSetField(tif, TIFFTAG_SOFTWARE, o->software);
     if (o->mpp_x > 0 && o->mpp_y > 0) {
@@ -310,8 +500,14 @@ writer_free(tw_writer *wr)
     if (!wr)
         return;
     if (wr->levels)
-        for (i = 0; i < wr->o.n_levels; i++)
+        for (i = 0; i < wr->o.n_levels; i++) {
             free(wr->levels[i].state);
+            free(wr->levels[i].spill_off);
+            free(wr->levels[i].spill_len);
+        }
+    if (wr->spill_fd >= 0)
+        close(wr->spill_fd);
+    free(wr->ome_xml);
     while (wr->cctx_free) {
         cctx_node *n = wr->cctx_free;
 
@@ -375,6 +571,7 @@ tw_writer_open(const char *path, const tw_writer_opts *o, tw_writer **out, tw_er
     }
     pthread_mutex_init(&wr->lock, NULL);
     pthread_mutex_init(&wr->pool_lock, NULL);
+    wr->spill_fd = -1;
     wr->o = *o;
     wr->o.description = NULL;
     wr->o.software = NULL;
@@ -451,6 +648,10 @@ tw_writer_open(const char *path, const tw_writer_opts *o, tw_writer **out, tw_er
         goto out;
     }
     fd = -1; /* TIFFClose closes it */
+    if (o->layout == TW_LAYOUT_OME && !(wr->ome_xml = build_ome_xml(&wr->o))) {
+        st = twi_error_set(err, TW_E_NOMEM, "io.writer: out of memory");
+        goto out;
+    }
     if ((st = setup_directory(wr, 0, err)) != TW_OK)
         goto out;
     *out = wr;
@@ -542,6 +743,169 @@ compress_tile(tw_writer *wr, const uint8_t *src, uint8_t **out, size_t *out_n, t
     return TW_OK;
 }
 
+/* LZW and JPEG tiles go through libtiff's codec; the others are appended as they are. */
+static bool
+libtiff_encodes(const tw_writer *wr)
+{
+    return wr->o.compression == TW_COMPRESS_LZW || wr->o.compression == TW_COMPRESS_JPEG;
+}
+
+static tw_status
+append_failed(tw_writer *wr, int level, int64_t idx, tw_error *err)
+{
+    const wr_level *lv = &wr->levels[level];
+
+    return twi_error_set(err, TW_E_IO,
+                         "io.writer: cannot write tile (%" PRId64 ",%" PRId64 ") of level %d "
+                         "to '%s' (%s)",
+                         idx % lv->tiles_x, idx / lv->tiles_x, level, wr->tmp_path, lib_msg(wr));
+}
+
+/* Append tile idx of the level being written: `n` bytes of payload (compressed, or the whole
+ * padded tile when libtiff encodes). Lock held. */
+static tw_status
+append_tile(tw_writer *wr, int64_t idx, uint8_t *src, size_t n, tw_error *err)
+{
+    wr_level *lv = &wr->levels[wr->cur_level];
+    tmsize_t r;
+
+    wr->msg[0] = '\0';
+    if (libtiff_encodes(wr))
+        r = TIFFWriteEncodedTile(wr->tif, (uint32_t)idx, src, (tmsize_t)n);
+    else
+        r = TIFFWriteRawTile(wr->tif, (uint32_t)idx, src, (tmsize_t)n);
+    if (r < 0)
+        return append_failed(wr, wr->cur_level, idx, err);
+    lv->state[idx] = TILE_WRITTEN;
+    lv->n_written++;
+    return TW_OK;
+}
+
+/* Keep a tile of a level after the current one in the scratch file. Lock held. */
+static tw_status
+spill_tile(tw_writer *wr, int level, int64_t idx, const uint8_t *src, size_t n, tw_error *err)
+{
+    wr_level *lv = &wr->levels[level];
+    char ebuf[128];
+    size_t done = 0;
+
+    if (wr->spill_fd < 0) {
+        size_t len = strlen(wr->tmp_path) + sizeof ".s-XXXXXX";
+        char *name = malloc(len);
+
+        if (!name)
+            return twi_error_set(err, TW_E_NOMEM, "io.writer: out of memory");
+        snprintf(name, len, "%s.s-XXXXXX", wr->tmp_path);
+        wr->spill_fd = mkostemp(name, O_CLOEXEC);
+        if (wr->spill_fd < 0) {
+            int e = errno;
+
+            free(name);
+            return twi_error_set(err, TW_E_IO, "io.writer: cannot create a scratch file beside "
+                                 "'%s' (%s)", wr->path, twi_io_strerror(e, ebuf, sizeof ebuf));
+        }
+        /* nameless from the start: nothing is left behind, whatever happens */
+        unlink(name);
+        free(name);
+    }
+    if (!lv->spill_off) {
+        lv->spill_off = malloc((size_t)lv->n_tiles * sizeof *lv->spill_off);
+        lv->spill_len = malloc((size_t)lv->n_tiles * sizeof *lv->spill_len);
+        if (!lv->spill_off || !lv->spill_len) {
+            free(lv->spill_off);
+            free(lv->spill_len);
+            lv->spill_off = NULL;
+            lv->spill_len = NULL;
+            return twi_error_set(err, TW_E_NOMEM, "io.writer: out of memory");
+        }
+    }
+    while (done < n) {
+        int64_t k = (int64_t)pwrite(wr->spill_fd, src + done, n - done,
+                                    wr->spill_end + (int64_t)done);
+
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            int e = k < 0 ? errno : ENOSPC;
+
+            return twi_error_set(err, TW_E_IO, "io.writer: cannot write the scratch file "
+                                 "beside '%s' (%s)", wr->path,
+                                 twi_io_strerror(e, ebuf, sizeof ebuf));
+        }
+        done += (size_t)k;
+    }
+    lv->spill_off[idx] = wr->spill_end;
+    lv->spill_len[idx] = (uint32_t)n;
+    wr->spill_end += (int64_t)n;
+    lv->state[idx] = TILE_SPILLED;
+    return TW_OK;
+}
+
+/* While the current level is complete: write its directory, set up the next one and copy in
+ * the tiles of it kept in the scratch file. Lock held. */
+static tw_status
+advance(tw_writer *wr, tw_error *err)
+{
+    tw_status st = TW_OK;
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    char ebuf[128];
+
+    while (wr->cur_level < wr->o.n_levels &&
+           wr->levels[wr->cur_level].n_written == wr->levels[wr->cur_level].n_tiles) {
+        wr_level *lv;
+
+        wr->msg[0] = '\0';
+        if (!TIFFWriteDirectory(wr->tif)) {
+            st = twi_error_set(err, TW_E_IO,
+                               "io.writer: cannot write the directory of level %d to '%s' (%s)",
+                               wr->cur_level, wr->tmp_path, lib_msg(wr));
+            goto out;
+        }
+        if (++wr->cur_level == wr->o.n_levels)
+            break;
+        if ((st = setup_directory(wr, wr->cur_level, err)) != TW_OK)
+            goto out;
+        lv = &wr->levels[wr->cur_level];
+        for (int64_t k = 0; lv->spill_off && k < lv->n_tiles; k++) {
+            size_t n, got = 0;
+
+            if (lv->state[k] != TILE_SPILLED)
+                continue;
+            n = lv->spill_len[k];
+            if (n > cap) {
+                uint8_t *b = realloc(buf, n);
+
+                if (!b) {
+                    st = twi_error_set(err, TW_E_NOMEM, "io.writer: out of memory");
+                    goto out;
+                }
+                buf = b;
+                cap = n;
+            }
+            while (got < n) {
+                int64_t r = (int64_t)pread(wr->spill_fd, buf + got, n - got,
+                                           lv->spill_off[k] + (int64_t)got);
+
+                if (r < 0 && errno == EINTR)
+                    continue;
+                if (r <= 0) {
+                    st = twi_error_set(err, TW_E_IO, "io.writer: cannot read back the scratch "
+                                       "file beside '%s' (%s)", wr->path,
+                                       twi_io_strerror(r < 0 ? errno : EIO, ebuf, sizeof ebuf));
+                    goto out;
+                }
+                got += (size_t)r;
+            }
+            if ((st = append_tile(wr, k, buf, n, err)) != TW_OK)
+                goto out;
+        }
+    }
+out:
+    free(buf);
+    return st;
+}
+
 tw_status
 tw_writer_write_tile(tw_writer *wr, int level, int64_t tx, int64_t ty, const void *data,
                      size_t stride, tw_error *err)
@@ -580,13 +944,6 @@ tw_writer_write_tile(tw_writer *wr, int level, int64_t tx, int64_t ty, const voi
     pthread_mutex_lock(&wr->lock);
     if (wr->failed) {
         st = twi_error_set(err, wr->failed, "%s", wr->fail_msg);
-    } else if (level > wr->cur_level) {
-        const wr_level *cl = &wr->levels[wr->cur_level];
-
-        st = twi_error_set(err, TW_E_INVALID,
-                           "io.writer: tile (%" PRId64 ",%" PRId64 ") of level %d written before "
-                           "level %d is complete (%" PRId64 " of %" PRId64 " tiles written)",
-                           tx, ty, level, wr->cur_level, cl->n_written, cl->n_tiles);
     } else if (lv->state[idx] != TILE_FREE) {
         st = twi_error_set(err, TW_E_INVALID,
                            "io.writer: tile (%" PRId64 ",%" PRId64 ") of level %d is written twice",
@@ -599,8 +956,10 @@ tw_writer_write_tile(tw_writer *wr, int level, int64_t tx, int64_t ty, const voi
     if (st != TW_OK)
         return st;
 
-    /* Outside the lock: gather the tile (padding edges with zeros) and compress it. */
-    if (in_w == wr->o.tile_w && in_h == wr->o.tile_h && stride == (size_t)in_w * wr->px) {
+    /* Outside the lock: gather the tile (padding edges with zeros) and compress it. libtiff's
+     * codecs may change the buffer they encode, so they always get our copy. */
+    if (in_w == wr->o.tile_w && in_h == wr->o.tile_h && stride == (size_t)in_w * wr->px &&
+        !libtiff_encodes(wr)) {
         src = data;
     } else {
         if (!(contig = calloc(1, wr->tile_bytes))) {
@@ -612,7 +971,7 @@ tw_writer_write_tile(tw_writer *wr, int level, int64_t tx, int64_t ty, const voi
                    (const uint8_t *)data + (size_t)r * stride, (size_t)in_w * wr->px);
         src = contig;
     }
-    if (wr->o.compression == TW_COMPRESS_NONE) {
+    if (wr->o.compression == TW_COMPRESS_NONE || libtiff_encodes(wr)) {
         n = wr->tile_bytes;
     } else {
         if ((st = compress_tile(wr, src, &packed, &n, err)) != TW_OK)
@@ -621,32 +980,24 @@ tw_writer_write_tile(tw_writer *wr, int level, int64_t tx, int64_t ty, const voi
     }
 
     pthread_mutex_lock(&wr->lock);
-    wr->msg[0] = '\0';
     if (wr->failed) {
         st = twi_error_set(err, wr->failed, "%s", wr->fail_msg);
-    } else if (TIFFWriteRawTile(wr->tif, (uint32_t)idx, (void *)src, (tmsize_t)n) < 0) {
-        st = twi_error_set(err, TW_E_IO,
-                           "io.writer: cannot write tile (%" PRId64 ",%" PRId64 ") of level %d "
-                           "to '%s' (%s)",
-                           tx, ty, level, wr->tmp_path, lib_msg(wr));
     } else {
-        lv->state[idx] = TILE_WRITTEN;
-        claimed = false;
-        if (++lv->n_written == lv->n_tiles) {
-            /* the level is complete: its directory goes out, the next level's comes in */
-            if (!TIFFWriteDirectory(wr->tif))
-                st = twi_error_set(err, TW_E_IO,
-                                   "io.writer: cannot write the directory of level %d to '%s' "
-                                   "(%s)",
-                                   level, wr->tmp_path, lib_msg(wr));
-            else if (++wr->cur_level < wr->o.n_levels)
-                st = setup_directory(wr, wr->cur_level, err);
+        if (level > wr->cur_level) {
+            st = spill_tile(wr, level, idx, src, n, err);
+        } else {
+            /* TIFFWriteEncodedTile takes a non-const buffer: ours (contig) when it encodes */
+            st = append_tile(wr, idx, (uint8_t *)src, n, err);
+            if (st == TW_OK && lv->n_written == lv->n_tiles)
+                st = advance(wr, err);
         }
-    }
-    if (st != TW_OK && !wr->failed && st == TW_E_IO) {
-        /* libtiff's state is unknown after a failed append: refuse everything after */
-        wr->failed = st;
-        snprintf(wr->fail_msg, sizeof wr->fail_msg, "%s", err->message);
+        claimed = st != TW_OK && lv->state[idx] == TILE_CLAIMED;
+        if (st != TW_OK) {
+            /* libtiff's state is unknown after a failed append or directory, and a level
+             * cannot be finished without the tile: refuse everything after */
+            wr->failed = st;
+            snprintf(wr->fail_msg, sizeof wr->fail_msg, "%s", err->message);
+        }
     }
     pthread_mutex_unlock(&wr->lock);
 out:

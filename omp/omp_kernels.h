@@ -22,13 +22,48 @@ extern "C" {
  * `in` has 3 channels (TW_U8 or TW_U16): `mode` is a tw_gray_mode, luminance being
  * (299 R + 587 G + 114 B + 500) / 1000 in unsigned integer arithmetic (bit-identical to the
  * CUDA variant), r / g / b picking a channel. `in` has 1 channel (TW_U8, TW_U16, TW_U32 or
- * TW_F32): copied, `mode` is only range-checked. Empty views (w or h 0) are a no-op.
+ * TW_F32): copied, `mode` is only range-checked (the stain modes, 4 and 5, need 8-bit RGB:
+ * see twi_gray_params below). Empty views (w or h 0) are a no-op.
  * Returns TW_OK or TW_E_INVALID (NULL views, mismatched shapes or types, bad mode, strides
  * too small or misaligned, NULL data for a non-empty view).
  */
 tw_status twi_omp_gray(const tw_tile_view *in, tw_tile_view *out, int mode, int nthreads);
 /* The argument check of twi_omp_gray, shared with its CUDA twin: TW_OK or TW_E_INVALID. */
 tw_status twi_gray_check(const tw_tile_view *in, const tw_tile_view *out, int mode);
+
+/*
+ * The gray kernel's full parameters: the mode, the fixed-point colour deconvolution of the
+ * stain modes (hematoxylin = 4, eosin = 5: 8-bit RGB only) and an optional threshold. Made by
+ * twi_gray_params_init() on the host and used unchanged by both variants, which then compute
+ * in integers only (docs/io.md, "Gray from colour"):
+ *   g = clamp((od[R] w[0] + od[G] w[1] + od[B] w[2] + 2^35) >> 36, 0, 255), 0 for a sum <= 0,
+ *   od[v] = round(2^20 (-log10(max(v, 1) / 255))),  w[i] = round(2^16 255 D[i][s]),
+ * D the inverse of the stain matrix (rows: the stains' RGB optical densities), s the stain.
+ * With `threshold`, out = ((g > t) != invert) ? the type's maximum : 0, for every mode and for
+ * 1-channel TW_U8/TW_U16 inputs (copied, then thresholded).
+ */
+typedef struct twi_gray_params {
+    int mode;          /* tw_gray_mode */
+    int32_t od[256];   /* stain modes: optical density of an 8-bit sample, Q20 */
+    int64_t w[3];      /* stain modes: weights of the R, G, B densities, Q16 x 255 */
+    int threshold;     /* 0: none, 1: binarise */
+    int64_t t;         /* foreground: g > t (t may be -1: all) */
+    int invert;        /* foreground: g <= t instead */
+} twi_gray_params;
+
+/* The standard H&E(-DAB) stain vectors of Ruifrok & Johnston as scikit-image's rgb_from_hed:
+ * hematoxylin, eosin, DAB (residual), each (R, G, B) optical densities. */
+extern const double twi_stains_hed[9];
+/* Parameters of `mode` without threshold; `stains` (9 numbers, rows as twi_stains_hed) or NULL
+ * for twi_stains_hed. TW_E_INVALID for a bad mode or a singular (or near-singular: inverse
+ * entries beyond 2^12) stain matrix. */
+tw_status twi_gray_params_init(twi_gray_params *p, int mode, const double *stains);
+/* twi_omp_gray with parameters: the same contract, plus the stain modes and the threshold. */
+tw_status twi_omp_gray_p(const tw_tile_view *in, tw_tile_view *out, const twi_gray_params *p,
+                         int nthreads);
+/* Its argument check, shared with the CUDA twin. */
+tw_status twi_gray_check_p(const tw_tile_view *in, const tw_tile_view *out,
+                           const twi_gray_params *p);
 
 /*
  * mrecon: grayscale reconstruction by dilation inside one tile, in place:

@@ -17,6 +17,9 @@
  * each io.write submits the next pipeline from inside the running task, so tiles are read no
  * faster than they are written. The result does not depend on the tile size or on which
  * device converts which tile: the conversion is per pixel and integer-exact on both.
+ *
+ * The input's threshold is part of the kernel's parameters (ops/tissue.c); with --tissue,
+ * io.read fills a tile without tissue with the glass colour instead of reading it.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -52,6 +55,11 @@ read_cpu(tw_task_ctx *ctx, void *arg)
     tw_error err;
     tw_status st;
 
+    if (twi_prep_skip(t->g->s.prep, t->x - t->g->s.x, t->y - t->g->s.y, t->w, t->h)) {
+        /* --tissue: nothing but glass here; not read, converted as glass */
+        twi_prep_fill_input(t->g->s.prep, &v);
+        return TW_OK;
+    }
     st = tw_slide_read_region(t->g->s.slide, t->g->s.level, t->x, t->y, t->w, t->h, v.data,
                               (size_t)v.stride, &err);
     if (st != TW_OK)
@@ -65,7 +73,7 @@ gray_cpu(tw_task_ctx *ctx, void *arg)
     gray_tile *t = arg;
     tw_tile_view in = twi_ctx_view(ctx, 0), out = twi_ctx_view(ctx, 1);
 
-    return twi_omp_gray(&in, &out, (int)t->g->mode, twi_ctx_team(ctx));
+    return twi_omp_gray_p(&in, &out, twi_prep_params(t->g->s.prep), twi_ctx_team(ctx));
 }
 
 #ifdef TW_HAVE_CUDA
@@ -75,7 +83,7 @@ gray_cuda(tw_task_ctx *ctx, void *arg)
     gray_tile *t = arg;
     tw_tile_view in = twi_ctx_view(ctx, 0), out = twi_ctx_view(ctx, 1);
 
-    return twi_cuda_gray(&in, &out, (int)t->g->mode, twi_ctx_stream(ctx));
+    return twi_cuda_gray_p(&in, &out, twi_prep_params(t->g->s.prep), twi_ctx_stream(ctx));
 }
 #endif
 
@@ -199,11 +207,11 @@ gray_free(void *user)
 tw_status
 tw_gray_mode_parse(const char *name, tw_gray_mode *out)
 {
-    static const char *const names[] = {"luminance", "r", "g", "b"};
+    static const char *const names[] = {"luminance", "r", "g", "b", "hematoxylin", "eosin"};
 
     if (!name || !out)
         return TW_E_INVALID;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 6; i++)
         if (strcmp(name, names[i]) == 0) {
             *out = (tw_gray_mode)i;
             return TW_OK;
@@ -236,7 +244,7 @@ tw_gray_submit(tw_runtime *rt, const tw_gray_opts *o, tw_job **out, tw_error *er
     if (o->struct_size != sizeof *o)
         return twi_error_set(err, TW_E_INVALID,
                              "gray: options not initialised with tw_gray_opts_init()");
-    if ((int)o->mode < TW_GRAY_LUMINANCE || o->mode > TW_GRAY_B)
+    if ((int)o->mode < TW_GRAY_LUMINANCE || o->mode > TW_GRAY_EOSIN)
         return twi_error_set(err, TW_E_INVALID, "gray: unknown mode %d", (int)o->mode);
     cfg = tw_runtime_get_config(rt);
     if ((st = twi_ops_tile_size(cfg, "gray.tile_size", o->tile_w, o->tile_h, &tw, &th, err)) !=
@@ -254,6 +262,13 @@ tw_gray_submit(tw_runtime *rt, const tw_gray_opts *o, tw_job **out, tw_error *er
     if (g->s.in_channels != 1 && g->s.in_channels != 3) {
         st = twi_error_set(err, TW_E_FORMAT, "gray: '%s' has %d channels (1 or 3 supported)",
                            o->input.path, g->s.in_channels);
+        twi_stream_finish(&g->s, st, NULL);
+        free(g);
+        return st;
+    }
+    /* The mode, the stains, a threshold, the tissue mask (ops/tissue.c). */
+    if ((st = twi_prep_create(cfg, "gray", &o->input, (int)o->mode, &g->s, &g->s.prep, err)) !=
+        TW_OK) {
         twi_stream_finish(&g->s, st, NULL);
         free(g);
         return st;

@@ -27,6 +27,8 @@ typedef struct twi_stream {
     int in_channels;
     tw_sample_type in_type;
     double downsample;             /* of the level read (scales the output mpp) */
+    struct twi_prep *prep;         /* gray mode, threshold, tissue of a file input (tissue.c);
+                                      freed by twi_stream_finish() */
 } twi_stream;
 
 /* Resolve the processing tile size: explicit (w, h > 0), else the op's key (e.g.
@@ -95,15 +97,18 @@ typedef struct twi_src {
 #define TWI_SRC_F32 (1u << TW_F32)
 
 /* Open one input (`what`: "mask", "input" ... for messages): the file, or `mem` when its data
- * is set. Files may be gray (1 channel) or RGB (3 channels, read as luminance); `types` is the
- * mask of accepted sample types. On failure nothing stays open. */
+ * is set. Files may be gray (1 channel) or RGB (3 channels, read by the input's gray mode);
+ * their threshold and tissue options are prepared here (twi_prep_create: Otsu and the tissue
+ * mask read a low level now). `types` is the mask of accepted sample types. On failure
+ * nothing stays open. */
 TWI_HIDDEN tw_status twi_src_open(const tw_config *cfg, const char *op, unsigned types,
                                   const char *what, const tw_input *file,
                                   const tw_host_image *mem, twi_src *src, tw_error *err);
 
 /* Read the v->w x v->h pixels of src at (x, y) of its frame into v (1 channel of the source's
- * type): a region of the slide, converted to luminance by the gray kernel when RGB, or rows of
- * the caller's buffer. RGB is decoded into `rgb` (3 v->w v->h samples) or, when NULL, into
+ * type): a region of the slide, converted by the gray kernel (mode, threshold) when RGB or
+ * thresholded, or the glass value without reading when --tissue finds no tissue there; or
+ * rows of the caller's buffer. RGB is decoded into `rgb` (3 v->w v->h samples) or, when NULL, into
  * scratch from ctx. Failures fail the task's job. */
 TWI_HIDDEN tw_status twi_src_read(tw_task_ctx *ctx, const char *op, const twi_src *src,
                                   int64_t x, int64_t y, tw_tile_view *v, void *rgb);
@@ -114,6 +119,32 @@ TWI_HIDDEN tw_status twi_src_read(tw_task_ctx *ctx, const char *op, const twi_sr
  * wide slide takes seconds, and a cancel must take effect within one (runtime.md). */
 TWI_HIDDEN tw_status twi_put_cancelable(tw_task_ctx *ctx, twi_assembler *a, int64_t x, int64_t y,
                                         const tw_tile_view *v, tw_error *err);
+
+/* ---- how a file input becomes one channel (ops/tissue.c): the gray mode and stain vectors,
+ * the threshold (Otsu's over a low-resolution level), the tissue mask whose empty regions are
+ * not read. Made by twi_src_open() for every file input (and by gray for its own). */
+typedef struct twi_prep twi_prep;
+
+/* Build the preparation of `in`, open in `s` (level, region, channels, type known). `mode` is
+ * the gray mode (tw_gray_mode) to use. Otsu and the tissue mask read a low-resolution level
+ * now, synchronously; the tissue mask file is written now. Sets in->report's threshold. */
+TWI_HIDDEN tw_status twi_prep_create(const tw_config *cfg, const char *op, const tw_input *in,
+                                     int mode, twi_stream *s, twi_prep **out, tw_error *err);
+/* Add the counts to the input's report and free. NULL is a no-op. */
+TWI_HIDDEN void twi_prep_destroy(twi_prep *p);
+/* The kernel parameters (mode, stains, threshold). */
+TWI_HIDDEN const struct twi_gray_params *twi_prep_params(const twi_prep *p);
+/* With --tissue: true when the rectangle (x, y, w, h) of the region (region-relative) holds no
+ * tissue, counting the read either way; false without tissue. Thread-safe. */
+TWI_HIDDEN bool twi_prep_skip(twi_prep *p, int64_t x, int64_t y, int64_t w, int64_t h);
+/* Fill a view of the input's channels and type (the slide's pixels) with the glass colour. */
+TWI_HIDDEN void twi_prep_fill_input(const twi_prep *p, tw_tile_view *v);
+/* Fill a 1-channel view of the input's type with what a glass pixel becomes. */
+TWI_HIDDEN void twi_prep_fill_output(const twi_prep *p, tw_tile_view *v);
+/* Otsu's threshold of a histogram of n unit bins (scikit-image threshold_otsu on integer
+ * images): the first k maximising the between-class variance of {<= k} and {> k}; the value
+ * itself when one bin holds everything; 0 for an empty histogram. Foreground: > it. */
+TWI_HIDDEN int64_t twi_otsu(const uint64_t *hist, size_t n);
 
 /* ---- the reconstruction engine (ops/mrecon.c), shared by tw_mrecon_submit() and the
  * operations built on it (ops/derived.c). Everything runs in "dilation space": with

@@ -130,16 +130,70 @@ out:
     return st;
 }
 
+/* How the pyramid of an output is reduced (docs/io.md): u32/u64 are labels, indices or
+ * coordinates (the top-left sample keeps them valid); the maxima of regional-max and hmax are
+ * masks (the largest sample keeps small ones visible); the rest is visual or gray data,
+ * distances included (the mean). */
+static twi_pyr_rule
+output_rule(const char *op, tw_sample_type type)
+{
+    if (type == TW_U32 || type == TW_U64)
+        return TWI_PYR_NEAREST;
+    if (strcmp(op, "regional-max") == 0 || strcmp(op, "hmax") == 0)
+        return TWI_PYR_MAX;
+    return TWI_PYR_MEAN;
+}
+
+/* The overlay of `out` over s's slide, attached to s->assembler; nothing when s reads no
+ * slide (a secondary output such as EDT indices, or an input in memory). */
+static tw_status
+open_overlay(twi_stream *s, const char *op, const tw_output *out, const tw_writer_opts *main_o,
+             tw_error *err)
+{
+    tw_writer_opts wo = *main_o;
+    tw_writer *ov = NULL;
+    tw_status st;
+    int ch;
+    tw_sample_type t;
+
+    if (!out->overlay || !s->slide)
+        return TW_OK;
+    ch = tw_slide_get_channels(s->slide);
+    t = tw_slide_get_sample_type(s->slide);
+    if ((ch != 1 && ch != 3) || (t != TW_U8 && t != TW_U16) || main_o->channels != 1)
+        return twi_error_set(err, TW_E_INVALID,
+                             "%s: --overlay needs a gray or RGB 8/16-bit input and a one-channel "
+                             "result (input %d x %s)",
+                             op, ch, tw_sample_type_name(t));
+    if (strcmp(out->overlay, out->path) == 0 || twi_ops_same_file(out->overlay, out->path))
+        return twi_error_set(err, TW_E_INVALID, "%s: the overlay '%s' is the output itself", op,
+                             out->overlay);
+    wo.channels = 3;
+    wo.type = TW_U8;
+    wo.n_levels = twi_io_pyramid_levels(wo.w, wo.h, wo.tile_w, wo.tile_h);
+    wo.compression = out->overlay_deflate ? TW_COMPRESS_DEFLATE : TW_COMPRESS_JPEG;
+    wo.level_of_compression = 0;
+    if ((st = tw_writer_open(out->overlay, &wo, &ov, err)) != TW_OK)
+        return st;
+    if ((st = twi_assembler_set_overlay(s->assembler, ov, s->slide, s->level, s->x, s->y)) !=
+        TW_OK)
+        return twi_error_set(err, st, "%s: cannot set up the overlay", op);
+    return TW_OK;
+}
+
 tw_status
 twi_stream_open_output(twi_stream *s, const tw_config *cfg, const char *op, const tw_output *out,
                        int out_channels, tw_sample_type out_type, tw_error *err)
 {
     tw_status st = TW_OK;
     tw_writer_opts wo;
-    int64_t tw64 = 0, th64 = 0, level_cmp = 0;
-    const char *comp_name = NULL;
+    int64_t tw64 = 0, th64 = 0, level_cmp = 0, quality = 0;
+    const char *comp_name = NULL, *word = NULL;
     double mpp_x = 0, mpp_y = 0;
-    char desc[512];
+    bool pyramid;
+    twi_pyr_rule rule;
+    char *desc = NULL;
+    size_t dlen;
 
     if (!out || !out->path)
         return twi_error_set(err, TW_E_INVALID, "%s: an output path is required", op);
@@ -162,25 +216,62 @@ twi_stream_open_output(twi_stream *s, const tw_config *cfg, const char *op, cons
     }
     if (tw_config_get_int(cfg, "io.compression_level", &level_cmp) == TW_OK)
         wo.level_of_compression = (int)level_cmp;
+    if (out->layout_set)
+        wo.layout = out->layout;
+    else if (tw_config_get_string(cfg, "io.layout", &word) == TW_OK &&
+             tw_layout_parse(word, &wo.layout) != TW_OK)
+        return twi_error_set(err, TW_E_INVALID, "%s: bad io.layout '%s'", op, word);
+    wo.quality = out->quality;
+    if (!wo.quality && tw_config_get_int(cfg, "io.jpeg_quality", &quality) == TW_OK)
+        wo.quality = (int)quality;
+    pyramid = out->pyramid || (tw_config_get_string(cfg, "io.pyramid", &word) == TW_OK &&
+                               strcmp(word, "yes") == 0);
+    rule = output_rule(op, out_type);
+    if (wo.compression == TW_COMPRESS_JPEG && rule != TWI_PYR_MEAN)
+        return twi_error_set(err, TW_E_INVALID,
+                             "%s: JPEG is lossy and would alter the %s output; use deflate, "
+                             "zstd or lzw",
+                             op, rule == TWI_PYR_MAX ? "mask" : "label/index");
+    if (wo.compression == TW_COMPRESS_JPEG && (out_type != TW_U8 || out_channels == 2))
+        return twi_error_set(err, TW_E_INVALID,
+                             "%s: JPEG is only for 8-bit gray or RGB results, this one is %d x %s "
+                             "(use deflate, zstd or lzw)",
+                             op, out_channels, tw_sample_type_name(out_type));
+    if (pyramid)
+        wo.n_levels = twi_io_pyramid_levels(wo.w, wo.h, wo.tile_w, wo.tile_h);
     if (s->slide) {
         tw_slide_get_mpp(s->slide, &mpp_x, &mpp_y);
         wo.mpp_x = mpp_x * s->downsample;
         wo.mpp_y = mpp_y * s->downsample;
     }
-    snprintf(desc, sizeof desc, "tilewave %s %s level %d region %lld,%lld,%lldx%lld",
+    dlen = 256 + (out->description ? strlen(out->description) : 0);
+    if (!(desc = malloc(dlen)))
+        return twi_error_set(err, TW_E_NOMEM, "%s: out of memory", op);
+    snprintf(desc, dlen, "tilewave %s %s level %d region %lld,%lld,%lldx%lld%s%s",
              tw_version_string(), op, s->level, (long long)s->x, (long long)s->y,
-             (long long)s->w, (long long)s->h);
+             (long long)s->w, (long long)s->h, out->description ? "\ncommand: " : "",
+             out->description ? out->description : "");
     wo.description = desc;
     wo.software = "tilewave " TW_VERSION_STRING;
-    if ((st = tw_writer_open(out->path, &wo, &s->writer, err)) != TW_OK)
-        return st;
+    st = tw_writer_open(out->path, &wo, &s->writer, err);
+    if (st != TW_OK)
+        goto out;
     if ((st = twi_assembler_create(s->writer, 0, s->w, s->h, wo.tile_w, wo.tile_h, out_channels,
-                                   out_type, &s->assembler)) != TW_OK) {
+                                   out_type, &s->assembler)) != TW_OK ||
+        (wo.n_levels > 1 && (st = twi_assembler_set_pyramid(s->assembler, rule)) != TW_OK)) {
+        twi_error_set(err, st, "%s: cannot set up the output tiles", op);
+        goto out;
+    }
+    st = open_overlay(s, op, out, &wo, err);
+out:
+    if (st != TW_OK) {
+        twi_assembler_destroy(s->assembler);
+        s->assembler = NULL;
         tw_writer_abort(s->writer);
         s->writer = NULL;
-        return twi_error_set(err, st, "%s: cannot set up the output tiles", op);
     }
-    return TW_OK;
+    free(desc);
+    return st;
 }
 
 tw_status
@@ -229,6 +320,9 @@ twi_stream_tile_rect(const twi_stream *s, int64_t i, int64_t *x, int64_t *y, int
 tw_status
 twi_stream_finish(twi_stream *s, tw_status st, tw_error *err)
 {
+    /* the overlay (if any) goes into place first, so a failed one fails the run */
+    if (st == TW_OK && s->assembler)
+        st = twi_assembler_close_overlay(s->assembler, err);
     twi_assembler_destroy(s->assembler);
     s->assembler = NULL;
     if (s->writer) {
@@ -240,6 +334,8 @@ twi_stream_finish(twi_stream *s, tw_status st, tw_error *err)
     }
     tw_slide_close(s->slide);
     s->slide = NULL;
+    twi_prep_destroy(s->prep);
+    s->prep = NULL;
     return st;
 }
 
@@ -304,6 +400,12 @@ twi_src_open(const tw_config *cfg, const char *op, unsigned types, const char *w
         twi_stream_finish(&src->s, st, NULL);
         return st;
     }
+    /* Gray mode, threshold, tissue: Otsu and the tissue mask are computed now. */
+    if ((st = twi_prep_create(cfg, op, file, (int)file->gray, &src->s, &src->s.prep, err)) !=
+        TW_OK) {
+        twi_stream_finish(&src->s, st, NULL);
+        return st;
+    }
     return TW_OK;
 }
 
@@ -323,9 +425,17 @@ twi_src_read(tw_task_ctx *ctx, const char *op, const twi_src *src, int64_t x, in
             memcpy((char *)v->data + r * v->stride, base + (size_t)r * stride, (size_t)v->w * ss);
         return TW_OK;
     }
+    if (src->s.prep && twi_prep_skip(src->s.prep, x, y, v->w, v->h)) {
+        /* No tissue under it: not read, every pixel what glass becomes. */
+        twi_prep_fill_output(src->s.prep, v);
+        return TW_OK;
+    }
     if (src->s.in_channels == 1) {
         st = tw_slide_read_region(src->s.slide, src->s.level, src->s.x + x, src->s.y + y, v->w,
                                   v->h, v->data, (size_t)v->stride, &err);
+        if (st == TW_OK && src->s.prep && twi_prep_params(src->s.prep)->threshold &&
+            (st = twi_omp_gray_p(v, v, twi_prep_params(src->s.prep), 1)) != TW_OK)
+            return twi_ctx_fail(ctx, st, "%s: cannot threshold '%s'", op, src->path);
     } else {
         tw_tile_view rgb = *v;
 
@@ -336,7 +446,9 @@ twi_src_read(tw_task_ctx *ctx, const char *op, const twi_src *src, int64_t x, in
             return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory", op);
         st = tw_slide_read_region(src->s.slide, src->s.level, src->s.x + x, src->s.y + y, v->w,
                                   v->h, rgb.data, (size_t)rgb.stride, &err);
-        if (st == TW_OK && (st = twi_omp_gray(&rgb, v, (int)TW_GRAY_LUMINANCE, 1)) != TW_OK)
+        if (st == TW_OK &&
+            (st = src->s.prep ? twi_omp_gray_p(&rgb, v, twi_prep_params(src->s.prep), 1)
+                              : twi_omp_gray(&rgb, v, (int)TW_GRAY_LUMINANCE, 1)) != TW_OK)
             return twi_ctx_fail(ctx, st, "%s: cannot convert '%s' to gray", op, src->path);
     }
     if (st != TW_OK)

@@ -47,6 +47,7 @@ typedef struct key_def {
 
 static tw_status check_gpus(const char *text, char *canon, size_t n);
 static tw_status check_models(const char *text, char *canon, size_t n);
+static tw_status check_stains(const char *text, char *canon, size_t n);
 static tw_status check_fault_inject(const char *text, char *canon, size_t n);
 
 static const char *const policy_words[] = {"fcfs", "fair", "pats", "locality", NULL};
@@ -94,6 +95,10 @@ static const key_def keys[] = {
     {.key = "gray.tile_size", .type = TW_CONFIG_DIMS, .def = "0x0", .min = 1, .max = 65536,
      .zero_ok = true,
      .help = "Processing tile size in pixels for the gray operation, WxH; 0x0 = tile.size."},
+    {.key = "gray.stain_vectors", .type = TW_CONFIG_STRING, .def = "", .check = check_stains,
+     .expect = "empty, or 9 numbers separated by commas whose 3x3 matrix can be inverted",
+     .help = "Stain vectors of --gray hematoxylin|eosin: hematoxylin, eosin, residual, each R,G,B "
+             "optical densities (9 numbers); empty = standard H&E (scikit-image rgb_from_hed)."},
     {.key = "mrecon.tile_size", .type = TW_CONFIG_DIMS, .def = "0x0", .min = 1, .max = 65536,
      .zero_ok = true,
      .help = "Processing tile size in pixels for reconstruction and the operations built on it, "
@@ -116,6 +121,9 @@ static const key_def keys[] = {
      .zero_ok = true,
      .help = "Tile size in pixels for the attribute filters (area and height openings and "
              "closings), WxH; 0x0 = tile.size."},
+    {.key = "tissue.margin", .type = TW_CONFIG_INT, .def = "64", .min = 0, .max = 1000000,
+     .help = "--tissue: the tissue mask is dilated by this many pixels of the operation's "
+             "level before regions without tissue are skipped."},
     {.key = "io.reader", .type = TW_CONFIG_ENUM, .def = "auto", .words = reader_words,
      .help = "Slide reader: auto (OpenSlide for vendor formats, libtiff for plain TIFF), "
              "openslide or tiff."},
@@ -260,6 +268,18 @@ check_fault_inject(const char *text, char *canon, size_t n)
     int64_t every;
 
     return twi_fault_parse(text, &every, kind, canon, n);
+}
+
+/* gray.stain_vectors: empty or 9 numbers (ops/tissue.c parses them). */
+static tw_status
+check_stains(const char *text, char *canon, size_t n)
+{
+    double v[9];
+
+    if (twi_stains_parse(text, v) != TW_OK)
+        return TW_E_INVALID;
+    snprintf(canon, n, "%s", text);
+    return TW_OK;
 }
 
 /* runtime.models: auto, none or a path (not empty, one line: it is also a file name). */

@@ -49,6 +49,10 @@ TWI_HIDDEN tw_status twi_error_setv(tw_error *err, tw_status st, const char *fmt
 /* ---- parsing (runtime/parse.c): whole-string, range-checked; never atoi/strtol elsewhere. */
 TWI_HIDDEN tw_status twi_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 TWI_HIDDEN tw_status twi_parse_f64(const char *s, double *out);
+/* (ops/tissue.c) Stain vectors: 9 finite numbers separated by commas (blanks allowed around
+ * them), rows hematoxylin, eosin, residual of (R, G, B) optical densities, whose matrix can
+ * be inverted; "" gives the standard H&E vectors. TW_OK or TW_E_INVALID. */
+TWI_HIDDEN tw_status twi_stains_parse(const char *s, double out[9]);
 /* "WxH" (also "W" alone meaning WxW), each within [min, max]. */
 TWI_HIDDEN tw_status twi_parse_dims(const char *s, int64_t min, int64_t max, int64_t *w,
                                     int64_t *h);

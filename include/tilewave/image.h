@@ -24,9 +24,10 @@ extern "C" {
  *
  * Coordinates passed to tw_slide_read_region() are in the pixel frame of the level read.
  *
- * Output: tiled BigTIFF, one directory per level, deflate or zstd, written under a temporary
- * name in the destination folder and renamed on tw_writer_close(); nothing is left at the
- * output path on failure.
+ * Output: tiled BigTIFF, one directory per level (a page chain, or OME-TIFF with the reduced
+ * levels in SubIFDs), deflate, zstd, LZW, JPEG or none, written under a temporary name in the
+ * destination folder and renamed on tw_writer_close(); nothing is left at the output path on
+ * failure. docs/io.md describes the files.
  * @{
  */
 
@@ -104,11 +105,24 @@ TW_API TW_NODISCARD tw_status tw_slide_read_region(tw_slide *s, int level, int64
 typedef enum tw_compression {
     TW_COMPRESS_NONE = 0,
     TW_COMPRESS_DEFLATE,
-    TW_COMPRESS_ZSTD
+    TW_COMPRESS_ZSTD,
+    TW_COMPRESS_LZW,  /**< @since 0.3 */
+    TW_COMPRESS_JPEG  /**< lossy; 8-bit, 1 or 3 channels only. @since 0.3 */
 } tw_compression;
 
-/** Parse "none", "deflate", "zstd". @return TW_OK, TW_E_INVALID. @since 0.1 */
+/** Parse "none", "deflate", "zstd", "lzw", "jpeg". @return TW_OK, TW_E_INVALID. @since 0.1 */
 TW_API TW_NODISCARD tw_status tw_compression_parse(const char *name, tw_compression *out);
+
+/** How the levels of a written pyramid are laid out. @since 0.3 */
+typedef enum tw_layout {
+    TW_LAYOUT_TIFF = 0, /**< every level a directory of the main chain, levels >= 1 marked
+                             reduced-resolution (OpenSlide generic-tiff, vips, libtiff) */
+    TW_LAYOUT_OME       /**< OME-TIFF: level 0 in the main directory with OME-XML in its
+                             ImageDescription, levels >= 1 in its SubIFDs (QuPath, Bio-Formats) */
+} tw_layout;
+
+/** Parse "tiff", "ome". @return TW_OK, TW_E_INVALID. @since 0.3 */
+TW_API TW_NODISCARD tw_status tw_layout_parse(const char *name, tw_layout *out);
 
 /** A tiled BigTIFF being written. @since 0.1 */
 typedef struct tw_writer tw_writer;
@@ -126,8 +140,12 @@ typedef struct tw_writer_opts {
     int level_of_compression;    /**< 0 = codec default (deflate 6, zstd 3); deflate 1..9,
                                       zstd 1..22 */
     double mpp_x, mpp_y;         /**< 0 = unknown (no resolution tags) */
-    const char *description;     /**< ImageDescription, may be NULL */
+    const char *description;     /**< ImageDescription (TW_LAYOUT_OME: the OME Image's
+                                      Description; the ImageDescription is the OME-XML), may
+                                      be NULL */
     const char *software;        /**< Software tag, may be NULL */
+    tw_layout layout;            /**< default TW_LAYOUT_TIFF. @since 0.3 */
+    int quality;                 /**< JPEG quality 1..100, 0 = 90. @since 0.3 */
 } tw_writer_opts;
 
 /** Fill @p o with defaults. @since 0.1 */

@@ -22,12 +22,58 @@ extern "C" {
  * @{
  */
 
+/** How `gray` (and every operation's RGB input) makes one channel from RGB. @since 0.1 */
+typedef enum tw_gray_mode {
+    TW_GRAY_LUMINANCE = 0, /**< (299 R + 587 G + 114 B + 500) / 1000, ITU-R BT.601, exact integer */
+    TW_GRAY_R,
+    TW_GRAY_G,
+    TW_GRAY_B,
+    TW_GRAY_HEMATOXYLIN, /**< colour deconvolution (8-bit RGB only): the hematoxylin
+                              concentration, 0..255, more stain = higher (docs/io.md, "Gray from
+                              colour"). @since 0.5 */
+    TW_GRAY_EOSIN        /**< the same, eosin. @since 0.5 */
+} tw_gray_mode;
+
+/** How an input becomes a mask. @since 0.5 */
+typedef enum tw_threshold_mode {
+    TW_THRESHOLD_NONE = 0, /**< gray values as they are (default) */
+    TW_THRESHOLD_VALUE,    /**< 0 / the type's maximum: foreground = value > threshold */
+    TW_THRESHOLD_OTSU      /**< the same with Otsu's threshold of a low-resolution level */
+} tw_threshold_mode;
+
+/**
+ * What was done to an input, filled by the operation: the threshold at submission, the
+ * counts when the job ends (added to what the struct already holds, so inputs may share one).
+ * Zero it before use. @since 0.5
+ */
+typedef struct tw_input_report {
+    double threshold;        /**< the threshold applied (Otsu's when asked for); -1: none */
+    int otsu_level;          /**< the slide level Otsu and the tissue mask were computed on */
+    double tissue_fraction;  /**< --tissue: tissue share of the low-resolution level (before the
+                                  margin) */
+    int64_t reads;           /**< regions the operation read (tiles, bands, rows of tiles) */
+    int64_t skipped;         /**< of which had no tissue and were not read from the slide */
+} tw_input_report;
+
 /** The input of an operation. @since 0.1 */
 typedef struct tw_input {
     const char *path;
     tw_reader_kind reader; /**< default TW_READER_AUTO */
     int level;             /**< default 0 */
     int64_t x, y, w, h;    /**< region in the level's frame; w = h = 0: the whole level */
+    /* @since 0.5: colour slides to gray and masks (docs/io.md, "Gray from colour"). All zero
+     * (the default) reads RGB as luminance, unthresholded, every tile. */
+    tw_gray_mode gray;          /**< how RGB becomes one channel (ignored by `gray`, which has
+                                     its own mode) */
+    bool stains_set;            /**< use `stains` instead of the config's gray.stain_vectors */
+    double stains[9];           /**< hematoxylin, eosin, residual: (R, G, B) optical densities */
+    tw_threshold_mode threshold_mode; /**< 8- and 16-bit inputs only */
+    double threshold;           /**< TW_THRESHOLD_VALUE: foreground = gray value > it */
+    bool invert;                /**< foreground = gray value <= the threshold instead */
+    bool tissue;                /**< skip regions without tissue: not read, given the value a
+                                     glass pixel gets (RGB slides) */
+    const char *tissue_mask_path; /**< optional: write the low-resolution tissue mask there */
+    tw_input_report *report;    /**< optional, zeroed by the caller */
 } tw_input;
 
 /** The output of an operation. @since 0.1 */
@@ -35,17 +81,22 @@ typedef struct tw_output {
     const char *path;
     tw_compression compression; /**< default: the config's io.compression */
     bool compression_set;       /**< false: use the config */
+    bool pyramid;               /**< write downsampled levels too (built while streaming,
+                                     down to one tile); false: the config's io.pyramid.
+                                     @since 0.3 */
+    tw_layout layout;           /**< used when layout_set; else the config's io.layout */
+    bool layout_set;
+    int quality;                /**< JPEG quality 1..100; 0: the config's io.jpeg_quality */
+    const char *description;    /**< e.g. the command line, kept in the file's metadata after
+                                     "tilewave VERSION OP ..."; may be NULL. @since 0.3 */
+    const char *overlay;        /**< also write the result blended over the input slide as an
+                                     8-bit RGB pyramid here (docs/io.md); NULL: none. Needs a
+                                     file input. @since 0.3 */
+    bool overlay_deflate;       /**< the overlay in deflate instead of JPEG */
 } tw_output;
 
-/** How `gray` makes one channel from RGB. @since 0.1 */
-typedef enum tw_gray_mode {
-    TW_GRAY_LUMINANCE = 0, /**< (299 R + 587 G + 114 B + 500) / 1000, ITU-R BT.601, exact integer */
-    TW_GRAY_R,
-    TW_GRAY_G,
-    TW_GRAY_B
-} tw_gray_mode;
-
-/** Parse "luminance", "r", "g", "b". @return TW_OK, TW_E_INVALID. @since 0.1 */
+/** Parse "luminance", "r", "g", "b", "hematoxylin", "eosin". @return TW_OK, TW_E_INVALID.
+ * @since 0.1 */
 TW_API TW_NODISCARD tw_status tw_gray_mode_parse(const char *name, tw_gray_mode *out);
 
 /** Options of tw_gray_submit(). @since 0.1 */
@@ -62,7 +113,8 @@ TW_API void tw_gray_opts_init(tw_gray_opts *o);
 
 /**
  * Convert the input to one channel of the same sample type (RGB: by @p mode; gray input is
- * copied) and write it. CPU (OpenMP) and CUDA variants give identical bytes.
+ * copied) and write it. The input's threshold and tissue options apply (its `gray` field does
+ * not: @p mode does). CPU (OpenMP) and CUDA variants give identical bytes.
  * @return TW_OK (the job runs), TW_E_INVALID, TW_E_IO, TW_E_FORMAT, TW_E_NOMEM.
  * Thread-safe. @since 0.1
  */

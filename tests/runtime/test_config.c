@@ -39,6 +39,7 @@ static const expect_key expected[] = {
     {"tile.size", TW_CONFIG_DIMS, "1024x1024", "1x1..65536x65536", "TILEWAVE_TILE_SIZE"},
     {"gray.tile_size", TW_CONFIG_DIMS, "0x0", "0x0 or 1x1..65536x65536",
      "TILEWAVE_GRAY_TILE_SIZE"},
+    {"gray.stain_vectors", TW_CONFIG_STRING, "", "", "TILEWAVE_GRAY_STAIN_VECTORS"},
     {"mrecon.tile_size", TW_CONFIG_DIMS, "0x0", "0x0 or 1x1..65536x65536",
      "TILEWAVE_MRECON_TILE_SIZE"},
     {"mrecon.queue_capacity", TW_CONFIG_INT, "0", "0..2147483647",
@@ -49,6 +50,7 @@ static const expect_key expected[] = {
     {"edt.pba_m3", TW_CONFIG_INT, "0", "0..1024", "TILEWAVE_EDT_PBA_M3"},
     {"maxtree.tile_size", TW_CONFIG_DIMS, "0x0", "0x0 or 1x1..65536x65536",
      "TILEWAVE_MAXTREE_TILE_SIZE"},
+    {"tissue.margin", TW_CONFIG_INT, "64", "0..1000000", "TILEWAVE_TISSUE_MARGIN"},
     {"io.reader", TW_CONFIG_ENUM, "auto", "auto|openslide|tiff", "TILEWAVE_IO_READER"},
     {"io.compression", TW_CONFIG_ENUM, "deflate", "none|deflate|zstd",
      "TILEWAVE_IO_COMPRESSION"},
@@ -815,6 +817,7 @@ Test(config, environment_names_and_errors)
         setenv(expected[k].env,
                *expected[k].def                                         ? expected[k].def
                : strcmp(expected[k].key, "runtime.fault_inject") == 0 ? "cuda"
+               : strcmp(expected[k].key, "gray.stain_vectors") == 0   ? "1,0,0,0,1,0,0,0,1"
                                                                          : "x.json",
                1);
         cr_assert(eq(int, tw_config_load_env(c, NULL), TW_OK));

@@ -1,0 +1,646 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave: how a file input becomes one channel: gray mode, stains, threshold, tissue mask. */
+/*
+ * Every operation reads its file inputs through twi_src_read() (gray through its own read
+ * task); this file holds what decides how: the gray kernel's parameters (mode, stain vectors,
+ * threshold), and, built once at submission from a low-resolution level of the slide,
+ * Otsu's threshold and the tissue mask (docs/io.md, "Gray from colour").
+ *
+ * The low-resolution image. Of the levels at or below the operation's level in resolution,
+ * the smallest whose part under the operation's region still has at least 1 MPix; when that is
+ * the operation's own level and its region has more than 4 MPix (a slide without a pyramid),
+ * a box average of it by the integer factor k that keeps at least 1 MPix, read in bands of k
+ * rows. Both are deterministic, so are the threshold and the mask.
+ *
+ * The tissue mask. Glass is bright and colourless; tissue is stained. On the low image (8-bit
+ * view of each sample) a pixel is tissue when its chroma max(R,G,B) - min(R,G,B) is above
+ * Otsu's threshold of the chroma histogram clamped to [8, 25], or when its luminance is below
+ * 100 (dark, unstained matter). The mask is dilated by tissue.margin pixels of the
+ * operation's level (rounded up to low pixels, plus one), and a summed-area table answers
+ * "any tissue under this rectangle?" in O(1). A region without any is not read: its pixels
+ * are the glass colour (the mean colour of the non-tissue low pixels), so it becomes what a
+ * glass pixel becomes in the chosen mode and threshold.
+ */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "omp_kernels.h"
+#include "ops_internal.h"
+
+#define LOW_MIN_PX 1000000 /* the low-resolution image has at least this many pixels ... */
+#define LOW_BOX_PX 4000000 /* ... and is a box average of the level beyond this many */
+#define CHROMA_MIN 8       /* clamp of the tissue chroma threshold */
+#define CHROMA_MAX 25
+#define DARK_LUM 100       /* below: tissue whatever its chroma */
+#define MARGIN_DEFAULT 64
+
+struct twi_prep {
+    twi_gray_params gp;
+    int channels;
+    tw_sample_type type;
+    /* tissue */
+    bool tissue;
+    int64_t lw, lh;        /* the low image */
+    double rx, ry;         /* region pixels per low pixel */
+    double ox, oy;         /* the region's origin in low pixels */
+    int32_t *sat;          /* (lw + 1) x (lh + 1) summed-area table of the dilated mask */
+    uint16_t glass[3];     /* glass colour, the input's type */
+    uint16_t bg;           /* what a glass pixel becomes */
+    atomic_llong reads, skipped;
+    tw_input_report *report;
+};
+
+/* ---- stain vectors */
+
+tw_status
+twi_stains_parse(const char *s, double out[9])
+{
+    char buf[512];
+    char *p, *next;
+    size_t n;
+    int i = 0;
+    twi_gray_params gp;
+
+    if (!s || !out)
+        return TW_E_INVALID;
+    if (!*s) {
+        memcpy(out, twi_stains_hed, sizeof twi_stains_hed);
+        return TW_OK;
+    }
+    if ((n = strlen(s)) >= sizeof buf)
+        return TW_E_INVALID;
+    memcpy(buf, s, n + 1);
+    for (p = buf; p; p = next, i++) {
+        char *e;
+
+        if ((next = strchr(p, ',')) != NULL)
+            *next++ = '\0';
+        while (*p == ' ' || *p == '\t')
+            p++;
+        for (e = p + strlen(p); e > p && (e[-1] == ' ' || e[-1] == '\t'); e--)
+            e[-1] = '\0';
+        if (i >= 9 || twi_parse_f64(p, &out[i]) != TW_OK)
+            return TW_E_INVALID;
+    }
+    if (i != 9)
+        return TW_E_INVALID;
+    /* Both stains must be recoverable: the matrix inverts within the kernel's range. */
+    if (twi_gray_params_init(&gp, TW_GRAY_HEMATOXYLIN, out) != TW_OK ||
+        twi_gray_params_init(&gp, TW_GRAY_EOSIN, out) != TW_OK)
+        return TW_E_INVALID;
+    return TW_OK;
+}
+
+/* ---- Otsu */
+
+int64_t
+twi_otsu(const uint64_t *hist, size_t n)
+{
+    size_t lo = 0, hi, best;
+    double w1 = 0, s1 = 0, wt = 0, st = 0, best_v = -1.0;
+
+    if (n == 0)
+        return 0;
+    while (lo < n && hist[lo] == 0)
+        lo++;
+    if (lo == n)
+        return 0;
+    hi = n - 1;
+    while (hist[hi] == 0)
+        hi--;
+    if (lo == hi)
+        return (int64_t)lo;
+    for (size_t k = lo; k <= hi; k++) {
+        wt += (double)hist[k];
+        st += (double)hist[k] * (double)k;
+    }
+    best = lo;
+    for (size_t k = lo; k < hi; k++) {
+        double w2, m1, m2, v;
+
+        w1 += (double)hist[k];
+        s1 += (double)hist[k] * (double)k;
+        w2 = wt - w1;
+        if (hist[k] == 0 && k > lo)
+            continue; /* same split as the last occupied bin: only its first k counts */
+        m1 = s1 / w1;
+        m2 = (st - s1) / w2;
+        v = w1 * w2 * (m1 - m2) * (m1 - m2);
+        if (v > best_v) {
+            best_v = v;
+            best = k;
+        }
+    }
+    return (int64_t)best;
+}
+
+/* ---- the low-resolution image */
+
+typedef struct low_image {
+    void *px;          /* lw x lh x channels samples of the input's type */
+    int64_t w, h;
+    int level;
+    double rx, ry, ox, oy;
+} low_image;
+
+static int64_t
+floor_div(double a, double b)
+{
+    return (int64_t)floor(a / b);
+}
+
+/* Box average of the region by k, in bands of k rows. */
+static tw_status
+read_box(const char *op, twi_stream *s, int64_t k, low_image *li, tw_error *err)
+{
+    size_t ss = tw_sample_size(s->in_type), ch = (size_t)s->in_channels;
+    size_t row = (size_t)s->w * ch * ss;
+    uint64_t *sum = NULL;
+    void *band = NULL;
+    tw_status st = TW_OK;
+
+    li->w = (s->w + k - 1) / k;
+    li->h = (s->h + k - 1) / k;
+    li->rx = li->ry = (double)k;
+    li->ox = li->oy = 0;
+    li->level = s->level;
+    if (!(li->px = malloc((size_t)(li->w * li->h) * ch * ss)) ||
+        !(sum = malloc((size_t)li->w * ch * sizeof *sum)) || !(band = malloc(row * (size_t)k))) {
+        st = twi_error_set(err, TW_E_NOMEM, "%s: out of memory for the low-resolution image",
+                           op);
+        goto out;
+    }
+    for (int64_t by = 0; by < li->h; by++) {
+        int64_t rows = s->h - by * k < k ? s->h - by * k : k;
+
+        if ((st = tw_slide_read_region(s->slide, s->level, s->x, s->y + by * k, s->w, rows, band,
+                                       row, err)) != TW_OK)
+            goto out;
+        memset(sum, 0, (size_t)li->w * ch * sizeof *sum);
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t x = 0; x < s->w; x++)
+                for (size_t c = 0; c < ch; c++) {
+                    size_t i = (size_t)r * (size_t)s->w * ch + (size_t)x * ch + c;
+                    uint64_t v = ss == 1 ? ((const uint8_t *)band)[i]
+                                         : ((const uint16_t *)band)[i];
+
+                    sum[(size_t)(x / k) * ch + c] += v;
+                }
+        for (int64_t bx = 0; bx < li->w; bx++) {
+            uint64_t cols = (uint64_t)(s->w - bx * k < k ? s->w - bx * k : k);
+            uint64_t n = cols * (uint64_t)rows;
+
+            for (size_t c = 0; c < ch; c++) {
+                uint64_t v = (sum[(size_t)bx * ch + c] + n / 2) / n;
+                size_t i = ((size_t)(by * li->w + bx)) * ch + c;
+
+                if (ss == 1)
+                    ((uint8_t *)li->px)[i] = (uint8_t)v;
+                else
+                    ((uint16_t *)li->px)[i] = (uint16_t)v;
+            }
+        }
+    }
+out:
+    free(sum);
+    free(band);
+    return st;
+}
+
+static tw_status
+read_low(const char *op, twi_stream *s, low_image *li, tw_error *err)
+{
+    int n = tw_slide_get_level_count(s->slide), best = s->level;
+    size_t ss = tw_sample_size(s->in_type), ch = (size_t)s->in_channels;
+    tw_level_info L, K;
+    int64_t x0, y0, x1, y1;
+    tw_status st;
+
+    memset(li, 0, sizeof *li);
+    if ((st = tw_slide_get_level(s->slide, s->level, &L)) != TW_OK)
+        return twi_error_set(err, st, "%s: cannot describe level %d", op, s->level);
+    for (int k = s->level + 1; k < n; k++) {
+        double rx, ry;
+
+        if (tw_slide_get_level(s->slide, k, &K) != TW_OK || K.w < 1 || K.h < 1)
+            break;
+        rx = (double)L.w / (double)K.w;
+        ry = (double)L.h / (double)K.h;
+        if ((double)s->w / rx * ((double)s->h / ry) < LOW_MIN_PX)
+            break;
+        best = k;
+    }
+    if (best == s->level) {
+        int64_t k = 1;
+
+        if (s->w * s->h > LOW_BOX_PX)
+            k = (int64_t)floor(sqrt((double)(s->w * s->h) / LOW_MIN_PX));
+        if (k > 1)
+            return read_box(op, s, k, li, err);
+    }
+    if ((st = tw_slide_get_level(s->slide, best, &K)) != TW_OK)
+        return twi_error_set(err, st, "%s: cannot describe level %d", op, best);
+    li->level = best;
+    li->rx = (double)L.w / (double)K.w;
+    li->ry = (double)L.h / (double)K.h;
+    x0 = floor_div((double)s->x, li->rx);
+    y0 = floor_div((double)s->y, li->ry);
+    x1 = (int64_t)ceil((double)(s->x + s->w) / li->rx);
+    y1 = (int64_t)ceil((double)(s->y + s->h) / li->ry);
+    x1 = x1 > K.w ? K.w : x1;
+    y1 = y1 > K.h ? K.h : y1;
+    x0 = x0 >= x1 ? x1 - 1 : x0;
+    y0 = y0 >= y1 ? y1 - 1 : y0;
+    li->w = x1 - x0;
+    li->h = y1 - y0;
+    li->ox = (double)s->x / li->rx - (double)x0;
+    li->oy = (double)s->y / li->ry - (double)y0;
+    if (!(li->px = malloc((size_t)(li->w * li->h) * ch * ss)))
+        return twi_error_set(err, TW_E_NOMEM, "%s: out of memory for the low-resolution image",
+                             op);
+    return tw_slide_read_region(s->slide, best, x0, y0, li->w, li->h, li->px,
+                                (size_t)li->w * ch * ss, err);
+}
+
+/* Gray values of the low image (the input's mode, no threshold) -> Otsu. */
+static tw_status
+low_otsu(const char *op, const twi_prep *p, const low_image *li, int64_t *t, tw_error *err)
+{
+    size_t ss = tw_sample_size(p->type), bins = ss == 1 ? 256 : 65536;
+    twi_gray_params gp = p->gp;
+    tw_tile_view in, out;
+    uint64_t *hist = calloc(bins, sizeof *hist);
+    void *g = malloc((size_t)(li->w * li->h) * ss);
+    tw_status st = TW_OK;
+
+    if (!hist || !g) {
+        st = twi_error_set(err, TW_E_NOMEM, "%s: out of memory for Otsu's threshold", op);
+        goto out;
+    }
+    gp.threshold = 0;
+    memset(&in, 0, sizeof in);
+    in.data = li->px;
+    in.w = (int32_t)li->w;
+    in.h = (int32_t)li->h;
+    in.channels = p->channels;
+    in.type = p->type;
+    in.stride = (int64_t)((size_t)li->w * (size_t)p->channels * ss);
+    out = in;
+    out.data = g;
+    out.channels = 1;
+    out.stride = (int64_t)((size_t)li->w * ss);
+    if ((st = twi_omp_gray_p(&in, &out, &gp, 1)) != TW_OK) {
+        st = twi_error_set(err, st, "%s: cannot convert the low-resolution image", op);
+        goto out;
+    }
+    for (int64_t i = 0; i < li->w * li->h; i++)
+        hist[ss == 1 ? ((const uint8_t *)g)[i] : ((const uint16_t *)g)[i]]++;
+    *t = twi_otsu(hist, bins);
+out:
+    free(hist);
+    free(g);
+    return st;
+}
+
+/* 8-bit view of sample c of low pixel i. */
+static unsigned
+low8(const twi_prep *p, const low_image *li, int64_t i, int c)
+{
+    size_t k = (size_t)i * (size_t)p->channels + (size_t)c;
+
+    return p->type == TW_U8 ? ((const uint8_t *)li->px)[k]
+                            : (unsigned)(((const uint16_t *)li->px)[k] >> 8);
+}
+
+/* mask[i] |= any of src in [i - m, i + m] along a line of n with step `step`. */
+static void
+dilate_line(const uint8_t *src, uint8_t *dst, int64_t n, int64_t step, int64_t m)
+{
+    int64_t last = -((int64_t)1 << 40); /* the last set position seen */
+
+    /* forward: positions within m after a set one; backward: within m before */
+    for (int64_t i = 0; i < n; i++) {
+        if (src[i * step])
+            last = i;
+        dst[i * step] = i - last <= m;
+    }
+    last = (int64_t)1 << 40;
+    for (int64_t i = n - 1; i >= 0; i--) {
+        if (src[i * step])
+            last = i;
+        if (last - i <= m)
+            dst[i * step] = 1;
+    }
+}
+
+/* Write the mask: 255 tissue, 128 the margin around it, 0 glass. */
+static tw_status
+write_mask(const char *op, const char *path, const uint8_t *tis, const uint8_t *dil, int64_t w,
+           int64_t h, tw_error *err)
+{
+    tw_writer_opts wo;
+    tw_writer *wr = NULL;
+    uint8_t *img = malloc((size_t)(w * h));
+    tw_status st;
+
+    if (!img)
+        return twi_error_set(err, TW_E_NOMEM, "%s: out of memory for the tissue mask", op);
+    for (int64_t i = 0; i < w * h; i++)
+        img[i] = tis[i] ? 255 : dil[i] ? 128 : 0;
+    tw_writer_opts_init(&wo);
+    wo.w = w;
+    wo.h = h;
+    wo.channels = 1;
+    wo.type = TW_U8;
+    wo.tile_w = wo.tile_h = 256;
+    wo.description = "tilewave tissue mask: 255 tissue, 128 margin, 0 glass";
+    wo.software = "tilewave " TW_VERSION_STRING;
+    if ((st = tw_writer_open(path, &wo, &wr, err)) != TW_OK)
+        goto out;
+    for (int64_t ty = 0; ty * 256 < h && st == TW_OK; ty++)
+        for (int64_t tx = 0; tx * 256 < w && st == TW_OK; tx++)
+            st = tw_writer_write_tile(wr, 0, tx, ty, img + ty * 256 * w + tx * 256, (size_t)w,
+                                      err);
+    if (st == TW_OK)
+        st = tw_writer_close(wr, err);
+    else
+        tw_writer_abort(wr);
+out:
+    free(img);
+    return st;
+}
+
+static tw_status
+build_tissue(const tw_config *cfg, const char *op, const tw_input *in, twi_prep *p,
+             const low_image *li, tw_error *err)
+{
+    int64_t n = li->w * li->h, margin = MARGIN_DEFAULT, m, count = 0;
+    uint64_t hist[256] = {0}, gsum[3] = {0, 0, 0};
+    uint8_t *tis = NULL, *tmp = NULL, *dil = NULL;
+    int64_t t, glass_n = 0;
+    tw_status st = TW_OK;
+
+    if (!(tis = malloc((size_t)n)) || !(tmp = malloc((size_t)n)) || !(dil = malloc((size_t)n)) ||
+        !(p->sat = calloc((size_t)((li->w + 1) * (li->h + 1)), sizeof *p->sat))) {
+        st = twi_error_set(err, TW_E_NOMEM, "%s: out of memory for the tissue mask", op);
+        goto out;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        unsigned r = low8(p, li, i, 0), g = low8(p, li, i, 1), b = low8(p, li, i, 2);
+        unsigned hi = r > g ? (r > b ? r : b) : (g > b ? g : b);
+        unsigned lo = r < g ? (r < b ? r : b) : (g < b ? g : b);
+
+        hist[hi - lo]++;
+    }
+    t = twi_otsu(hist, 256);
+    t = t < CHROMA_MIN ? CHROMA_MIN : t > CHROMA_MAX ? CHROMA_MAX : t;
+    for (int64_t i = 0; i < n; i++) {
+        unsigned r = low8(p, li, i, 0), g = low8(p, li, i, 1), b = low8(p, li, i, 2);
+        unsigned hi = r > g ? (r > b ? r : b) : (g > b ? g : b);
+        unsigned lo = r < g ? (r < b ? r : b) : (g < b ? g : b);
+        unsigned lum = (299u * r + 587u * g + 114u * b + 500u) / 1000u;
+
+        tis[i] = (int64_t)(hi - lo) > t || lum < DARK_LUM;
+        count += tis[i];
+        if (!tis[i]) {
+            for (int c = 0; c < 3; c++) {
+                size_t k = (size_t)i * 3 + (size_t)c;
+
+                gsum[c] += p->type == TW_U8 ? ((const uint8_t *)li->px)[k]
+                                            : ((const uint16_t *)li->px)[k];
+            }
+            glass_n++;
+        }
+    }
+    for (int c = 0; c < 3; c++)
+        p->glass[c] = (uint16_t)(glass_n ? (gsum[c] + (uint64_t)glass_n / 2) / (uint64_t)glass_n
+                                         : (p->type == TW_U8 ? 255 : 65535));
+    if (in->report)
+        in->report->tissue_fraction = n ? (double)count / (double)n : 0;
+    if (tw_config_get_int(cfg, "tissue.margin", &margin) != TW_OK)
+        margin = MARGIN_DEFAULT;
+    m = (int64_t)ceil((double)margin / (li->rx < li->ry ? li->rx : li->ry)) + 1;
+    for (int64_t y = 0; y < li->h; y++)
+        dilate_line(tis + y * li->w, tmp + y * li->w, li->w, 1, m);
+    for (int64_t x = 0; x < li->w; x++)
+        dilate_line(tmp + x, dil + x, li->h, li->w, m);
+    for (int64_t y = 0; y < li->h; y++) {
+        int32_t rs = 0;
+
+        for (int64_t x = 0; x < li->w; x++) {
+            rs += dil[y * li->w + x];
+            p->sat[(y + 1) * (li->w + 1) + x + 1] = p->sat[y * (li->w + 1) + x + 1] + rs;
+        }
+    }
+    p->lw = li->w;
+    p->lh = li->h;
+    p->rx = li->rx;
+    p->ry = li->ry;
+    p->ox = li->ox;
+    p->oy = li->oy;
+    if (in->tissue_mask_path)
+        st = write_mask(op, in->tissue_mask_path, tis, dil, li->w, li->h, err);
+out:
+    free(tis);
+    free(tmp);
+    free(dil);
+    return st;
+}
+
+/* What one glass pixel becomes. */
+static void
+glass_value(twi_prep *p)
+{
+    uint16_t out = 0;
+    uint8_t in8[3] = {(uint8_t)p->glass[0], (uint8_t)p->glass[1], (uint8_t)p->glass[2]};
+    tw_tile_view vi, vo;
+
+    memset(&vi, 0, sizeof vi);
+    vi.w = vi.h = 1;
+    vi.channels = 3;
+    vi.type = p->type;
+    vi.data = p->type == TW_U8 ? (void *)in8 : (void *)p->glass;
+    vi.stride = 3 * (int64_t)tw_sample_size(p->type);
+    vo = vi;
+    vo.channels = 1;
+    vo.data = &out;
+    vo.stride = (int64_t)tw_sample_size(p->type);
+    if (twi_omp_gray_p(&vi, &vo, &p->gp, 1) == TW_OK)
+        p->bg = p->type == TW_U8 ? *(uint8_t *)&out : out;
+}
+
+/* ---- the preparation */
+
+tw_status
+twi_prep_create(const tw_config *cfg, const char *op, const tw_input *in, int mode,
+                twi_stream *s, twi_prep **out, tw_error *err)
+{
+    twi_prep *p = NULL;
+    double stains[9];
+    const char *text = NULL;
+    low_image li;
+    tw_status st = TW_OK;
+
+    memset(&li, 0, sizeof li);
+    *out = NULL;
+    if (mode < TW_GRAY_LUMINANCE || mode > TW_GRAY_EOSIN)
+        return twi_error_set(err, TW_E_INVALID, "%s: unknown gray mode %d", op, mode);
+    if (mode >= TW_GRAY_HEMATOXYLIN && (s->in_channels != 3 || s->in_type != TW_U8))
+        return twi_error_set(err, TW_E_FORMAT,
+                             "%s: --gray %s needs an 8-bit RGB slide; '%s' has %d channels of %s",
+                             op, mode == TW_GRAY_HEMATOXYLIN ? "hematoxylin" : "eosin", in->path,
+                             s->in_channels, tw_sample_type_name(s->in_type));
+    if ((int)in->threshold_mode < TW_THRESHOLD_NONE || in->threshold_mode > TW_THRESHOLD_OTSU)
+        return twi_error_set(err, TW_E_INVALID, "%s: unknown threshold mode %d", op,
+                             (int)in->threshold_mode);
+    if (in->threshold_mode != TW_THRESHOLD_NONE && s->in_type != TW_U8 && s->in_type != TW_U16)
+        return twi_error_set(err, TW_E_FORMAT, "%s: a threshold needs an 8- or 16-bit input, "
+                             "'%s' is %s", op, in->path, tw_sample_type_name(s->in_type));
+    if (in->threshold_mode == TW_THRESHOLD_VALUE && !isfinite(in->threshold))
+        return twi_error_set(err, TW_E_INVALID, "%s: threshold %g is not finite", op,
+                             in->threshold);
+    if (in->tissue && s->in_channels != 3)
+        return twi_error_set(err, TW_E_FORMAT,
+                             "%s: --tissue needs an RGB slide (glass is found by its lack of "
+                             "colour); '%s' has %d channel(s)", op, in->path, s->in_channels);
+    if (in->stains_set) {
+        memcpy(stains, in->stains, sizeof stains);
+    } else if (tw_config_get_string(cfg, "gray.stain_vectors", &text) != TW_OK ||
+               twi_stains_parse(text, stains) != TW_OK) {
+        memcpy(stains, twi_stains_hed, sizeof stains);
+    }
+    if (!(p = calloc(1, sizeof *p)))
+        return twi_error_set(err, TW_E_NOMEM, "%s: out of memory", op);
+    if (twi_gray_params_init(&p->gp, mode, stains) != TW_OK) {
+        st = twi_error_set(err, TW_E_INVALID,
+                           "%s: the stain vectors cannot be separated (their matrix is singular "
+                           "or nearly so)", op);
+        goto out;
+    }
+    p->channels = s->in_channels;
+    p->type = s->in_type;
+    p->report = in->report;
+    atomic_init(&p->reads, 0);
+    atomic_init(&p->skipped, 0);
+    if (in->report)
+        in->report->threshold = -1;
+    if (in->threshold_mode == TW_THRESHOLD_OTSU || in->tissue) {
+        if ((st = read_low(op, s, &li, err)) != TW_OK)
+            goto out;
+        if (in->report)
+            in->report->otsu_level = li.level;
+    }
+    if (in->threshold_mode == TW_THRESHOLD_OTSU) {
+        if ((st = low_otsu(op, p, &li, &p->gp.t, err)) != TW_OK)
+            goto out;
+        p->gp.threshold = 1;
+    } else if (in->threshold_mode == TW_THRESHOLD_VALUE) {
+        double maxv = s->in_type == TW_U8 ? 255.0 : 65535.0;
+        double t = floor(in->threshold);
+
+        p->gp.threshold = 1;
+        p->gp.t = t < -1 ? -1 : t > maxv ? (int64_t)maxv : (int64_t)t;
+    }
+    p->gp.invert = in->invert;
+    if (p->gp.threshold && in->report)
+        in->report->threshold = in->threshold_mode == TW_THRESHOLD_OTSU ? (double)p->gp.t
+                                                                        : in->threshold;
+    if (in->tissue) {
+        if ((st = build_tissue(cfg, op, in, p, &li, err)) != TW_OK)
+            goto out;
+        p->tissue = true;
+        glass_value(p);
+    }
+out:
+    free(li.px);
+    if (st != TW_OK) {
+        twi_prep_destroy(p);
+        return st;
+    }
+    *out = p;
+    return TW_OK;
+}
+
+void
+twi_prep_destroy(twi_prep *p)
+{
+    if (!p)
+        return;
+    if (p->report) {
+        p->report->reads += atomic_load(&p->reads);
+        p->report->skipped += atomic_load(&p->skipped);
+    }
+    free(p->sat);
+    free(p);
+}
+
+const struct twi_gray_params *
+twi_prep_params(const twi_prep *p)
+{
+    return &p->gp;
+}
+
+bool
+twi_prep_skip(twi_prep *p, int64_t x, int64_t y, int64_t w, int64_t h)
+{
+    int64_t x0, y0, x1, y1, W;
+    int64_t n;
+
+    if (!p || !p->tissue)
+        return false;
+    atomic_fetch_add(&p->reads, 1);
+    /* One low pixel of slack each way on top of the margin: rounding never hides tissue. */
+    x0 = (int64_t)floor(p->ox + (double)x / p->rx) - 1;
+    y0 = (int64_t)floor(p->oy + (double)y / p->ry) - 1;
+    x1 = (int64_t)ceil(p->ox + (double)(x + w) / p->rx) + 1;
+    y1 = (int64_t)ceil(p->oy + (double)(y + h) / p->ry) + 1;
+    x0 = x0 < 0 ? 0 : x0;
+    y0 = y0 < 0 ? 0 : y0;
+    x1 = x1 > p->lw ? p->lw : x1;
+    y1 = y1 > p->lh ? p->lh : y1;
+    if (x0 >= x1 || y0 >= y1)
+        return false;
+    W = p->lw + 1;
+    n = (int64_t)p->sat[y1 * W + x1] - p->sat[y0 * W + x1] - p->sat[y1 * W + x0] +
+        p->sat[y0 * W + x0];
+    if (n > 0)
+        return false;
+    atomic_fetch_add(&p->skipped, 1);
+    return true;
+}
+
+void
+twi_prep_fill_input(const twi_prep *p, tw_tile_view *v)
+{
+    for (int32_t r = 0; r < v->h; r++) {
+        char *row = (char *)v->data + (int64_t)r * v->stride;
+
+        for (int32_t x = 0; x < v->w; x++)
+            for (int c = 0; c < v->channels; c++) {
+                size_t i = (size_t)x * (size_t)v->channels + (size_t)c;
+
+                if (v->type == TW_U8)
+                    ((uint8_t *)row)[i] = (uint8_t)p->glass[c < 3 ? c : 0];
+                else
+                    ((uint16_t *)(void *)row)[i] = p->glass[c < 3 ? c : 0];
+            }
+    }
+}
+
+void
+twi_prep_fill_output(const twi_prep *p, tw_tile_view *v)
+{
+    for (int32_t r = 0; r < v->h; r++) {
+        char *row = (char *)v->data + (int64_t)r * v->stride;
+
+        if (v->type == TW_U8) {
+            memset(row, p->bg, (size_t)v->w);
+        } else {
+            for (int32_t x = 0; x < v->w; x++)
+                ((uint16_t *)(void *)row)[x] = p->bg;
+        }
+    }
+}
