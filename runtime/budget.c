@@ -490,14 +490,6 @@ spill_down(twi_budget *B)
     }
 }
 
-/* Wake the idle workers: memory was freed. Frees and unpins, which may come from code
- * holding the scheduler lock, only try it; task ends, which never hold it, wake for sure. */
-static void
-wake(tw_runtime *rt, bool sure)
-{
-    twi_sched_wake_idle(rt, !sure);
-}
-
 /* ---- tiles */
 
 void
@@ -527,7 +519,7 @@ twi_budget_tile_free(tw_tile *t)
     if (p)
         twi_host_free(t->rt->host_pool, p, t->bytes, pinned);
     if (woke)
-        wake(t->rt, false);
+        twi_sched_wake_idle(t->rt);
 }
 
 static tw_status
@@ -539,8 +531,8 @@ pin_api(tw_tile *t, bool write)
 
     if (!t)
         return TW_E_INVALID;
-    if (!(B = t->rt->budget))
-        return TW_OK;
+    if (!(B = t->rt->budget)) /* lazy downloads (never with a budget): bring it back */
+        return twi_tile_sync_host(t, pin_msg, sizeof pin_msg);
     if (cur_task && cur_task->job->rt == t->rt)
         tm = &cur_task->mem;
     pthread_mutex_lock(&B->lock);
@@ -581,7 +573,7 @@ twi_tile_unpin(tw_tile *t)
         B->gated = false;
     pthread_mutex_unlock(&B->lock);
     if (woke)
-        wake(t->rt, false);
+        twi_sched_wake_idle(t->rt);
 }
 
 const char *
@@ -832,7 +824,7 @@ twi_budget_task_end(tw_task *t)
     if (cur_task == t)
         cur_task = NULL;
     if (woke)
-        wake(t->job->rt, true);
+        twi_sched_wake_idle(t->job->rt);
 }
 
 /* ---- the runtime's budget */

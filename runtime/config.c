@@ -52,8 +52,11 @@ static tw_status check_fault_inject(const char *text, char *canon, size_t n);
 
 static const char *const policy_words[] = {"fcfs", "fair", "pats", "locality", NULL};
 static const char *const reader_words[] = {"auto", "openslide", "tiff", NULL};
-static const char *const compression_words[] = {"none", "deflate", "zstd", NULL};
+static const char *const compression_words[] = {"none", "deflate", "zstd", "lzw", "jpeg", NULL};
+static const char *const pyramid_words[] = {"no", "yes", NULL};
+static const char *const layout_words[] = {"tiff", "ome", NULL};
 static const char *const log_words[] = {"error", "warn", "info", "debug", NULL};
+static const char *const download_words[] = {"lazy", "eager", NULL};
 
 static const key_def keys[] = {
     {.key = "runtime.cpu_workers", .type = TW_CONFIG_INT, .def = "-1", .min = -1, .max = 4096,
@@ -71,6 +74,10 @@ static const key_def keys[] = {
      .max = (int64_t)1 << 46,
      .help = "Device memory budget of each GPU in bytes (tiles, their cached copies, scratch); "
              "0 = its free memory at start minus 1/32 of the device."},
+    {.key = "runtime.gpu_downloads", .type = TW_CONFIG_ENUM, .def = "lazy",
+     .words = download_words,
+     .help = "When a tile a GPU task wrote comes back to the host: lazy (only when a host "
+             "consumer needs it; eager under runtime.host_mem) or eager (as the task ends)."},
     {.key = "runtime.trace", .type = TW_CONFIG_STRING, .def = "",
      .help = "Write a Chrome/Perfetto trace of every task and GPU copy to this file when the "
              "runtime ends; empty = no trace."},
@@ -133,6 +140,14 @@ static const key_def keys[] = {
      .help = "Compression level of written TIFF tiles (codec units); 0 = the codec's default."},
     {.key = "io.tiff_tile", .type = TW_CONFIG_DIMS, .def = "512x512", .min = 16, .max = 65536,
      .multiple = 16, .help = "Tile size of written TIFF files in pixels, WxH."},
+    {.key = "io.pyramid", .type = TW_CONFIG_ENUM, .def = "no", .words = pyramid_words,
+     .help = "Write outputs as pyramids (levels halving while they cover a whole tile, built "
+             "while streaming): yes or no; the command line's --pyramid sets it for one run."},
+    {.key = "io.layout", .type = TW_CONFIG_ENUM, .def = "tiff", .words = layout_words,
+     .help = "Layout of written pyramids: tiff (a page per level: OpenSlide, vips, libtiff) or "
+             "ome (OME-TIFF, reduced levels in SubIFDs: QuPath, Bio-Formats, vips)."},
+    {.key = "io.jpeg_quality", .type = TW_CONFIG_INT, .def = "90", .min = 1, .max = 100,
+     .help = "JPEG quality (1..100) of JPEG-compressed outputs and of overlays."},
     {.key = "log.level", .type = TW_CONFIG_ENUM, .def = "warn", .words = log_words,
      .help = "Most verbose log level delivered: error, warn, info or debug."},
 };

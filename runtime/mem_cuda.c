@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: host tile memory (pinned when GPUs exist) and the per-GPU caching device pool. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,6 +113,7 @@ struct twi_devpool {
     atomic_size_t hard;   /* bytes_live - bytes_idle_rep */
     atomic_size_t high;   /* the largest bytes_live + bytes_cached so far */
     atomic_uint_fast64_t evictions;
+    atomic_uint_fast64_t *down_counter; /* write-backs are counted there (may be NULL) */
 };
 
 static int
@@ -278,12 +280,56 @@ lru_append(twi_devpool *p, twi_replica *r)
     p->lru_tail = r;
 }
 
+/* Copy a block to the host on the pool's device, synchronously, from any thread. */
+static cudaError_t
+copy_to_host(const twi_devpool *p, void *dst, const void *src, size_t bytes)
+{
+    int prev = -1;
+    cudaError_t e = cudaGetDevice(&prev);
+
+    if (e == cudaSuccess && prev != p->ordinal)
+        e = cudaSetDevice(p->ordinal);
+    /* The legacy default stream: the tiles' copies and kernels run on non-blocking streams,
+     * so this waits for nothing else; the block is idle or pinned by the caller. */
+    if (e == cudaSuccess)
+        e = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
+    if (prev >= 0 && prev != p->ordinal)
+        (void)cudaSetDevice(prev);
+    return e;
+}
+
+/* Lazy downloads: an idle replica about to lose its block may hold the only copy of its tile's
+ * current pixels; copy them to the host first. Under p->lock. A twi_tile_sync_host() of the
+ * same tile pins the replica while it copies, so it is never this one. */
+static void
+write_back(twi_devpool *p, twi_replica *r)
+{
+    tw_tile *t = r->tile;
+    uint64_t v = atomic_load_explicit(&r->version, memory_order_relaxed);
+    cudaError_t e;
+
+    if (!t->rt->lazy_down || v == 0 || v != atomic_load_explicit(&t->version, memory_order_relaxed) ||
+        atomic_load_explicit(&t->host_version, memory_order_acquire) == v)
+        return;
+    if ((e = copy_to_host(p, t->h_data, r->d_ptr, t->bytes)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        /* The tile's readers then fail with twi_tile_sync_host()'s message. */
+        TW_WARN("cuda", "GPU %d: writing back a %zu-byte tile before evicting it failed (%s)",
+                p->ordinal, t->bytes, cudaGetErrorString(e));
+        return;
+    }
+    atomic_store_explicit(&t->host_version, v, memory_order_release);
+    if (p->down_counter)
+        atomic_fetch_add_explicit(p->down_counter, t->bytes, memory_order_relaxed);
+}
+
 /* Take the block away from an idle replica (it then has none) and return it. */
 static void *
 detach(twi_devpool *p, twi_replica *r)
 {
     void *ptr = r->d_ptr;
 
+    write_back(p, r);
     lru_unlink(p, r);
     p->bytes_idle_rep -= r->tile->dev_bytes;
     r->d_ptr = NULL;
@@ -516,6 +562,93 @@ twi_replica_unpin(twi_devpool *p, tw_tile *tile, int gi, uint64_t version)
 }
 
 void
+twi_devpool_count_downloads(twi_devpool *p, atomic_uint_fast64_t *counter)
+{
+    p->down_counter = counter;
+}
+
+/* Pin tile's replica on pool p when it holds the tile's current version; NULL otherwise. */
+static void *
+pin_current(twi_devpool *p, tw_tile *tile, int gi)
+{
+    twi_replica *r = &tile->rep[gi];
+    void *ptr = NULL;
+
+    pthread_mutex_lock(&p->lock);
+    if (r->d_ptr) {
+        uint64_t v = atomic_load_explicit(&r->version, memory_order_relaxed);
+
+        if (v != 0 && v == atomic_load_explicit(&tile->version, memory_order_relaxed)) {
+            if (r->pins++ == 0) {
+                lru_unlink(p, r);
+                p->bytes_idle_rep -= tile->dev_bytes;
+            }
+            ptr = r->d_ptr;
+        }
+    }
+    publish(p);
+    pthread_mutex_unlock(&p->lock);
+    return ptr;
+}
+
+tw_status
+twi_tile_sync_host(tw_tile *t, char *msg, size_t n)
+{
+    tw_runtime *rt = t->rt;
+    pthread_mutex_t *l;
+    tw_status st = TW_OK;
+    uint64_t v;
+
+    if (twi_tile_host_current(t))
+        return TW_OK;
+    l = &rt->sync_lock[((uintptr_t)t >> 6) % (sizeof rt->sync_lock / sizeof rt->sync_lock[0])];
+    pthread_mutex_lock(l);
+    v = atomic_load_explicit(&t->version, memory_order_relaxed);
+    if (atomic_load_explicit(&t->host_version, memory_order_acquire) != v) {
+        void *d = NULL;
+        int gi;
+
+        /* The one GPU that wrote this version holds it (a copy elsewhere went through the
+         * host, which would then be current). */
+        for (gi = 0; gi < t->n_rep; gi++)
+            if (rt->gpus[gi].pool && (d = pin_current(rt->gpus[gi].pool, t, gi)))
+                break;
+        if (d) {
+            twi_devpool *p = rt->gpus[gi].pool;
+            int64_t t0 = twi_trace_now();
+            cudaError_t e = copy_to_host(p, t->h_data, d, t->bytes);
+            tw_worker *self = twi_worker_self();
+
+            twi_replica_unpin(p, t, gi, v);
+            if (e == cudaSuccess) {
+                atomic_store_explicit(&t->host_version, v, memory_order_release);
+                if (p->down_counter)
+                    atomic_fetch_add_explicit(p->down_counter, t->bytes, memory_order_relaxed);
+                /* In the caller's lane: a CPU worker's task that waited for it, or a GPU
+                 * manager's downloads (which are all such copies when downloads are lazy). */
+                if (rt->trace_file && self && self->rt == rt)
+                    twi_trace_add(self,
+                                  self->type == TW_DEVICE_CUDA ? TWI_TRACE_DOWNLOADS
+                                                               : TWI_TRACE_TASKS,
+                                  "download", t0, twi_trace_now());
+            } else {
+                (void)cudaGetLastError();
+                snprintf(msg, n, "cuda: copying a %zu-byte tile from GPU %d failed (%s)",
+                         t->bytes, rt->gpus[gi].ordinal, cudaGetErrorString(e));
+                st = TW_E_DEVICE;
+            }
+        } else if (atomic_load_explicit(&t->host_version, memory_order_acquire) != v) {
+            /* Not written back when evicted: the eviction's write-back failed (logged). */
+            snprintf(msg, n, "cuda: the current pixels of a %dx%d tile were lost on a GPU",
+                     (int)t->w, (int)t->h);
+            st = TW_E_DEVICE;
+        }
+    }
+    pthread_mutex_unlock(l);
+    return st;
+}
+
+void
 twi_replica_drop(twi_devpool *p, tw_tile *tile, int gi)
 {
     twi_replica *r = &tile->rep[gi];
@@ -630,6 +763,23 @@ twi_replica_drop(twi_devpool *p, tw_tile *tile, int gi)
     (void)p;
     (void)tile;
     (void)gi;
+}
+
+void
+twi_devpool_count_downloads(twi_devpool *p, atomic_uint_fast64_t *counter)
+{
+    (void)p;
+    (void)counter;
+}
+
+tw_status
+twi_tile_sync_host(tw_tile *t, char *msg, size_t n)
+{
+    /* Without CUDA no runtime has GPUs, so downloads are never lazy. */
+    (void)t;
+    (void)msg;
+    (void)n;
+    return TW_OK;
 }
 
 #endif /* TW_HAVE_CUDA */

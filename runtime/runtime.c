@@ -187,22 +187,50 @@ worker_dispatch(tw_worker *w, tw_task *t)
     return v;
 }
 
-void
-twi_sched_wake_idle(tw_runtime *rt, bool try_lock)
+/* Wake every idle worker. Under rt->lock. */
+static void
+wake_all_idle(tw_runtime *rt)
 {
-    if (try_lock) {
-        if (pthread_mutex_trylock(&rt->lock) != 0)
-            return;
-    } else {
-        pthread_mutex_lock(&rt->lock);
-    }
     while (rt->n_idle > 0) {
         tw_worker *w = rt->idle[--rt->n_idle];
 
         w->idle = false;
         pthread_cond_signal(&w->cond);
     }
+}
+
+/* The runtime whose scheduler lock this thread holds, if any. Memory freed by code under the
+ * lock (a task dropped from a queue) must not take it again, and cannot wake workers then;
+ * it leaves the wake-up pending for sched_unlock() or the idle check in worker_loop(). */
+static _Thread_local tw_runtime *lock_held;
+
+static void
+sched_lock(tw_runtime *rt)
+{
+    pthread_mutex_lock(&rt->lock);
+    lock_held = rt;
+}
+
+/* Release the scheduler lock, first doing a wake-up left pending while it was held. */
+static void
+sched_unlock(tw_runtime *rt)
+{
+    if (atomic_exchange(&rt->wake_pending, false))
+        wake_all_idle(rt);
+    lock_held = NULL;
     pthread_mutex_unlock(&rt->lock);
+}
+
+void
+twi_sched_wake_idle(tw_runtime *rt)
+{
+    if (lock_held == rt) {
+        atomic_store(&rt->wake_pending, true);
+        return;
+    }
+    sched_lock(rt);
+    wake_all_idle(rt);
+    sched_unlock(rt);
 }
 
 /* Wake the most recently idle worker able to take t. Under rt->lock. */
@@ -230,7 +258,7 @@ wake_for(tw_runtime *rt, const tw_task *t)
 void
 twi_sched_push_list(tw_runtime *rt, tw_task *head)
 {
-    pthread_mutex_lock(&rt->lock);
+    sched_lock(rt);
     while (head) {
         tw_task *t = head;
 
@@ -241,15 +269,9 @@ twi_sched_push_list(tw_runtime *rt, tw_task *head)
     }
     /* Host budget: a task refused for memory while nothing runs waits for an event that will
      * not come; an idle worker takes it through the stall pop (worker_pop). */
-    if (rt->budget && rt->n_idle > 0 && twi_budget_stalled(rt)) {
-        while (rt->n_idle > 0) {
-            tw_worker *w = rt->idle[--rt->n_idle];
-
-            w->idle = false;
-            pthread_cond_signal(&w->cond);
-        }
-    }
-    pthread_mutex_unlock(&rt->lock);
+    if (rt->budget && rt->n_idle > 0 && twi_budget_stalled(rt))
+        wake_all_idle(rt);
+    sched_unlock(rt);
 }
 
 tw_task *
@@ -259,22 +281,20 @@ twi_worker_prefetch(tw_worker *w, unsigned *variant)
     tw_task *t = NULL;
 
     *variant = 0;
-    pthread_mutex_lock(&rt->lock);
+    sched_lock(rt);
     w->prefetching = true;
     if (!rt->stopping && (t = rt->sched.policy->pop(&rt->sched, w)))
         *variant = worker_dispatch(w, t);
     w->prefetching = false;
-    pthread_mutex_unlock(&rt->lock);
+    sched_unlock(rt);
     return t;
 }
 
-/* Run (or drop, variant 0) t on w, outside the scheduler lock. */
+/* Run (or drop, variant 0) t on w, outside the scheduler lock. Written tiles' versions are
+ * bumped as the variant starts: twi_task_host_begin (CPU), twi_cuda_run (CUDA). */
 static void
 run_task(tw_worker *w, tw_task *t, unsigned variant)
 {
-    /* CUDA variants bump in twi_cuda_run, once their buffers are staged. */
-    if (variant == TW_DEVICE_CPU)
-        twi_task_bump_written(t);
     twi_task_execute(w, t, variant);
 }
 
@@ -317,16 +337,16 @@ worker_loop(tw_worker *w)
 {
     tw_runtime *rt = w->rt;
 
-    pthread_mutex_lock(&rt->lock);
+    sched_lock(rt);
     while (!rt->stopping || w->pf_task) {
         tw_task *t;
         int i;
 
         if (w->pf_task) {
             /* Popped while the previous task ran; run it even when the runtime stops. */
-            pthread_mutex_unlock(&rt->lock);
+            sched_unlock(rt);
             run_prefetched(w);
-            pthread_mutex_lock(&rt->lock);
+            sched_lock(rt);
             continue;
         }
         if ((t = worker_pop(w))) {
@@ -334,9 +354,15 @@ worker_loop(tw_worker *w)
             unsigned variant = worker_dispatch(w, t);
 
             /* Never hold the scheduler lock while a variant runs. */
-            pthread_mutex_unlock(&rt->lock);
+            sched_unlock(rt);
             run_task(w, t, variant);
-            pthread_mutex_lock(&rt->lock);
+            sched_lock(rt);
+            continue;
+        }
+        if (atomic_exchange(&rt->wake_pending, false)) {
+            /* memory was freed while this worker held the lock: look again, and wake the
+             * others so that they look too */
+            wake_all_idle(rt);
             continue;
         }
         w->idle = true;
@@ -353,7 +379,16 @@ worker_loop(tw_worker *w)
             w->idle = false;
         }
     }
-    pthread_mutex_unlock(&rt->lock);
+    sched_unlock(rt);
+}
+
+/* The worker the calling thread is, NULL on other threads. */
+static _Thread_local tw_worker *self_worker;
+
+tw_worker *
+twi_worker_self(void)
+{
+    return self_worker;
 }
 
 static void *
@@ -365,6 +400,7 @@ worker_main(void *arg)
     tw_error err = {0};
     char who[64];
 
+    self_worker = w;
     if (w->type == TW_DEVICE_CUDA)
         snprintf(who, sizeof who, "GPU %d manager (worker %d)", w->gpu, w->index);
     else
@@ -375,12 +411,12 @@ worker_main(void *arg)
     if (w->type == TW_DEVICE_CUDA)
         st = twi_cuda_worker_start(w, &err);
 
-    pthread_mutex_lock(&rt->lock);
+    sched_lock(rt);
     w->ready = true;
     w->start_status = st;
     w->start_err = err;
     pthread_cond_broadcast(&rt->ctl);
-    pthread_mutex_unlock(&rt->lock);
+    sched_unlock(rt);
 
     if (st == TW_OK) {
         worker_loop(w);
@@ -512,7 +548,7 @@ start_workers(tw_runtime *rt, tw_error *err)
         n_started++;
     }
     /* Wait for every started worker to report (bound, device initialised). */
-    pthread_mutex_lock(&rt->lock);
+    sched_lock(rt);
     for (i = 0; i < n_started; i++) {
         tw_worker *w = &rt->workers[i];
 
@@ -524,7 +560,7 @@ start_workers(tw_runtime *rt, tw_error *err)
                 *err = w->start_err;
         }
     }
-    pthread_mutex_unlock(&rt->lock);
+    sched_unlock(rt);
     return st;
 }
 
@@ -534,7 +570,7 @@ tw_runtime_create(const tw_config *cfg, tw_runtime **out, tw_error *err)
     tw_status st = TW_OK;
     tw_runtime *rt = NULL;
     int64_t cpu_workers = 0, team = 1;
-    const char *gpus = NULL, *policy = NULL, *trace = NULL;
+    const char *gpus = NULL, *policy = NULL, *trace = NULL, *downloads = NULL;
     int *ordinals = NULL;
     size_t i;
     int g;
@@ -551,7 +587,8 @@ tw_runtime_create(const tw_config *cfg, tw_runtime **out, tw_error *err)
         (st = get_int(rt->cfg, "runtime.cpu_team", &team, err)) != TW_OK ||
         (st = get_string(rt->cfg, "runtime.gpus", &gpus, err)) != TW_OK ||
         (st = get_string(rt->cfg, "runtime.policy", &policy, err)) != TW_OK ||
-        (st = get_string(rt->cfg, "runtime.trace", &trace, err)) != TW_OK)
+        (st = get_string(rt->cfg, "runtime.trace", &trace, err)) != TW_OK ||
+        (st = get_string(rt->cfg, "runtime.gpu_downloads", &downloads, err)) != TW_OK)
         goto out;
     if (cpu_workers < -1 || cpu_workers > 4096 || team < 1 || team > 4096) {
         st = twi_error_set(err, TW_E_INVALID,
@@ -605,7 +642,12 @@ tw_runtime_create(const tw_config *cfg, tw_runtime **out, tw_error *err)
         st = twi_error_set(err, TW_E_NOMEM, "runtime: out of memory");
         goto out;
     }
+    for (i = 0; i < sizeof rt->sync_lock / sizeof rt->sync_lock[0]; i++)
+        (void)pthread_mutex_init(&rt->sync_lock[i], NULL); /* default attributes: cannot fail */
     rt->lock_init = true;
+    /* Lazy downloads need the host copy of a tile to be where a sync can write it; under a
+     * host budget it may be spilled instead, so downloads stay eager there. */
+    rt->lazy_down = rt->n_gpus > 0 && !rt->budget && strcmp(downloads, "lazy") == 0;
     rt->sched.rt = rt;
     if ((st = twi_models_open(rt, err)) != TW_OK)
         goto out;
@@ -635,12 +677,12 @@ tw_runtime_destroy(tw_runtime *rt)
     if (!rt)
         return;
     if (rt->lock_init) {
-        pthread_mutex_lock(&rt->lock);
+        sched_lock(rt);
         rt->stopping = true;
         for (i = 0; i < rt->n_workers; i++)
             if (rt->workers[i].cond_init)
                 pthread_cond_signal(&rt->workers[i].cond);
-        pthread_mutex_unlock(&rt->lock);
+        sched_unlock(rt);
     }
     for (i = 0; i < rt->n_workers; i++)
         if (rt->workers[i].thread_started)
@@ -657,6 +699,8 @@ tw_runtime_destroy(tw_runtime *rt)
     if (rt->lock_init) {
         pthread_cond_destroy(&rt->ctl);
         pthread_mutex_destroy(&rt->lock);
+        for (i = 0; i < (int)(sizeof rt->sync_lock / sizeof rt->sync_lock[0]); i++)
+            pthread_mutex_destroy(&rt->sync_lock[i]);
     }
     for (i = 0; i < rt->n_gpus && rt->gpus; i++)
         hwloc_bitmap_free(rt->gpus[i].near);

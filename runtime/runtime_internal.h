@@ -200,6 +200,9 @@ TWI_HIDDEN void *twi_replica_pin(twi_devpool *p, tw_tile *tile, int gi, bool *cu
 TWI_HIDDEN void twi_replica_unpin(twi_devpool *p, tw_tile *tile, int gi, uint64_t version);
 /* Free tile's replica on that pool (the tile is being freed; any thread). */
 TWI_HIDDEN void twi_replica_drop(twi_devpool *p, tw_tile *tile, int gi);
+/* Bytes an evicted replica writes back to the host (lazy downloads) are added to *counter
+ * (the manager's bytes_down). */
+TWI_HIDDEN void twi_devpool_count_downloads(twi_devpool *p, atomic_uint_fast64_t *counter);
 
 /* ---- traces (runtime/trace.c): Chrome trace-event JSON of every task and GPU transfer */
 typedef struct twi_trace_ev {
@@ -340,9 +343,9 @@ TWI_HIDDEN tw_status twi_budget_task_begin(tw_task *t, char *msg, size_t n);
 /* After the variant (and its commit), or instead of it: unpin, give back the reservation,
  * wake idle workers when a task waits for memory. Before the task is completed or requeued. */
 TWI_HIDDEN void twi_budget_task_end(tw_task *t);
-/* Wake every idle worker (memory was freed); with try_lock only if the scheduler lock is free
- * (runtime/runtime.c). */
-TWI_HIDDEN void twi_sched_wake_idle(tw_runtime *rt, bool try_lock);
+/* Wake every idle worker (memory was freed). Takes the scheduler lock, unless this thread holds
+ * it: then the wake-up happens when it releases it (runtime/runtime.c). */
+TWI_HIDDEN void twi_sched_wake_idle(tw_runtime *rt);
 
 /* ---- the runtime */
 struct tw_runtime {
@@ -365,6 +368,10 @@ struct tw_runtime {
     twi_models *models;     /* when the policy uses them, else NULL */
     tw_worker **idle;       /* idle workers, most recent last */
     int n_idle;
+    atomic_bool wake_pending; /* memory was freed under the lock: wake the idle workers
+                                 before releasing it */
+    bool lazy_down;          /* runtime.gpu_downloads = lazy, with GPUs and no host budget */
+    pthread_mutex_t sync_lock[16]; /* twi_tile_sync_host: one copy per tile at a time */
 
     /* runtime.trace: where the trace goes (NULL: no trace) */
     FILE *trace_file;       /* path.part, open from creation to destruction */
@@ -386,6 +393,9 @@ struct tw_runtime {
 
 /* Read runtime.fault_inject into rt (tw_runtime_create). */
 TWI_HIDDEN tw_status twi_fault_setup(tw_runtime *rt, tw_error *err);
+
+/* The worker the calling thread is (NULL: not a worker thread). */
+TWI_HIDDEN tw_worker *twi_worker_self(void);
 
 /* Hand ready tasks (linked through t->next) to the policy and wake idle workers able to run
  * them. Takes the scheduler lock. */
@@ -472,6 +482,9 @@ struct tw_tile {
     /* Bumped when the pixels change: a task that writes the tile starts (W/RW), or
      * twi_tile_host_written(). Starts at 1; a replica is current when it holds this. */
     atomic_uint_fast64_t version;
+    /* The version h_data holds (rt->lazy_down only; see runtime/tile.c): the host copy is
+     * current when it equals `version`, else the current pixels are in a GPU replica. */
+    atomic_uint_fast64_t host_version;
     size_t dev_bytes;       /* its block on a GPU: the pool's size class of `bytes` */
     int n_rep;              /* rt->n_gpus when it was made */
     twi_replica rep[];      /* one per GPU of the runtime, in rt->gpus order */
@@ -481,6 +494,32 @@ struct tw_tile {
 TWI_HIDDEN int64_t twi_task_resident_bytes(const tw_task *t, int gi);
 /* A task that writes tiles is starting: bump their versions (invalidates every replica). */
 TWI_HIDDEN void twi_task_bump_written(const tw_task *t);
+/* A CPU variant of t is starting: bring its tiles' current pixels to the host, then bump the
+ * versions of those it writes (whose host copies then stay current). TW_OK, or TW_E_DEVICE
+ * with a message in msg. */
+TWI_HIDDEN tw_status twi_task_host_begin(const tw_task *t, char *msg, size_t n);
+/* Is t's host copy current? Always true unless downloads are lazy. */
+static inline bool
+twi_tile_host_current(const tw_tile *t)
+{
+    return !t->rt->lazy_down || atomic_load_explicit(&t->host_version, memory_order_acquire) ==
+                                    atomic_load_explicit(&t->version, memory_order_relaxed);
+}
+/* Lazy downloads: when t's current pixels are only in a GPU replica, copy them to h_data
+ * (synchronously, on the calling thread, any device) and mark the host copy current. No-op
+ * when the host copy is current. Thread-safe; callers follow the task graph (no task writes t
+ * meanwhile). TW_OK, or TW_E_DEVICE with a message in msg (may be NULL when n is 0)
+ * (runtime/mem_cuda.c). */
+TWI_HIDDEN tw_status twi_tile_sync_host(tw_tile *t, char *msg, size_t n);
+/* The host copy of t holds its current version (written there, or kept as the input of a
+ * failed GPU task that the CPU retries). */
+static inline void
+twi_tile_host_set_current(tw_tile *t)
+{
+    atomic_store_explicit(&t->host_version,
+                          atomic_load_explicit(&t->version, memory_order_relaxed),
+                          memory_order_release);
+}
 /* The GPU index (in rt->gpus) of a GPU manager. */
 static inline int
 twi_gpu_index(const tw_worker *w)

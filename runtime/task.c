@@ -320,6 +320,8 @@ twi_task_execute(tw_worker *w, tw_task *t, unsigned variant)
                               t->kind->name, w->gpu);
         else if (variant == TW_DEVICE_CUDA)
             st = twi_cuda_run(w, &ctx);
+        else if ((st = twi_task_host_begin(t, ctx.msg, sizeof ctx.msg)) != TW_OK)
+            ctx.failed = true; /* its pixels could not be brought back from a GPU */
         else
             st = twi_cpu_run(w, &ctx);
         t1 = twi_trace_now();
@@ -328,6 +330,11 @@ twi_task_execute(tw_worker *w, tw_task *t, unsigned variant)
             twi_model_task_ran(w, t, variant, 1e-9 * (double)(t1 - t0));
         if (w->rt->trace_file)
             twi_trace_add(w, TWI_TRACE_TASKS, t->kind->name, t0, t1);
+        /* A prefetched task that failed before twi_cuda_run took it over (a pin, an injected
+         * fault): its uploads may still be reading its host tiles, which the budget is about
+         * to unpin, and its staged blocks must not pass for current. */
+        if (st != TW_OK && variant == TW_DEVICE_CUDA && w->pf_task == t)
+            twi_cuda_unstage(w);
         if (st != TW_OK && variant == TW_DEVICE_CUDA && retriable(t, &ctx, st)) {
             if (t->mem.dispatched)
                 twi_budget_task_end(t);
@@ -346,6 +353,11 @@ twi_task_execute(tw_worker *w, tw_task *t, unsigned variant)
                                    tw_status_string(st));
         }
     }
+    if (!variant && !twi_job_stopping(t->job))
+        /* Popped, yet no device of this worker can run it: fail the job rather than complete
+         * the task unrun and release its dependents on missing data. */
+        (void)twi_job_fail(t->job, TW_E_NODEV, "runtime: worker %d could not run task %s",
+                           w->index, t->kind->name);
     if (t->mem.dispatched) /* also for a task dropped after its dispatch */
         twi_budget_task_end(t);
     task_complete(w, t, ran);

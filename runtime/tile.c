@@ -8,8 +8,18 @@
 /*
  * A tile owns its host pixels and, per GPU of the runtime, at most one replica: a device block
  * from that GPU's pool (runtime/mem_cuda.c) which GPU tasks reuse instead of uploading the tile
- * again. Replicas are never written back: a GPU task that writes a tile downloads it when it
- * ends, so the host copy is always current and a replica is only a cache of it.
+ * again.
+ *
+ * Downloads. Eager (runtime.gpu_downloads = eager, and always under a host budget): a GPU task
+ * that writes a tile downloads it as it ends, so the host copy is always current and replicas
+ * are caches of it. Lazy (the default with GPUs): the written tile stays on its GPU only, and
+ * `host_version` records which version h_data holds. Whoever reads host pixels first brings
+ * them back with twi_tile_sync_host(): a CPU task as it starts (twi_task_host_begin), code
+ * between tasks through twi_tile_pin()/_pin_read(), a task staged on another GPU, and the pool
+ * when it evicts the replica. A GPU task that reads and writes a tile whose host copy is stale
+ * brings it back before it starts, so that its input survives for a CPU retry if it fails.
+ * Only one GPU ever holds a version the host does not: a copy to another GPU goes through the
+ * host.
  *
  * Validity is a version number. Every change of the pixels bumps the tile's version: a task
  * that declares the tile W or RW bumps it as it starts (worker loop for CPU variants,
@@ -60,6 +70,7 @@ twi_tile_create(tw_runtime *rt, int32_t w, int32_t h, int32_t channels, tw_sampl
     t->channels = channels;
     t->type = type;
     atomic_init(&t->version, 1);
+    atomic_init(&t->host_version, 1);
     t->dev_bytes = twi_devpool_class_bytes((size_t)bytes);
     t->n_rep = n_rep;
     for (int i = 0; i < n_rep; i++) {
@@ -113,6 +124,7 @@ twi_tile_host_view(tw_tile *t)
     if (!t)
         return v;
     TW_ASSERT(twi_tile_is_pinned(t)); /* under a host budget, pixels exist only while pinned */
+    TW_ASSERT(twi_tile_host_current(t)); /* lazy downloads: synced by the pin or task start */
     v.data = t->h_data;
     v.stride = t->stride;
     v.w = t->w;
@@ -129,8 +141,10 @@ twi_tile_host_written(tw_tile *t)
 {
     /* The task graph orders this before the next task that uses the tile (through the
      * dependency release and the scheduler lock), which is what makes relaxed enough. */
-    if (t)
-        atomic_fetch_add_explicit(&t->version, 1, memory_order_relaxed);
+    if (!t)
+        return;
+    atomic_fetch_add_explicit(&t->version, 1, memory_order_relaxed);
+    twi_tile_host_set_current(t);
 }
 
 void
@@ -139,6 +153,22 @@ twi_task_bump_written(const tw_task *t)
     for (int i = 0; i < t->n_tiles; i++)
         if (t->modes[i] & TW_W)
             atomic_fetch_add_explicit(&t->tiles[i]->version, 1, memory_order_relaxed);
+}
+
+tw_status
+twi_task_host_begin(const tw_task *t, char *msg, size_t n)
+{
+    tw_status st;
+
+    /* Written tiles too: a variant may keep pixels it does not overwrite. */
+    for (int i = 0; i < t->n_tiles; i++)
+        if ((st = twi_tile_sync_host(t->tiles[i], msg, n)) != TW_OK)
+            return st;
+    twi_task_bump_written(t);
+    for (int i = 0; i < t->n_tiles; i++)
+        if (t->modes[i] & TW_W)
+            twi_tile_host_set_current(t->tiles[i]);
+    return TW_OK;
 }
 
 int64_t

@@ -86,7 +86,9 @@ TWI_HIDDEN tw_tile_view twi_tile_host_view(tw_tile *t);
  * tile is attached to. The caller holds a reference. _pin: the caller may change the pixels;
  * _pin_read: it will not (a copy in the scratch file stays valid). Pins nest. In a variant, a
  * pin counts against the task's reservation (its kind's host_bytes). Returns TW_OK, or TW_E_IO
- * / TW_E_NOMEM with twi_tile_pin_message(). Without a budget: TW_OK at the cost of a branch. */
+ * / TW_E_NOMEM with twi_tile_pin_message(). Without a budget: TW_OK at the cost of a branch,
+ * after bringing the pixels back from a GPU when the last task that wrote the tile ran there and
+ * downloads are lazy (runtime.gpu_downloads; TW_E_DEVICE when that copy fails). */
 TWI_HIDDEN tw_status twi_tile_pin(tw_tile *t);
 TWI_HIDDEN tw_status twi_tile_pin_read(tw_tile *t);
 TWI_HIDDEN void twi_tile_unpin(tw_tile *t); /* NULL is a no-op */
@@ -95,7 +97,9 @@ TWI_HIDDEN const char *twi_tile_pin_message(void);
 /* For assertions: may t's host pixels be touched now (pinned, or no budget)? */
 TWI_HIDDEN bool twi_tile_is_pinned(const tw_tile *t);
 /* Code outside tasks changed (or is about to change, before any task uses the tile again) the
- * host pixels: copies of the tile kept on GPUs are stale and will not be used. */
+ * host pixels: copies of the tile kept on GPUs are stale and will not be used. Under a host
+ * budget such code holds a twi_tile_pin() (not _pin_read), which also keeps the tile's scratch
+ * copy from passing for current. */
 TWI_HIDDEN void twi_tile_host_written(tw_tile *t);
 
 /* ---- task kinds and tasks (runtime/task.c) */

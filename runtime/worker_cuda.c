@@ -29,10 +29,11 @@
  * next by the worker loop, its work waiting on its own upload event only.
  *
  * Buffers are tiles' replicas: a tile read by a task stays on the GPU after it, and a later task
- * on this GPU that reads the same version of the tile uploads nothing; a written tile is
- * downloaded at the end of the task (ops read results on the host outside tasks) and its
- * replica kept with the new version, so a dependent task here finds it resident. Replicas are
- * pinned from staging to the end of the task and are never evicted while pinned.
+ * on this GPU that reads the same version of the tile uploads nothing; a written tile keeps its
+ * replica with the new version, so a dependent task here finds it resident, and is downloaded
+ * at the end of the task only when downloads are eager; lazily, when a host consumer needs it
+ * (runtime/tile.c). Replicas are pinned from staging to the end of the task and are never
+ * evicted while pinned.
  *
  * This file is the only place that synchronises (house style rule 31), so variants and
  * launchers stay asynchronous.
@@ -179,6 +180,7 @@ twi_cuda_worker_start(tw_worker *w, tw_error *err)
     /* Published to other threads by the startup handshake (rt->lock). */
     w->g->pool = w->pool;
     w->g->budget = budget;
+    twi_devpool_count_downloads(w->pool, &w->bytes_down);
     TW_INFO("cuda", "GPU %d: memory budget %zu MiB", w->gpu, budget >> 20);
     return TW_OK;
 cuda_fail:
@@ -361,6 +363,14 @@ stage(tw_worker *w, gslot *s, tw_task *t, tw_task_ctx *ctx)
             hit_bytes += tile->bytes;
             continue;
         }
+        /* Lazy downloads: the current pixels may be on another GPU only. */
+        if (!twi_tile_host_current(tile) &&
+            (st = twi_tile_sync_host(tile, ctx ? ctx->msg : NULL, ctx ? sizeof ctx->msg : 0)) !=
+                TW_OK) {
+            if (ctx)
+                ctx->failed = true;
+            goto fail;
+        }
         if ((e = cudaMemcpy2DAsync(s->d_tile[i], row, tile->h_data, row, row, (size_t)tile->h,
                                    cudaMemcpyHostToDevice, up)) != cudaSuccess)
             goto fail;
@@ -477,20 +487,28 @@ twi_cuda_run(tw_worker *w, tw_task_ctx *ctx)
             s = &gp->slot[gp->pf_slot];
         }
     }
-    if (!s) {
-        s = &gp->slot[w->pf_staged ? 1 - gp->pf_slot : 0];
-        if ((st = stage(w, s, t, ctx)) != TW_OK) {
-            twi_task_bump_written(t); /* a retry elsewhere writes them */
-            return st;
-        }
-    }
-    /* The pixels of written tiles change from here on: no replica of them is current, and
-     * this task's blocks hold the new version only once it succeeds. */
-    twi_task_bump_written(t);
     for (i = 0; i < t->n_tiles; i++)
         for (int k = 0; k < t->n_tiles; k++)
             if (t->tiles[k] == t->tiles[i] && (t->modes[k] & TW_W))
                 written[i] = true;
+    if (!s) {
+        s = &gp->slot[w->pf_staged ? 1 - gp->pf_slot : 0];
+        if ((st = stage(w, s, t, ctx)) != TW_OK)
+            return st; /* nothing changed: a retry elsewhere starts from the same pixels */
+    }
+    /* Lazy downloads: a tile this task reads and overwrites in place comes back to the host
+     * first when only a GPU holds it, so that a CPU retry after a failure still has it. */
+    for (i = 0; i < t->n_tiles; i++)
+        if (written[i] && !twi_tile_host_current(t->tiles[i]) &&
+            (st = twi_tile_sync_host(t->tiles[i], ctx->msg, sizeof ctx->msg)) != TW_OK) {
+            ctx->failed = true;
+            release_slot(w, s);
+            return st;
+        }
+    /* The pixels of written tiles change from here on: no replica of them is current, and
+     * this task's blocks hold the new version only once it succeeds. The host copy keeps the
+     * previous version, the input of a retry, until the download (eager) or a sync (lazy). */
+    twi_task_bump_written(t);
     for (i = 0; i < t->n_tiles; i++) {
         if (written[i]) {
             s->held[i] = 0;
@@ -516,7 +534,7 @@ twi_cuda_run(tw_worker *w, tw_task_ctx *ctx)
         tw_tile *tile = t->tiles[i];
         size_t row = (size_t)tile->stride;
 
-        if (!(t->modes[i] & TW_W))
+        if (!(t->modes[i] & TW_W) || w->rt->lazy_down)
             continue;
         if ((e = cudaMemcpy2DAsync(tile->h_data, row, s->d_tile[i], row, row, (size_t)tile->h,
                                    cudaMemcpyDeviceToHost, ds)) != cudaSuccess)
@@ -554,6 +572,10 @@ out:
         else if (written[i])
             s->held[i] = ok ? atomic_load_explicit(&t->tiles[i]->version, memory_order_relaxed)
                             : 0;
+        /* Written tiles: the host holds the new pixels after an eager download, and after a
+         * failure the input, which a CPU retry starts from (it was synced above when read). */
+        if (written[i] && (!ok || !w->rt->lazy_down))
+            twi_tile_host_set_current(t->tiles[i]);
     }
     release_slot(w, s);
     for (i = 0; i < ctx->n_scratch; i++)

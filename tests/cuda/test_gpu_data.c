@@ -74,7 +74,8 @@ static const tw_task_kind rot_cpu_kind = {.name = "test.rot_cpu", .devices = TW_
 /* A runtime with GPUs `gpus`, `cpu` CPU workers and runtime.gpu_mem = `mem` (NULL: default),
  * the TILEWAVE_* environment applied first (TILEWAVE_RUNTIME_POLICY=locality ctest). */
 static tw_runtime *
-make_rt(const char *gpus, const char *cpu, const char *mem, const char *trace)
+make_rt_dl(const char *gpus, const char *cpu, const char *mem, const char *trace,
+           const char *downloads)
 {
     tw_runtime *rt;
 
@@ -82,10 +83,27 @@ make_rt(const char *gpus, const char *cpu, const char *mem, const char *trace)
     rt = twtest_runtime_kv_ok(true, (const char *const[]){"runtime.gpus", gpus,
                                                           "runtime.cpu_workers", cpu,
                                                           "runtime.gpu_mem", mem,
-                                                          "runtime.trace", trace, NULL});
+                                                          "runtime.trace", trace,
+                                                          "runtime.gpu_downloads", downloads,
+                                                          NULL});
     atomic_store(&on_gpu, 0);
     atomic_store(&on_cpu, 0);
     return rt;
+}
+
+/* The same with the default downloads (lazy). */
+static tw_runtime *
+make_rt(const char *gpus, const char *cpu, const char *mem, const char *trace)
+{
+    return make_rt_dl(gpus, cpu, mem, trace, NULL);
+}
+
+/* Pin a tile for reading between jobs: with lazy downloads this brings a GPU's result back. */
+static const uint8_t *
+host_pixels(tw_tile *t)
+{
+    cr_assert(eq(int, twi_tile_pin_read(t), TW_OK), "%s", twi_tile_pin_message());
+    return twi_tile_host_view(t).data;
 }
 
 static tw_tile *
@@ -156,8 +174,8 @@ check_rot(tw_tile *dst, const uint8_t *src, size_t k, const char *what, int i)
 
     cr_assert(want != NULL);
     rot_host(want, src, dst->bytes, k);
-    cr_assert(eq(int, memcmp(twi_tile_host_view(dst).data, want, dst->bytes), 0), "%s %d", what,
-              i);
+    cr_assert(eq(int, memcmp(host_pixels(dst), want, dst->bytes), 0), "%s %d", what, i);
+    twi_tile_unpin(dst);
     free(want);
 }
 
@@ -180,7 +198,8 @@ Test(gpu_data, tile_read_by_ten_tasks_is_uploaded_once)
 {
     /* A mask tile read by 10 GPU tasks (each writing its own output) crosses the bus once:
      * bytes to the GPU = the mask's size, 9 mask reads found resident; outputs are not
-     * uploaded (W only) but each is downloaded; every output is right. */
+     * uploaded (W only), and (lazy downloads) come back only as they are read here, each
+     * once; every output is right. */
     twtest_need_gpu();
     tw_runtime *rt = make_rt("0", "0", NULL, NULL);
     tw_tile *m = new_tile(rt, 333, 97, 1), *out[10];
@@ -196,11 +215,14 @@ Test(gpu_data, tile_read_by_ten_tasks_is_uploaded_once)
     b = bytes_of(rt);
     cr_assert(eq(u64, b.up, m->bytes));
     cr_assert(eq(u64, b.resident, 9 * m->bytes));
-    cr_assert(eq(u64, b.down, 10 * m->bytes));
+    cr_assert(eq(u64, b.down, 0));
     for (int i = 0; i < 10; i++) {
         check_rot(out[i], twi_tile_host_view(m).data, (size_t)i + 1, "out", i);
-        twi_tile_release(out[i]);
+        check_rot(out[i], twi_tile_host_view(m).data, (size_t)i + 1, "out read again", i);
     }
+    cr_assert(eq(u64, bytes_of(rt).down, 10 * m->bytes));
+    for (int i = 0; i < 10; i++)
+        twi_tile_release(out[i]);
     wait_pool_idle(rt);
     twi_tile_release(m);
     tw_runtime_destroy(rt);
@@ -309,6 +331,49 @@ Test(gpu_data, long_chain_keeps_outputs_resident)
     tw_runtime_destroy(rt);
 }
 
+/* in -> mid on the GPU, mid -> out on the GPU, out -> res on a CPU worker; returns the bytes
+ * downloaded, res checked. */
+static uint64_t
+gpu_gpu_cpu(const char *downloads)
+{
+    tw_runtime *rt = make_rt_dl("0", "1", NULL, NULL, downloads);
+    tw_tile *in = new_tile(rt, 200, 60, 61), *mid = new_tile(rt, 200, 60, 62);
+    tw_tile *out = new_tile(rt, 200, 60, 63), *res = new_tile(rt, 200, 60, 64);
+    tw_job *job = NULL;
+    tw_task *a, *b;
+    uint64_t down;
+
+    cr_assert(eq(int, twi_job_create(rt, downloads, &job), TW_OK));
+    a = rot_task(job, &rot_gpu_kind, in, mid, 5, NULL);
+    b = rot_task(job, &rot_gpu_kind, mid, out, 7, a);
+    twi_task_release(rot_task(job, &rot_cpu_kind, out, res, 11, b));
+    twi_task_release(a);
+    twi_task_release(b);
+    finish(job);
+    down = bytes_of(rt).down;
+    check_rot(res, twi_tile_host_view(in).data, 23, downloads, 0);
+    check_rot(mid, twi_tile_host_view(in).data, 5, downloads, 1);
+    wait_pool_idle(rt);
+    twi_tile_release(in);
+    twi_tile_release(mid);
+    twi_tile_release(out);
+    twi_tile_release(res);
+    tw_runtime_destroy(rt);
+    return down;
+}
+
+Test(gpu_data, lazy_downloads_only_what_the_host_reads)
+{
+    /* GPU -> GPU -> CPU: with lazy downloads only the tile the CPU task reads comes back
+     * during the job (the intermediate one stays on the GPU until the test reads it); eager
+     * downloads bring back both; the bytes are the same either way. */
+    twtest_need_gpu();
+    uint64_t lazy = gpu_gpu_cpu("lazy"), eager = gpu_gpu_cpu("eager");
+
+    cr_assert(eq(u64, lazy, (uint64_t)200 * 60));
+    cr_assert(eq(u64, eager, (uint64_t)2 * 200 * 60));
+}
+
 Test(gpu_data, mixed_devices_chain_and_fan_give_right_bytes)
 {
     /* A kind with both variants on 1 GPU + 2 CPU workers: a 400-step chain (each step on
@@ -374,8 +439,8 @@ Test(gpu_data, budget_never_exceeded_by_a_larger_job)
     finish(job);
     for (int i = 0; i < 32; i++) {
         rot_host(want, twi_tile_host_view(in[i]).data, in[i]->bytes, (size_t)i + 1 + 1000);
-        cr_assert(eq(int, memcmp(want, twi_tile_host_view(out[i]).data, in[i]->bytes), 0),
-                  "tile %d", i);
+        cr_assert(eq(int, memcmp(want, host_pixels(out[i]), in[i]->bytes), 0), "tile %d", i);
+        twi_tile_unpin(out[i]);
     }
     cr_log_info("budget %zu, high water %zu, %" PRIu64 " evictions", budget,
                 twi_devpool_high_water(rt->gpus[0].pool),
@@ -454,12 +519,15 @@ Test(gpu_data, cancel_with_a_prefetched_task)
 Test(gpu_data, trace_has_upload_kernel_and_download_lanes)
 {
     /* A traced run writes per task an upload, the device work and a download on the GPU's
-     * uploads, kernels and downloads lanes. */
+     * uploads, kernels and downloads lanes (eager downloads), and the lazy download of a tile
+     * that a CPU task reads after a GPU task wrote it. */
     twtest_need_gpu();
     char *dir = twtest_tmpdir(), *path = twtest_path(dir, "t.json");
-    tw_runtime *rt = make_rt("0", "0", NULL, path);
-    tw_tile *src = new_tile(rt, 256, 64, 31), *dst = new_tile(rt, 256, 64, 32);
+    char *lazy_path = twtest_path(dir, "lazy.json");
+    tw_runtime *rt = make_rt_dl("0", "0", NULL, path, "eager");
+    tw_tile *src = new_tile(rt, 256, 64, 31), *dst = new_tile(rt, 256, 64, 32), *end;
     tw_job *job = NULL;
+    tw_task *t;
     FILE *f;
     char *text;
     long n;
@@ -470,6 +538,30 @@ Test(gpu_data, trace_has_upload_kernel_and_download_lanes)
     twi_tile_release(src);
     twi_tile_release(dst);
     tw_runtime_destroy(rt);
+
+    rt = make_rt_dl("0", "1", NULL, lazy_path, "lazy");
+    src = new_tile(rt, 256, 64, 31);
+    dst = new_tile(rt, 256, 64, 32);
+    end = new_tile(rt, 256, 64, 33);
+    cr_assert(eq(int, twi_job_create(rt, "traced lazily", &job), TW_OK));
+    t = rot_task(job, &rot_gpu_kind, src, dst, 1, NULL);
+    twi_task_release(rot_task(job, &rot_cpu_kind, dst, end, 2, t));
+    twi_task_release(t);
+    finish(job);
+    check_rot(end, twi_tile_host_view(src).data, 3, "GPU then CPU", 0);
+    twi_tile_release(src);
+    twi_tile_release(dst);
+    twi_tile_release(end);
+    tw_runtime_destroy(rt);
+    cr_assert(ne(ptr, (void *)(f = fopen(lazy_path, "r")), NULL));
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    text = calloc(1, (size_t)n + 1);
+    cr_assert(eq(sz, fread(text, 1, (size_t)n, f), (size_t)n));
+    fclose(f);
+    cr_assert(strstr(text, "\"name\": \"download\", \"cat\": \"cpu\"") != NULL, "%s", text);
+    free(text);
     cr_assert(ne(ptr, (void *)(f = fopen(path, "r")), NULL));
     fseek(f, 0, SEEK_END);
     n = ftell(f);
@@ -486,6 +578,7 @@ Test(gpu_data, trace_has_upload_kernel_and_download_lanes)
     twtest_rmtree(dir);
     free(dir);
     free(path);
+    free(lazy_path);
 }
 
 Test(gpu_data, two_gpus_share_tiles)

@@ -129,13 +129,21 @@ fill(tw_tile *t, uint32_t seed)
 static void
 check_copy(tw_tile *in, tw_tile *out)
 {
-    tw_tile_view a = twi_tile_host_view(in), b = twi_tile_host_view(out);
-    const uint8_t *pa = a.data, *pb = b.data;
+    tw_tile_view a, b;
+    const uint8_t *pa, *pb;
     int64_t i;
+
+    /* Pinned to read between jobs: with lazy downloads the output may still be on the GPU. */
+    cr_assert(eq(int, twi_tile_pin_read(out), TW_OK), "%s", twi_tile_pin_message());
+    a = twi_tile_host_view(in);
+    b = twi_tile_host_view(out);
+    pa = a.data;
+    pb = b.data;
 
     for (i = 0; i < a.stride; i++)
         cr_assert(eq(u8, pb[i], MARK), "row 0 byte %" PRId64, i);
     cr_assert(eq(int, memcmp(pa + a.stride, pb + b.stride, (size_t)(a.stride * (a.h - 1))), 0));
+    twi_tile_unpin(out);
 }
 
 /* Run n copy tasks of `kind` (in -> out) and check every output. */

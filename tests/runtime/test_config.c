@@ -31,6 +31,8 @@ static const expect_key expected[] = {
     {"runtime.policy", TW_CONFIG_ENUM, "fcfs", "fcfs|fair|pats|locality",
      "TILEWAVE_RUNTIME_POLICY"},
     {"runtime.gpu_mem", TW_CONFIG_BYTES, "0", "0..64T", "TILEWAVE_RUNTIME_GPU_MEM"},
+    {"runtime.gpu_downloads", TW_CONFIG_ENUM, "lazy", "lazy|eager",
+     "TILEWAVE_RUNTIME_GPU_DOWNLOADS"},
     {"runtime.trace", TW_CONFIG_STRING, "", "", "TILEWAVE_RUNTIME_TRACE"},
     {"runtime.fault_inject", TW_CONFIG_STRING, "", "", "TILEWAVE_RUNTIME_FAULT_INJECT"},
     {"runtime.models", TW_CONFIG_STRING, "auto", "", "TILEWAVE_RUNTIME_MODELS"},
@@ -52,11 +54,14 @@ static const expect_key expected[] = {
      "TILEWAVE_MAXTREE_TILE_SIZE"},
     {"tissue.margin", TW_CONFIG_INT, "64", "0..1000000", "TILEWAVE_TISSUE_MARGIN"},
     {"io.reader", TW_CONFIG_ENUM, "auto", "auto|openslide|tiff", "TILEWAVE_IO_READER"},
-    {"io.compression", TW_CONFIG_ENUM, "deflate", "none|deflate|zstd",
+    {"io.compression", TW_CONFIG_ENUM, "deflate", "none|deflate|zstd|lzw|jpeg",
      "TILEWAVE_IO_COMPRESSION"},
     {"io.compression_level", TW_CONFIG_INT, "0", "0..22", "TILEWAVE_IO_COMPRESSION_LEVEL"},
     {"io.tiff_tile", TW_CONFIG_DIMS, "512x512", "16x16..65536x65536, multiple of 16",
      "TILEWAVE_IO_TIFF_TILE"},
+    {"io.pyramid", TW_CONFIG_ENUM, "no", "no|yes", "TILEWAVE_IO_PYRAMID"},
+    {"io.layout", TW_CONFIG_ENUM, "tiff", "tiff|ome", "TILEWAVE_IO_LAYOUT"},
+    {"io.jpeg_quality", TW_CONFIG_INT, "90", "1..100", "TILEWAVE_IO_JPEG_QUALITY"},
     {"log.level", TW_CONFIG_ENUM, "warn", "error|warn|info|debug", "TILEWAVE_LOG_LEVEL"},
 };
 #define N_EXPECTED (sizeof expected / sizeof expected[0])
@@ -543,7 +548,8 @@ Test(config, bad_values_name_key_and_range)
     expect_bad_file("runtime.cpu_team = 0\n", 1, "runtime.cpu_team", "(range 1..1024)");
     expect_bad_file("io.compression_level = 23\n", 1, "io.compression_level", "(range 0..22)");
     expect_bad_file("io.reader = OpenSlide\n", 1, "io.reader", "(one of auto|openslide|tiff)");
-    expect_bad_file("io.compression = lz4\n", 1, "io.compression", "none|deflate|zstd");
+    expect_bad_file("io.compression = lz4\n", 1, "io.compression",
+                    "none|deflate|zstd|lzw|jpeg");
     expect_bad_file("log.level = trace\n", 1, "log.level", NULL);
     expect_bad_file("runtime.policy = heft\n", 1, "runtime.policy", NULL);
     /* '#' is not an inline comment for libinih: it stays in the value. */
