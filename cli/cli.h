@@ -111,7 +111,6 @@ enum {
     CLI_OPT_LEVEL = CLI_OPT_RECON,
     CLI_OPT_REGION,
     CLI_OPT_READER,
-    CLI_OPT_COMPRESSION,
     CLI_OPT_CONN
 };
 /* How a colour slide becomes the operation's gray input or mask (common.c): --gray,
@@ -168,29 +167,81 @@ int cli_input_option(cli_input_io *io, int opt, const char *arg);
  * what the job did with it: the threshold, tiles skipped. */
 void cli_input_apply(cli_input_io *io, tw_input *in);
 
+/* How the output file is written (common.c): --compression, --quality, --pyramid, --layout,
+ * --overlay. Every operation command takes them; ids between CLI_OPT_INPUT's and
+ * CLI_OPT_COMMON. */
+enum {
+    CLI_OPT_OUTPUT = 970,
+    CLI_OPT_COMPRESSION = CLI_OPT_OUTPUT,
+    CLI_OPT_QUALITY,
+    CLI_OPT_PYRAMID,
+    CLI_OPT_LAYOUT,
+    CLI_OPT_OVERLAY
+};
+#define CLI_OUTPUT_OPTIONS                                                                     \
+    {"compression", required_argument, NULL, CLI_OPT_COMPRESSION},                             \
+        {"quality", required_argument, NULL, CLI_OPT_QUALITY},                                 \
+        {"pyramid", no_argument, NULL, CLI_OPT_PYRAMID},                                       \
+        {"layout", required_argument, NULL, CLI_OPT_LAYOUT},                                   \
+        {"overlay", required_argument, NULL, CLI_OPT_OVERLAY}
+#define CLI_OUTPUT_HELP                                                                        \
+    "  --compression NAME    deflate, zstd, lzw, none, or jpeg (lossy: 8-bit gray or RGB\n"     \
+    "                        images only, not masks or labels) (default: key io.compression)\n" \
+    "  --quality Q           JPEG quality 1..100 (with jpeg only; default: io.jpeg_quality)\n" \
+    "  --pyramid             also write reduced levels, built while streaming, halving while\n" \
+    "                        a level covers a whole tile (2x2 mean; masks: max; labels and\n"  \
+    "                        indices: top-left pixel) (default: key io.pyramid)\n"             \
+    "  --layout tiff|ome     pyramid layout: tiff, a page per level (OpenSlide, vips), or\n"   \
+    "                        ome, OME-TIFF with SubIFDs (QuPath, Bio-Formats; name it\n"        \
+    "                        .ome.tif) (default: key io.layout)\n"                             \
+    "  --overlay FILE        also write the result blended over the slide (green tint) as an\n" \
+    "                        8-bit RGB JPEG pyramid, for a quick look in a viewer\n"
+
+typedef struct cli_output_io {
+    tw_compression compression;
+    bool compression_set;
+    int quality; /* 0: not given */
+    bool pyramid;
+    tw_layout layout;
+    bool layout_set;
+    const char *overlay;
+} cli_output_io;
+
+/* Handle a CLI_OUTPUT_OPTIONS id: 0 handled, -1 not one of them, CLI_USAGE on error. */
+int cli_output_option(cli_output_io *io, int opt, const char *arg);
+/* After the configuration is built: the combinations a single option cannot check (--quality
+ * without JPEG, --overlay naming the output or the input). 0, or CLI_USAGE after printing the
+ * error. `in_path` may be NULL. */
+int cli_output_check(const cli_output_io *io, const tw_config *cfg, const char *out_path,
+                     const char *in_path);
+/* Copy the options into an output, with the command line as its description. */
+void cli_output_apply(const cli_output_io *io, tw_output *out);
+
+/* The command line as typed (argv joined, shell-quoted where needed), kept in the metadata of
+ * every output (tw_output.description). Set once by main(). */
+void cli_set_command_line(int argc, char **argv);
+const char *cli_command_line(void);
+
 #define CLI_RECON_OPTIONS                                                                      \
     {"level", required_argument, NULL, CLI_OPT_LEVEL},                                         \
         {"region", required_argument, NULL, CLI_OPT_REGION},                                   \
         {"reader", required_argument, NULL, CLI_OPT_READER},                                   \
-        {"compression", required_argument, NULL, CLI_OPT_COMPRESSION},                         \
-        {"conn", required_argument, NULL, CLI_OPT_CONN}, CLI_GRAY_OPTIONS,                      \
+        {"conn", required_argument, NULL, CLI_OPT_CONN}, CLI_OUTPUT_OPTIONS, CLI_GRAY_OPTIONS,  \
         CLI_THRESHOLD_OPTIONS
 
 #define CLI_IO_HELP                                                                            \
     "  --level N             slide level to read (default 0)\n"                                \
     "  --region X,Y,W,H      region of that level (default: all of it)\n"                      \
-    "  --reader NAME         auto (default), openslide or tiff\n"                              \
-    "  --compression NAME    deflate, zstd or none (default: key io.compression)\n"
+    "  --reader NAME         auto (default), openslide or tiff\n" CLI_OUTPUT_HELP
 #define CLI_RECON_HELP CLI_IO_HELP CLI_GRAY_HELP CLI_THRESHOLD_HELP
 
 typedef struct cli_recon_io {
     int level;
     int64_t region[4]; /* x, y, w, h; w = 0: the whole level */
     tw_reader_kind reader;
-    tw_compression compression;
-    bool compression_set;
     int conn; /* 0: not given */
     cli_input_io in; /* --gray, --threshold, --tissue ... */
+    cli_output_io out; /* --compression, --pyramid, --overlay ... */
 } cli_recon_io;
 
 /* Handle a CLI_RECON_OPTIONS id: 0 handled, -1 not one of them, CLI_USAGE on error. */
@@ -202,8 +253,12 @@ int cli_job_option(cli_recon_io *io, cli_common *c, int opt, const char *arg, co
 /* After getopt: exactly one positional argument left (IN) and an output path given. 0, or
  * CLI_USAGE after printing the error. */
 int cli_one_input(int argc, char **argv, const char *out_path);
-/* Copy level, region and reader into an input, compression into an output. */
+/* Copy level, region and reader into an input, the output options into an output. */
 void cli_recon_apply(cli_recon_io *io, tw_input *in, tw_output *out);
+/* After the configuration is built: cli_output_check() of io->out for the command's output
+ * and input. 0 or CLI_USAGE. */
+int cli_recon_check(const cli_recon_io *io, const tw_config *cfg, const char *out_path,
+                    const char *in_path);
 /* Wait for the job and print the summary line (unless quiet). Returns CLI_OK or CLI_FAIL. */
 int cli_recon_run(tw_job *job, const char *what, const char *out_path,
                   const tw_mrecon_stats *stats, bool quiet);
@@ -225,5 +280,6 @@ int cmd_area_open(int argc, char **argv);
 int cmd_area_close(int argc, char **argv);
 int cmd_height_open(int argc, char **argv);
 int cmd_height_close(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
 
 #endif /* TW_CLI_H */

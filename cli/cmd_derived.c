@@ -196,6 +196,7 @@ run_filter(const filter *f, int argc, char **argv)
     o.conn = io.conn;
     o.stats = &stats;
     if ((rc = cli_config_build(&c, &cfg)) != CLI_OK ||
+        (rc = cli_recon_check(&io, cfg, o.output.path, o.input.path)) != CLI_OK ||
         (rc = cli_runtime_create(cfg, &rt)) != CLI_OK)
         goto out;
     if (f->submit(rt, &o, &job, &err) != TW_OK) {

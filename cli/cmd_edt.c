@@ -89,7 +89,7 @@ cmd_edt(int argc, char **argv)
         {"level", required_argument, NULL, CLI_OPT_LEVEL},
         {"region", required_argument, NULL, CLI_OPT_REGION},
         {"reader", required_argument, NULL, CLI_OPT_READER},
-        {"compression", required_argument, NULL, CLI_OPT_COMPRESSION},
+        CLI_OUTPUT_OPTIONS,
         CLI_GRAY_OPTIONS,
         CLI_COMMON_OPTIONS,
         {NULL, 0, NULL, 0}};
@@ -164,6 +164,7 @@ cmd_edt(int argc, char **argv)
     cli_recon_apply(&io, &o.input, &o.output);
     o.report = &rep;
     if ((rc = cli_config_build(&c, &cfg)) != CLI_OK ||
+        (rc = cli_recon_check(&io, cfg, o.output.path, o.input.path)) != CLI_OK ||
         (rc = cli_runtime_create(cfg, &rt)) != CLI_OK)
         goto out;
     if (tw_edt_submit(rt, &o, &job, &err) != TW_OK) {

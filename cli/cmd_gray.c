@@ -25,21 +25,20 @@ static const char help[] =
     "                        margin, 0 glass)\n" CLI_THRESHOLD_HELP
     "  --level N             slide level to read (default 0)\n"
     "  --region X,Y,W,H      region of that level (default: all of it)\n"
-    "  --reader NAME         auto (default), openslide or tiff\n"
-    "  --compression NAME    deflate, zstd or none (default: key io.compression)\n"
+    "  --reader NAME         auto (default), openslide or tiff\n" CLI_OUTPUT_HELP
     "\n" CLI_COMMON_HELP;
 
 int
 cmd_gray(int argc, char **argv)
 {
-    enum { O_MODE = 1, O_LEVEL, O_REGION, O_READER, O_COMPRESSION };
+    enum { O_MODE = 1, O_LEVEL, O_REGION, O_READER };
     static const struct option opts[] = {
         {"output", required_argument, NULL, 'o'},
         {"mode", required_argument, NULL, O_MODE},
         {"level", required_argument, NULL, O_LEVEL},
         {"region", required_argument, NULL, O_REGION},
         {"reader", required_argument, NULL, O_READER},
-        {"compression", required_argument, NULL, O_COMPRESSION},
+        CLI_OUTPUT_OPTIONS,
         {"stain-vectors", required_argument, NULL, CLI_OPT_STAINS},
         {"tissue", no_argument, NULL, CLI_OPT_TISSUE},
         {"tissue-mask", required_argument, NULL, CLI_OPT_TISSUE_MASK},
@@ -48,6 +47,7 @@ cmd_gray(int argc, char **argv)
         {NULL, 0, NULL, 0}};
     cli_common c;
     cli_input_io in;
+    cli_output_io oio;
     tw_gray_opts o;
     tw_config *cfg = NULL;
     tw_runtime *rt = NULL;
@@ -58,6 +58,7 @@ cmd_gray(int argc, char **argv)
 
     cli_common_init(&c);
     memset(&in, 0, sizeof in);
+    memset(&oio, 0, sizeof oio);
     tw_gray_opts_init(&o);
     optind = 1;
     opterr = 0;
@@ -100,17 +101,11 @@ cmd_gray(int argc, char **argv)
                 goto out;
             }
             break;
-        case O_COMPRESSION:
-            if (tw_compression_parse(optarg, &o.output.compression) != TW_OK) {
-                rc = cli_usage_error("--compression: unknown compression '%s'", optarg);
-                goto out;
-            }
-            o.output.compression_set = true;
-            break;
         case 'h':
         case CLI_OPT_HELP: fputs(help, stdout); goto out;
         default:
-            if ((rc = cli_input_option(&in, opt, optarg)) == 0)
+            if ((rc = cli_input_option(&in, opt, optarg)) == 0 ||
+                (rc < 0 && (rc = cli_output_option(&oio, opt, optarg)) == 0))
                 break;
             if (rc > 0 || (rc = cli_common_option(&c, opt, optarg)) != 0) {
                 if (rc < 0)
@@ -132,8 +127,10 @@ cmd_gray(int argc, char **argv)
         goto out;
     }
     cli_input_apply(&in, &o.input);
+    cli_output_apply(&oio, &o.output);
     o.input.path = argv[optind];
     if ((rc = cli_config_build(&c, &cfg)) != CLI_OK ||
+        (rc = cli_output_check(&oio, cfg, o.output.path, o.input.path)) != CLI_OK ||
         (rc = cli_runtime_create(cfg, &rt)) != CLI_OK)
         goto out;
     if (tw_gray_submit(rt, &o, &job, &err) != TW_OK) {

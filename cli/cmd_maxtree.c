@@ -70,6 +70,7 @@ cmd_maxtree(int argc, char **argv)
         o.connectivity = io.conn;
     cli_recon_apply(&io, &o.input, &o.output);
     if ((rc = cli_config_build(&c, &cfg)) != CLI_OK ||
+        (rc = cli_recon_check(&io, cfg, o.output.path, o.input.path)) != CLI_OK ||
         (rc = cli_runtime_create(cfg, &rt)) != CLI_OK)
         goto out;
     if (tw_maxtree_submit(rt, &o, &job, &err) != TW_OK) {
@@ -204,6 +205,7 @@ cmd_filter(int argc, char **argv, tw_attr_filter filter)
     cli_recon_apply(&io, &o.input, &o.output);
     o.report = &rep;
     if ((rc = cli_config_build(&c, &cfg)) != CLI_OK ||
+        (rc = cli_recon_check(&io, cfg, o.output.path, o.input.path)) != CLI_OK ||
         (rc = cli_runtime_create(cfg, &rt)) != CLI_OK)
         goto out;
     if (tw_attr_filter_submit(rt, &o, &job, &err) != TW_OK) {

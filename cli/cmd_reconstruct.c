@@ -51,11 +51,6 @@ cli_recon_option(cli_recon_io *io, int opt, const char *arg)
         else
             return cli_usage_error("--reader: unknown reader '%s'", arg);
         return 0;
-    case CLI_OPT_COMPRESSION:
-        if (tw_compression_parse(arg, &io->compression) != TW_OK)
-            return cli_usage_error("--compression: unknown compression '%s'", arg);
-        io->compression_set = true;
-        return 0;
     case CLI_OPT_CONN:
         if (strcmp(arg, "4") == 0)
             io->conn = 4;
@@ -74,6 +69,7 @@ cli_job_option(cli_recon_io *io, cli_common *c, int opt, const char *arg, const 
     int rc;
 
     if ((rc = cli_recon_option(io, opt, arg)) >= 0 ||
+        (rc = cli_output_option(&io->out, opt, arg)) >= 0 ||
         (rc = cli_input_option(&io->in, opt, arg)) >= 0 ||
         (rc = cli_common_option(c, opt, arg)) >= 0)
         return rc;
@@ -105,10 +101,15 @@ cli_recon_apply(cli_recon_io *io, tw_input *in, tw_output *out)
         in->w = io->region[2];
         in->h = io->region[3];
     }
-    if (out && io->compression_set) {
-        out->compression = io->compression;
-        out->compression_set = true;
-    }
+    if (out)
+        cli_output_apply(&io->out, out);
+}
+
+int
+cli_recon_check(const cli_recon_io *io, const tw_config *cfg, const char *out_path,
+                const char *in_path)
+{
+    return cli_output_check(&io->out, cfg, out_path, in_path);
 }
 
 int
@@ -195,6 +196,7 @@ cmd_reconstruct(int argc, char **argv)
         o.conn = io.conn;
     o.stats = &stats;
     if ((rc = cli_config_build(&c, &cfg)) != CLI_OK ||
+        (rc = cli_recon_check(&io, cfg, o.output.path, o.mask.path)) != CLI_OK ||
         (rc = cli_runtime_create(cfg, &rt)) != CLI_OK)
         goto out;
     if (tw_mrecon_submit(rt, &o, &job, &err) != TW_OK) {

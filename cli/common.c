@@ -516,3 +516,136 @@ cli_parse_region(const char *s, int64_t r[4])
     }
     return *end ? -1 : 0;
 }
+
+/* ---- output options */
+
+int
+cli_output_option(cli_output_io *io, int opt, const char *arg)
+{
+    switch (opt) {
+    case CLI_OPT_COMPRESSION:
+        if (tw_compression_parse(arg, &io->compression) != TW_OK)
+            return cli_usage_error("--compression: unknown compression '%s' (deflate, zstd, lzw, "
+                                   "none or jpeg)", arg);
+        io->compression_set = true;
+        return 0;
+    case CLI_OPT_QUALITY:
+        if (cli_parse_int(arg, 1, 100, &io->quality) != 0)
+            return cli_usage_error("--quality: bad JPEG quality '%s' (1..100)", arg);
+        return 0;
+    case CLI_OPT_PYRAMID: io->pyramid = true; return 0;
+    case CLI_OPT_LAYOUT:
+        if (tw_layout_parse(arg, &io->layout) != TW_OK)
+            return cli_usage_error("--layout: unknown layout '%s' (tiff or ome)", arg);
+        io->layout_set = true;
+        return 0;
+    case CLI_OPT_OVERLAY:
+        if (!*arg)
+            return cli_usage_error("--overlay: empty file name");
+        io->overlay = arg;
+        return 0;
+    default: return -1;
+    }
+}
+
+int
+cli_output_check(const cli_output_io *io, const tw_config *cfg, const char *out_path,
+                 const char *in_path)
+{
+    tw_compression comp = TW_COMPRESS_DEFLATE;
+    const char *name = NULL;
+
+    if (io->compression_set)
+        comp = io->compression;
+    else if (tw_config_get_string(cfg, "io.compression", &name) == TW_OK &&
+             tw_compression_parse(name, &comp) != TW_OK)
+        comp = TW_COMPRESS_DEFLATE;
+    if (io->quality && comp != TW_COMPRESS_JPEG)
+        return cli_usage_error("--quality applies to JPEG only (add --compression jpeg)");
+    if (io->overlay && out_path && strcmp(io->overlay, out_path) == 0)
+        return cli_usage_error("--overlay: '%s' is the output itself", io->overlay);
+    if (io->overlay && in_path && strcmp(io->overlay, in_path) == 0)
+        return cli_usage_error("--overlay: '%s' would overwrite the input", io->overlay);
+    return 0;
+}
+
+void
+cli_output_apply(const cli_output_io *io, tw_output *out)
+{
+    if (io->compression_set) {
+        out->compression = io->compression;
+        out->compression_set = true;
+    }
+    out->quality = io->quality;
+    out->pyramid = io->pyramid;
+    if (io->layout_set) {
+        out->layout = io->layout;
+        out->layout_set = true;
+    }
+    out->overlay = io->overlay;
+    out->description = cli_command_line();
+}
+
+/* The command line, for the outputs' metadata; long ones end in "...". */
+static char command_line[4096];
+
+/* Characters a POSIX shell takes literally in a word; anything else is single-quoted. */
+static bool
+shell_safe(const char *s)
+{
+    if (!*s)
+        return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              strchr("_@%+=:,./-", *s)))
+            return false;
+    return true;
+}
+
+/* Append len bytes of s; once something does not fit, nothing more is added. */
+static void
+append(size_t *n, bool *full, const char *s, size_t len)
+{
+    const size_t cap = sizeof command_line - 4; /* room for "..." and the NUL */
+
+    if (*full || *n + len > cap) {
+        *full = true;
+        return;
+    }
+    memcpy(command_line + *n, s, len);
+    *n += len;
+}
+
+void
+cli_set_command_line(int argc, char **argv)
+{
+    size_t n = 0;
+    bool full = false;
+
+    for (int i = 0; i < argc && !full; i++) {
+        const char *a = argv[i];
+
+        if (i > 0)
+            append(&n, &full, " ", 1);
+        if (shell_safe(a)) {
+            append(&n, &full, a, strlen(a));
+            continue;
+        }
+        /* single quotes, each ' inside as '\'' */
+        append(&n, &full, "'", 1);
+        for (; *a; a++)
+            append(&n, &full, *a == '\'' ? "'\\''" : a, *a == '\'' ? 4 : 1);
+        append(&n, &full, "'", 1);
+    }
+    if (full) {
+        memcpy(command_line + n, "...", 3);
+        n += 3;
+    }
+    command_line[n] = '\0';
+}
+
+const char *
+cli_command_line(void)
+{
+    return command_line[0] ? command_line : NULL;
+}

@@ -13,6 +13,7 @@ static const char usage[] =
     "  info SLIDE            format, levels, dimensions and mpp of a slide or TIFF\n"
     "  devices               cores, GPUs and the cores each worker is bound to\n"
     "  sample OUT            write the synthetic tissue-like sample slide\n"
+    "  convert IN -o OUT     copy a slide level as a tiled BigTIFF or OME-TIFF (pyramid)\n"
     "  gray IN -o OUT        one channel (luminance, r, g or b) of a slide, as tiled BigTIFF\n"
     "  reconstruct --marker M --mask I -o OUT\n"
     "                        morphological reconstruction by dilation (or --erode)\n"
@@ -32,6 +33,8 @@ static const char usage[] =
     "                        height (contrast) opening (height-close: closing)\n"
     "  config --print        the configuration in effect, with every key documented\n"
     "\n"
+    "Every command that writes an image takes --compression, --quality, --pyramid, --layout\n"
+    "tiff|ome and --overlay FILE (docs/io.md, \"Outputs\").\n"
     "Run 'tilewave COMMAND --help' for a command's options; 'tilewave --version'.\n"
     "Exit status: 0 success, 1 failure, 2 usage error, 130 / 143 interrupted by SIGINT /\n"
     "SIGTERM (the job is canceled and no output is left).\n";
@@ -43,6 +46,7 @@ static const struct {
     {"info", cmd_info},
     {"devices", cmd_devices},
     {"sample", cmd_sample},
+    {"convert", cmd_convert},
     {"gray", cmd_gray},
     {"config", cmd_config},
     {"reconstruct", cmd_reconstruct},
@@ -78,6 +82,7 @@ main(int argc, char **argv)
                tw_build_has_cuda() ? "enabled" : "disabled");
         return CLI_OK;
     }
+    cli_set_command_line(argc, argv);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         if (strcmp(argv[1], commands[i].name) == 0) {
             snprintf(prog, sizeof prog, "tilewave %s", commands[i].name);

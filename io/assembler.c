@@ -47,6 +47,7 @@ struct twi_assembler {
     tw_slide *ov_slide;      /* the overlay's base (not owned) */
     int ov_level;
     int64_t ov_x0, ov_y0;
+    bool ov_binary;          /* the result is a mask: nonzero tints fully */
 };
 
 tw_status
@@ -130,7 +131,7 @@ twi_assembler_set_pyramid(twi_assembler *a, twi_pyr_rule rule)
 
 tw_status
 twi_assembler_set_overlay(twi_assembler *a, tw_writer *ov, tw_slide *slide, int slide_level,
-                          int64_t x0, int64_t y0)
+                          int64_t x0, int64_t y0, bool binary)
 {
     tw_status st;
 
@@ -147,6 +148,7 @@ twi_assembler_set_overlay(twi_assembler *a, tw_writer *ov, tw_slide *slide, int 
     a->ov_level = slide_level;
     a->ov_x0 = x0;
     a->ov_y0 = y0;
+    a->ov_binary = binary;
     return TW_OK;
 }
 
@@ -205,7 +207,7 @@ tile_done(twi_assembler *a, int64_t ox, int64_t oy, const uint8_t *p, size_t str
         if ((st = tw_slide_read_region(a->ov_slide, a->ov_level, a->ov_x0 + ox, a->ov_y0 + oy,
                                        cw, ch, base, bstride, err)) != TW_OK)
             goto out;
-        twi_overlay_blend(p, stride, a->type, base, bstride, bch, bt, cw, ch, buf,
+        twi_overlay_blend(p, stride, a->type, a->ov_binary, base, bstride, bch, bt, cw, ch, buf,
                           (size_t)cw * 3);
         v.data = buf;
         v.w = (int32_t)cw;

@@ -105,18 +105,19 @@ twi_pyr_reduce(const uint8_t *src, size_t src_stride, int64_t w, int64_t h, int 
 }
 
 /*
- * Overlay. Strength s of a result sample v: v / 255 (8-bit) or v / 65535 (16-bit), so a mask
- * (0 / 255) tints fully where set and a gray result in proportion; u32, u64 and float32 results:
- * 1 where v != 0. Each channel: out = base (1 - 0.4 s) + tint 0.4 s, rounded half up, tint
- * TWI_OVERLAY_TINT; base is the slide (gray repeated, 16-bit scaled to 8 bits rounded).
- * Computed exactly in integers: with den = 5 * max and wgt = 2 v (8/16-bit) or den = 5,
- * wgt = 2 (others), out = (2 (base (den - wgt) + tint wgt) + den) / (2 den).
+ * Overlay. Strength s of a result sample v: v / 255 (8-bit) or v / 65535 (16-bit), so a gray
+ * result tints in proportion; masks (`binary`: hmax, regional-max, thresholded inputs, whose
+ * set value may be 1 as well as 255), u32, u64 and float32 results: 1 where v != 0. Each
+ * channel: out = base (1 - 0.4 s) + tint 0.4 s, rounded half up, tint TWI_OVERLAY_TINT; base
+ * is the slide (gray repeated, 16-bit scaled to 8 bits rounded). Computed exactly in
+ * integers: with den = 5 * max and wgt = 2 v (8/16-bit) or den = 5, wgt = 2 (the others),
+ * out = (2 (base (den - wgt) + tint wgt) + den) / (2 den).
  */
 static const uint8_t tint[3] = {TWI_OVERLAY_TINT};
 
 void
 twi_overlay_blend(const uint8_t *res, size_t res_stride, tw_sample_type res_type,
-                  const uint8_t *base, size_t base_stride, int base_ch,
+                  bool binary, const uint8_t *base, size_t base_stride, int base_ch,
                   tw_sample_type base_type, int64_t w, int64_t h, uint8_t *dst,
                   size_t dst_stride)
 {
@@ -130,8 +131,17 @@ twi_overlay_blend(const uint8_t *res, size_t res_stride, tw_sample_type res_type
             uint32_t b[3];
 
             switch (res_type) {
-            case TW_U8: den = 5 * 255u; wgt = 2u * rr[x]; break;
-            case TW_U16: den = 5 * 65535u; wgt = 2u * ((const uint16_t *)rr)[x]; break;
+            case TW_U8:
+                den = binary ? 5 : 5 * 255u;
+                wgt = binary ? (rr[x] ? 2 : 0) : 2u * rr[x];
+                break;
+            case TW_U16: {
+                const uint16_t v = ((const uint16_t *)rr)[x];
+
+                den = binary ? 5 : 5 * 65535u;
+                wgt = binary ? (v ? 2 : 0) : 2u * v;
+                break;
+            }
             case TW_U32:
                 den = 5;
                 wgt = ((const uint32_t *)rr)[x] ? 2 : 0;

@@ -57,11 +57,12 @@ TWI_HIDDEN tw_status twi_assembler_set_pyramid(twi_assembler *a, twi_pyr_rule ru
 
 /* Also write an overlay: each completed output tile of level 0 is blended over the same
  * region of `slide` (level `slide_level`, origin (x0, y0); 1 or 3 channels of u8 or u16) by
- * twi_overlay_blend() and put into level 0 of `ov` (w x h like a's, 3 x u8, same tiles; its
- * reduced levels are built by the mean rule). The assembler owns ov from here on, also on
- * failure. TW_OK, TW_E_INVALID (mismatch), TW_E_NOMEM. */
+ * twi_overlay_blend() (`binary`: the result is a mask) and put into level 0 of `ov` (w x h
+ * like a's, 3 x u8, same tiles; its reduced levels are built by the mean rule). The assembler
+ * owns ov from here on, also on failure. TW_OK, TW_E_INVALID (mismatch), TW_E_NOMEM. */
 TWI_HIDDEN tw_status twi_assembler_set_overlay(twi_assembler *a, tw_writer *ov, tw_slide *slide,
-                                               int slide_level, int64_t x0, int64_t y0);
+                                               int slide_level, int64_t x0, int64_t y0,
+                                               bool binary);
 
 /* Close the overlay writer (rename it into place); TW_OK when there is none. */
 TWI_HIDDEN tw_status twi_assembler_close_overlay(twi_assembler *a, tw_error *err);
@@ -74,15 +75,17 @@ TWI_HIDDEN void twi_pyr_reduce(const uint8_t *src, size_t src_stride, int64_t w,
 /* The overlay's tint, R, G, B. */
 #define TWI_OVERLAY_TINT 0, 255, 0
 
-/* Blend w x h result samples (one channel of res_type) over the base pixels (base_ch = 1 or 3
- * samples of u8 or u16) into 8-bit RGB at dst (rule in io/pyramid.c). */
+/* Blend w x h result samples (one channel of res_type; `binary`: a mask, any nonzero value
+ * tints fully) over the base pixels (base_ch = 1 or 3 samples of u8 or u16) into 8-bit RGB at
+ * dst (rule in io/pyramid.c). */
 TWI_HIDDEN void twi_overlay_blend(const uint8_t *res, size_t res_stride,
-                                  tw_sample_type res_type, const uint8_t *base,
+                                  tw_sample_type res_type, bool binary, const uint8_t *base,
                                   size_t base_stride, int base_ch, tw_sample_type base_type,
                                   int64_t w, int64_t h, uint8_t *dst, size_t dst_stride);
 
-/* The number of levels of a pyramid over w x h in tile_w x tile_h tiles: halving until the
- * level fits in one tile. */
+/* The number of levels of a pyramid over w x h in tile_w x tile_h tiles: halving while the
+ * next level still covers a whole tile both ways (the smallest level OpenSlide 3.4.1 reads);
+ * 1 when level 0 is already narrower or shorter than a tile. */
 TWI_HIDDEN int twi_io_pyramid_levels(int64_t w, int64_t h, int32_t tile_w, int32_t tile_h);
 
 /* For building tw_writer_opts from an operation's tile edge: the output TIFF tile edge, a

@@ -7,15 +7,20 @@
  * OpenSlide's generic-tiff, vips and libtiff read as a pyramid); TW_LAYOUT_OME writes level 0
  * as the only main directory, with the OME-XML as its ImageDescription and a SubIFD tag whose
  * n_levels - 1 entries libtiff fills in as the next directories are written (the SubIFDs).
- * Tiles are PlanarConfig contig; edge tiles are padded with zeros.
+ * Tiles are PlanarConfig contig.
  *
  * Parallelism. The caller's thread compresses its tile with zlib or zstd itself; only the
  * append (TIFFWriteRawTile) runs under the writer's lock. LZW and JPEG use libtiff's codecs
  * (TIFFWriteEncodedTile), so they compress under the lock. Since libtiff can have only one
  * directory open for writing, a level's directory is written when its last tile arrives and
  * the next level is set up then. A tile of a later level (a pyramid level built while level 0
- * streams) is kept meanwhile in a scratch file beside the output, unlinked at once: compressed
- * for deflate/zstd/none, raw for LZW/JPEG; its level's turn copies it in.
+ * streams) is kept meanwhile in a scratch file beside the output, unlinked at once: as it will
+ * be appended for deflate, zstd and none; zstd-packed (level 1) for LZW and JPEG, whose codec
+ * runs at append time; its level's turn copies it in. A pyramid's reduced levels are a third
+ * of its pixels: that is what the scratch file holds at most, on disk, not in memory.
+ *
+ * Edge tiles are padded with zeros, except for JPEG, where the last column and row are
+ * repeated (pad_by_replication).
  *
  * Compression levels. 0 means the codec default: deflate 6 (zlib's own default), zstd 3
  * (zstd's own default, fast enough to keep up with the workers; libtiff uses 9).
@@ -182,7 +187,10 @@ twi_io_pyramid_levels(int64_t w, int64_t h, int32_t tile_w, int32_t tile_h)
 
     if (w < 1 || h < 1 || tile_w < 1 || tile_h < 1)
         return 0;
-    while (w > tile_w || h > tile_h) {
+    /* Halve while the next level still covers a whole tile both ways, as tilewave sample
+     * does: OpenSlide 3.4.1 with libtiff 4.5 reads a level narrower or shorter than one tile
+     * as transparent black, without an error (tests/io/test_viewers.c). */
+    while ((w + 1) / 2 >= tile_w && (h + 1) / 2 >= tile_h) {
         w = (w + 1) / 2;
         h = (h + 1) / 2;
         n++;
@@ -702,9 +710,12 @@ cctx_put(tw_writer *wr, ZSTD_CCtx *c)
     pthread_mutex_unlock(&wr->pool_lock);
 }
 
-/* Compress `src` (tile_bytes) into a new buffer *out of *out_n bytes. */
+/* Compress `src` (tile_bytes) at `level` into a new buffer *out of *out_n bytes: with the
+ * file's codec (deflate or zstd), or zstd when the file's codec runs in libtiff (LZW, JPEG: a
+ * tile packed for the scratch file). */
 static tw_status
-compress_tile(tw_writer *wr, const uint8_t *src, uint8_t **out, size_t *out_n, tw_error *err)
+compress_tile(tw_writer *wr, const uint8_t *src, int level, uint8_t **out, size_t *out_n,
+              tw_error *err)
 {
     uint8_t *buf = NULL;
     size_t n = wr->tile_bytes;
@@ -715,7 +726,7 @@ compress_tile(tw_writer *wr, const uint8_t *src, uint8_t **out, size_t *out_n, t
 
         if (!(buf = malloc(cap)))
             return twi_error_set(err, TW_E_NOMEM, "io.writer: out of memory compressing a tile");
-        zr = compress2(buf, &cap, src, (uLong)n, wr->clevel);
+        zr = compress2(buf, &cap, src, (uLong)n, level);
         if (zr != Z_OK) {
             free(buf);
             return twi_error_set(err, zr == Z_MEM_ERROR ? TW_E_NOMEM : TW_E_INTERNAL,
@@ -730,7 +741,7 @@ compress_tile(tw_writer *wr, const uint8_t *src, uint8_t **out, size_t *out_n, t
             ZSTD_freeCCtx(c);
             return twi_error_set(err, TW_E_NOMEM, "io.writer: out of memory compressing a tile");
         }
-        r = ZSTD_compressCCtx(c, buf, cap, src, n, wr->clevel);
+        r = ZSTD_compressCCtx(c, buf, cap, src, n, level);
         cctx_put(wr, c);
         if (ZSTD_isError(r)) {
             free(buf);
@@ -847,7 +858,7 @@ static tw_status
 advance(tw_writer *wr, tw_error *err)
 {
     tw_status st = TW_OK;
-    uint8_t *buf = NULL;
+    uint8_t *buf = NULL, *raw = NULL;
     size_t cap = 0;
     char ebuf[128];
 
@@ -897,13 +908,52 @@ advance(tw_writer *wr, tw_error *err)
                 }
                 got += (size_t)r;
             }
-            if ((st = append_tile(wr, k, buf, n, err)) != TW_OK)
+            if (libtiff_encodes(wr)) {
+                /* kept zstd-packed (tw_writer_write_tile): unpack for libtiff's codec */
+                size_t r;
+
+                if (!raw && !(raw = malloc(wr->tile_bytes))) {
+                    st = twi_error_set(err, TW_E_NOMEM, "io.writer: out of memory");
+                    goto out;
+                }
+                r = ZSTD_decompress(raw, wr->tile_bytes, buf, n);
+                if (ZSTD_isError(r) || r != wr->tile_bytes) {
+                    st = twi_error_set(err, TW_E_IO, "io.writer: the scratch file beside '%s' "
+                                       "is corrupt (tile %" PRId64 " of level %d)",
+                                       wr->path, k, wr->cur_level);
+                    goto out;
+                }
+                st = append_tile(wr, k, raw, wr->tile_bytes, err);
+            } else {
+                st = append_tile(wr, k, buf, n, err);
+            }
+            if (st != TW_OK)
                 goto out;
         }
     }
 out:
     free(buf);
+    free(raw);
     return st;
+}
+
+/* The part of an edge tile outside the image, for JPEG: the last column and row repeated.
+ * Zeros there would enter the image's pixels near its right and bottom edges through the 8x8
+ * DCT blocks and the 2x2 chroma subsampling that straddle the edge (errors of tens of levels,
+ * and a dark or tinted fringe in viewers); repeated pixels keep those blocks smooth. */
+static void
+pad_by_replication(uint8_t *tile, int32_t tw, int32_t th, int64_t in_w, int64_t in_h, size_t px)
+{
+    const size_t row = (size_t)tw * px;
+
+    for (int64_t r = 0; r < in_h; r++) {
+        uint8_t *p = tile + (size_t)r * row;
+
+        for (int64_t x = in_w; x < tw; x++)
+            memcpy(p + (size_t)x * px, p + (size_t)(in_w - 1) * px, px);
+    }
+    for (int64_t r = in_h; r < th; r++)
+        memcpy(tile + (size_t)r * row, tile + (size_t)(in_h - 1) * row, row);
 }
 
 tw_status
@@ -913,9 +963,9 @@ tw_writer_write_tile(tw_writer *wr, int level, int64_t tx, int64_t ty, const voi
     tw_status st = TW_OK;
     wr_level *lv;
     int64_t idx, in_w, in_h, r;
-    uint8_t *contig = NULL, *packed = NULL;
+    uint8_t *contig = NULL, *packed = NULL, *spill = NULL;
     const uint8_t *src;
-    size_t n = 0;
+    size_t n = 0, spill_n = 0;
     bool claimed = false;
     tw_error local;
 
@@ -969,12 +1019,21 @@ tw_writer_write_tile(tw_writer *wr, int level, int64_t tx, int64_t ty, const voi
         for (r = 0; r < in_h; r++)
             memcpy(contig + (size_t)r * (size_t)wr->o.tile_w * wr->px,
                    (const uint8_t *)data + (size_t)r * stride, (size_t)in_w * wr->px);
+        if (wr->o.compression == TW_COMPRESS_JPEG && (in_w < wr->o.tile_w || in_h < wr->o.tile_h))
+            pad_by_replication(contig, wr->o.tile_w, wr->o.tile_h, in_w, in_h, wr->px);
         src = contig;
     }
     if (wr->o.compression == TW_COMPRESS_NONE || libtiff_encodes(wr)) {
         n = wr->tile_bytes;
+        /* A reduced level's tile usually arrives while an earlier level is still open and
+         * waits in the scratch file. LZW and JPEG run in libtiff at append time, so such a
+         * tile would wait there raw, a third of the raw slide on disk for a JPEG file a
+         * tenth of it: keep it zstd-packed instead (fast level 1, outside the lock). */
+        if (libtiff_encodes(wr) && level > 0 &&
+            (st = compress_tile(wr, src, 1, &spill, &spill_n, err)) != TW_OK)
+            goto out;
     } else {
-        if ((st = compress_tile(wr, src, &packed, &n, err)) != TW_OK)
+        if ((st = compress_tile(wr, src, wr->clevel, &packed, &n, err)) != TW_OK)
             goto out;
         src = packed;
     }
@@ -984,7 +1043,7 @@ tw_writer_write_tile(tw_writer *wr, int level, int64_t tx, int64_t ty, const voi
         st = twi_error_set(err, wr->failed, "%s", wr->fail_msg);
     } else {
         if (level > wr->cur_level) {
-            st = spill_tile(wr, level, idx, src, n, err);
+            st = spill_tile(wr, level, idx, spill ? spill : src, spill ? spill_n : n, err);
         } else {
             /* TIFFWriteEncodedTile takes a non-const buffer: ours (contig) when it encodes */
             st = append_tile(wr, idx, (uint8_t *)src, n, err);
@@ -1009,6 +1068,7 @@ out:
     }
     free(contig);
     free(packed);
+    free(spill);
     return st;
 }
 

@@ -855,6 +855,9 @@ ed_setup(ed_job *e, tw_runtime *rt, const tw_edt_opts *o, tw_error *err)
         e->idx_s.level = e->in.s.level;
         e->idx_s.x = e->in.s.x;
         e->idx_s.y = e->in.s.y;
+        /* the resolution tags of the main output (the slide stays the main stream's) */
+        e->idx_s.meta = e->in.s.slide;
+        e->idx_s.downsample = e->in.s.downsample;
         io.path = o->indices_path;
         if ((st = twi_stream_open_output(&e->idx_s, cfg, OP, &io, 2, TW_U32, err)) != TW_OK)
             return st;

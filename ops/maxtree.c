@@ -333,6 +333,9 @@ mx_setup(mx_job *m, tw_runtime *rt, const tw_maxtree_opts *o, tw_error *err)
         m->area_s.level = m->in.s.level;
         m->area_s.x = m->in.s.x;
         m->area_s.y = m->in.s.y;
+        /* the resolution tags of the main output (the slide stays the main stream's) */
+        m->area_s.meta = m->in.s.slide;
+        m->area_s.downsample = m->in.s.downsample;
         ao.path = o->area_path;
         if ((st = twi_stream_open_output(&m->area_s, cfg, MX, &ao, 1, m->ptype, err)) != TW_OK)
             return st;

@@ -29,6 +29,13 @@ typedef struct twi_stream {
     double downsample;             /* of the level read (scales the output mpp) */
     struct twi_prep *prep;         /* gray mode, threshold, tissue of a file input (tissue.c);
                                       freed by twi_stream_finish() */
+    bool in_mask;                  /* the input is thresholded into a mask */
+    const char *in_path;           /* the input's path (borrowed from the tw_input: valid
+                                      during submission only), for twi_stream_open_output's
+                                      checks; NULL: none */
+    const tw_slide *meta;          /* a secondary output's stream (no slide of its own: EDT
+                                      indices, max-tree areas): the main input's slide, borrowed,
+                                      whose mpp it carries (with `downsample`); NULL: none */
 } twi_stream;
 
 /* Resolve the processing tile size: explicit (w, h > 0), else the op's key (e.g.
@@ -45,10 +52,11 @@ TWI_HIDDEN tw_status twi_stream_open(twi_stream *s, const tw_config *cfg, const 
                                      tw_sample_type out_type, tw_error *err);
 
 /* The two halves of twi_stream_open(), for operations with several inputs or with inputs and
- * outputs in memory. open_input fills slide, level, x, y, w, h, in_channels, in_type and
- * downsample of a zeroed `s` (on failure nothing stays open). open_output opens the writer and
- * its assembler over s->w x s->h (mpp from s->slide when one is open, else unknown); on
- * failure nothing stays open. */
+ * outputs in memory. open_input fills slide, level, x, y, w, h, in_channels, in_type,
+ * downsample, in_mask and in_path of a zeroed `s` (on failure nothing stays open).
+ * open_output opens the writer and its assembler over s->w x s->h (mpp from s->slide, else
+ * s->meta, else unknown; pyramid, layout, JPEG quality and metadata from `out` and the
+ * config; the overlay when `out` asks for one); on failure nothing stays open. */
 TWI_HIDDEN tw_status twi_stream_open_input(twi_stream *s, const tw_config *cfg, const char *op,
                                            const tw_input *in, tw_error *err);
 TWI_HIDDEN tw_status twi_stream_open_output(twi_stream *s, const tw_config *cfg, const char *op,

@@ -123,6 +123,8 @@ twi_stream_open_input(twi_stream *s, const tw_config *cfg, const char *op, const
     }
     s->in_channels = tw_slide_get_channels(s->slide);
     s->in_type = tw_slide_get_sample_type(s->slide);
+    s->in_path = in->path;
+    s->in_mask = in->threshold_mode != TW_THRESHOLD_NONE;
     return TW_OK;
 out:
     tw_slide_close(s->slide);
@@ -131,24 +133,27 @@ out:
 }
 
 /* How the pyramid of an output is reduced (docs/io.md): u32/u64 are labels, indices or
- * coordinates (the top-left sample keeps them valid); the maxima of regional-max and hmax are
- * masks (the largest sample keeps small ones visible); the rest is visual or gray data,
- * distances included (the mean). */
+ * coordinates (the top-left sample keeps them valid); the maxima of regional-max and hmax, and
+ * what any operation but edt makes of a thresholded input (a mask in, a mask out), are masks
+ * (the largest sample keeps small ones visible); the rest is visual or gray data, distances
+ * included (the mean). */
 static twi_pyr_rule
-output_rule(const char *op, tw_sample_type type)
+output_rule(const char *op, tw_sample_type type, bool thresholded)
 {
     if (type == TW_U32 || type == TW_U64)
         return TWI_PYR_NEAREST;
-    if (strcmp(op, "regional-max") == 0 || strcmp(op, "hmax") == 0)
+    if (strcmp(op, "regional-max") == 0 || strcmp(op, "hmax") == 0 ||
+        (thresholded && strcmp(op, "edt") != 0))
         return TWI_PYR_MAX;
     return TWI_PYR_MEAN;
 }
 
-/* The overlay of `out` over s's slide, attached to s->assembler; nothing when s reads no
- * slide (a secondary output such as EDT indices, or an input in memory). */
+/* The overlay of `out` over s's slide, attached to s->assembler (`binary`: the result is a
+ * mask); nothing for a secondary output (EDT indices: the main output has it), an error for an
+ * input in memory. */
 static tw_status
 open_overlay(twi_stream *s, const char *op, const tw_output *out, const tw_writer_opts *main_o,
-             tw_error *err)
+             bool binary, tw_error *err)
 {
     tw_writer_opts wo = *main_o;
     tw_writer *ov = NULL;
@@ -156,18 +161,29 @@ open_overlay(twi_stream *s, const char *op, const tw_output *out, const tw_write
     int ch;
     tw_sample_type t;
 
-    if (!out->overlay || !s->slide)
-        return TW_OK;
+    if (!out->overlay || s->meta)
+        return TW_OK; /* a secondary output: the main one has the overlay */
+    if (!s->slide)
+        return twi_error_set(err, TW_E_INVALID,
+                             "%s: an overlay needs a slide to blend over (a file input, not an "
+                             "image in memory)",
+                             op);
     ch = tw_slide_get_channels(s->slide);
     t = tw_slide_get_sample_type(s->slide);
     if ((ch != 1 && ch != 3) || (t != TW_U8 && t != TW_U16) || main_o->channels != 1)
         return twi_error_set(err, TW_E_INVALID,
-                             "%s: --overlay needs a gray or RGB 8/16-bit input and a one-channel "
-                             "result (input %d x %s)",
-                             op, ch, tw_sample_type_name(t));
+                             "%s: an overlay needs a gray or RGB 8/16-bit input and a one-channel "
+                             "result (input %d x %s, result %d x %s)",
+                             op, ch, tw_sample_type_name(t), main_o->channels,
+                             tw_sample_type_name(main_o->type));
     if (strcmp(out->overlay, out->path) == 0 || twi_ops_same_file(out->overlay, out->path))
         return twi_error_set(err, TW_E_INVALID, "%s: the overlay '%s' is the output itself", op,
                              out->overlay);
+    /* the overlay is renamed into place when the job ends: over the input, it would replace
+     * the slide being read */
+    if (s->in_path && twi_ops_same_file(out->overlay, s->in_path))
+        return twi_error_set(err, TW_E_INVALID, "%s: the overlay '%s' would overwrite the input",
+                             op, out->overlay);
     wo.channels = 3;
     wo.type = TW_U8;
     wo.n_levels = twi_io_pyramid_levels(wo.w, wo.h, wo.tile_w, wo.tile_h);
@@ -175,8 +191,8 @@ open_overlay(twi_stream *s, const char *op, const tw_output *out, const tw_write
     wo.level_of_compression = 0;
     if ((st = tw_writer_open(out->overlay, &wo, &ov, err)) != TW_OK)
         return st;
-    if ((st = twi_assembler_set_overlay(s->assembler, ov, s->slide, s->level, s->x, s->y)) !=
-        TW_OK)
+    if ((st = twi_assembler_set_overlay(s->assembler, ov, s->slide, s->level, s->x, s->y,
+                                        binary)) != TW_OK)
         return twi_error_set(err, st, "%s: cannot set up the overlay", op);
     return TW_OK;
 }
@@ -224,9 +240,13 @@ twi_stream_open_output(twi_stream *s, const tw_config *cfg, const char *op, cons
     wo.quality = out->quality;
     if (!wo.quality && tw_config_get_int(cfg, "io.jpeg_quality", &quality) == TW_OK)
         wo.quality = (int)quality;
+    if (out->quality && wo.compression != TW_COMPRESS_JPEG)
+        return twi_error_set(err, TW_E_INVALID,
+                             "%s: a quality (%d) applies to JPEG compression only", op,
+                             out->quality);
     pyramid = out->pyramid || (tw_config_get_string(cfg, "io.pyramid", &word) == TW_OK &&
                                strcmp(word, "yes") == 0);
-    rule = output_rule(op, out_type);
+    rule = output_rule(op, out_type, s->in_mask);
     if (wo.compression == TW_COMPRESS_JPEG && rule != TWI_PYR_MEAN)
         return twi_error_set(err, TW_E_INVALID,
                              "%s: JPEG is lossy and would alter the %s output; use deflate, "
@@ -239,10 +259,11 @@ twi_stream_open_output(twi_stream *s, const tw_config *cfg, const char *op, cons
                              op, out_channels, tw_sample_type_name(out_type));
     if (pyramid)
         wo.n_levels = twi_io_pyramid_levels(wo.w, wo.h, wo.tile_w, wo.tile_h);
-    if (s->slide) {
-        tw_slide_get_mpp(s->slide, &mpp_x, &mpp_y);
-        wo.mpp_x = mpp_x * s->downsample;
-        wo.mpp_y = mpp_y * s->downsample;
+    if (s->slide || s->meta) {
+        /* level 0 of the output is the level read: its pixels are `downsample` times wider */
+        tw_slide_get_mpp(s->slide ? s->slide : s->meta, &mpp_x, &mpp_y);
+        wo.mpp_x = mpp_x * (s->downsample > 0 ? s->downsample : 1.0);
+        wo.mpp_y = mpp_y * (s->downsample > 0 ? s->downsample : 1.0);
     }
     dlen = 256 + (out->description ? strlen(out->description) : 0);
     if (!(desc = malloc(dlen)))
@@ -262,7 +283,7 @@ twi_stream_open_output(twi_stream *s, const tw_config *cfg, const char *op, cons
         twi_error_set(err, st, "%s: cannot set up the output tiles", op);
         goto out;
     }
-    st = open_overlay(s, op, out, &wo, err);
+    st = open_overlay(s, op, out, &wo, rule == TWI_PYR_MAX, err);
 out:
     if (st != TW_OK) {
         twi_assembler_destroy(s->assembler);

@@ -161,9 +161,11 @@ TW_API TW_NODISCARD tw_status tw_writer_open(const char *path, const tw_writer_o
 /**
  * Compress and write tile (tx, ty) of @p level from @p data (tile_h rows of tile_w pixels,
  * @p stride bytes apart; edge tiles are padded by the writer, only the part inside the image
- * is read). Compression runs on the calling thread; only the file append is serialised.
- * All tiles of level k must be written before any tile of level k+1.
- * @return TW_OK, TW_E_INVALID (bad tile, level out of order, tile written twice), TW_E_IO.
+ * is read). Compression runs on the calling thread (LZW and JPEG: in libtiff, serialised);
+ * only the file append is serialised. Tiles may come in any order, levels mixed: a tile of a
+ * level after the one being written waits in a scratch file beside the output (on disk,
+ * unlinked) until its level's turn (@since 0.3; before, all tiles of level k came first).
+ * @return TW_OK, TW_E_INVALID (bad tile, tile written twice), TW_E_IO.
  * Thread-safe. @since 0.1
  */
 TW_API TW_NODISCARD tw_status tw_writer_write_tile(tw_writer *wr, int level, int64_t tx,

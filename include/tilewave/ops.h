@@ -82,11 +82,12 @@ typedef struct tw_output {
     tw_compression compression; /**< default: the config's io.compression */
     bool compression_set;       /**< false: use the config */
     bool pyramid;               /**< write downsampled levels too (built while streaming,
-                                     down to one tile); false: the config's io.pyramid.
-                                     @since 0.3 */
+                                     halving while a level still covers a whole tile both
+                                     ways); false: the config's io.pyramid. @since 0.3 */
     tw_layout layout;           /**< used when layout_set; else the config's io.layout */
     bool layout_set;
-    int quality;                /**< JPEG quality 1..100; 0: the config's io.jpeg_quality */
+    int quality;                /**< JPEG quality 1..100; 0: the config's io.jpeg_quality;
+                                     set without JPEG compression: TW_E_INVALID */
     const char *description;    /**< e.g. the command line, kept in the file's metadata after
                                      "tilewave VERSION OP ..."; may be NULL. @since 0.3 */
     const char *overlay;        /**< also write the result blended over the input slide as an
@@ -120,6 +121,32 @@ TW_API void tw_gray_opts_init(tw_gray_opts *o);
  */
 TW_API TW_NODISCARD tw_status tw_gray_submit(tw_runtime *rt, const tw_gray_opts *o,
                                             tw_job **out, tw_error *err);
+
+/** Options of tw_convert_submit(). Initialise with tw_convert_opts_init(). @since 0.3 */
+typedef struct tw_convert_opts {
+    size_t struct_size;
+    tw_input input;         /**< the slide or TIFF, its level and region; its gray, threshold
+                                 and tissue fields must stay zero (pixels are copied as read) */
+    tw_output output;       /**< the copy: compression, pyramid, layout, quality, description;
+                                 no overlay (there is no result to blend) */
+    int32_t tile_w, tile_h; /**< processing tiles; 0: the config's tile.size */
+} tw_convert_opts;
+
+/** Fill @p o with defaults. @since 0.3 */
+TW_API void tw_convert_opts_init(tw_convert_opts *o);
+
+/**
+ * Copy a level (or a region of it) of any slide tilewave reads into a tiled BigTIFF, streaming
+ * tile by tile: the pixels as read (channels and sample type kept: RGB stays RGB, 16-bit stays
+ * 16-bit), optionally as a pyramid (TIFF pages or OME-TIFF SubIFDs) and with the input's
+ * resolution. A no-op operation: what it measures is read plus write throughput. CPU workers
+ * only. Memory stays bounded by a window of tiles in flight.
+ * @return TW_OK (the job runs), TW_E_INVALID (bad options, gray/threshold/tissue set, an
+ * overlay asked for, JPEG for a sample type it cannot hold), TW_E_IO, TW_E_FORMAT, TW_E_NOMEM.
+ * Thread-safe. @since 0.3
+ */
+TW_API TW_NODISCARD tw_status tw_convert_submit(tw_runtime *rt, const tw_convert_opts *o,
+                                               tw_job **out, tw_error *err);
 
 /**
  * @name Morphological reconstruction and the operations built on it

@@ -1,0 +1,308 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave tests: the output flags of every command and `tilewave convert`, end to end. */
+#include <criterion/criterion.h>
+#include <criterion/new/assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <tiffio.h>
+
+#include "tilewave.h"
+#include "twtest_cli.h"
+#include "twtest_out.h"
+
+static char *dir;
+
+static void
+setup(void)
+{
+    dir = twtest_tmpdir();
+    cr_assert(dir != NULL);
+}
+
+static void
+teardown(void)
+{
+    twtest_rmtree(dir);
+    free(dir);
+}
+
+TestSuite(cli_outputs, .init = setup, .fini = teardown, .timeout = 120);
+
+/* A w x h input of ch x t samples at dir/name (mpp 0.5, one level); the pixels, malloc'd. */
+static uint8_t *
+input(const char *name, int64_t w, int64_t h, int ch, tw_sample_type t, bool smooth, char **path)
+{
+    uint8_t *img = twout_image(w, h, ch, t, 77, smooth);
+
+    *path = twtest_path(dir, name);
+    twout_write_input(*path, img, w, h, ch, t, 1, 0.5);
+    return img;
+}
+
+/* Small written tiles and processing tiles, so that small images get pyramids. */
+#define SMALL_TILES "--set", "io.tiff_tile=32x32", "--tile", "48x40", "--quiet"
+
+Test(cli_outputs, bad_output_flags_exit_2_and_leave_nothing)
+{
+    /* A bad output flag (or combination) is one line on stderr, exit 2, and no file: an
+     * unknown layout or compression, a quality out of range or without JPEG, an overlay over
+     * the output or the input, flags a command does not take. JPEG where it cannot hold the
+     * result (a mask, 16-bit samples) is refused by the library: exit 1, one line, no file. */
+    char *in = NULL, *in16 = NULL, *out = twtest_path(dir, "out.tif");
+    uint8_t *a = input("in.tif", 64, 48, 1, TW_U8, false, &in);
+    uint8_t *b = input("in16.tif", 64, 48, 1, TW_U16, false, &in16);
+
+    ERR_RUN(("gray", in, "-o", out, "--layout", "bigtiff"), 2, "--layout: unknown layout", out);
+    ERR_RUN(("area-open", in, "--area", "5", "-o", out, "--compression", "lz4"), 2,
+            "--compression: unknown compression 'lz4'", out);
+    ERR_RUN(("convert", in, "-o", out, "--compression", "jpeg", "--quality", "0"), 2,
+            "--quality: bad JPEG quality", out);
+    ERR_RUN(("convert", in, "-o", out, "--compression", "jpeg", "--quality", "101"), 2,
+            "--quality", out);
+    ERR_RUN(("edt", in, "-o", out, "--quality", "high"), 2, "--quality", out);
+    ERR_RUN(("convert", in, "-o", out, "--quality", "50"), 2, "--quality applies to JPEG", out);
+    ERR_RUN(("hmax", in, "--h", "3", "-o", out, "--quality", "50", "--compression", "deflate"), 2,
+            "--quality applies to JPEG", out);
+    ERR_RUN(("gray", in, "-o", out, "--overlay", out), 2, "is the output itself", out);
+    ERR_RUN(("fill-holes", in, "-o", out, "--overlay", in), 2, "would overwrite the input", out);
+    ERR_RUN(("maxtree", in, "-o", out, "--layout"), 2, "--layout", out);
+    ERR_RUN(("convert", in, "-o", out, "--overlay", "ov.tif"), 2, "unknown option '--overlay'",
+            out);
+    ERR_RUN(("convert", in, "-o", out, "--threshold", "9"), 2, "unknown option '--threshold'",
+            out);
+    ERR_RUN(("regional-max", in, "-o", out, "--compression", "jpeg"), 1, "JPEG is lossy", out);
+    ERR_RUN(("convert", in16, "-o", out, "--compression", "jpeg"), 1, "8-bit", out);
+    ERR_RUN(("gray", in, "-o", out, "--threshold", "100", "--compression", "jpeg"), 1,
+            "would alter the mask", out);
+    /* nothing but the two inputs: no output, no temporary file */
+    cr_assert(eq(int, twtest_count_entries(dir), 2));
+    free(a);
+    free(b);
+    free(in);
+    free(in16);
+    free(out);
+}
+
+Test(cli_outputs, description_has_version_and_command_line)
+{
+    /* The file's metadata says what made it: "tilewave VERSION convert ..." and the command
+     * line as typed, quoted for a POSIX shell where needed, in the ImageDescription (tiff
+     * layout) or in the OME-XML's Description (ome layout, whose Creator names the version). */
+    char *in = NULL, *out = twtest_path(dir, "it's.tif"), *ome = twtest_path(dir, "x.ome.tif");
+    uint8_t *img = input("in.tif", 64, 48, 3, TW_U8, false, &in);
+    char want[8192], head[128], *desc;
+
+    snprintf(head, sizeof head, "tilewave %s convert level 0 region 0,0,64x48",
+             tw_version_string());
+    OK_RUN("convert", in, "-o", out, "--compression", "lzw", "--quiet");
+    desc = twout_description(out);
+    cr_assert_not_null(desc);
+    cr_assert(strncmp(desc, head, strlen(head)) == 0, "'%s' does not start with '%s'", desc,
+              head);
+    /* the path with a quote is quoted: 'DIR/it'\''s.tif' */
+    snprintf(want, sizeof want, "\ncommand: %s convert %s -o '%s/it'\\''s.tif' --compression lzw "
+             "--quiet", TW_CLI_PATH, in, dir);
+    cr_assert(strstr(desc, want) != NULL, "'%s' lacks '%s'", desc, want);
+    free(desc);
+
+    OK_RUN("convert", in, "-o", ome, "--layout", "ome", "--pyramid", "--quiet");
+    desc = twout_description(ome);
+    cr_assert_not_null(desc);
+    snprintf(want, sizeof want, "Creator=\"tilewave %s\"", tw_version_string());
+    cr_assert(strstr(desc, want) != NULL, "'%s' lacks '%s'", desc, want);
+    snprintf(want, sizeof want, "<Description>%s\ncommand: %s convert %s -o %s --layout ome "
+             "--pyramid --quiet</Description>", head, TW_CLI_PATH, in, ome);
+    cr_assert(strstr(desc, want) != NULL, "'%s' lacks '%s'", desc, want);
+    free(desc);
+    free(img);
+    free(in);
+    free(out);
+    free(ome);
+}
+
+/* Level 0 of `path` equals img and every level below is the rule's reduction of the one
+ * above. Returns the level count. */
+static int
+same_pyramid(const char *path, const uint8_t *img, int64_t w, int64_t h, int ch,
+             tw_sample_type t, twout_rule rule)
+{
+    const size_t px = (size_t)ch * tw_sample_size(t);
+    int n = twout_level_count(path, NULL);
+    uint8_t *ref = malloc((size_t)(w * h) * px);
+
+    memcpy(ref, img, (size_t)(w * h) * px);
+    for (int l = 0; l < n; l++) {
+        twout_level lv;
+
+        twout_read_level(path, l, &lv);
+        cr_assert(eq(i64, lv.w, w));
+        cr_assert(eq(i64, lv.h, h));
+        cr_assert(eq(int, lv.channels, ch));
+        cr_assert(eq(int, (int)lv.type, (int)t));
+        cr_assert(memcmp(lv.px, ref, (size_t)(w * h) * px) == 0, "%s: level %d differs", path,
+                  l);
+        twout_level_free(&lv);
+        if (l + 1 < n) {
+            uint8_t *next = twout_reduce(ref, w, h, ch, t, rule);
+
+            free(ref);
+            ref = next;
+            w = (w + 1) / 2;
+            h = (h + 1) / 2;
+        }
+    }
+    free(ref);
+    return n;
+}
+
+Test(cli_outputs, convert_copies_gray_and_rgb)
+{
+    /* convert keeps the pixels, channels and sample type of a gray, a 16-bit gray and an RGB
+     * input, with and without --pyramid (whose levels are the 2x2 means), in both layouts;
+     * --level and --region copy that part of a level. */
+    char *g = NULL, *g16 = NULL, *rgb = NULL, *out = twtest_path(dir, "out.tif");
+    const int64_t w = 211, h = 147;
+    uint8_t *gi = input("g.tif", w, h, 1, TW_U8, false, &g);
+    uint8_t *g16i = input("g16.tif", w, h, 1, TW_U16, false, &g16);
+    uint8_t *ri = input("rgb.tif", w, h, 3, TW_U8, false, &rgb);
+    const struct {
+        const char *path;
+        const uint8_t *img;
+        int ch;
+        tw_sample_type t;
+    } in[] = {{g, gi, 1, TW_U8}, {g16, g16i, 1, TW_U16}, {rgb, ri, 3, TW_U8}};
+
+    for (int k = 0; k < 3; k++) {
+        OK_RUN("convert", in[k].path, "-o", out, SMALL_TILES);
+        cr_assert(eq(int, same_pyramid(out, in[k].img, w, h, in[k].ch, in[k].t, TWOUT_MEAN),
+                     1));
+        OK_RUN("convert", in[k].path, "-o", out, "--pyramid", "--layout", k == 1 ? "ome" : "tiff",
+               SMALL_TILES);
+        cr_assert(eq(int, same_pyramid(out, in[k].img, w, h, in[k].ch, in[k].t, TWOUT_MEAN),
+                     3));
+    }
+    {
+        /* RGB stays RGB (photometric), region of level 0 */
+        twout_level lv;
+
+        OK_RUN("convert", rgb, "-o", out, "--region", "10,20,50x30", SMALL_TILES);
+        twout_read_level(out, 0, &lv);
+        cr_assert(eq(u16, lv.photometric, (uint16_t)PHOTOMETRIC_RGB));
+        cr_assert(eq(i64, lv.w, 50));
+        for (int64_t y = 0; y < 30; y++)
+            cr_assert(memcmp(lv.px + y * 50 * 3, ri + ((y + 20) * w + 10) * 3, 50 * 3) == 0,
+                      "row %ld of the region", (long)y);
+        twout_level_free(&lv);
+    }
+    free(gi);
+    free(g16i);
+    free(ri);
+    free(g);
+    free(g16);
+    free(rgb);
+    free(out);
+}
+
+Test(cli_outputs, flags_and_config_keys_reach_the_file)
+{
+    /* --pyramid, --layout and --compression on an operation (a thresholded area opening:
+     * a mask, reduced by the maximum), and the same through the config keys io.pyramid,
+     * io.layout and io.compression (--set); EDT's float distances reduce by the mean. */
+    char *in = NULL, *m1 = twtest_path(dir, "m1.tif"), *m2 = twtest_path(dir, "m2.tif"),
+         *d = twtest_path(dir, "d.tif");
+    const int64_t w = 160, h = 130;
+    uint8_t *img = input("in.tif", w, h, 1, TW_U8, false, &in);
+    twout_level lv;
+    bool ome = false;
+
+    OK_RUN("area-open", in, "--area", "3", "--threshold", "128", "-o", m1, "--pyramid",
+           "--layout", "ome", "--compression", "zstd", SMALL_TILES);
+    OK_RUN("area-open", in, "--area", "3", "--threshold", "128", "-o", m2, "--set",
+           "io.pyramid=yes", "--set", "io.layout=ome", "--set", "io.compression=zstd",
+           SMALL_TILES);
+    for (int k = 0; k < 2; k++) {
+        const char *p = k ? m2 : m1;
+
+        cr_assert(eq(int, twout_level_count(p, &ome), 3));
+        cr_assert(ome);
+        twout_read_level(p, 0, &lv);
+        cr_assert(eq(u16, lv.compression, (uint16_t)COMPRESSION_ZSTD));
+        cr_assert(eq(int, same_pyramid(p, lv.px, w, h, 1, TW_U8, TWOUT_MAX), 3));
+        twout_level_free(&lv);
+    }
+    OK_RUN("edt", in, "--threshold", "100", "-o", d, "--pyramid", "--compression", "lzw",
+           SMALL_TILES);
+    twout_read_level(d, 0, &lv);
+    cr_assert(eq(int, (int)lv.type, (int)TW_F32));
+    cr_assert(eq(u16, lv.compression, (uint16_t)COMPRESSION_LZW));
+    cr_assert(eq(int, same_pyramid(d, lv.px, w, h, 1, TW_F32, TWOUT_MEAN), 3));
+    twout_level_free(&lv);
+    free(img);
+    free(in);
+    free(m1);
+    free(m2);
+    free(d);
+}
+
+Test(cli_outputs, overlay_from_the_command_line)
+{
+    /* gray --overlay: an 8-bit RGB JPEG pyramid of the slide's size whose pixels are, within
+     * the JPEG tolerance of tests/io/test_outputs.c (smooth input, quality 90: max 16, mean
+     * 2.0), the result blended over the slide: base (1 - 0.4 v/255) + (0, 255, 0) 0.4 v/255. */
+    char *in = NULL, *res = twtest_path(dir, "res.tif"), *ov = twtest_path(dir, "ov.tif");
+    const int64_t w = 200, h = 150;
+    uint8_t *img = input("in.tif", w, h, 3, TW_U8, true, &in);
+    twout_level r, o;
+    double sum = 0;
+    int mx = 0;
+
+    OK_RUN("gray", in, "-o", res, "--overlay", ov, "--pyramid", SMALL_TILES);
+    twout_read_level(res, 0, &r);
+    twout_read_level(ov, 0, &o);
+    cr_assert(eq(int, o.channels, 3));
+    cr_assert(eq(i64, o.w, w));
+    cr_assert(eq(i64, o.h, h));
+    cr_assert(eq(u16, o.compression, (uint16_t)COMPRESSION_JPEG));
+    cr_assert(eq(int, twout_level_count(ov, NULL), twout_level_count(res, NULL)));
+    for (int64_t i = 0; i < w * h; i++)
+        for (int c = 0; c < 3; c++) {
+            const int64_t v = r.px[i], base = img[i * 3 + c], tint = c == 1 ? 255 : 0;
+            const int64_t want = (2 * (base * (1275 - 2 * v) + tint * 2 * v) + 1275) / 2550;
+            const int d = abs((int)o.px[i * 3 + c] - (int)want);
+
+            mx = d > mx ? d : mx;
+            sum += d;
+        }
+    cr_assert(mx <= 16 && sum / (double)(w * h * 3) <= 2.0, "overlay error: max %d, mean %.3f",
+              mx, sum / (double)(w * h * 3));
+    twout_level_free(&r);
+    twout_level_free(&o);
+    free(img);
+    free(in);
+    free(res);
+    free(ov);
+}
+
+Test(cli_outputs, every_command_documents_the_output_flags)
+{
+    /* Every command that writes an image lists the output flags in its --help (convert all
+     * but --overlay, which needs a result to blend). */
+    static const char *const cmds[] = {"gray",        "convert",     "reconstruct", "fill-holes",
+                                       "hmax",        "regional-max", "open-rec",   "close-rec",
+                                       "edt",         "maxtree",     "area-open",   "area-close",
+                                       "height-open", "height-close"};
+
+    for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
+        twtest_run r = RUN(cmds[k], "--help");
+        static const char *const flags[] = {"--pyramid", "--layout tiff|ome", "--quality Q",
+                                            "deflate, zstd, lzw, none, or jpeg"};
+
+        cr_assert(eq(int, r.status, 0), "%s --help", cmds[k]);
+        for (int f = 0; f < 4; f++)
+            cr_assert(strstr(r.out, flags[f]) != NULL, "%s --help lacks %s", cmds[k], flags[f]);
+        cr_assert(eq(int, strstr(r.out, "--overlay FILE") != NULL, strcmp(cmds[k], "convert") != 0),
+                  "%s --help and --overlay", cmds[k]);
+        twtest_run_free(&r);
+    }
+}
