@@ -1007,7 +1007,13 @@ save_file(twi_models *ms, const char *path, bool *not_ours)
     make_parent_dirs(path);
     if (!(fp = fopen(part, "w")))
         goto out;
-    ok = write_models(disk, fp);
+    {
+        /* "%.6g" in the C locale whatever LC_NUMERIC the program set: the file is shared. */
+        locale_t prev = uselocale(twi_c_locale());
+
+        ok = write_models(disk, fp);
+        uselocale(prev);
+    }
     e = errno;
     if (fclose(fp) != 0 && ok) {
         ok = false;

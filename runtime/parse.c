@@ -1,11 +1,31 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: whole-string, range-checked number parsing (the only strtoll/strtod callers). */
 #include <errno.h>
+#include <locale.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tw_internal.h"
+
+/* Numbers in files and flags are always written "1.5", whatever LC_NUMERIC the embedding
+ * program set: parse and format them in the C locale. */
+static locale_t c_locale;
+static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
+
+static void
+make_c_locale(void)
+{
+    c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+}
+
+locale_t
+twi_c_locale(void)
+{
+    pthread_once(&c_locale_once, make_c_locale);
+    return c_locale ? c_locale : LC_GLOBAL_LOCALE;
+}
 
 tw_status
 twi_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
@@ -32,7 +52,7 @@ twi_parse_f64(const char *s, double *out)
     if (!s || !*s || !out)
         return TW_E_INVALID;
     errno = 0;
-    v = strtod(s, &end);
+    v = strtod_l(s, &end, twi_c_locale());
     if (errno || end == s || *end != '\0' || !isfinite(v))
         return TW_E_INVALID;
     *out = v;

@@ -102,6 +102,11 @@ TWI_HIDDEN bool twi_tile_is_pinned(const tw_tile *t);
  * copy from passing for current. */
 TWI_HIDDEN void twi_tile_host_written(tw_tile *t);
 
+/* The C locale for numbers in files (runtime/parse.c): twi_parse_f64 reads with it; code that
+ * prints numbers into files brackets the printing with uselocale(twi_c_locale()). */
+#include <locale.h>
+TWI_HIDDEN locale_t twi_c_locale(void);
+
 /* ---- task kinds and tasks (runtime/task.c) */
 typedef enum tw_access {
     TW_R = 1,
