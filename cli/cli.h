@@ -255,13 +255,35 @@ int cli_job_option(cli_recon_io *io, cli_common *c, int opt, const char *arg, co
 int cli_one_input(int argc, char **argv, const char *out_path);
 /* Copy level, region and reader into an input, the output options into an output. */
 void cli_recon_apply(cli_recon_io *io, tw_input *in, tw_output *out);
-/* After the configuration is built: cli_output_check() of io->out for the command's output
- * and input. 0 or CLI_USAGE. */
-int cli_recon_check(const cli_recon_io *io, const tw_config *cfg, const char *out_path,
-                    const char *in_path);
-/* Wait for the job and print the summary line (unless quiet). Returns CLI_OK or CLI_FAIL. */
-int cli_recon_run(tw_job *job, const char *what, const char *out_path,
-                  const tw_mrecon_stats *stats, bool quiet);
+/* The summary line of a reconstruction job that succeeded: times, tiles, rounds, devices. */
+void cli_recon_summary(tw_job *job, const char *out_path, const tw_mrecon_stats *stats);
+
+/* The frame every operation command shares (common.c):
+ *     cli_job_init(&c, &io);                       (a command with cli_recon_io options)
+ *     ... getopt_long loop, cli_job_option() in its default branch ...
+ *     rc = cli_job_setup(&c, &io.out, out, in, &cfg, &rt);
+ *     st = tw_OP_submit(rt, &o, &job, &err);
+ *     rc = cli_job_submitted(st, &err, job, "OP", c.quiet);   then the summary line
+ * out:
+ *     return cli_job_end(rc, job, rt, cfg, &c);
+ * cli_job_init: the common flags and io to their defaults, getopt reset (optind 1, opterr 0:
+ * our messages name the command). */
+void cli_job_init(cli_common *c, cli_recon_io *io);
+/* Build the configuration, check the output options against it (cli_output_check of `out`
+ * for the command's output and input paths; in_path may be NULL) and create the runtime.
+ * CLI_OK, or the exit code after printing the error; cli_job_end() frees what was made. */
+int cli_job_setup(const cli_common *c, const cli_output_io *out, const char *out_path,
+                  const char *in_path, tw_config **cfg, tw_runtime **rt);
+/* After tw_OP_submit() returned st (err: its error): CLI_FAIL after printing the error, or
+ * cli_job_run(job, what, quiet). */
+int cli_job_submitted(tw_status st, const tw_error *err, tw_job *job, const char *what,
+                      bool quiet);
+/* "tilewave CMD: wrote OUT (N tiles) in S s", the summary line of a streamed job (gray,
+ * convert) that succeeded. */
+void cli_tiles_summary(tw_job *job, const char *out_path);
+/* Free the job, runtime and configuration (each may be NULL) and the common flags; returns
+ * rc, the command's exit code. */
+int cli_job_end(int rc, tw_job *job, tw_runtime *rt, tw_config *cfg, cli_common *c);
 
 int cmd_info(int argc, char **argv);
 int cmd_devices(int argc, char **argv);

@@ -1,7 +1,5 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave CLI: `convert`, a slide level copied into a tiled BigTIFF or OME-TIFF. */
-#include <string.h>
-
 #include "cli.h"
 
 static const char help[] =
@@ -51,13 +49,11 @@ cmd_convert(int argc, char **argv)
     tw_runtime *rt = NULL;
     tw_job *job = NULL;
     tw_error err;
+    tw_status st;
     int opt, rc = CLI_OK;
 
-    cli_common_init(&c);
-    memset(&io, 0, sizeof io);
+    cli_job_init(&c, &io);
     tw_convert_opts_init(&o);
-    optind = 1;
-    opterr = 0;
     while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
         switch (opt) {
         case 'o': o.output.path = optarg; break;
@@ -76,27 +72,11 @@ cmd_convert(int argc, char **argv)
     /* a copy takes no gray, threshold or tissue options (they are not in opts): keep the
      * input's report out of the summary */
     o.input.report = NULL;
-    if ((rc = cli_config_build(&c, &cfg)) != CLI_OK ||
-        (rc = cli_recon_check(&io, cfg, o.output.path, o.input.path)) != CLI_OK ||
-        (rc = cli_runtime_create(cfg, &rt)) != CLI_OK)
+    if ((rc = cli_job_setup(&c, &io.out, o.output.path, o.input.path, &cfg, &rt)) != CLI_OK)
         goto out;
-    if (tw_convert_submit(rt, &o, &job, &err) != TW_OK) {
-        cli_error("%s", err.message);
-        rc = CLI_FAIL;
-        goto out;
-    }
-    rc = cli_job_run(job, "convert", c.quiet);
-    if (rc == CLI_OK && !c.quiet) {
-        tw_progress p;
-
-        tw_job_get_progress(job, &p);
-        fprintf(stderr, "%s: wrote %s (%lld tiles) in %.2f s\n", cli_prog, o.output.path,
-                (long long)p.total, p.elapsed_s);
-    }
+    st = tw_convert_submit(rt, &o, &job, &err);
+    if ((rc = cli_job_submitted(st, &err, job, "convert", c.quiet)) == CLI_OK && !c.quiet)
+        cli_tiles_summary(job, o.output.path);
 out:
-    tw_job_destroy(job);
-    tw_runtime_destroy(rt);
-    tw_config_destroy(cfg);
-    cli_common_fini(&c);
-    return rc;
+    return cli_job_end(rc, job, rt, cfg, &c);
 }

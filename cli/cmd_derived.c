@@ -115,16 +115,14 @@ run_filter(const filter *f, int argc, char **argv)
     tw_runtime *rt = NULL;
     tw_job *job = NULL;
     tw_error err;
+    tw_status st;
     int64_t v;
     bool have_h = false, have_radius = false;
     int opt, rc = CLI_OK;
 
-    cli_common_init(&c);
-    memset(&io, 0, sizeof io);
+    cli_job_init(&c, &io);
     tw_rfilter_opts_init(&o);
     tw_mrecon_stats_init(&stats);
-    optind = 1;
-    opterr = 0;
     while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
         switch (opt) {
         case 'o': o.output.path = optarg; break;
@@ -195,22 +193,13 @@ run_filter(const filter *f, int argc, char **argv)
     cli_recon_apply(&io, &o.input, &o.output);
     o.conn = io.conn;
     o.stats = &stats;
-    if ((rc = cli_config_build(&c, &cfg)) != CLI_OK ||
-        (rc = cli_recon_check(&io, cfg, o.output.path, o.input.path)) != CLI_OK ||
-        (rc = cli_runtime_create(cfg, &rt)) != CLI_OK)
+    if ((rc = cli_job_setup(&c, &io.out, o.output.path, o.input.path, &cfg, &rt)) != CLI_OK)
         goto out;
-    if (f->submit(rt, &o, &job, &err) != TW_OK) {
-        cli_error("%s", err.message);
-        rc = CLI_FAIL;
-        goto out;
-    }
-    rc = cli_recon_run(job, f->name, o.output.path, &stats, c.quiet);
+    st = f->submit(rt, &o, &job, &err);
+    if ((rc = cli_job_submitted(st, &err, job, f->name, c.quiet)) == CLI_OK && !c.quiet)
+        cli_recon_summary(job, o.output.path, &stats);
 out:
-    tw_job_destroy(job);
-    tw_runtime_destroy(rt);
-    tw_config_destroy(cfg);
-    cli_common_fini(&c);
-    return rc;
+    return cli_job_end(rc, job, rt, cfg, &c);
 }
 
 int

@@ -101,14 +101,12 @@ cmd_edt(int argc, char **argv)
     tw_runtime *rt = NULL;
     tw_job *job = NULL;
     tw_error err;
+    tw_status st;
     int opt, rc = CLI_OK;
 
-    cli_common_init(&c);
-    memset(&io, 0, sizeof io);
+    cli_job_init(&c, &io);
     tw_edt_opts_init(&o);
     tw_edt_report_init(&rep);
-    optind = 1;
-    opterr = 0;
     while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
         switch (opt) {
         case 'o': o.output.path = optarg; break;
@@ -163,16 +161,10 @@ cmd_edt(int argc, char **argv)
     o.input.path = argv[optind];
     cli_recon_apply(&io, &o.input, &o.output);
     o.report = &rep;
-    if ((rc = cli_config_build(&c, &cfg)) != CLI_OK ||
-        (rc = cli_recon_check(&io, cfg, o.output.path, o.input.path)) != CLI_OK ||
-        (rc = cli_runtime_create(cfg, &rt)) != CLI_OK)
+    if ((rc = cli_job_setup(&c, &io.out, o.output.path, o.input.path, &cfg, &rt)) != CLI_OK)
         goto out;
-    if (tw_edt_submit(rt, &o, &job, &err) != TW_OK) {
-        cli_error("%s", err.message);
-        rc = CLI_FAIL;
-        goto out;
-    }
-    rc = cli_job_run(job, "edt", c.quiet);
+    st = tw_edt_submit(rt, &o, &job, &err);
+    rc = cli_job_submitted(st, &err, job, "edt", c.quiet);
     if (rc == CLI_OK && !c.quiet) {
         tw_progress p;
 
@@ -186,9 +178,5 @@ cmd_edt(int argc, char **argv)
                 (long long)rep.background);
     }
 out:
-    tw_job_destroy(job);
-    tw_runtime_destroy(rt);
-    tw_config_destroy(cfg);
-    cli_common_fini(&c);
-    return rc;
+    return cli_job_end(rc, job, rt, cfg, &c);
 }

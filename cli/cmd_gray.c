@@ -53,6 +53,7 @@ cmd_gray(int argc, char **argv)
     tw_runtime *rt = NULL;
     tw_job *job = NULL;
     tw_error err;
+    tw_status st;
     int64_t region[4];
     int opt, rc = CLI_OK;
 
@@ -129,27 +130,11 @@ cmd_gray(int argc, char **argv)
     cli_input_apply(&in, &o.input);
     cli_output_apply(&oio, &o.output);
     o.input.path = argv[optind];
-    if ((rc = cli_config_build(&c, &cfg)) != CLI_OK ||
-        (rc = cli_output_check(&oio, cfg, o.output.path, o.input.path)) != CLI_OK ||
-        (rc = cli_runtime_create(cfg, &rt)) != CLI_OK)
+    if ((rc = cli_job_setup(&c, &oio, o.output.path, o.input.path, &cfg, &rt)) != CLI_OK)
         goto out;
-    if (tw_gray_submit(rt, &o, &job, &err) != TW_OK) {
-        cli_error("%s", err.message);
-        rc = CLI_FAIL;
-        goto out;
-    }
-    rc = cli_job_run(job, "gray", c.quiet);
-    if (rc == CLI_OK && !c.quiet) {
-        tw_progress p;
-
-        tw_job_get_progress(job, &p);
-        fprintf(stderr, "%s: wrote %s (%lld tiles) in %.2f s\n", cli_prog, o.output.path,
-                (long long)p.total, p.elapsed_s);
-    }
+    st = tw_gray_submit(rt, &o, &job, &err);
+    if ((rc = cli_job_submitted(st, &err, job, "gray", c.quiet)) == CLI_OK && !c.quiet)
+        cli_tiles_summary(job, o.output.path);
 out:
-    tw_job_destroy(job);
-    tw_runtime_destroy(rt);
-    tw_config_destroy(cfg);
-    cli_common_fini(&c);
-    return rc;
+    return cli_job_end(rc, job, rt, cfg, &c);
 }

@@ -37,13 +37,11 @@ cmd_maxtree(int argc, char **argv)
     tw_runtime *rt = NULL;
     tw_job *job = NULL;
     tw_error err;
+    tw_status st;
     int opt, rc = CLI_OK;
 
-    cli_common_init(&c);
-    memset(&io, 0, sizeof io);
+    cli_job_init(&c, &io);
     tw_maxtree_opts_init(&o);
-    optind = 1;
-    opterr = 0;
     while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
         switch (opt) {
         case 'o': o.output.path = optarg; break;
@@ -69,16 +67,10 @@ cmd_maxtree(int argc, char **argv)
     if (io.conn)
         o.connectivity = io.conn;
     cli_recon_apply(&io, &o.input, &o.output);
-    if ((rc = cli_config_build(&c, &cfg)) != CLI_OK ||
-        (rc = cli_recon_check(&io, cfg, o.output.path, o.input.path)) != CLI_OK ||
-        (rc = cli_runtime_create(cfg, &rt)) != CLI_OK)
+    if ((rc = cli_job_setup(&c, &io.out, o.output.path, o.input.path, &cfg, &rt)) != CLI_OK)
         goto out;
-    if (tw_maxtree_submit(rt, &o, &job, &err) != TW_OK) {
-        cli_error("%s", err.message);
-        rc = CLI_FAIL;
-        goto out;
-    }
-    rc = cli_job_run(job, "maxtree", c.quiet);
+    st = tw_maxtree_submit(rt, &o, &job, &err);
+    rc = cli_job_submitted(st, &err, job, "maxtree", c.quiet);
     if (rc == CLI_OK && !c.quiet) {
         tw_progress p;
 
@@ -87,11 +79,7 @@ cmd_maxtree(int argc, char **argv)
                 o.area_path ? " and " : "", o.area_path ? o.area_path : "", p.elapsed_s);
     }
 out:
-    tw_job_destroy(job);
-    tw_runtime_destroy(rt);
-    tw_config_destroy(cfg);
-    cli_common_fini(&c);
-    return rc;
+    return cli_job_end(rc, job, rt, cfg, &c);
 }
 
 static const char *const filter_help[] = {
@@ -152,16 +140,14 @@ cmd_filter(int argc, char **argv, tw_attr_filter filter)
     tw_runtime *rt = NULL;
     tw_job *job = NULL;
     tw_error err;
+    tw_status st;
     int64_t v;
     int opt, rc = CLI_OK;
 
-    cli_common_init(&c);
-    memset(&io, 0, sizeof io);
+    cli_job_init(&c, &io);
     tw_attr_filter_opts_init(&o);
     tw_attr_filter_report_init(&rep);
     o.filter = filter;
-    optind = 1;
-    opterr = 0;
     while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
         switch (opt) {
         case 'o': o.output.path = optarg; break;
@@ -204,16 +190,10 @@ cmd_filter(int argc, char **argv, tw_attr_filter filter)
         o.connectivity = io.conn;
     cli_recon_apply(&io, &o.input, &o.output);
     o.report = &rep;
-    if ((rc = cli_config_build(&c, &cfg)) != CLI_OK ||
-        (rc = cli_recon_check(&io, cfg, o.output.path, o.input.path)) != CLI_OK ||
-        (rc = cli_runtime_create(cfg, &rt)) != CLI_OK)
+    if ((rc = cli_job_setup(&c, &io.out, o.output.path, o.input.path, &cfg, &rt)) != CLI_OK)
         goto out;
-    if (tw_attr_filter_submit(rt, &o, &job, &err) != TW_OK) {
-        cli_error("%s", err.message);
-        rc = CLI_FAIL;
-        goto out;
-    }
-    rc = cli_job_run(job, argv[0], c.quiet);
+    st = tw_attr_filter_submit(rt, &o, &job, &err);
+    rc = cli_job_submitted(st, &err, job, argv[0], c.quiet);
     if (rc == CLI_OK && !c.quiet) {
         tw_progress p;
 
@@ -227,11 +207,7 @@ cmd_filter(int argc, char **argv, tw_attr_filter filter)
                 rep.merge_device == TW_DEVICE_CUDA ? "GPU" : "CPU", rep.merge_s);
     }
 out:
-    tw_job_destroy(job);
-    tw_runtime_destroy(rt);
-    tw_config_destroy(cfg);
-    cli_common_fini(&c);
-    return rc;
+    return cli_job_end(rc, job, rt, cfg, &c);
 }
 
 int

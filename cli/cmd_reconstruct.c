@@ -105,33 +105,20 @@ cli_recon_apply(cli_recon_io *io, tw_input *in, tw_output *out)
         cli_output_apply(&io->out, out);
 }
 
-int
-cli_recon_check(const cli_recon_io *io, const tw_config *cfg, const char *out_path,
-                const char *in_path)
+void
+cli_recon_summary(tw_job *job, const char *out_path, const tw_mrecon_stats *s)
 {
-    return cli_output_check(&io->out, cfg, out_path, in_path);
-}
+    tw_progress p;
 
-int
-cli_recon_run(tw_job *job, const char *what, const char *out_path, const tw_mrecon_stats *s,
-              bool quiet)
-{
-    int rc = cli_job_run(job, what, quiet);
-
-    if (rc == CLI_OK && !quiet) {
-        tw_progress p;
-
-        tw_job_get_progress(job, &p);
-        fprintf(stderr,
-                "%s: wrote %s in %.2f s (read %.2f s, propagate %.2f s, write %.2f s; %lld "
-                "tiles of %dx%d, %lld border rounds, %lld tile propagations: %lld on CPU, %lld "
-                "on GPU; %lld border pixels re-seeded)\n",
-                cli_prog, out_path, p.elapsed_s, s->load_s, s->propagate_s, s->store_s,
-                (long long)s->tiles, (int)s->tile_w, (int)s->tile_h, (long long)s->rounds,
-                (long long)s->tp_tasks, (long long)s->tp_cpu, (long long)s->tp_cuda,
-                (long long)s->seeds);
-    }
-    return rc;
+    tw_job_get_progress(job, &p);
+    fprintf(stderr,
+            "%s: wrote %s in %.2f s (read %.2f s, propagate %.2f s, write %.2f s; %lld tiles of "
+            "%dx%d, %lld border rounds, %lld tile propagations: %lld on CPU, %lld on GPU; %lld "
+            "border pixels re-seeded)\n",
+            cli_prog, out_path, p.elapsed_s, s->load_s, s->propagate_s, s->store_s,
+            (long long)s->tiles, (int)s->tile_w, (int)s->tile_h, (long long)s->rounds,
+            (long long)s->tp_tasks, (long long)s->tp_cpu, (long long)s->tp_cuda,
+            (long long)s->seeds);
 }
 
 int
@@ -155,14 +142,12 @@ cmd_reconstruct(int argc, char **argv)
     tw_runtime *rt = NULL;
     tw_job *job = NULL;
     tw_error err;
+    tw_status st;
     int opt, rc = CLI_OK;
 
-    cli_common_init(&c);
-    memset(&io, 0, sizeof io);
+    cli_job_init(&c, &io);
     tw_mrecon_opts_init(&o);
     tw_mrecon_stats_init(&stats);
-    optind = 1;
-    opterr = 0;
     while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
         switch (opt) {
         case 'o': o.output.path = optarg; break;
@@ -195,20 +180,11 @@ cmd_reconstruct(int argc, char **argv)
     if (io.conn)
         o.conn = io.conn;
     o.stats = &stats;
-    if ((rc = cli_config_build(&c, &cfg)) != CLI_OK ||
-        (rc = cli_recon_check(&io, cfg, o.output.path, o.mask.path)) != CLI_OK ||
-        (rc = cli_runtime_create(cfg, &rt)) != CLI_OK)
+    if ((rc = cli_job_setup(&c, &io.out, o.output.path, o.mask.path, &cfg, &rt)) != CLI_OK)
         goto out;
-    if (tw_mrecon_submit(rt, &o, &job, &err) != TW_OK) {
-        cli_error("%s", err.message);
-        rc = CLI_FAIL;
-        goto out;
-    }
-    rc = cli_recon_run(job, "reconstruct", o.output.path, &stats, c.quiet);
+    st = tw_mrecon_submit(rt, &o, &job, &err);
+    if ((rc = cli_job_submitted(st, &err, job, "reconstruct", c.quiet)) == CLI_OK && !c.quiet)
+        cli_recon_summary(job, o.output.path, &stats);
 out:
-    tw_job_destroy(job);
-    tw_runtime_destroy(rt);
-    tw_config_destroy(cfg);
-    cli_common_fini(&c);
-    return rc;
+    return cli_job_end(rc, job, rt, cfg, &c);
 }

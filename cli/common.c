@@ -362,6 +362,58 @@ cli_job_run(tw_job *job, const char *what, bool quiet)
     return CLI_OK;
 }
 
+void
+cli_job_init(cli_common *c, cli_recon_io *io)
+{
+    cli_common_init(c);
+    memset(io, 0, sizeof *io);
+    optind = 1;
+    opterr = 0;
+}
+
+int
+cli_job_setup(const cli_common *c, const cli_output_io *out, const char *out_path,
+              const char *in_path, tw_config **cfg, tw_runtime **rt)
+{
+    int rc;
+
+    if ((rc = cli_config_build(c, cfg)) != CLI_OK ||
+        (rc = cli_output_check(out, *cfg, out_path, in_path)) != CLI_OK ||
+        (rc = cli_runtime_create(*cfg, rt)) != CLI_OK)
+        return rc;
+    return CLI_OK;
+}
+
+int
+cli_job_submitted(tw_status st, const tw_error *err, tw_job *job, const char *what, bool quiet)
+{
+    if (st != TW_OK) {
+        cli_error("%s", err->message);
+        return CLI_FAIL;
+    }
+    return cli_job_run(job, what, quiet);
+}
+
+void
+cli_tiles_summary(tw_job *job, const char *out_path)
+{
+    tw_progress p;
+
+    tw_job_get_progress(job, &p);
+    fprintf(stderr, "%s: wrote %s (%lld tiles) in %.2f s\n", cli_prog, out_path,
+            (long long)p.total, p.elapsed_s);
+}
+
+int
+cli_job_end(int rc, tw_job *job, tw_runtime *rt, tw_config *cfg, cli_common *c)
+{
+    tw_job_destroy(job);
+    tw_runtime_destroy(rt);
+    tw_config_destroy(cfg);
+    cli_common_fini(c);
+    return rc;
+}
+
 /* A finite number that is the whole string. */
 static int
 parse_number(const char *s, double *out)

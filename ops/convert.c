@@ -2,7 +2,7 @@
 /* tilewave: `convert`, a slide level copied as it is into a tiled BigTIFF or OME-TIFF. */
 /*
  * The no-op of the streaming path: gray.c's pipeline without its conversion. Each processing
- * tile is two tasks,
+ * tile is two tasks (twi_pipes, ops/stream.c),
  *
  *     io.read (CPU) --> io.write (CPU)
  *       [in: W]          [in: R]
@@ -17,150 +17,12 @@
  * tiled TIFF) into a pyramidal tiled BigTIFF or OME-TIFF; and measuring read + write
  * throughput alone (bench/io.sh).
  */
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ops_internal.h"
 
 #define OP "convert"
-
-typedef struct cv_job {
-    twi_stream s;
-    int64_t n_tiles;
-    atomic_llong next; /* next tile index without a pipeline */
-    tw_job *job;       /* borrowed: the job owns this struct */
-} cv_job;
-
-/* The arguments of one pipeline's two tasks; owned (freed) by its io.write task, which
- * completes last. */
-typedef struct cv_tile {
-    cv_job *c;
-    int64_t x, y; /* in the level's frame */
-    int32_t w, h;
-} cv_tile;
-
-static tw_status submit_pipeline(cv_job *c, int64_t i);
-
-static tw_status
-read_cpu(tw_task_ctx *ctx, void *arg)
-{
-    cv_tile *t = arg;
-    tw_tile_view v = twi_ctx_view(ctx, 0);
-    tw_error err;
-    tw_status st;
-
-    st = tw_slide_read_region(t->c->s.slide, t->c->s.level, t->x, t->y, t->w, t->h, v.data,
-                              (size_t)v.stride, &err);
-    if (st != TW_OK)
-        return twi_ctx_fail(ctx, st, "%s", err.message);
-    return TW_OK;
-}
-
-static tw_status
-write_cpu(tw_task_ctx *ctx, void *arg)
-{
-    cv_tile *t = arg;
-    cv_job *c = t->c;
-    tw_tile_view v = twi_ctx_view(ctx, 0);
-    tw_error err;
-    tw_status st;
-    int64_t next;
-
-    st = twi_assembler_put(c->s.assembler, t->x - c->s.x, t->y - c->s.y, &v, &err);
-    if (st != TW_OK)
-        return twi_ctx_fail(ctx, st, "%s", err.message);
-    twi_job_add_done(c->job, 1);
-    if (twi_ctx_canceled(ctx))
-        return TW_OK;
-    next = atomic_fetch_add(&c->next, 1);
-    if (next < c->n_tiles && (st = submit_pipeline(c, next)) != TW_OK)
-        return twi_ctx_fail(ctx, st, OP ": cannot submit tile %lld", (long long)next);
-    return TW_OK;
-}
-
-/* Host budget (runtime.host_mem): a read waits until its tile fits. */
-static int64_t
-read_host_bytes(const void *arg)
-{
-    const cv_tile *t = arg;
-
-    return (int64_t)t->w * t->h * (int64_t)t->c->s.in_channels *
-           (int64_t)tw_sample_size(t->c->s.in_type);
-}
-
-static const tw_task_kind read_kind = {
-    .name = "io.read",
-    .devices = TW_DEVICE_CPU,
-    .cpu = read_cpu,
-    .host_bytes = read_host_bytes,
-    .load = true,
-};
-
-static const tw_task_kind write_kind = {
-    .name = "io.write",
-    .devices = TW_DEVICE_CPU,
-    .cpu = write_cpu,
-};
-
-static tw_status
-submit_pipeline(cv_job *c, int64_t i)
-{
-    tw_status st = TW_OK;
-    tw_runtime *rt = twi_job_runtime(c->job);
-    cv_tile *t = NULL;
-    tw_tile *tile = NULL;
-    tw_task *rd = NULL, *wr = NULL;
-
-    if (!(t = calloc(1, sizeof *t)))
-        return TW_E_NOMEM;
-    t->c = c;
-    twi_stream_tile_rect(&c->s, i, &t->x, &t->y, &t->w, &t->h);
-    if ((st = twi_tile_create(rt, t->w, t->h, c->s.in_channels, c->s.in_type, &tile)) !=
-        TW_OK) {
-        free(t);
-        goto out;
-    }
-    twi_tile_set_origin(tile, t->x, t->y);
-    /* io.write owns `t`: it completes last, even when a cancel drops both tasks */
-    if ((st = twi_task_create(c->job, &write_kind, t, free, &wr)) != TW_OK) {
-        free(t);
-        goto out;
-    }
-    if ((st = twi_task_create(c->job, &read_kind, t, NULL, &rd)) != TW_OK ||
-        (st = twi_task_add_tile(rd, tile, TW_W)) != TW_OK ||
-        (st = twi_task_add_tile(wr, tile, TW_R)) != TW_OK ||
-        (st = twi_task_depend(wr, rd)) != TW_OK)
-        goto out;
-    if ((st = twi_task_submit(wr)) != TW_OK || (st = twi_task_submit(rd)) != TW_OK)
-        goto out;
-out:
-    twi_task_release(rd);
-    twi_task_release(wr);
-    twi_tile_release(tile);
-    return st;
-}
-
-static tw_status
-cv_finish(tw_job *job, tw_status st, void *user)
-{
-    cv_job *c = user;
-    tw_error err;
-
-    st = twi_stream_finish(&c->s, st, &err);
-    if (st != TW_OK && st != TW_E_CANCELED)
-        return twi_job_fail(job, st, "%s", err.message);
-    return st;
-}
-
-static void
-cv_free(void *user)
-{
-    cv_job *c = user;
-
-    twi_stream_finish(&c->s, TW_E_CANCELED, NULL);
-    free(c);
-}
 
 void
 tw_convert_opts_init(tw_convert_opts *o)
@@ -195,10 +57,8 @@ tw_convert_submit(tw_runtime *rt, const tw_convert_opts *o, tw_job **out, tw_err
 {
     tw_status st = TW_OK;
     const tw_config *cfg;
-    cv_job *c = NULL;
-    tw_job *job = NULL;
+    twi_pipes *c = NULL;
     int32_t tw = 0, th = 0;
-    int64_t window;
 
     if (!rt || !o || !out)
         return twi_error_set(err, TW_E_INVALID, OP ": NULL argument");
@@ -216,6 +76,7 @@ tw_convert_submit(tw_runtime *rt, const tw_convert_opts *o, tw_job **out, tw_err
         return st;
     if (!(c = calloc(1, sizeof *c)))
         return twi_error_set(err, TW_E_NOMEM, OP ": out of memory");
+    c->op = OP; /* c->tp NULL: io.write takes io.read's tile */
     /* The output has the input's channels and sample type. twi_stream_open() opens the slide
      * first, so the channel count is known only there: open the two halves here. */
     if (!o->input.path || !o->output.path) {
@@ -231,6 +92,7 @@ tw_convert_submit(tw_runtime *rt, const tw_convert_opts *o, tw_job **out, tw_err
         free(c);
         return st;
     }
+    c->out_channels = c->s.in_channels;
     c->s.tile_w = tw;
     c->s.tile_h = th;
     c->s.tiles_x = (c->s.w + tw - 1) / tw;
@@ -241,21 +103,5 @@ tw_convert_submit(tw_runtime *rt, const tw_convert_opts *o, tw_job **out, tw_err
         free(c);
         return st;
     }
-    c->n_tiles = c->s.tiles_x * c->s.tiles_y;
-    if ((st = twi_job_create(rt, OP, &job)) != TW_OK) {
-        twi_stream_finish(&c->s, st, NULL);
-        free(c);
-        return twi_error_set(err, st, OP ": cannot create the job");
-    }
-    c->job = job;
-    twi_job_set_finish(job, cv_finish, c, cv_free); /* the job owns c from here */
-    twi_job_add_total(job, c->n_tiles);
-    /* A window of a few pipelines per worker; each io.write submits the next one. */
-    window = 2 * (int64_t)tw_runtime_get_worker_count(rt) + 2;
-    if (window > c->n_tiles)
-        window = c->n_tiles;
-    atomic_store(&c->next, window);
-    for (int64_t i = 0; i < window && st == TW_OK; i++)
-        st = submit_pipeline(c, i);
-    return twi_ops_job_launch(job, OP, st, out, err);
+    return twi_pipes_launch(rt, c, out, err); /* owns c */
 }

@@ -163,7 +163,7 @@ tile_rect(const ed_job *e, int64_t i, int64_t *x, int64_t *y, int32_t *w, int32_
     *h = (int32_t)(e->H - *y < e->th ? e->H - *y : e->th);
 }
 
-/* ---- Otsu's threshold (scikit-image threshold_otsu on integer images) */
+/* ---- Otsu's threshold (scikit-image threshold_otsu on integer images: twi_otsu) */
 
 static tw_status
 hist_cpu(tw_task_ctx *ctx, void *arg)
@@ -201,55 +201,13 @@ hist_cpu(tw_task_ctx *ctx, void *arg)
     return TW_OK;
 }
 
-/*
- * scikit-image's threshold_otsu on an integer image: the histogram of unit bins over
- * [min, max]; for each split k the between-class variance w1(k) w2(k+1) (m1(k) - m2(k+1))^2;
- * the first k that maximises it; the threshold is that bin's value (foreground: > it). A
- * one-valued image gives that value.
- */
-static double
-otsu_threshold(const uint64_t *hist, size_t n)
-{
-    size_t lo = 0, hi = n - 1, best = 0;
-    double w1 = 0, s1 = 0, wt = 0, st = 0, best_v = -1.0;
-
-    while (lo < n && hist[lo] == 0)
-        lo++;
-    if (lo == n)
-        return 0;
-    while (hist[hi] == 0)
-        hi--;
-    if (lo == hi)
-        return (double)lo;
-    for (size_t k = lo; k <= hi; k++) {
-        wt += (double)hist[k];
-        st += (double)hist[k] * (double)k;
-    }
-    best = lo;
-    for (size_t k = lo; k < hi; k++) {
-        double w2, m1, m2, v;
-
-        w1 += (double)hist[k];
-        s1 += (double)hist[k] * (double)k;
-        w2 = wt - w1;
-        m1 = s1 / w1;
-        m2 = (st - s1) / w2;
-        v = w1 * w2 * (m1 - m2) * (m1 - m2);
-        if (v > best_v) {
-            best_v = v;
-            best = k;
-        }
-    }
-    return (double)best;
-}
-
 static tw_status
 otsu_cpu(tw_task_ctx *ctx, void *arg)
 {
     ed_job *e = arg;
 
     (void)ctx;
-    e->threshold = otsu_threshold(e->hist, e->n_bins);
+    e->threshold = (double)twi_otsu(e->hist, e->n_bins);
     TW_LOG(TW_LOG_INFO, OP, "Otsu threshold %g", e->threshold);
     twi_job_add_done(e->job, 1);
     return TW_OK;

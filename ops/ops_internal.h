@@ -3,6 +3,8 @@
 #ifndef TW_OPS_INTERNAL_H
 #define TW_OPS_INTERNAL_H
 
+#include <stdatomic.h>
+
 #include "tw_internal.h"
 #include "tw_io.h"
 
@@ -90,6 +92,40 @@ TWI_HIDDEN tw_status twi_ops_job_launch(tw_job *job, const char *op, tw_status s
 /* Finish: on TW_OK close the writer (rename into place), otherwise abort it; close the
  * slide. Returns the status of the close. */
 TWI_HIDDEN tw_status twi_stream_finish(twi_stream *s, tw_status st, tw_error *err);
+
+/* ---- tile pipelines (ops/stream.c), the driver of the per-pixel operations (gray, convert).
+ * Each processing tile is a pipeline of tasks sharing one twi_pipe_tile argument:
+ *
+ *     io.read (CPU) --> [tp, the op's per-tile task] --> io.write (CPU)
+ *       [in: W]          [in: R, out: W]                  [out: R, or in: R without tp]
+ *
+ * io.read decodes the tile's rectangle of the slide (with --tissue, a tile without tissue
+ * becomes the glass colour unread); io.write hands its tile to the output assembler. Only a
+ * window of a few pipelines per worker is in flight and each io.write submits the next one, so
+ * tiles are read no faster than they are written and memory stays bounded whatever the slide's
+ * size. */
+typedef struct twi_pipes {
+    twi_stream s;               /* opened by the operation */
+    const char *op;             /* job name and message domain */
+    const tw_task_kind *tp;     /* NULL: io.write takes io.read's tile (a copy) */
+    int out_channels;           /* of the tile io.write takes (the input's sample type) */
+    int64_t n_tiles;
+    atomic_llong next;          /* next tile index without a pipeline */
+    tw_job *job;                /* borrowed: the job owns this struct */
+} twi_pipes;
+
+/* The argument of one pipeline's tasks; owned (freed) by its io.write, which completes last. */
+typedef struct twi_pipe_tile {
+    twi_pipes *p;
+    int64_t x, y; /* in the level's frame */
+    int32_t w, h;
+} twi_pipe_tile;
+
+/* Create the job p->op over p (calloc'd, p->s open, op, tp and out_channels set), submit the
+ * first window of pipelines and seal it (twi_ops_job_launch). The job owns p from here
+ * whatever the result: it finishes the stream with the job's status and frees p. */
+TWI_HIDDEN tw_status twi_pipes_launch(tw_runtime *rt, twi_pipes *p, tw_job **out,
+                                      tw_error *err);
 
 /* One input of an operation: a slide region (s.slide open) or a caller buffer (mem.data). */
 typedef struct twi_src {

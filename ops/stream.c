@@ -493,6 +493,178 @@ twi_ops_job_launch(tw_job *job, const char *op, tw_status st, tw_job **out, tw_e
     return TW_OK;
 }
 
+/* ---- tile pipelines */
+
+static tw_status pipes_submit(twi_pipes *p, int64_t i);
+
+static tw_status
+pipes_read_cpu(tw_task_ctx *ctx, void *arg)
+{
+    twi_pipe_tile *t = arg;
+    twi_stream *s = &t->p->s;
+    tw_tile_view v = twi_ctx_view(ctx, 0);
+    tw_error err;
+    tw_status st;
+
+    if (twi_prep_skip(s->prep, t->x - s->x, t->y - s->y, t->w, t->h)) {
+        /* --tissue: nothing but glass here; not read, converted as glass */
+        twi_prep_fill_input(s->prep, &v);
+        return TW_OK;
+    }
+    st = tw_slide_read_region(s->slide, s->level, t->x, t->y, t->w, t->h, v.data,
+                              (size_t)v.stride, &err);
+    if (st != TW_OK)
+        return twi_ctx_fail(ctx, st, "%s", err.message);
+    return TW_OK;
+}
+
+static tw_status
+pipes_write_cpu(tw_task_ctx *ctx, void *arg)
+{
+    twi_pipe_tile *t = arg;
+    twi_pipes *p = t->p;
+    tw_tile_view v = twi_ctx_view(ctx, 0);
+    tw_error err;
+    tw_status st;
+    int64_t next;
+
+    st = twi_assembler_put(p->s.assembler, t->x - p->s.x, t->y - p->s.y, &v, &err);
+    if (st != TW_OK)
+        return twi_ctx_fail(ctx, st, "%s", err.message);
+    twi_job_add_done(p->job, 1);
+    if (twi_ctx_canceled(ctx))
+        return TW_OK;
+    next = atomic_fetch_add(&p->next, 1);
+    if (next < p->n_tiles && (st = pipes_submit(p, next)) != TW_OK)
+        return twi_ctx_fail(ctx, st, "%s: cannot submit tile %lld", p->op, (long long)next);
+    return TW_OK;
+}
+
+/* Host budget (runtime.host_mem): a read waits until the tile io.write takes fits (the output
+ * of the op's task; a copy's own), so that reads never fill the memory the tasks they feed
+ * need. */
+static int64_t
+pipes_read_host_bytes(const void *arg)
+{
+    const twi_pipe_tile *t = arg;
+
+    return (int64_t)t->w * t->h * (int64_t)t->p->out_channels *
+           (int64_t)tw_sample_size(t->p->s.in_type);
+}
+
+static const tw_task_kind pipes_read_kind = {
+    .name = "io.read",
+    .devices = TW_DEVICE_CPU,
+    .cpu = pipes_read_cpu,
+    .host_bytes = pipes_read_host_bytes,
+    .load = true,
+};
+
+static const tw_task_kind pipes_write_kind = {
+    .name = "io.write",
+    .devices = TW_DEVICE_CPU,
+    .cpu = pipes_write_cpu,
+};
+
+/* Submit the pipeline of processing tile i. */
+static tw_status
+pipes_submit(twi_pipes *p, int64_t i)
+{
+    tw_status st = TW_OK;
+    tw_runtime *rt = twi_job_runtime(p->job);
+    twi_pipe_tile *t = NULL;
+    tw_tile *in = NULL, *out = NULL;
+    tw_task *rd = NULL, *tp = NULL, *wr = NULL;
+
+    if (!(t = calloc(1, sizeof *t)))
+        return TW_E_NOMEM;
+    t->p = p;
+    twi_stream_tile_rect(&p->s, i, &t->x, &t->y, &t->w, &t->h);
+    if ((st = twi_tile_create(rt, t->w, t->h, p->s.in_channels, p->s.in_type, &in)) != TW_OK ||
+        (p->tp &&
+         (st = twi_tile_create(rt, t->w, t->h, p->out_channels, p->s.in_type, &out)) != TW_OK)) {
+        free(t);
+        goto out;
+    }
+    twi_tile_set_origin(in, t->x, t->y);
+    if (out)
+        twi_tile_set_origin(out, t->x, t->y);
+    /* io.write owns `t`: it is the last to complete, even when a cancel drops the tasks, so
+     * the others never see it freed. */
+    if ((st = twi_task_create(p->job, &pipes_write_kind, t, free, &wr)) != TW_OK) {
+        free(t);
+        goto out;
+    }
+    if ((st = twi_task_create(p->job, &pipes_read_kind, t, NULL, &rd)) != TW_OK ||
+        (p->tp && (st = twi_task_create(p->job, p->tp, t, NULL, &tp)) != TW_OK) ||
+        (st = twi_task_add_tile(rd, in, TW_W)) != TW_OK)
+        goto out;
+    if (tp && ((st = twi_task_add_tile(tp, in, TW_R)) != TW_OK ||
+               (st = twi_task_add_tile(tp, out, TW_W)) != TW_OK ||
+               (st = twi_task_depend(tp, rd)) != TW_OK))
+        goto out;
+    if ((st = twi_task_add_tile(wr, tp ? out : in, TW_R)) != TW_OK ||
+        (st = twi_task_depend(wr, tp ? tp : rd)) != TW_OK)
+        goto out;
+    if ((st = twi_task_submit(wr)) != TW_OK || (tp && (st = twi_task_submit(tp)) != TW_OK) ||
+        (st = twi_task_submit(rd)) != TW_OK)
+        goto out;
+out:
+    twi_task_release(rd);
+    twi_task_release(tp);
+    twi_task_release(wr);
+    twi_tile_release(in);
+    twi_tile_release(out);
+    return st;
+}
+
+static tw_status
+pipes_finish(tw_job *job, tw_status st, void *user)
+{
+    twi_pipes *p = user;
+    tw_error err;
+
+    st = twi_stream_finish(&p->s, st, &err);
+    if (st != TW_OK && st != TW_E_CANCELED)
+        return twi_job_fail(job, st, "%s", err.message);
+    return st;
+}
+
+static void
+pipes_free(void *user)
+{
+    twi_pipes *p = user;
+
+    twi_stream_finish(&p->s, TW_E_CANCELED, NULL);
+    free(p);
+}
+
+tw_status
+twi_pipes_launch(tw_runtime *rt, twi_pipes *p, tw_job **out, tw_error *err)
+{
+    const char *op = p->op;
+    tw_status st = TW_OK;
+    tw_job *job = NULL;
+    int64_t window;
+
+    p->n_tiles = p->s.tiles_x * p->s.tiles_y;
+    if ((st = twi_job_create(rt, op, &job)) != TW_OK) {
+        twi_stream_finish(&p->s, st, NULL);
+        free(p);
+        return twi_error_set(err, st, "%s: cannot create the job", op);
+    }
+    p->job = job;
+    twi_job_set_finish(job, pipes_finish, p, pipes_free); /* the job owns p from here */
+    twi_job_add_total(job, p->n_tiles);
+    window = 2 * (int64_t)tw_runtime_get_worker_count(rt) + 2;
+    if (window > p->n_tiles)
+        window = p->n_tiles;
+    atomic_store(&p->next, window);
+    for (int64_t i = 0; i < window && st == TW_OK; i++)
+        st = pipes_submit(p, i);
+    return twi_ops_job_launch(job, op, st, out, err);
+}
+
 tw_status
 twi_host_image_check(const char *op, const char *what, const tw_host_image *r, int64_t w,
                      int64_t h, tw_sample_type t, tw_error *err)

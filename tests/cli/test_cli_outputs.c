@@ -121,41 +121,6 @@ Test(cli_outputs, description_has_version_and_command_line)
     free(ome);
 }
 
-/* Level 0 of `path` equals img and every level below is the rule's reduction of the one
- * above. Returns the level count. */
-static int
-same_pyramid(const char *path, const uint8_t *img, int64_t w, int64_t h, int ch,
-             tw_sample_type t, twout_rule rule)
-{
-    const size_t px = (size_t)ch * tw_sample_size(t);
-    int n = twout_level_count(path, NULL);
-    uint8_t *ref = malloc((size_t)(w * h) * px);
-
-    memcpy(ref, img, (size_t)(w * h) * px);
-    for (int l = 0; l < n; l++) {
-        twout_level lv;
-
-        twout_read_level(path, l, &lv);
-        cr_assert(eq(i64, lv.w, w));
-        cr_assert(eq(i64, lv.h, h));
-        cr_assert(eq(int, lv.channels, ch));
-        cr_assert(eq(int, (int)lv.type, (int)t));
-        cr_assert(memcmp(lv.px, ref, (size_t)(w * h) * px) == 0, "%s: level %d differs", path,
-                  l);
-        twout_level_free(&lv);
-        if (l + 1 < n) {
-            uint8_t *next = twout_reduce(ref, w, h, ch, t, rule);
-
-            free(ref);
-            ref = next;
-            w = (w + 1) / 2;
-            h = (h + 1) / 2;
-        }
-    }
-    free(ref);
-    return n;
-}
-
 Test(cli_outputs, convert_copies_gray_and_rgb)
 {
     /* convert keeps the pixels, channels and sample type of a gray, a 16-bit gray and an RGB
@@ -175,11 +140,13 @@ Test(cli_outputs, convert_copies_gray_and_rgb)
 
     for (int k = 0; k < 3; k++) {
         OK_RUN("convert", in[k].path, "-o", out, SMALL_TILES);
-        cr_assert(eq(int, same_pyramid(out, in[k].img, w, h, in[k].ch, in[k].t, TWOUT_MEAN),
+        cr_assert(eq(int,
+                     twout_check_pyramid(out, in[k].img, w, h, in[k].ch, in[k].t, TWOUT_MEAN),
                      1));
         OK_RUN("convert", in[k].path, "-o", out, "--pyramid", "--layout", k == 1 ? "ome" : "tiff",
                SMALL_TILES);
-        cr_assert(eq(int, same_pyramid(out, in[k].img, w, h, in[k].ch, in[k].t, TWOUT_MEAN),
+        cr_assert(eq(int,
+                     twout_check_pyramid(out, in[k].img, w, h, in[k].ch, in[k].t, TWOUT_MEAN),
                      3));
     }
     {
@@ -228,7 +195,7 @@ Test(cli_outputs, flags_and_config_keys_reach_the_file)
         cr_assert(ome);
         twout_read_level(p, 0, &lv);
         cr_assert(eq(u16, lv.compression, (uint16_t)COMPRESSION_ZSTD));
-        cr_assert(eq(int, same_pyramid(p, lv.px, w, h, 1, TW_U8, TWOUT_MAX), 3));
+        cr_assert(eq(int, twout_check_pyramid(p, lv.px, w, h, 1, TW_U8, TWOUT_MAX), 3));
         twout_level_free(&lv);
     }
     OK_RUN("edt", in, "--threshold", "100", "-o", d, "--pyramid", "--compression", "lzw",
@@ -236,7 +203,7 @@ Test(cli_outputs, flags_and_config_keys_reach_the_file)
     twout_read_level(d, 0, &lv);
     cr_assert(eq(int, (int)lv.type, (int)TW_F32));
     cr_assert(eq(u16, lv.compression, (uint16_t)COMPRESSION_LZW));
-    cr_assert(eq(int, same_pyramid(d, lv.px, w, h, 1, TW_F32, TWOUT_MEAN), 3));
+    cr_assert(eq(int, twout_check_pyramid(d, lv.px, w, h, 1, TW_F32, TWOUT_MEAN), 3));
     twout_level_free(&lv);
     free(img);
     free(in);

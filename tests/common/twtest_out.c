@@ -250,6 +250,40 @@ twout_reduce(const uint8_t *src, int64_t w, int64_t h, int ch, tw_sample_type t,
     return dst;
 }
 
+int
+twout_check_pyramid(const char *path, const uint8_t *img, int64_t w, int64_t h, int ch,
+                    tw_sample_type t, twout_rule rule)
+{
+    const size_t px = (size_t)ch * tw_sample_size(t);
+    int n = twout_level_count(path, NULL);
+    uint8_t *ref = malloc((size_t)(w * h) * px);
+
+    cr_assert_not_null(ref);
+    memcpy(ref, img, (size_t)(w * h) * px);
+    for (int l = 0; l < n; l++) {
+        twout_level lv;
+
+        twout_read_level(path, l, &lv);
+        cr_assert(eq(i64, lv.w, w));
+        cr_assert(eq(i64, lv.h, h));
+        cr_assert(eq(int, lv.channels, ch));
+        cr_assert(eq(int, (int)lv.type, (int)t));
+        cr_assert(memcmp(lv.px, ref, (size_t)(w * h) * px) == 0,
+                  "%s: level %d is not the rule-%d reduction", path, l, (int)rule);
+        twout_level_free(&lv);
+        if (l + 1 < n) {
+            uint8_t *next = twout_reduce(ref, w, h, ch, t, rule);
+
+            free(ref);
+            ref = next;
+            w = (w + 1) / 2;
+            h = (h + 1) / 2;
+        }
+    }
+    free(ref);
+    return n;
+}
+
 uint8_t *
 twout_image(int64_t w, int64_t h, int ch, tw_sample_type t, uint64_t seed, bool smooth)
 {

@@ -48,6 +48,11 @@ typedef enum twout_rule {
 uint8_t *twout_reduce(const uint8_t *src, int64_t w, int64_t h, int ch, tw_sample_type t,
                       twout_rule rule);
 
+/* Assert that level 0 of `path` is img (w x h, ch x t, packed) and that every level below is
+ * the `rule` reduction of the one above (twout_reduce). Returns the number of levels. */
+int twout_check_pyramid(const char *path, const uint8_t *img, int64_t w, int64_t h, int ch,
+                        tw_sample_type t, twout_rule rule);
+
 /* A deterministic packed w x h image of ch x t samples: random samples, or with `smooth` a
  * slowly varying pattern (what JPEG is meant for). malloc'd. */
 uint8_t *twout_image(int64_t w, int64_t h, int ch, tw_sample_type t, uint64_t seed, bool smooth);

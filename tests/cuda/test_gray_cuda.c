@@ -15,32 +15,13 @@
 
 #include "cuda_kernels.h"
 #include "omp_kernels.h"
+#include "twtest.h"
 
 static const int32_t sizes[][2] = {
     {1, 1}, {2, 1}, {1, 2}, {3, 5}, {7, 7}, {16, 16}, {31, 17}, {33, 9},
     {1, 200}, {300, 1}, {127, 129}, {256, 256}, {300, 200},
 };
 #define N_SIZES (sizeof sizes / sizeof sizes[0])
-
-static void
-need_device(void)
-{
-    int n = 0;
-
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-        (void)cudaGetLastError();
-        cr_skip_test("no CUDA device");
-    }
-}
-
-static uint64_t
-next_rand(uint64_t *s)
-{
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 2685821657736338717ull;
-}
 
 /* A host view of w x h pixels with `extra` samples of padding per row, random bytes. */
 static tw_tile_view
@@ -56,7 +37,7 @@ host_view(int32_t w, int32_t h, int32_t ch, tw_sample_type t, int64_t extra, uin
     p = malloc(bytes);
     cr_assert_not_null(p);
     for (size_t i = 0; i < bytes; i++)
-        p[i] = (uint8_t)(next_rand(rng) >> 56);
+        p[i] = (uint8_t)(twtest_xorshift(rng) >> 56);
     v.data = p;
     return v;
 }
@@ -114,7 +95,7 @@ Test(gray_cuda, rgb_bit_identical_to_omp)
     uint64_t rng = 0x9E3779B97F4A7C15ull;
     cudaStream_t stream = NULL;
 
-    need_device();
+    twtest_need_gpu();
     cr_assert(eq(int, cudaStreamCreate(&stream), cudaSuccess));
     for (size_t t = 0; t < 2; t++)
         for (size_t s = 0; s < N_SIZES; s++)
@@ -132,7 +113,7 @@ Test(gray_cuda, one_channel_copy_bit_identical_to_omp)
     uint64_t rng = 777;
     cudaStream_t stream = NULL;
 
-    need_device();
+    twtest_need_gpu();
     cr_assert(eq(int, cudaStreamCreate(&stream), cudaSuccess));
     for (size_t t = 0; t < 4; t++) {
         compare(1, 1, 1, types[t], 0, 0, 0, stream, &rng);
@@ -146,7 +127,7 @@ Test(gray_cuda, large_tile_on_default_stream)
     /* A 4096 x 1031 u8 tile on the legacy default stream (NULL) matches OpenMP. */
     uint64_t rng = 99;
 
-    need_device();
+    twtest_need_gpu();
     compare(4096, 1031, 3, TW_U8, 16, 0, 0, NULL, &rng);
 }
 
@@ -157,7 +138,7 @@ Test(gray_cuda, empty_and_invalid_views)
     tw_tile_view in = {NULL, 0, 0, 4, 3, TW_U8, 0, 0};
     tw_tile_view out = {NULL, 0, 0, 4, 1, TW_U8, 0, 0};
 
-    need_device();
+    twtest_need_gpu();
     cr_assert(eq(int, twi_cuda_gray(&in, &out, 0, NULL), TW_OK));
     in.w = out.w = 4;
     in.data = out.data = (void *)(uintptr_t)0x1000;

@@ -18,17 +18,6 @@
 #include "omp_kernels.h"
 #include "twtest.h"
 
-static void
-need_device(void)
-{
-    int n = 0;
-
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-        (void)cudaGetLastError();
-        cr_skip_test("no CUDA device");
-    }
-}
-
 /* Both variants on the same w x h input (ch channels of t, `extra` padding samples a row):
  * the outputs, padding included, are equal byte for byte. */
 static void
@@ -73,7 +62,7 @@ Test(gray_stain_cuda, all_colours_bit_identical_to_omp)
     uint8_t *px = malloc((size_t)4096 * 4096 * 3);
     twi_gray_params p;
 
-    need_device();
+    twtest_need_gpu();
     cr_assert_not_null(px);
     for (size_t i = 0; i < (size_t)1 << 24; i++) {
         px[3 * i] = (uint8_t)(i & 255);
@@ -103,7 +92,7 @@ Test(gray_stain_cuda, thresholds_bit_identical_to_omp)
     uint8_t *px = malloc(300 * 200 * 3 * 2 + 4096);
     twi_gray_params p;
 
-    need_device();
+    twtest_need_gpu();
     cr_assert_not_null(px);
     for (size_t i = 0; i < 300 * 200 * 3 * 2 + 4096; i++)
         px[i] = (uint8_t)twtest_rnd(&rng, 256);

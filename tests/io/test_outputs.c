@@ -400,38 +400,6 @@ read0(const char *path, int64_t *w, int64_t *h)
     return lv.px;
 }
 
-/* Every level of `path` equals the reduction by `rule` of the level above, level 0 being
- * `img`; returns the number of levels. */
-static int
-check_levels(const char *path, const uint8_t *img, int64_t w, int64_t h, int ch,
-             tw_sample_type t, twout_rule rule)
-{
-    int n = twout_level_count(path, NULL);
-    uint8_t *ref = malloc(img_bytes(w, h, ch, t));
-
-    memcpy(ref, img, img_bytes(w, h, ch, t));
-    for (int l = 0; l < n; l++) {
-        twout_level lv;
-
-        twout_read_level(path, l, &lv);
-        cr_assert(eq(i64, lv.w, w));
-        cr_assert(eq(i64, lv.h, h));
-        cr_assert(first_diff(lv.px, ref, img_bytes(w, h, ch, t)) < 0,
-                  "%s: level %d is not the rule-%d reduction", path, l, (int)rule);
-        twout_level_free(&lv);
-        if (l + 1 < n) {
-            uint8_t *next = twout_reduce(ref, w, h, ch, t, rule);
-
-            free(ref);
-            ref = next;
-            w = (w + 1) / 2;
-            h = (h + 1) / 2;
-        }
-    }
-    free(ref);
-    return n;
-}
-
 Test(outputs, masks_reduce_by_max)
 {
     /* A thresholded input gives a mask (0 / 255): gray --threshold's pyramid reduces it by the
@@ -464,7 +432,7 @@ Test(outputs, masks_reduce_by_max)
     got = read0(mask, &gw, &gh);
     for (int64_t i = 0; i < w * h; i++)
         cr_assert(eq(u8, got[i], img[i] > 200 ? 255 : 0));
-    cr_assert(eq(int, check_levels(mask, got, w, h, 1, TW_U8, TWOUT_MAX),
+    cr_assert(eq(int, twout_check_pyramid(mask, got, w, h, 1, TW_U8, TWOUT_MAX),
                  pyramid_levels(w, h, 32, 32)));
     free(got);
 
@@ -476,7 +444,7 @@ Test(outputs, masks_reduce_by_max)
                  TW_OK),
               "%s", err.message);
     got = read0(rmax, &gw, &gh);
-    check_levels(rmax, got, w, h, 1, TW_U8, TWOUT_MAX);
+    twout_check_pyramid(rmax, got, w, h, 1, TW_U8, TWOUT_MAX);
     free(got);
     free(img);
     tw_runtime_destroy(rt);
@@ -522,7 +490,7 @@ check_overlay(const char *ov, const uint8_t *base, int base_ch, const uint8_t *r
                   (long)(i / 3 % w), (long)(i / 3 / w), (int)(i % 3));
     twout_level_free(&lv);
     /* the overlay is always a pyramid, reduced by the mean */
-    cr_assert(eq(int, check_levels(ov, want, w, h, 3, TW_U8, TWOUT_MEAN), n));
+    cr_assert(eq(int, twout_check_pyramid(ov, want, w, h, 3, TW_U8, TWOUT_MEAN), n));
     cr_assert(n > 1);
     free(want);
 }
@@ -807,7 +775,7 @@ Test(outputs, convert_streams_in_bounded_memory)
     /* window: 2 per worker + 2 = 6 pipelines of one tile each */
     cr_assert(mi.host_peak <= 8 * tile_bytes, "tile memory peaked at %ld bytes (%ld tiles)",
               (long)mi.host_peak, (long)(mi.host_peak / tile_bytes));
-    check_levels(out, img, w, h, 3, TW_U8, TWOUT_MEAN);
+    twout_check_pyramid(out, img, w, h, 3, TW_U8, TWOUT_MEAN);
     free(img);
     tw_runtime_destroy(rt);
     twtest_rmtree(dir);
