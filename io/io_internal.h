@@ -64,7 +64,8 @@ TWI_HIDDEN void twi_writer_level_size(const tw_writer *wr, int level, int64_t *w
 /* For backends that hand a TIFF-based file to another library (OpenSlide), which would print
  * libtiff's errors to stderr or allocate what a corrupt header claims: when `path` starts with
  * a TIFF header, walk its directories with libtiff under our own silent handlers and check
- * each tile's size (at `px_bytes` per decoded pixel). TW_OK when it is not a TIFF or looks
+ * each tile's size (at `px_bytes` per decoded pixel), that every tile or strip ends inside the
+ * file and that an uncompressed one holds all its bytes. TW_OK when it is not a TIFF or looks
  * sound; TW_E_FORMAT "<domain>: ... '<path>' ..." otherwise (reader_tiff.c). */
 TWI_HIDDEN tw_status twi_tiff_precheck(const char *path, const char *domain, size_t px_bytes,
                                        tw_error *err);

@@ -581,6 +581,52 @@ read_properties(tw_slide *s, TIFF *tif)
 
 /* ---- for other backends */
 
+/* check_striles() for a directory another library will decode: every tile or strip ends
+ * inside the file, and an uncompressed one holds all its bytes (otherwise OpenSlide's libtiff
+ * prints to stderr and fails with a message that names neither). */
+static tw_status
+precheck_striles(TIFF *tif, const char *path, const char *domain, int dir, uint64_t file_size,
+                 tw_error *err)
+{
+    uint16_t compression = COMPRESSION_NONE;
+    uint32_t h = 0, rps = 0, n;
+    bool tiled = TIFFIsTiled(tif) != 0;
+
+    TIFFGetFieldDefaulted(tif, TIFFTAG_COMPRESSION, &compression);
+    TIFFGetField(tif, TIFFTAG_IMAGELENGTH, &h);
+    TIFFGetFieldDefaulted(tif, TIFFTAG_ROWSPERSTRIP, &rps);
+    n = tiled ? TIFFNumberOfTiles(tif) : TIFFNumberOfStrips(tif);
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t off = TIFFGetStrileOffset(tif, i), bytes = TIFFGetStrileByteCount(tif, i), need;
+
+        if (off == 0 && bytes == 0)
+            continue; /* sparse */
+        if (off > file_size || bytes > file_size - off)
+            return twi_error_set(err, TW_E_FORMAT,
+                                 "%s: '%s' is truncated (%s %u of directory %d ends at byte "
+                                 "%" PRIu64 ", the file has %" PRIu64 ")",
+                                 domain, path, tiled ? "tile" : "strip", i, dir, off + bytes,
+                                 file_size);
+        if (compression != COMPRESSION_NONE)
+            continue;
+        if (tiled) {
+            need = TIFFTileSize64(tif);
+        } else {
+            /* rows of this strip: the last of a plane may be short */
+            uint64_t r = rps == 0 || rps > h ? h : rps, per_plane = r ? (h + r - 1) / r : 1;
+            uint64_t first = (uint64_t)i % (per_plane ? per_plane : 1) * r;
+
+            need = TIFFVStripSize64(tif, (uint32_t)(h - first < r ? h - first : r));
+        }
+        if (bytes < need)
+            return twi_error_set(err, TW_E_FORMAT,
+                                 "%s: %s %u of directory %d of '%s' has %" PRIu64 " bytes, "
+                                 "uncompressed it needs %" PRIu64,
+                                 domain, tiled ? "tile" : "strip", i, dir, path, bytes, need);
+    }
+    return TW_OK;
+}
+
 tw_status
 twi_tiff_precheck(const char *path, const char *domain, size_t px_bytes, tw_error *err)
 {
@@ -588,6 +634,8 @@ twi_tiff_precheck(const char *path, const char *domain, size_t px_bytes, tw_erro
     tiff_handle h = {.level = -1, .path = path};
     TIFFOpenOptions *opts = NULL;
     unsigned char hdr[4] = {0};
+    struct stat sb;
+    uint64_t file_size = UINT64_MAX; /* unknown: no strile is found beyond it */
     tw_error werr = {0};
     int n_dirs = 0, fd;
     int64_t got;
@@ -595,9 +643,12 @@ twi_tiff_precheck(const char *path, const char *domain, size_t px_bytes, tw_erro
     if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
         return TW_OK; /* the backend reports it */
     got = read(fd, hdr, sizeof hdr);
+    if (fstat(fd, &sb) == 0)
+        file_size = (uint64_t)sb.st_size;
     close(fd);
-    if (got != 4 || !((hdr[0] == 'I' && hdr[1] == 'I' && (hdr[2] == 42 || hdr[2] == 43)) ||
-                      (hdr[0] == 'M' && hdr[1] == 'M' && (hdr[3] == 42 || hdr[3] == 43))))
+    if (got != 4 ||
+        !((hdr[0] == 'I' && hdr[1] == 'I' && (hdr[2] == 42 || hdr[2] == 43) && hdr[3] == 0) ||
+          (hdr[0] == 'M' && hdr[1] == 'M' && hdr[2] == 0 && (hdr[3] == 42 || hdr[3] == 43))))
         return TW_OK;
     if (walk_directories(path, &n_dirs, &werr) != TW_OK) {
         const char *m = strncmp(werr.message, "io.tiff: ", 9) == 0 ? werr.message + 9
@@ -632,6 +683,8 @@ twi_tiff_precheck(const char *path, const char *domain, size_t px_bytes, tw_erro
                                (unsigned long long)(TWI_IO_MAX_STRILE_BYTES >> 20));
             goto out;
         }
+        if ((st = precheck_striles(h.tif, path, domain, d, file_size, err)) != TW_OK)
+            goto out;
     }
 out:
     if (h.tif)

@@ -9,39 +9,36 @@
  * nucleus-like ellipses 16-32 pixels across (4-8 microns) on a hashed, jittered 32-pixel grid,
  * denser where a second low-frequency field is high.
  *
- * How it stays identical everywhere. Every level is a point-sampled rendering of the same
- * scene: pixel i of level k samples the scene at its centre, (i + 1/2) 2^k in level-0 units.
- * Each pixel therefore depends on nothing but its own position, never on the tile, the order
- * of work or the thread that renders it. All arithmetic is integer (positions in 1/256 pixel,
- * noise values in 1/65536, bilinear weights in 1/256); random numbers come from a 64-bit
- * mixing hash (the splitmix64 finaliser) of the seed, the layer and the cell coordinates.
- * There is no floating point, no rand(), and no right shift of a negative number (the one
- * place that needs a floored shift spells it out), so the bytes are the same on any compiler
- * and machine.
+ * How it stays identical everywhere. Level 0 is a point-sampled rendering of the scene: pixel
+ * i samples it at its centre, i + 1/2 in level-0 units, so each pixel depends on nothing but
+ * its own position, never on the tile, the order of work or the thread that renders it. The
+ * file's reduced levels are 2x2 means of the level above (see "Writing" below), as in every
+ * pyramid tilewave writes; twi_sample_render() still renders any level k point-sampled (pixel
+ * i at (i + 1/2) 2^k), which the tests use. All arithmetic is integer (positions in 1/256
+ * pixel, noise values in 1/65536, bilinear weights in 1/256); random numbers come from a
+ * 64-bit mixing hash (the splitmix64 finaliser) of the seed, the layer and the cell
+ * coordinates. There is no floating point, no rand(), and no right shift of a negative number
+ * (the one place that needs a floored shift spells it out), so the bytes are the same on any
+ * compiler and machine.
  *
  * How it stays fast. The slow-varying fields (tissue, density, fibre warp, holes) are defined
  * as the bilinear interpolation of their values on a 16-pixel lattice; a render of a block at
  * levels 0-4 computes the lattice points it needs once, deeper levels evaluate the four
  * corners of each pixel directly, and both give the same numbers. Nuclei are painted per
  * block by visiting the grid cells that can reach it, in global cell order, so overlaps
- * resolve the same way in every block. Tiles are rendered and compressed in parallel, one
- * OpenMP thread per tile, each calling the thread-safe tw_writer_write_tile().
+ * resolve the same way in every block. Tiles are rendered in parallel, one OpenMP thread
+ * per tile.
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <omp.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <zlib.h>
-#include <zstd.h>
 
 #include "io_internal.h"
 #include "sample_internal.h"
 #include "tilewave/version.h"
+#include "tw_io.h"
 
 #define QB 8               /* positions are in 1/256 of a level-0 pixel */
 #define LAT_SHIFT 4        /* lattice of the slow fields: 16 level-0 pixels */
@@ -292,8 +289,8 @@ u8(int64_t v)
 
 /* Glass at level-0 pixel (X, Y): a faint grain (-1, 0, 0, +1; stronger grain costs deflate
  * time and file size) that repeats every GLASS_PERIOD pixels. Every tile edge is a multiple of
- * the period, so all tiles of pure glass in a level hold the same bytes: the writer compresses
- * one and reuses it, and most of a slide is glass. */
+ * the period, so all tiles of pure glass in a level hold the same pixels: they are made once,
+ * not rendered, and most of a slide is glass. */
 static inline void
 glass_pixel(const twi_sample_scene *sc, int64_t X, int64_t Y, uint8_t *px)
 {
@@ -672,279 +669,109 @@ tw_sample_opts_init(tw_sample_opts *o)
 }
 
 /*
- * Writing. The file is a tiled BigTIFF written here by hand rather than through tw_writer:
- * libtiff keeps one directory open at a time, so through it a level must be complete before
- * the next one starts, whereas here every pyramid level is built from the level above while
- * level 0 streams, and a level's tiles are appended as soon as one of its tile rows is
- * complete. Tile data come first, in a fixed order (level 0 row by row, each row of level k
- * right after the level k-1 row that completes it), then the directories; so the bytes depend
- * on nothing but the options, whatever the number of threads.
+ * Writing, through tw_writer (libtiff). Level 0 streams tile row by tile row. Level k >= 1 is
+ * the 2x2 mean of level k - 1 (twi_pyr_reduce with TWI_PYR_MEAN, the rule of every tilewave
+ * pyramid), assembled in a buffer one tile row high: each tile of level k - 1 is reduced into
+ * it as soon as it is made, and once the two rows of level k - 1 above it are done, its tiles
+ * go to the writer, which keeps them in its scratch file until level k's directory is open
+ * (libtiff writes one directory at a time). Memory: one tile row per level below 0 (about
+ * 3 * w * tile bytes together: 77 MiB for a 100K-wide slide with 256-pixel tiles), one tile
+ * per thread, and the writer's few bytes per tile.
  *
- * Each tile row of a level goes in chunks of CHUNK tiles: OpenMP threads render a tile
- * (level 0) or cut it out of the row buffer (deeper levels), average it 2x2 into the next
- * level's row buffer and compress it, one tile per thread; then the calling thread appends the
- * chunk in tile order. Tiles of pure glass (found without rendering) are not rendered or
- * compressed: all of them in a level hold the same bytes, compressed once. Memory: one tile row
- * per level below 0 (together about 3 * w * tile bytes: 77 MiB for a 100K-wide slide with
- * 256-pixel tiles), CHUNK compressed tiles, two tile buffers per thread, and 16 bytes per tile
- * for the directories.
+ * Each row goes to the OpenMP threads a tile at a time: a thread renders its tile (level 0) or
+ * finds it in the row buffer, reduces it into the next level's row and hands it to
+ * tw_writer_write_tile(), which compresses it on that thread and appends it. The hand-over is
+ * an `ordered` region, in tile order: libtiff lays tiles out in the order they are appended,
+ * so this keeps the file's bytes the same whatever the number of threads, at the price of
+ * compressing one tile at a time while the other threads render the next ones.
  *
- * No fsync before the rename: the slide is test data that the same command recreates, and
- * syncing tens of GiB would take longer than writing them.
+ * Glass. Tiles of pure glass (known without rendering) are not rendered and their reduction is
+ * copied, not computed: all glass tiles of a level hold the same pixels, made once (level 0
+ * from the periodic grain; level k as four copies of the reduced glass tile of level k - 1,
+ * which is what reducing four glass tiles gives). Most of a slide is glass.
  */
 
-#define CHUNK 64
+/* microns per level-0 pixel */
+#define SAMPLE_MPP 0.25
 
 typedef struct pyr_level {
     int64_t w, h, ntx, nty;
-    uint64_t *off, *cnt;  /* per tile, row-major: where its bytes are in the file, how many */
-    uint8_t *row;         /* k >= 1: the tile row being assembled, ntx tiles wide */
+    uint8_t *row;         /* k >= 1: the tile row being assembled, `tile` rows of w pixels */
     size_t row_stride;
     uint8_t *nglass;      /* k >= 1: per tile of that row, how many of its children were glass */
-    uint8_t *gpx;         /* the pure glass tile of this level */
-    uint8_t *gz;          /* ... compressed */
-    size_t gz_n;
+    uint8_t *gpx;         /* the glass tile of this level, tile x tile pixels */
+    uint8_t *gred;        /* its 2x2 reduction, tile / 2 x tile / 2 pixels */
 } pyr_level;
-
-typedef struct tile_out {
-    uint8_t *z;           /* compressed tile (malloc'd); NULL for glass */
-    size_t n;
-    bool glass;
-    tw_status st;
-} tile_out;
-
-typedef struct thread_buf {
-    uint8_t *px;          /* one tile of pixels */
-    uint8_t *z;           /* compression scratch, zcap bytes */
-    ZSTD_CCtx *zc;
-} thread_buf;
 
 typedef struct sample_writer {
     const twi_sample_scene *sc;
-    tw_compression comp;
+    tw_writer *wr;
     int32_t tile;
-    size_t tile_bytes, zcap;
     int n_levels;
     pyr_level *lv;
     int n_threads;
-    thread_buf *tb;
-    tile_out outs[CHUNK];
-    int fd;
-    uint64_t pos;         /* bytes written so far */
-    const char *path, *tmp_path;
+    uint8_t **tbuf;       /* one tile of pixels per thread */
 } sample_writer;
 
-static tw_status
-put_at(sample_writer *sw, const void *p, size_t n, uint64_t at, tw_error *err)
-{
-    const uint8_t *b = p;
-    char ebuf[128];
-
-    while (n > 0) {
-        int64_t r = (int64_t)pwrite(sw->fd, b, n, (off_t)at);
-
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            int e = r < 0 ? errno : EIO;
-
-            return twi_error_set(err, TW_E_IO, "sample: cannot write '%s' (%s)", sw->tmp_path,
-                                 twi_io_strerror(e, ebuf, sizeof ebuf));
-        }
-        b += r;
-        n -= (size_t)r;
-        at += (uint64_t)r;
-    }
-    return TW_OK;
-}
-
-static tw_status
-put(sample_writer *sw, const void *p, size_t n, tw_error *err)
-{
-    tw_status st = put_at(sw, p, n, sw->pos, err);
-
-    if (st == TW_OK)
-        sw->pos += n;
-    return st;
-}
-
-/* Compress one tile (tile_bytes at src) into a new buffer of exactly *n bytes. */
-static tw_status
-compress_tile(const sample_writer *sw, thread_buf *tb, const uint8_t *src, uint8_t **out,
-              size_t *n)
-{
-    size_t len = sw->tile_bytes;
-
-    if (sw->comp == TW_COMPRESS_DEFLATE) {
-        uLongf cap = (uLongf)sw->zcap;
-
-        if (compress2(tb->z, &cap, src, (uLong)len, TWI_SAMPLE_DEFLATE_LEVEL) != Z_OK)
-            return TW_E_INTERNAL;
-        src = tb->z;
-        len = cap;
-    } else if (sw->comp == TW_COMPRESS_ZSTD) {
-        size_t r = ZSTD_compressCCtx(tb->zc, tb->z, sw->zcap, src, len, TWI_SAMPLE_ZSTD_LEVEL);
-
-        if (ZSTD_isError(r))
-            return TW_E_INTERNAL;
-        src = tb->z;
-        len = r;
-    }
-    if (!(*out = malloc(len)))
-        return TW_E_NOMEM;
-    memcpy(*out, src, len);
-    *n = len;
-    return TW_OK;
-}
-
-/* The next level's pixels from w x h pixels of this one: each the rounded mean of the 2x2
- * block above it, or of the part of the block inside the level at its right and bottom
- * edges. */
-static void
-downsample(const uint8_t *src, size_t sstride, int64_t w, int64_t h, uint8_t *dst,
-           size_t dstride)
-{
-    for (int64_t j = 0; 2 * j < h; j++) {
-        const uint8_t *r0 = src + (size_t)(2 * j) * sstride;
-        const uint8_t *r1 = 2 * j + 1 < h ? r0 + sstride : r0;
-        uint8_t *d = dst + (size_t)j * dstride;
-        int64_t i = 0;
-
-        if (2 * j + 1 < h) {
-            for (; 2 * i + 1 < w; i++)
-                for (int c = 0; c < 3; c++)
-                    d[3 * i + c] = (uint8_t)((r0[6 * i + c] + r0[6 * i + 3 + c] +
-                                              r1[6 * i + c] + r1[6 * i + 3 + c] + 2) >> 2);
-        } else {
-            for (; 2 * i + 1 < w; i++)
-                for (int c = 0; c < 3; c++)
-                    d[3 * i + c] = (uint8_t)((r0[6 * i + c] + r0[6 * i + 3 + c] + 1) >> 1);
-        }
-        if (2 * i < w) /* a last column of one pixel */
-            for (int c = 0; c < 3; c++)
-                d[3 * i + c] = (uint8_t)((r0[6 * i + c] + r1[6 * i + c] + 1) >> 1);
-    }
-}
-
-/* The glass tile of every level: level 0 from the periodic grain, each next one the 2x2 mean
- * of four copies of the one above; each compressed once. */
-static tw_status
-make_glass_tiles(sample_writer *sw, tw_error *err)
-{
-    int32_t t = sw->tile;
-    size_t stride = (size_t)t * 3;
-
-    for (int k = 0; k < sw->n_levels; k++) {
-        pyr_level *lv = &sw->lv[k];
-        tw_status st;
-
-        if (!(lv->gpx = malloc(sw->tile_bytes)))
-            return twi_error_set(err, TW_E_NOMEM, "sample: out of memory");
-        for (int32_t j = 0; j < t; j++) {
-            for (int32_t i = 0; i < t; i++) {
-                uint8_t *d = lv->gpx + (size_t)j * stride + 3 * (size_t)i;
-
-                if (k == 0) {
-                    glass_pixel(sw->sc, i, j, d);
-                } else {
-                    /* 2i and 2i + 1 of the two tiles side by side: wrap into one tile */
-                    const uint8_t *g = sw->lv[k - 1].gpx;
-                    size_t i0 = 3 * (size_t)((2 * i) % t), i1 = 3 * (size_t)((2 * i + 1) % t);
-                    const uint8_t *r0 = g + (size_t)((2 * j) % t) * stride;
-                    const uint8_t *r1 = g + (size_t)((2 * j + 1) % t) * stride;
-
-                    for (int c = 0; c < 3; c++)
-                        d[c] = (uint8_t)((r0[i0 + c] + r0[i1 + c] + r1[i0 + c] + r1[i1 + c] +
-                                          2) >> 2);
-                }
-            }
-        }
-        if ((st = compress_tile(sw, &sw->tb[0], lv->gpx, &lv->gz, &lv->gz_n)) != TW_OK)
-            return twi_error_set(err, st, "sample: cannot compress the glass tile of level %d",
-                                 k);
-    }
-    return TW_OK;
-}
-
-/* Render or cut out, downsample and compress tile tx of tile row ty of level k (one thread). */
-static void
-make_tile(sample_writer *sw, int k, int64_t tx, int64_t ty, tile_out *o)
-{
-    pyr_level *lv = &sw->lv[k], *next = k + 1 < sw->n_levels ? &sw->lv[k + 1] : NULL;
-    thread_buf *tb = &sw->tb[omp_get_thread_num()];
-    int32_t t = sw->tile;
-    size_t stride = (size_t)t * 3;
-    int64_t x = tx * t, y = ty * t;
-    int32_t w = (int32_t)(lv->w - x < t ? lv->w - x : t), h = (int32_t)(lv->h - y < t ? lv->h - y
-                                                                                       : t);
-    bool full = w == t && h == t;
-    const uint8_t *px;
-
-    o->z = NULL;
-    o->n = 0;
-    o->st = TW_OK;
-    if (k == 0)
-        o->glass = full && twi_sample_block_is_glass(sw->sc, x, y, t, t);
-    else
-        o->glass = full && lv->nglass[tx] == 4;
-    if (o->glass) {
-        px = lv->gpx;
-    } else {
-        /* edge tiles are padded with zeros, as tw_writer does */
-        if (!full)
-            memset(tb->px, 0, sw->tile_bytes);
-        if (k == 0) {
-            o->st = twi_sample_render(sw->sc, 0, x, y, w, h, tb->px, stride);
-        } else {
-            for (int32_t j = 0; j < h; j++)
-                memcpy(tb->px + (size_t)j * stride,
-                       lv->row + (size_t)j * lv->row_stride + (size_t)x * 3, (size_t)w * 3);
-        }
-        px = tb->px;
-    }
-    if (o->st != TW_OK)
-        return;
-    /* tile sides are even: the 2x2 blocks of a tile's pixels never straddle two tiles */
-    if (next)
-        downsample(px, stride, w, h,
-                   next->row + (size_t)(ty % 2) * (size_t)(t / 2) * next->row_stride +
-                       (size_t)(x / 2) * 3,
-                   next->row_stride);
-    if (!o->glass)
-        o->st = compress_tile(sw, tb, px, &o->z, &o->n);
-}
-
-/* Make and append tile row ty of level k; then, when it completes a row of the next level,
- * that row (and so on down). */
+/* Make tile row ty of level k, reduce it into the next level's row and write its tiles; then,
+ * when it completes a row of the next level, that row (and so on down). */
 static tw_status
 write_row(sample_writer *sw, int k, int64_t ty, tw_error *err)
 {
     pyr_level *lv = &sw->lv[k], *next = k + 1 < sw->n_levels ? &sw->lv[k + 1] : NULL;
-    tw_status st = TW_OK;
+    const int32_t t = sw->tile;
+    const size_t tstride = (size_t)t * 3, hstride = (size_t)(t / 2) * 3;
+    tw_status st = TW_OK; /* the first failure in tile order: touched in `ordered` only */
 
-    for (int64_t c0 = 0; c0 < lv->ntx && st == TW_OK; c0 += CHUNK) {
-        int nc = (int)(lv->ntx - c0 < CHUNK ? lv->ntx - c0 : CHUNK);
+#pragma omp parallel for ordered schedule(dynamic, 1)
+    for (int64_t tx = 0; tx < lv->ntx; tx++) {
+        int64_t x = tx * t, y = ty * t;
+        int32_t w = (int32_t)(lv->w - x < t ? lv->w - x : t);
+        int32_t h = (int32_t)(lv->h - y < t ? lv->h - y : t);
+        bool full = w == t && h == t, glass;
+        const uint8_t *px;
+        size_t stride;
+        tw_status ts = TW_OK;
 
-#pragma omp parallel for schedule(dynamic, 1)
-        for (int i = 0; i < nc; i++)
-            make_tile(sw, k, c0 + i, ty, &sw->outs[i]);
-        for (int i = 0; i < nc; i++) {
-            tile_out *o = &sw->outs[i];
-            int64_t tx = c0 + i, idx = ty * lv->ntx + tx;
+        if (k == 0)
+            glass = full && twi_sample_block_is_glass(sw->sc, x, y, t, t);
+        else
+            glass = full && lv->nglass[tx] == 4;
+        if (glass) {
+            px = lv->gpx;
+            stride = tstride;
+        } else if (k == 0) {
+            uint8_t *buf = sw->tbuf[omp_get_thread_num()];
 
-            if (st == TW_OK && o->st != TW_OK)
-                st = twi_error_set(err, o->st, "sample: cannot make tile (%lld, %lld) of level %d"
+            ts = twi_sample_render(sw->sc, 0, x, y, w, h, buf, tstride);
+            px = buf;
+            stride = tstride;
+        } else {
+            px = lv->row + (size_t)x * 3;
+            stride = lv->row_stride;
+        }
+        /* tile sides are even: the 2x2 blocks of a tile's pixels never straddle two tiles */
+        if (next && ts == TW_OK) {
+            uint8_t *dst = next->row + (size_t)(ty % 2) * (size_t)(t / 2) * next->row_stride +
+                           (size_t)(x / 2) * 3;
+
+            if (glass)
+                for (int32_t j = 0; j < t / 2; j++)
+                    memcpy(dst + (size_t)j * next->row_stride, lv->gred + (size_t)j * hstride,
+                           hstride);
+            else
+                twi_pyr_reduce(px, stride, w, h, 3, TW_U8, TWI_PYR_MEAN, dst, next->row_stride);
+        }
+#pragma omp ordered
+        {
+            if (st == TW_OK && ts != TW_OK)
+                st = twi_error_set(err, ts, "sample: cannot render tile (%lld, %lld) of level %d"
                                    " (%s)", (long long)tx, (long long)ty, k,
-                                   o->st == TW_E_NOMEM ? "out of memory" : "compression failed");
-            if (st == TW_OK) {
-                lv->off[idx] = sw->pos;
-                lv->cnt[idx] = o->glass ? lv->gz_n : o->n;
-                st = put(sw, o->glass ? lv->gz : o->z, (size_t)lv->cnt[idx], err);
-            }
-            if (next && o->glass)
+                                   ts == TW_E_NOMEM ? "out of memory" : "invalid region");
+            if (st == TW_OK)
+                st = tw_writer_write_tile(sw->wr, k, tx, ty, px, stride, err);
+            if (next && glass)
                 next->nglass[tx / 2]++;
-            free(o->z);
-            o->z = NULL;
         }
     }
     if (st == TW_OK && next && (ty % 2 == 1 || ty == lv->nty - 1)) {
@@ -954,340 +781,124 @@ write_row(sample_writer *sw, int k, int64_t ty, tw_error *err)
     return st;
 }
 
-/* ---- the directories */
-
-enum { T_ASCII = 2, T_SHORT = 3, T_LONG = 4, T_RATIONAL = 5, T_LONG8 = 16 };
-
-typedef struct ifd_entry {
-    uint16_t tag, type;
-    uint64_t count;
-    const uint8_t *data;  /* count values, little-endian */
-    size_t bytes;
-} ifd_entry;
-
-static void
-le16(uint8_t *p, uint64_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static void
-le32(uint8_t *p, uint64_t v)
-{
-    le16(p, v);
-    le16(p + 2, v >> 16);
-}
-
-static void
-le64(uint8_t *p, uint64_t v)
-{
-    le32(p, v);
-    le32(p + 4, v >> 32);
-}
-
-/* Pixels per centimetre of a level as a TIFF rational: 10000 / 0.25 um scaled by the level's
- * share of the level-0 width, num / den reduced (and shifted down if it still overflows). */
-static void
-resolution(int64_t lw, int64_t w0, uint8_t out[8])
-{
-    uint64_t num = 40000u * (uint64_t)lw, den = (uint64_t)w0, a = num, b = den;
-
-    while (b) {
-        uint64_t r = a % b;
-
-        a = b;
-        b = r;
-    }
-    num /= a;
-    den /= a;
-    while (num > UINT32_MAX || den > UINT32_MAX) {
-        num >>= 1;
-        den >>= 1;
-    }
-    le32(out, num);
-    le32(out + 4, den ? den : 1);
-}
-
-/* Append level k's directory at the next 8-byte boundary, its long values after it; *at is
- * where it starts, *next_at where its next-directory offset is. */
-static tw_status
-write_ifd(sample_writer *sw, int k, const char *desc, const char *software, uint64_t *at,
-          uint64_t *next_at, tw_error *err)
-{
-    const pyr_level *lv = &sw->lv[k];
-    uint64_t n = (uint64_t)(lv->ntx * lv->nty);
-    uint8_t sc0[8], sc1[8], sc2[8], sc3[8], bps[6], spp[2], xres[8], fmt[6], one[2], rgb[2];
-    uint8_t twb[4], thb[4], unit[2], comp[2], pad[8] = {0};
-    uint8_t *offs = malloc(n * 8), *cnts = malloc(n * 8), *buf = NULL;
-    ifd_entry e[20];
-    size_t ne = 0, size, tail;
-    tw_status st = TW_OK;
-
-    if (!offs || !cnts) {
-        st = twi_error_set(err, TW_E_NOMEM, "sample: out of memory");
-        goto out;
-    }
-    for (uint64_t i = 0; i < n; i++) {
-        le64(offs + 8 * i, lv->off[i]);
-        le64(cnts + 8 * i, lv->cnt[i]);
-    }
-    le32(sc0, k > 0 ? 1 : 0); /* FILETYPE_REDUCEDIMAGE */
-    le32(sc1, (uint64_t)lv->w);
-    le32(sc2, (uint64_t)lv->h);
-    le32(sc3, 0);
-    for (int i = 0; i < 3; i++) {
-        le16(bps + 2 * i, 8);
-        le16(fmt + 2 * i, 1); /* SAMPLEFORMAT_UINT */
-    }
-    le16(comp, sw->comp == TW_COMPRESS_DEFLATE ? 8 : sw->comp == TW_COMPRESS_ZSTD ? 50000 : 1);
-    le16(rgb, 2);
-    le16(spp, 3);
-    le16(one, 1);
-    le16(unit, 3); /* centimetre */
-    le32(twb, (uint64_t)sw->tile);
-    le32(thb, (uint64_t)sw->tile);
-    resolution(lv->w, sw->lv[0].w, xres);
-#define ENTRY(t, ty, c, d, b) (e[ne++] = (ifd_entry){(t), (ty), (c), (d), (b)})
-    ENTRY(254, T_LONG, 1, sc0, 4);
-    ENTRY(256, T_LONG, 1, sc1, 4);
-    ENTRY(257, T_LONG, 1, sc2, 4);
-    ENTRY(258, T_SHORT, 3, bps, 6);
-    ENTRY(259, T_SHORT, 1, comp, 2);
-    ENTRY(262, T_SHORT, 1, rgb, 2);
-    if (desc)
-        ENTRY(270, T_ASCII, strlen(desc) + 1, (const uint8_t *)desc, strlen(desc) + 1);
-    ENTRY(277, T_SHORT, 1, spp, 2);
-    ENTRY(282, T_RATIONAL, 1, xres, 8);
-    ENTRY(283, T_RATIONAL, 1, xres, 8); /* square pixels */
-    ENTRY(284, T_SHORT, 1, one, 2);
-    ENTRY(296, T_SHORT, 1, unit, 2);
-    if (software)
-        ENTRY(305, T_ASCII, strlen(software) + 1, (const uint8_t *)software,
-              strlen(software) + 1);
-    ENTRY(322, T_LONG, 1, twb, 4);
-    ENTRY(323, T_LONG, 1, thb, 4);
-    ENTRY(324, T_LONG8, n, offs, (size_t)n * 8);
-    ENTRY(325, T_LONG8, n, cnts, (size_t)n * 8);
-    ENTRY(339, T_SHORT, 3, fmt, 6);
-#undef ENTRY
-    (void)sc3;
-
-    size = 8 + 20 * ne + 8;
-    tail = 0;
-    for (size_t i = 0; i < ne; i++)
-        if (e[i].bytes > 8)
-            tail += (e[i].bytes + 7) & ~(size_t)7;
-    if (!(buf = calloc(1, size + tail))) {
-        st = twi_error_set(err, TW_E_NOMEM, "sample: out of memory");
-        goto out;
-    }
-    *at = (sw->pos + 7) & ~(uint64_t)7;
-    if ((st = put(sw, pad, (size_t)(*at - sw->pos), err)) != TW_OK)
-        goto out;
-    le64(buf, ne);
-    tail = size;
-    for (size_t i = 0; i < ne; i++) {
-        uint8_t *p = buf + 8 + 20 * i;
-
-        le16(p, e[i].tag);
-        le16(p + 2, e[i].type);
-        le64(p + 4, e[i].count);
-        if (e[i].bytes <= 8) {
-            memcpy(p + 12, e[i].data, e[i].bytes);
-        } else {
-            le64(p + 12, *at + tail);
-            memcpy(buf + tail, e[i].data, e[i].bytes);
-            tail += (e[i].bytes + 7) & ~(size_t)7;
-        }
-    }
-    *next_at = *at + 8 + 20 * ne; /* left 0: the last directory */
-    st = put(sw, buf, tail, err);
-out:
-    free(buf);
-    free(offs);
-    free(cnts);
-    return st;
-}
-
 static void
 sample_writer_free(sample_writer *sw)
 {
     if (sw->lv) {
         for (int k = 0; k < sw->n_levels; k++) {
-            free(sw->lv[k].off);
-            free(sw->lv[k].cnt);
             free(sw->lv[k].row);
             free(sw->lv[k].nglass);
             free(sw->lv[k].gpx);
-            free(sw->lv[k].gz);
+            free(sw->lv[k].gred);
         }
     }
-    if (sw->tb) {
-        for (int i = 0; i < sw->n_threads; i++) {
-            free(sw->tb[i].px);
-            free(sw->tb[i].z);
-            ZSTD_freeCCtx(sw->tb[i].zc);
-        }
-    }
+    if (sw->tbuf)
+        for (int i = 0; i < sw->n_threads; i++)
+            free(sw->tbuf[i]);
     free(sw->lv);
-    free(sw->tb);
+    free(sw->tbuf);
 }
 
+/* Levels, row buffers, thread buffers and the glass tiles of every level. */
 static tw_status
 sample_writer_init(sample_writer *sw, const twi_sample_scene *sc, const tw_sample_opts *o,
                    tw_error *err)
 {
+    const int32_t t = o->tile;
+    const size_t tile_bytes = (size_t)t * (size_t)t * 3, tstride = (size_t)t * 3;
+    const size_t hstride = (size_t)(t / 2) * 3;
     int64_t w = o->w, h = o->h;
 
     sw->sc = sc;
-    sw->comp = o->compression;
-    sw->tile = o->tile;
-    sw->tile_bytes = (size_t)o->tile * (size_t)o->tile * 3;
-    sw->zcap = sw->comp == TW_COMPRESS_ZSTD ? ZSTD_compressBound(sw->tile_bytes)
-                                            : (size_t)compressBound((uLong)sw->tile_bytes);
-    sw->n_levels = twi_sample_level_count(o->w, o->h, o->tile);
+    sw->tile = t;
+    sw->n_levels = twi_sample_level_count(o->w, o->h, t);
     sw->n_threads = omp_get_max_threads();
     if (!(sw->lv = calloc((size_t)sw->n_levels, sizeof *sw->lv)) ||
-        !(sw->tb = calloc((size_t)sw->n_threads, sizeof *sw->tb)))
+        !(sw->tbuf = calloc((size_t)sw->n_threads, sizeof *sw->tbuf)))
         return twi_error_set(err, TW_E_NOMEM, "sample: out of memory");
+    for (int i = 0; i < sw->n_threads; i++)
+        if (!(sw->tbuf[i] = malloc(tile_bytes)))
+            return twi_error_set(err, TW_E_NOMEM, "sample: out of memory");
     for (int k = 0; k < sw->n_levels; k++) {
         pyr_level *lv = &sw->lv[k];
 
         lv->w = w;
         lv->h = h;
-        lv->ntx = (w + o->tile - 1) / o->tile;
-        lv->nty = (h + o->tile - 1) / o->tile;
-        if (!(lv->off = calloc((size_t)(lv->ntx * lv->nty), sizeof *lv->off)) ||
-            !(lv->cnt = calloc((size_t)(lv->ntx * lv->nty), sizeof *lv->cnt)))
-            return twi_error_set(err, TW_E_NOMEM, "sample: out of memory for %lld tiles",
-                                 (long long)(lv->ntx * lv->nty));
+        lv->ntx = (w + t - 1) / t;
+        lv->nty = (h + t - 1) / t;
         if (k > 0) {
-            lv->row_stride = (size_t)lv->ntx * (size_t)o->tile * 3;
-            if (!(lv->row = malloc(lv->row_stride * (size_t)o->tile)) ||
+            lv->row_stride = (size_t)lv->ntx * tstride;
+            if (!(lv->row = malloc(lv->row_stride * (size_t)t)) ||
                 !(lv->nglass = calloc((size_t)lv->ntx, 1)))
                 return twi_error_set(err, TW_E_NOMEM,
                                      "sample: out of memory for a %lld-pixel tile row of level %d",
                                      (long long)lv->w, k);
         }
+        if (!(lv->gpx = malloc(tile_bytes)) || !(lv->gred = malloc(hstride * (size_t)(t / 2))))
+            return twi_error_set(err, TW_E_NOMEM, "sample: out of memory");
+        for (int32_t j = 0; j < t; j++) {
+            uint8_t *d = lv->gpx + (size_t)j * tstride;
+
+            if (k == 0) {
+                for (int32_t i = 0; i < t; i++)
+                    glass_pixel(sc, i, j, d + 3 * (size_t)i);
+            } else {
+                const uint8_t *s = sw->lv[k - 1].gred + (size_t)(j % (t / 2)) * hstride;
+
+                memcpy(d, s, hstride);
+                memcpy(d + hstride, s, hstride);
+            }
+        }
+        twi_pyr_reduce(lv->gpx, tstride, t, t, 3, TW_U8, TWI_PYR_MEAN, lv->gred, hstride);
         w = (w + 1) / 2;
         h = (h + 1) / 2;
     }
-    for (int i = 0; i < sw->n_threads; i++) {
-        thread_buf *tb = &sw->tb[i];
-
-        if (!(tb->px = malloc(sw->tile_bytes)) || !(tb->z = malloc(sw->zcap)) ||
-            (sw->comp == TW_COMPRESS_ZSTD && !(tb->zc = ZSTD_createCCtx())))
-            return twi_error_set(err, TW_E_NOMEM, "sample: out of memory");
-    }
     return TW_OK;
 }
 
-/* A file "<dir>/.<name>.tw-XXXXXX" beside path (one file system for the rename), mode 0644. */
-static tw_status
-create_temp(const char *path, char **tmp, int *fd, tw_error *err)
-{
-    const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
-    size_t dlen = slash ? (size_t)(slash - path) + 1 : 0, n = dlen + strlen(base) + 16;
-    char ebuf[128];
-
-    *fd = -1;
-    if (!*base)
-        return twi_error_set(err, TW_E_INVALID, "sample: '%s' names a folder, not a file", path);
-    if (!(*tmp = malloc(n)))
-        return twi_error_set(err, TW_E_NOMEM, "sample: out of memory");
-    snprintf(*tmp, n, "%.*s.%s.tw-XXXXXX", (int)dlen, path, base);
-    if ((*fd = mkostemp(*tmp, O_CLOEXEC)) < 0) {
-        int e = errno;
-
-        free(*tmp);
-        *tmp = NULL;
-        return twi_error_set(err, TW_E_IO, "sample: cannot create '%s' (%s)", path,
-                             twi_io_strerror(e, ebuf, sizeof ebuf));
-    }
-    if (fchmod(*fd, 0644) != 0) {
-        int e = errno;
-
-        return twi_error_set(err, TW_E_IO, "sample: cannot set the mode of '%s' (%s)", *tmp,
-                             twi_io_strerror(e, ebuf, sizeof ebuf));
-    }
-    return TW_OK;
-}
 tw_status
 tw_sample_write(const char *path, const tw_sample_opts *o, tw_error *err)
 {
     tw_status st = TW_OK;
     twi_sample_scene sc;
     sample_writer sw;
-    char desc[160], ebuf[128];
-    char *tmp = NULL;
-    uint8_t head[16] = {'I', 'I', 43, 0, 8, 0, 0, 0};
-    uint64_t prev_next;
-    struct stat sb;
+    tw_writer_opts wo;
+    char desc[160];
 
     memset(&sw, 0, sizeof sw);
-    sw.fd = -1;
     if (!path || !*path)
         return twi_error_set(err, TW_E_INVALID, "sample: no output path");
     if ((st = twi_sample_scene_init(&sc, o, err)) != TW_OK)
         return st;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-        return twi_error_set(err, TW_E_IO, "sample: cannot write '%s' (%s)", path,
-                             twi_io_strerror(EISDIR, ebuf, sizeof ebuf));
     if ((st = sample_writer_init(&sw, &sc, o, err)) != TW_OK)
         goto out;
-    if ((st = create_temp(path, &tmp, &sw.fd, err)) != TW_OK)
-        goto out;
-    sw.path = path;
-    sw.tmp_path = tmp;
     snprintf(desc, sizeof desc, "tilewave sample %lldx%lld seed %llu", (long long)o->w,
              (long long)o->h, (unsigned long long)o->seed);
-
-    /* the header; the first directory's offset is filled in at the end */
-    if ((st = put(&sw, head, sizeof head, err)) != TW_OK ||
-        (st = make_glass_tiles(&sw, err)) != TW_OK)
+    tw_writer_opts_init(&wo);
+    wo.w = o->w;
+    wo.h = o->h;
+    wo.channels = 3;
+    wo.type = TW_U8;
+    wo.tile_w = wo.tile_h = o->tile;
+    wo.n_levels = sw.n_levels;
+    wo.compression = o->compression;
+    wo.level_of_compression = o->compression == TW_COMPRESS_DEFLATE ? TWI_SAMPLE_DEFLATE_LEVEL
+                              : o->compression == TW_COMPRESS_ZSTD  ? TWI_SAMPLE_ZSTD_LEVEL
+                                                                    : 0;
+    wo.mpp_x = wo.mpp_y = SAMPLE_MPP;
+    wo.description = desc;
+    wo.software = "tilewave " TW_VERSION_STRING;
+    if ((st = tw_writer_open(path, &wo, &sw.wr, err)) != TW_OK)
         goto out;
     for (int64_t ty = 0; ty < sw.lv[0].nty && st == TW_OK; ty++)
         st = write_row(&sw, 0, ty, err);
-    prev_next = 8;
-    for (int k = 0; k < sw.n_levels && st == TW_OK; k++) {
-        uint64_t at = 0, next_at = 0;
-        uint8_t b[8];
-
-        st = write_ifd(&sw, k, k == 0 ? desc : NULL, k == 0 ? "tilewave " TW_VERSION_STRING : NULL,
-                       &at, &next_at, err);
-        le64(b, at);
-        if (st == TW_OK)
-            st = put_at(&sw, b, 8, prev_next, err);
-        prev_next = next_at;
+    if (st == TW_OK) {
+        /* close frees the writer and removes its file on failure */
+        st = tw_writer_close(sw.wr, err);
+        sw.wr = NULL;
     }
-    if (st != TW_OK)
-        goto out;
-    if (close(sw.fd) != 0) {
-        int e = errno;
-
-        sw.fd = -1;
-        st = twi_error_set(err, TW_E_IO, "sample: cannot write '%s' (%s)", tmp,
-                           twi_io_strerror(e, ebuf, sizeof ebuf));
-        goto out;
-    }
-    sw.fd = -1;
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-
-        st = twi_error_set(err, TW_E_IO, "sample: cannot rename '%s' to '%s' (%s)", tmp, path,
-                           twi_io_strerror(e, ebuf, sizeof ebuf));
-        goto out;
-    }
-    free(tmp);
-    tmp = NULL;
 out:
-    if (sw.fd >= 0)
-        close(sw.fd);
-    if (tmp) {
-        unlink(tmp);
-        free(tmp);
-    }
+    tw_writer_abort(sw.wr); /* nothing is left at the path on failure */
     sample_writer_free(&sw);
     return st;
 }

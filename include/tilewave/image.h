@@ -196,7 +196,8 @@ TW_API void tw_sample_opts_init(tw_sample_opts *o);
 
 /**
  * Write the deterministic synthetic tissue-like slide: 8-bit RGB, tiled, pyramidal (levels
- * halve while the next still covers a whole tile both ways), mpp 0.25, glass background,
+ * halve while the next still covers a whole tile both ways, each the 2x2 mean of the one
+ * above, written through tw_writer while level 0 streams), mpp 0.25, glass background,
  * tissue regions with stroma texture and nuclei-like blobs. Same options give the same bytes
  * on any machine.
  * OpenSlide opens it as "generic-tiff".

@@ -132,6 +132,39 @@ Test(sample, same_options_give_identical_bytes)
     free(b);
 }
 
+Test(sample, bytes_do_not_depend_on_the_thread_count)
+{
+    /* 1, 2 and 5 OpenMP threads write byte-identical files for a slide of 64-pixel tiles
+     * with five levels, glass tiles and tissue (so later levels reach the writer while level
+     * 0 streams, and tiles are made out of order by the threads). */
+    static const int threads[] = {1, 2, 5};
+    uint8_t *ref = NULL;
+    size_t nref = 0;
+
+    for (int i = 0; i < 3; i++) {
+        char name[16];
+        char *path;
+        uint8_t *f;
+        size_t n;
+
+        omp_set_num_threads(threads[i]);
+        snprintf(name, sizeof name, "t%d.tif", threads[i]);
+        path = write_sample(name, 1600, 1200, 11, 64);
+        f = read_file(path, &n);
+        if (!ref) {
+            ref = f;
+            nref = n;
+        } else {
+            cr_assert(eq(sz, n, nref), "%d threads", threads[i]);
+            cr_assert(eq(int, memcmp(f, ref, n), 0), "%d threads: files differ", threads[i]);
+            free(f);
+        }
+        free(path);
+    }
+    cr_assert(eq(int, twi_sample_level_count(1600, 1200, 64), 5));
+    free(ref);
+}
+
 Test(sample, different_seeds_differ)
 {
     /* Seeds 1 and 2 give different level-0 pixels. */
