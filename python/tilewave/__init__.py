@@ -1,0 +1,19 @@
+# SPDX-License-Identifier: MIT
+# tilewave Python binding: the public names (ctypes over libtilewave.so, numpy in and out).
+"""tilewave: morphology on gigapixel whole-slide images, tile by tile, on every core and GPU.
+
+    import numpy as np, tilewave
+    with tilewave.Runtime(cpu_workers=2):
+        dist = tilewave.edt(mask)                       # numpy in, numpy out
+        tilewave.area_open("slide.svs", 500, out="opened.tif", progress=print)
+
+The library is found through TILEWAVE_LIBRARY (a full path), then the system's library path.
+"""
+from ._core import (Canceled, Error, Job, Runtime, area_close, area_open, attr_filter,
+                    build_has_cuda, close_rec, default_runtime, edt, fill_holes, gray, hmax,
+                    info, open_rec, read, reconstruct, regional_max, sample, version)
+
+__version__ = "0.3.0"
+__all__ = ["Canceled", "Error", "Job", "Runtime", "area_close", "area_open", "attr_filter",
+           "build_has_cuda", "close_rec", "default_runtime", "edt", "fill_holes", "gray", "hmax",
+           "info", "open_rec", "read", "reconstruct", "regional_max", "sample", "version"]
