@@ -16,8 +16,8 @@
  * `host_version` records which version h_data holds. Whoever reads host pixels first brings
  * them back with twi_tile_sync_host(): a CPU task as it starts (twi_task_host_begin), code
  * between tasks through twi_tile_pin()/_pin_read(), a task staged on another GPU, and the pool
- * when it evicts the replica. A GPU task that reads and writes a tile whose host copy is stale
- * brings it back before it starts, so that its input survives for a CPU retry if it fails.
+ * when it evicts the replica. A GPU task that writes a tile whose host copy is stale brings it
+ * back before it starts, so that a CPU retry after a failure starts from the same pixels.
  * Only one GPU ever holds a version the host does not: a copy to another GPU goes through the
  * host.
  *

@@ -364,9 +364,8 @@ stage(tw_worker *w, gslot *s, tw_task *t, tw_task_ctx *ctx)
             continue;
         }
         /* Lazy downloads: the current pixels may be on another GPU only. */
-        if (!twi_tile_host_current(tile) &&
-            (st = twi_tile_sync_host(tile, ctx ? ctx->msg : NULL, ctx ? sizeof ctx->msg : 0)) !=
-                TW_OK) {
+        if ((st = twi_tile_sync_host(tile, ctx ? ctx->msg : NULL, ctx ? sizeof ctx->msg : 0)) !=
+            TW_OK) {
             if (ctx)
                 ctx->failed = true;
             goto fail;
@@ -496,10 +495,11 @@ twi_cuda_run(tw_worker *w, tw_task_ctx *ctx)
         if ((st = stage(w, s, t, ctx)) != TW_OK)
             return st; /* nothing changed: a retry elsewhere starts from the same pixels */
     }
-    /* Lazy downloads: a tile this task reads and overwrites in place comes back to the host
-     * first when only a GPU holds it, so that a CPU retry after a failure still has it. */
+    /* Lazy downloads: a tile this task writes comes back to the host first when only a GPU
+     * holds it, so that a CPU retry after a failure starts from the same pixels (an in-place
+     * task's input; for a write-only one, what a variant leaves unwritten). */
     for (i = 0; i < t->n_tiles; i++)
-        if (written[i] && !twi_tile_host_current(t->tiles[i]) &&
+        if (written[i] &&
             (st = twi_tile_sync_host(t->tiles[i], ctx->msg, sizeof ctx->msg)) != TW_OK) {
             ctx->failed = true;
             release_slot(w, s);
