@@ -233,6 +233,53 @@ raw_uint(const raw_file *f, const uint8_t *b, int n)
     return v;
 }
 
+/* The tile grid a directory claims, from its raw entries (inline SHORT / LONG / LONG8 values):
+ * libtiff refuses more tiles than a 32-bit tile number reaches with only "Integer overflow",
+ * so say it in the slide's terms first. */
+static tw_status
+check_tile_grid(const raw_file *f, const char *path, int d, uint64_t off, uint64_t count,
+                tw_error *err)
+{
+    const uint64_t entry = f->big ? 20 : 12, first = off + (f->big ? 8 : 2);
+    uint64_t w = 0, h = 0, tw = 0, th = 0, spp = 1, planar = 1, tiles;
+    uint8_t e[20];
+
+    for (uint64_t i = 0; i < count; i++) {
+        unsigned tag, type;
+        uint64_t n, v;
+
+        if (!raw_read(f, first + i * entry, e, (size_t)entry))
+            return TW_OK; /* the directory's own check names it */
+        tag = (unsigned)raw_uint(f, e, 2);
+        type = (unsigned)raw_uint(f, e + 2, 2);
+        n = raw_uint(f, e + 4, f->big ? 8 : 4);
+        if (n != 1 || (type != 3 && type != 4 && type != 16) || (type == 16 && !f->big))
+            continue;
+        v = raw_uint(f, e + (f->big ? 12 : 8), type == 3 ? 2 : type == 4 ? 4 : 8);
+        switch (tag) {
+        case 256: w = v; break;
+        case 257: h = v; break;
+        case 277: spp = v; break;
+        case 284: planar = v; break;
+        case 322: tw = v; break;
+        case 323: th = v; break;
+        default: break;
+        }
+    }
+    if (!w || !h || !tw || !th || tw > UINT32_MAX || th > UINT32_MAX)
+        return TW_OK; /* not tiled, or libtiff's own checks name the problem */
+    tiles = ((w + tw - 1) / tw) * ((h + th - 1) / th);
+    if (planar == 2 && spp > 1)
+        tiles = tiles > UINT64_MAX / spp ? UINT64_MAX : tiles * spp;
+    if (tiles > UINT32_MAX)
+        return twi_error_set(err, TW_E_FORMAT,
+                             "io.tiff: directory %d of '%s' claims %" PRIu64 "x%" PRIu64
+                             " pixels in %" PRIu64 "x%" PRIu64 " tiles: %" PRIu64
+                             " tiles, more than a TIFF can number (2^32 - 1)",
+                             d, path, w, h, tw, th, tiles);
+    return TW_OK;
+}
+
 /* Count the directories and check each lies inside the file. */
 static tw_status
 walk_directories(const char *path, int *n_dirs, tw_error *err)
@@ -287,6 +334,8 @@ walk_directories(const char *path, int *n_dirs, tw_error *err)
                                path, n, end + (f.big ? 8 : 4), f.size);
             goto out;
         }
+        if ((st = check_tile_grid(&f, path, n, off, count, err)) != TW_OK)
+            goto out;
         off = raw_uint(&f, b, f.big ? 8 : 4);
         n++;
     }

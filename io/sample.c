@@ -680,10 +680,10 @@ tw_sample_opts_init(tw_sample_opts *o)
  *
  * Each row goes to the OpenMP threads a tile at a time: a thread renders its tile (level 0) or
  * finds it in the row buffer, reduces it into the next level's row and hands it to
- * tw_writer_write_tile(), which compresses it on that thread and appends it. The hand-over is
- * an `ordered` region, in tile order: libtiff lays tiles out in the order they are appended,
- * so this keeps the file's bytes the same whatever the number of threads, at the price of
- * compressing one tile at a time while the other threads render the next ones.
+ * twi_writer_encode(), which compresses it on that thread. The append is an `ordered` region,
+ * in tile order: libtiff lays tiles out in the order they are appended, so this keeps the
+ * file's bytes the same whatever the number of threads; only the append (a write() of the
+ * compressed bytes) is serialised.
  *
  * Glass. Tiles of pure glass (known without rendering) are not rendered and their reduction is
  * copied, not computed: all glass tiles of a level hold the same pixels, made once (level 0
@@ -732,6 +732,8 @@ write_row(sample_writer *sw, int k, int64_t ty, tw_error *err)
         const uint8_t *px;
         size_t stride;
         tw_status ts = TW_OK;
+        twi_wr_tile enc = {0};
+        tw_error terr;
 
         if (k == 0)
             glass = full && twi_sample_block_is_glass(sw->sc, x, y, t, t);
@@ -762,14 +764,20 @@ write_row(sample_writer *sw, int k, int64_t ty, tw_error *err)
             else
                 twi_pyr_reduce(px, stride, w, h, 3, TW_U8, TWI_PYR_MEAN, dst, next->row_stride);
         }
+        if (ts != TW_OK)
+            twi_error_set(&terr, ts, "sample: cannot render tile (%lld, %lld) of level %d (%s)",
+                          (long long)tx, (long long)ty, k,
+                          ts == TW_E_NOMEM ? "out of memory" : "invalid region");
+        else
+            ts = twi_writer_encode(sw->wr, k, tx, ty, px, stride, &enc, &terr);
 #pragma omp ordered
         {
             if (st == TW_OK && ts != TW_OK)
-                st = twi_error_set(err, ts, "sample: cannot render tile (%lld, %lld) of level %d"
-                                   " (%s)", (long long)tx, (long long)ty, k,
-                                   ts == TW_E_NOMEM ? "out of memory" : "invalid region");
+                st = twi_error_set(err, ts, "%s", terr.message);
             if (st == TW_OK)
-                st = tw_writer_write_tile(sw->wr, k, tx, ty, px, stride, err);
+                st = twi_writer_append(sw->wr, &enc, err);
+            else
+                twi_writer_tile_discard(sw->wr, &enc);
             if (next && glass)
                 next->nglass[tx / 2]++;
         }

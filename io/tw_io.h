@@ -95,6 +95,30 @@ TWI_HIDDEN int twi_io_pyramid_levels(int64_t w, int64_t h, int32_t tile_w, int32
  * copy); 512 when nothing lines up. op_tile < 1 gives 512. */
 TWI_HIDDEN int32_t twi_io_out_tile(int32_t op_tile);
 
+/* A tile on its way into a tw_writer: tw_writer_write_tile() is twi_writer_encode() (checks,
+ * claims the tile, gathers and compresses it on the caller's thread, no lock held) followed by
+ * twi_writer_append() (under the writer's lock: appends it to the file, or to the scratch file
+ * for a later level). A caller that needs the file's tile order fixed (the same bytes for any
+ * thread count) encodes in parallel and appends in order. Uncompressed full tiles point into
+ * the caller's data, which must stay alive until the append. */
+typedef struct twi_wr_tile {
+    int level;
+    int64_t idx;
+    const uint8_t *src;      /* what the append writes: n bytes */
+    size_t n;
+    uint8_t *contig, *packed, *spill;
+    size_t spill_n;
+} twi_wr_tile;
+
+/* On failure nothing is claimed and *t holds nothing. */
+TWI_HIDDEN tw_status twi_writer_encode(tw_writer *wr, int level, int64_t tx, int64_t ty,
+                                       const void *data, size_t stride, twi_wr_tile *t,
+                                       tw_error *err);
+/* Always releases t's buffers. */
+TWI_HIDDEN tw_status twi_writer_append(tw_writer *wr, twi_wr_tile *t, tw_error *err);
+/* Give up an encoded tile without appending it: the tile may be written again. */
+TWI_HIDDEN void twi_writer_tile_discard(tw_writer *wr, twi_wr_tile *t);
+
 /* The most levels tw_writer_open() accepts for a w x h image: halving until 1x1. */
 TWI_HIDDEN int twi_io_max_levels(int64_t w, int64_t h);
 

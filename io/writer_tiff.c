@@ -956,22 +956,35 @@ pad_by_replication(uint8_t *tile, int32_t tw, int32_t th, int64_t in_w, int64_t 
         memcpy(tile + (size_t)r * row, tile + (size_t)(in_h - 1) * row, row);
 }
 
+/* Put a claimed tile back to free (its encode or append failed), so that the caller may retry. */
+static void
+unclaim(tw_writer *wr, int level, int64_t idx)
+{
+    pthread_mutex_lock(&wr->lock);
+    if (wr->levels[level].state[idx] == TILE_CLAIMED)
+        wr->levels[level].state[idx] = TILE_FREE;
+    pthread_mutex_unlock(&wr->lock);
+}
+
+static void
+wr_tile_free(twi_wr_tile *t)
+{
+    free(t->contig);
+    free(t->packed);
+    free(t->spill);
+    t->contig = t->packed = t->spill = NULL;
+    t->src = NULL;
+}
+
 tw_status
-tw_writer_write_tile(tw_writer *wr, int level, int64_t tx, int64_t ty, const void *data,
-                     size_t stride, tw_error *err)
+twi_writer_encode(tw_writer *wr, int level, int64_t tx, int64_t ty, const void *data,
+                  size_t stride, twi_wr_tile *t, tw_error *err)
 {
     tw_status st = TW_OK;
     wr_level *lv;
     int64_t idx, in_w, in_h, r;
-    uint8_t *contig = NULL, *packed = NULL, *spill = NULL;
-    const uint8_t *src;
-    size_t n = 0, spill_n = 0;
-    bool claimed = false;
-    tw_error local;
 
-    /* the message is kept as the sticky failure even when the caller passes no err */
-    if (!err)
-        err = &local;
+    memset(t, 0, sizeof *t);
     if (!wr || !data)
         return twi_error_set(err, TW_E_INVALID, "io.writer: tw_writer_write_tile: NULL argument");
     if (level < 0 || level >= wr->o.n_levels)
@@ -1000,57 +1013,74 @@ tw_writer_write_tile(tw_writer *wr, int level, int64_t tx, int64_t ty, const voi
                            tx, ty, level);
     } else {
         lv->state[idx] = TILE_CLAIMED;
-        claimed = true;
     }
     pthread_mutex_unlock(&wr->lock);
     if (st != TW_OK)
         return st;
+    t->level = level;
+    t->idx = idx;
 
     /* Outside the lock: gather the tile (padding edges with zeros) and compress it. libtiff's
      * codecs may change the buffer they encode, so they always get our copy. */
     if (in_w == wr->o.tile_w && in_h == wr->o.tile_h && stride == (size_t)in_w * wr->px &&
         !libtiff_encodes(wr)) {
-        src = data;
+        t->src = data;
     } else {
-        if (!(contig = calloc(1, wr->tile_bytes))) {
+        if (!(t->contig = calloc(1, wr->tile_bytes))) {
             st = twi_error_set(err, TW_E_NOMEM, "io.writer: out of memory for a tile");
             goto out;
         }
         for (r = 0; r < in_h; r++)
-            memcpy(contig + (size_t)r * (size_t)wr->o.tile_w * wr->px,
+            memcpy(t->contig + (size_t)r * (size_t)wr->o.tile_w * wr->px,
                    (const uint8_t *)data + (size_t)r * stride, (size_t)in_w * wr->px);
         if (wr->o.compression == TW_COMPRESS_JPEG && (in_w < wr->o.tile_w || in_h < wr->o.tile_h))
-            pad_by_replication(contig, wr->o.tile_w, wr->o.tile_h, in_w, in_h, wr->px);
-        src = contig;
+            pad_by_replication(t->contig, wr->o.tile_w, wr->o.tile_h, in_w, in_h, wr->px);
+        t->src = t->contig;
     }
     if (wr->o.compression == TW_COMPRESS_NONE || libtiff_encodes(wr)) {
-        n = wr->tile_bytes;
+        t->n = wr->tile_bytes;
         /* A reduced level's tile usually arrives while an earlier level is still open and
          * waits in the scratch file. LZW and JPEG run in libtiff at append time, so such a
          * tile would wait there raw, a third of the raw slide on disk for a JPEG file a
          * tenth of it: keep it zstd-packed instead (fast level 1, outside the lock). */
         if (libtiff_encodes(wr) && level > 0 &&
-            (st = compress_tile(wr, src, 1, &spill, &spill_n, err)) != TW_OK)
+            (st = compress_tile(wr, t->src, 1, &t->spill, &t->spill_n, err)) != TW_OK)
             goto out;
     } else {
-        if ((st = compress_tile(wr, src, wr->clevel, &packed, &n, err)) != TW_OK)
+        if ((st = compress_tile(wr, t->src, wr->clevel, &t->packed, &t->n, err)) != TW_OK)
             goto out;
-        src = packed;
+        t->src = t->packed;
     }
+out:
+    if (st != TW_OK) {
+        unclaim(wr, level, idx);
+        wr_tile_free(t);
+    }
+    return st;
+}
 
+tw_status
+twi_writer_append(tw_writer *wr, twi_wr_tile *t, tw_error *err)
+{
+    tw_status st;
+    wr_level *lv = &wr->levels[t->level];
+    tw_error local;
+
+    if (!err)
+        err = &local;
     pthread_mutex_lock(&wr->lock);
     if (wr->failed) {
         st = twi_error_set(err, wr->failed, "%s", wr->fail_msg);
     } else {
-        if (level > wr->cur_level) {
-            st = spill_tile(wr, level, idx, spill ? spill : src, spill ? spill_n : n, err);
+        if (t->level > wr->cur_level) {
+            st = spill_tile(wr, t->level, t->idx, t->spill ? t->spill : t->src,
+                            t->spill ? t->spill_n : t->n, err);
         } else {
             /* TIFFWriteEncodedTile takes a non-const buffer: ours (contig) when it encodes */
-            st = append_tile(wr, idx, (uint8_t *)src, n, err);
+            st = append_tile(wr, t->idx, (uint8_t *)(uintptr_t)t->src, t->n, err);
             if (st == TW_OK && lv->n_written == lv->n_tiles)
                 st = advance(wr, err);
         }
-        claimed = st != TW_OK && lv->state[idx] == TILE_CLAIMED;
         if (st != TW_OK) {
             /* libtiff's state is unknown after a failed append or directory, and a level
              * cannot be finished without the tile: refuse everything after */
@@ -1059,17 +1089,33 @@ tw_writer_write_tile(tw_writer *wr, int level, int64_t tx, int64_t ty, const voi
         }
     }
     pthread_mutex_unlock(&wr->lock);
-out:
-    if (claimed && st != TW_OK) {
-        pthread_mutex_lock(&wr->lock);
-        if (lv->state[idx] == TILE_CLAIMED)
-            lv->state[idx] = TILE_FREE;
-        pthread_mutex_unlock(&wr->lock);
-    }
-    free(contig);
-    free(packed);
-    free(spill);
+    if (st != TW_OK)
+        unclaim(wr, t->level, t->idx);
+    wr_tile_free(t);
     return st;
+}
+
+void
+twi_writer_tile_discard(tw_writer *wr, twi_wr_tile *t)
+{
+    if (t->src)
+        unclaim(wr, t->level, t->idx);
+    wr_tile_free(t);
+}
+
+tw_status
+tw_writer_write_tile(tw_writer *wr, int level, int64_t tx, int64_t ty, const void *data,
+                     size_t stride, tw_error *err)
+{
+    twi_wr_tile t;
+    tw_error local;
+    tw_status st;
+
+    /* the message is kept as the sticky failure even when the caller passes no err */
+    if (!err)
+        err = &local;
+    st = twi_writer_encode(wr, level, tx, ty, data, stride, &t, err);
+    return st == TW_OK ? twi_writer_append(wr, &t, err) : st;
 }
 
 tw_status
