@@ -119,6 +119,17 @@ TWI_HIDDEN tw_status twi_writer_append(tw_writer *wr, twi_wr_tile *t, tw_error *
 /* Give up an encoded tile without appending it: the tile may be written again. */
 TWI_HIDDEN void twi_writer_tile_discard(tw_writer *wr, twi_wr_tile *t);
 
+/* Encoded tiles that wait for the writer thread, at most. */
+#define TWI_WRITER_QUEUE 32
+
+/* From now on tw_writer_write_tile() encodes on the caller's thread and hands the tile to a
+ * writer thread of wr's own, which appends in the order tiles come (waiting when
+ * TWI_WRITER_QUEUE are queued): workers never wait for the file or for each other's appends
+ * (LZW and JPEG run there, in libtiff). A failed append is sticky: the next write and
+ * tw_writer_close() report it. tw_writer_close() and tw_writer_abort() stop the thread. Call
+ * once, before the first tile; not with twi_writer_append() by the caller. */
+TWI_HIDDEN tw_status twi_writer_start_thread(tw_writer *wr, tw_error *err);
+
 /* The most levels tw_writer_open() accepts for a w x h image: halving until 1x1. */
 TWI_HIDDEN int twi_io_max_levels(int64_t w, int64_t h);
 

@@ -89,6 +89,16 @@ struct tw_writer {
     int spill_fd;             /* the scratch file of early tiles, -1 until needed */
     int64_t spill_end;        /* bytes in it */
     char *ome_xml;            /* TW_LAYOUT_OME: level 0's ImageDescription */
+    /* The writer thread (twi_writer_start_thread): encoded tiles wait in a ring for it */
+    pthread_mutex_t q_lock;   /* guards the ring and q_stop */
+    pthread_cond_t q_ready;   /* a tile or the stop arrived */
+    pthread_cond_t q_space;   /* a slot freed */
+    pthread_t thread;
+    bool thread_on;
+    bool q_stop;
+    bool q_drop;              /* stop by discarding what waits (abort) */
+    int q_head, q_n;
+    twi_wr_tile q[TWI_WRITER_QUEUE];
 };
 
 static int
@@ -500,6 +510,8 @@ setup_directory(tw_writer *wr, int level, tw_error *err)
     return TW_OK;
 }
 
+static void stop_thread(tw_writer *wr, bool drop);
+
 static void
 writer_free(tw_writer *wr)
 {
@@ -525,6 +537,9 @@ writer_free(tw_writer *wr)
     }
     pthread_mutex_destroy(&wr->lock);
     pthread_mutex_destroy(&wr->pool_lock);
+    pthread_mutex_destroy(&wr->q_lock);
+    pthread_cond_destroy(&wr->q_ready);
+    pthread_cond_destroy(&wr->q_space);
     free(wr->levels);
     free((char *)wr->o.description);
     free((char *)wr->o.software);
@@ -537,6 +552,7 @@ writer_free(tw_writer *wr)
 static void
 writer_discard(tw_writer *wr)
 {
+    stop_thread(wr, true);
     if (wr->tif) {
         TIFFClose(wr->tif);
         wr->tif = NULL;
@@ -579,6 +595,9 @@ tw_writer_open(const char *path, const tw_writer_opts *o, tw_writer **out, tw_er
     }
     pthread_mutex_init(&wr->lock, NULL);
     pthread_mutex_init(&wr->pool_lock, NULL);
+    pthread_mutex_init(&wr->q_lock, NULL);
+    pthread_cond_init(&wr->q_ready, NULL);
+    pthread_cond_init(&wr->q_space, NULL);
     wr->spill_fd = -1;
     wr->o = *o;
     wr->o.description = NULL;
@@ -1115,7 +1134,101 @@ tw_writer_write_tile(tw_writer *wr, int level, int64_t tx, int64_t ty, const voi
     if (!err)
         err = &local;
     st = twi_writer_encode(wr, level, tx, ty, data, stride, &t, err);
-    return st == TW_OK ? twi_writer_append(wr, &t, err) : st;
+    if (st != TW_OK)
+        return st;
+    if (!wr->thread_on)
+        return twi_writer_append(wr, &t, err);
+    /* The writer thread appends it later: a tile still pointing at the caller's pixels gets
+     * its own copy (uncompressed output only) */
+    if (t.src != t.contig && t.src != t.packed) {
+        if (!(t.contig = malloc(t.n))) {
+            twi_writer_tile_discard(wr, &t);
+            return twi_error_set(err, TW_E_NOMEM, "io.writer: out of memory for a tile");
+        }
+        memcpy(t.contig, t.src, t.n);
+        t.src = t.contig;
+    }
+    pthread_mutex_lock(&wr->q_lock);
+    while (wr->q_n == TWI_WRITER_QUEUE && !wr->q_stop)
+        pthread_cond_wait(&wr->q_space, &wr->q_lock);
+    if (!wr->q_stop) {
+        wr->q[(wr->q_head + wr->q_n) % TWI_WRITER_QUEUE] = t;
+        wr->q_n++;
+        pthread_cond_signal(&wr->q_ready);
+        t.src = NULL;
+    }
+    pthread_mutex_unlock(&wr->q_lock);
+    if (t.src) {
+        twi_writer_tile_discard(wr, &t);
+        return twi_error_set(err, TW_E_INVALID, "io.writer: tile written after the writer "
+                             "was closed");
+    }
+    /* a failed append of an earlier tile is reported here, as soon as it is known */
+    pthread_mutex_lock(&wr->lock);
+    st = wr->failed ? twi_error_set(err, wr->failed, "%s", wr->fail_msg) : TW_OK;
+    pthread_mutex_unlock(&wr->lock);
+    return st;
+}
+
+/* The writer thread: appends the encoded tiles in the order they were queued. A failure is
+ * sticky in the writer (wr->failed), so the next write and tw_writer_close() report it. */
+static void *
+writer_thread(void *arg)
+{
+    tw_writer *wr = arg;
+
+    pthread_mutex_lock(&wr->q_lock);
+    for (;;) {
+        twi_wr_tile t;
+        tw_error err;
+
+        while (wr->q_n == 0 && !wr->q_stop)
+            pthread_cond_wait(&wr->q_ready, &wr->q_lock);
+        if (wr->q_n == 0)
+            break;
+        t = wr->q[wr->q_head];
+        wr->q_head = (wr->q_head + 1) % TWI_WRITER_QUEUE;
+        wr->q_n--;
+        pthread_cond_signal(&wr->q_space);
+        pthread_mutex_unlock(&wr->q_lock);
+        if (wr->q_drop)
+            twi_writer_tile_discard(wr, &t);
+        else
+            (void)twi_writer_append(wr, &t, &err);
+        pthread_mutex_lock(&wr->q_lock);
+    }
+    pthread_mutex_unlock(&wr->q_lock);
+    return NULL;
+}
+
+tw_status
+twi_writer_start_thread(tw_writer *wr, tw_error *err)
+{
+    int e;
+
+    if (wr->thread_on)
+        return TW_OK;
+    if ((e = pthread_create(&wr->thread, NULL, writer_thread, wr)) != 0)
+        return twi_error_set(err, e == EAGAIN ? TW_E_NOMEM : TW_E_INTERNAL,
+                             "io.writer: cannot start the writer thread (error %d)", e);
+    wr->thread_on = true;
+    return TW_OK;
+}
+
+/* Let the writer thread append (or, with drop, discard) what waits, and join it. */
+static void
+stop_thread(tw_writer *wr, bool drop)
+{
+    if (!wr->thread_on)
+        return;
+    pthread_mutex_lock(&wr->q_lock);
+    wr->q_stop = true;
+    wr->q_drop = wr->q_drop || drop;
+    pthread_cond_broadcast(&wr->q_ready);
+    pthread_cond_broadcast(&wr->q_space);
+    pthread_mutex_unlock(&wr->q_lock);
+    pthread_join(wr->thread, NULL);
+    wr->thread_on = false;
 }
 
 tw_status
@@ -1127,6 +1240,7 @@ tw_writer_close(tw_writer *wr, tw_error *err)
 
     if (!wr)
         return twi_error_set(err, TW_E_INVALID, "io.writer: tw_writer_close: NULL writer");
+    stop_thread(wr, false);
     if (wr->failed) {
         st = twi_error_set(err, wr->failed, "%s", wr->fail_msg);
         goto fail;

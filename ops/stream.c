@@ -191,6 +191,10 @@ open_overlay(twi_stream *s, const char *op, const tw_output *out, const tw_write
     wo.level_of_compression = 0;
     if ((st = tw_writer_open(out->overlay, &wo, &ov, err)) != TW_OK)
         return st;
+    if ((st = twi_writer_start_thread(ov, err)) != TW_OK) {
+        tw_writer_abort(ov);
+        return st;
+    }
     if ((st = twi_assembler_set_overlay(s->assembler, ov, s->slide, s->level, s->x, s->y,
                                         binary)) != TW_OK)
         return twi_error_set(err, st, "%s: cannot set up the overlay", op);
@@ -275,6 +279,8 @@ twi_stream_open_output(twi_stream *s, const tw_config *cfg, const char *op, cons
     wo.description = desc;
     wo.software = "tilewave " TW_VERSION_STRING;
     st = tw_writer_open(out->path, &wo, &s->writer, err);
+    if (st == TW_OK)
+        st = twi_writer_start_thread(s->writer, err);
     if (st != TW_OK)
         goto out;
     if ((st = twi_assembler_create(s->writer, 0, s->w, s->h, wo.tile_w, wo.tile_h, out_channels,

@@ -147,6 +147,7 @@ tu_check_with_libtiff(const char *path, const tw_writer_opts *o, uint64_t seed)
         uint16_t bps = 0, spp = 0, fmt = 0, comp = 0, photo = 0, planar = 0;
         uint16_t want_comp = o->compression == TW_COMPRESS_DEFLATE ? COMPRESSION_ADOBE_DEFLATE
                              : o->compression == TW_COMPRESS_ZSTD  ? COMPRESSION_ZSTD
+                             : o->compression == TW_COMPRESS_LZW   ? COMPRESSION_LZW
                                                                    : COMPRESSION_NONE;
 
         cr_assert(TIFFSetDirectory(tif, (tdir_t)l));

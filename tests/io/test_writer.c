@@ -2,10 +2,13 @@
 /* tilewave tests: the tiled BigTIFF writer: round trips, atomic output, option checks. */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "io_testutil.h"
+#include "tw_io.h"
 
 typedef struct wcase {
     tw_sample_type type;
@@ -551,4 +554,117 @@ Test(writer, opts_init_defaults)
     cr_assert_eq(o.level_of_compression, 0);
     cr_assert_null(o.description);
     cr_assert_null(o.software);
+}
+
+/* ---- the writer thread (twi_writer_start_thread: the operations' outputs) */
+
+Test(writer, writer_thread_holds_the_same_pixels)
+{
+    /* Four threads write every level in reverse order through the writer thread, uncompressed
+     * (tiles that point at the caller's buffer, which the caller reuses at once) and zstd:
+     * the file holds exactly the reference at every level. */
+    static const tw_compression codecs[] = {TW_COMPRESS_NONE, TW_COMPRESS_ZSTD,
+                                            TW_COMPRESS_LZW};
+    enum { T = 4 };
+
+    for (size_t c = 0; c < sizeof codecs / sizeof codecs[0]; c++) {
+        char *dir = twtest_tmpdir();
+        char *path = twtest_path(dir, "thr.tif");
+        pthread_t th[T];
+        par_writer pw[T];
+        pthread_barrier_t barrier;
+        tw_writer_opts o;
+        tw_writer *wr = NULL;
+        tw_error err = {0};
+
+        tw_writer_opts_init(&o);
+        o.w = 517;
+        o.h = 301;
+        o.channels = 1;
+        o.type = TW_U16;
+        o.tile_w = 32;
+        o.tile_h = 16;
+        o.n_levels = 4;
+        o.compression = codecs[c];
+        cr_assert_eq(tw_writer_open(path, &o, &wr, &err), TW_OK, "%s", err.message);
+        cr_assert_eq(twi_writer_start_thread(wr, &err), TW_OK, "%s", err.message);
+        pthread_barrier_init(&barrier, NULL, T);
+        for (int i = 0; i < T; i++) {
+            pw[i] = (par_writer){.wr = wr, .o = &o, .barrier = &barrier, .id = i,
+                                 .n_threads = T};
+            pthread_create(&th[i], NULL, par_write_main, &pw[i]);
+        }
+        for (int i = 0; i < T; i++) {
+            pthread_join(th[i], NULL);
+            cr_assert_eq(pw[i].st, TW_OK);
+        }
+        pthread_barrier_destroy(&barrier);
+        cr_assert_eq(tw_writer_close(wr, &err), TW_OK, "%s", err.message);
+        tu_check_with_libtiff(path, &o, 7);
+        twtest_rmtree(dir);
+        free(path);
+        free(dir);
+    }
+}
+
+Test(writer, writer_thread_reports_a_failed_append_and_leaves_nothing)
+{
+    /* A file size limit (as on a full disk) makes the writer thread's appends fail: a later
+     * write or the close reports TW_E_IO naming the tile and the file, and neither the output
+     * nor the temporary file remains. */
+    char *dir = twtest_tmpdir();
+    char *path = twtest_path(dir, "full.tif");
+    struct rlimit rl = {.rlim_cur = 256 * 1024, .rlim_max = RLIM_INFINITY};
+    tw_writer_opts o;
+    tw_writer *wr = NULL;
+    tw_error err = {0};
+    uint8_t *tile = malloc(256 * 256);
+    tw_status st = TW_OK, cst;
+
+    cr_assert_not_null(tile);
+    signal(SIGXFSZ, SIG_IGN);
+    cr_assert_eq(setrlimit(RLIMIT_FSIZE, &rl), 0);
+    tw_writer_opts_init(&o);
+    o.w = o.h = 2048;
+    o.tile_w = o.tile_h = 256;
+    o.compression = TW_COMPRESS_NONE;
+    cr_assert_eq(tw_writer_open(path, &o, &wr, &err), TW_OK, "%s", err.message);
+    cr_assert_eq(twi_writer_start_thread(wr, &err), TW_OK, "%s", err.message);
+    for (int64_t k = 0; k < 64 && st == TW_OK; k++) {
+        memset(tile, (int)k, 256 * 256);
+        st = tw_writer_write_tile(wr, 0, k % 8, k / 8, tile, 256, &err);
+    }
+    cst = tw_writer_close(wr, &err);
+    cr_assert(st == TW_E_IO || cst == TW_E_IO, "write %d, close %d", (int)st, (int)cst);
+    cr_assert_neq(cst, TW_OK);
+    cr_assert(strstr(err.message, "full.tif") != NULL, "%s", err.message);
+    cr_assert(strstr(err.message, "cannot write") != NULL, "%s", err.message);
+    cr_assert_eq(twtest_count_entries(dir), 0, "a file was left behind");
+    free(tile);
+    twtest_rmtree(dir);
+    free(path);
+    free(dir);
+}
+
+Test(writer, writer_thread_abort_with_tiles_queued)
+{
+    /* Aborting while tiles wait for the writer thread stops it, frees them and leaves no
+     * file. */
+    char *dir = twtest_tmpdir();
+    char *path = twtest_path(dir, "ab.tif");
+    uint8_t tile[16 * 16] = {3};
+    tw_writer *wr = open_small(path, 2);
+    tw_error err = {0};
+
+    cr_assert_eq(twi_writer_start_thread(wr, &err), TW_OK, "%s", err.message);
+    for (int64_t ty = 0; ty < 2; ty++)
+        for (int64_t tx = 0; tx < 3; tx++)
+            cr_assert_eq(tw_writer_write_tile(wr, 0, tx, ty, tile, 16, &err), TW_OK, "%s",
+                         err.message);
+    cr_assert_eq(tw_writer_write_tile(wr, 1, 0, 0, tile, 16, &err), TW_OK, "%s", err.message);
+    tw_writer_abort(wr);
+    cr_assert_eq(twtest_count_entries(dir), 0, "abort left a file");
+    twtest_rmtree(dir);
+    free(path);
+    free(dir);
 }
