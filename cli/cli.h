@@ -303,5 +303,6 @@ int cmd_area_close(int argc, char **argv);
 int cmd_height_open(int argc, char **argv);
 int cmd_height_close(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
 
 #endif /* TW_CLI_H */

@@ -32,6 +32,8 @@ static const char usage[] =
     "  height-open IN --height H -o OUT\n"
     "                        height (contrast) opening (height-close: closing)\n"
     "  config --print        the configuration in effect, with every key documented\n"
+    "  tune -o OUT.ini       measure the fastest tile sizes (and GPU parameters) of each\n"
+    "                        operation on this machine; write them as a config file\n"
     "\n"
     "Every command that writes an image takes --compression, --quality, --pyramid, --layout\n"
     "tiff|ome and --overlay FILE (docs/io.md, \"Outputs\").\n"
@@ -61,6 +63,7 @@ static const struct {
     {"area-close", cmd_area_close},
     {"height-open", cmd_height_open},
     {"height-close", cmd_height_close},
+    {"tune", cmd_tune},
 };
 
 int
