@@ -599,7 +599,7 @@ twi_sample_scene_init(twi_sample_scene *sc, const tw_sample_opts *o, tw_error *e
 
     if (!sc || !o)
         return twi_error_set(err, TW_E_INVALID, "sample: no options");
-    if (o->struct_size < sizeof *o)
+    if (o->struct_size != sizeof *o)
         return twi_error_set(err, TW_E_INVALID,
                              "sample: options not initialised with tw_sample_opts_init()");
     if (o->w < 1 || o->h < 1 || o->w > MAX_SIDE || o->h > MAX_SIDE)

@@ -1325,7 +1325,7 @@ twi_mrecon_submit(tw_runtime *rt, const twi_mrecon_spec *sp, tw_job **out, tw_er
     tw_job *job = NULL;
 
     if (!rt || !sp || !out)
-        return twi_error_set(err, TW_E_INVALID, "mrecon: NULL argument");
+        return twi_error_set(err, TW_E_INVALID, "%s: NULL argument", sp ? sp->op : "mrecon");
     if ((st = check_spec(sp, err)) != TW_OK)
         return st;
     if (!(m = calloc(1, sizeof *m)))

@@ -138,23 +138,50 @@ twi_job_set_finish(tw_job *job, twi_job_finish_fn fn, void *user, void (*user_fr
 
 /* Call the progress callback: the last call (`final`), or a periodic one when its interval
  * has passed (one thread wins each interval). */
+/* The last progress call: finished, final counts, the job's whole time. */
+static void
+progress_final(tw_job *job, tw_progress_fn fn, void *user)
+{
+    tw_progress p;
+
+    tw_job_get_progress(job, &p);
+    /* Not yet marked finished when job_end calls (waiters wake after it): say it here. */
+    p.finished = true;
+    p.eta_s = 0.0;
+    pthread_mutex_lock(&job->lock);
+    p.elapsed_s = job->end_s;
+    pthread_mutex_unlock(&job->lock);
+    fn(job, &p, user);
+}
+
 static void
 progress_notify(tw_job *job, bool final)
 {
     tw_progress_fn fn;
     void *user;
     tw_progress p;
+    int64_t now;
+    int_fast64_t last;
 
+    if (final) {
+        /* Under the lock, so that a callback set from now on sees final_taken and makes the
+         * last call itself (tw_job_set_progress_callback) */
+        pthread_mutex_lock(&job->lock);
+        job->final_taken = true;
+        fn = job->progress_fn;
+        user = job->progress_user;
+        pthread_mutex_unlock(&job->lock);
+        if (fn)
+            progress_final(job, fn, user);
+        return;
+    }
     if (!atomic_load_explicit(&job->has_progress, memory_order_acquire))
         return;
-    if (!final) {
-        int64_t now = (int64_t)(now_s() * 1e9);
-        int_fast64_t last = atomic_load_explicit(&job->progress_last_ns, memory_order_relaxed);
-
-        if (now - last < atomic_load_explicit(&job->progress_interval_ns, memory_order_relaxed) ||
-            !atomic_compare_exchange_strong(&job->progress_last_ns, &last, now))
-            return;
-    }
+    now = (int64_t)(now_s() * 1e9);
+    last = atomic_load_explicit(&job->progress_last_ns, memory_order_relaxed);
+    if (now - last < atomic_load_explicit(&job->progress_interval_ns, memory_order_relaxed) ||
+        !atomic_compare_exchange_strong(&job->progress_last_ns, &last, now))
+        return;
     pthread_mutex_lock(&job->lock);
     fn = job->progress_fn;
     user = job->progress_user;
@@ -162,14 +189,6 @@ progress_notify(tw_job *job, bool final)
     if (!fn)
         return;
     tw_job_get_progress(job, &p);
-    if (final) {
-        /* Not yet marked finished (waiters wake after this call): say it here. */
-        p.finished = true;
-        p.eta_s = 0.0;
-        pthread_mutex_lock(&job->lock);
-        p.elapsed_s = job->end_s;
-        pthread_mutex_unlock(&job->lock);
-    }
     fn(job, &p, user);
 }
 
@@ -254,12 +273,18 @@ tw_job_set_progress_callback(tw_job *job, tw_progress_fn fn, void *user, int64_t
 {
     if (!job || interval_ms < 0 || interval_ms > INT64_MAX / 1000000)
         return TW_E_INVALID;
+    bool late;
+
     pthread_mutex_lock(&job->lock);
     job->progress_fn = fn;
     job->progress_user = user;
     atomic_store(&job->progress_interval_ns, interval_ms * 1000000);
     atomic_store_explicit(&job->has_progress, fn != NULL, memory_order_release);
+    late = fn && job->final_taken;
     pthread_mutex_unlock(&job->lock);
+    /* The job ended before the callback was set (a small job): its last call is made here */
+    if (late)
+        progress_final(job, fn, user);
     return TW_OK;
 }
 

@@ -1157,11 +1157,18 @@ tw_models_get_path(const tw_config *cfg, char *buf, size_t n)
 {
     const char *v = NULL;
 
+    char path[4096];
+    size_t len;
+
     if (!cfg || !buf || n == 0)
         return TW_E_INVALID;
     if (tw_config_get_string(cfg, "runtime.models", &v) != TW_OK)
         return TW_E_INVALID;
-    return resolve_path(v, buf, n);
+    /* Resolved aside, so that a buffer too small is left as it was (the error contract). */
+    if (resolve_path(v, path, sizeof path) != TW_OK || (len = strlen(path)) >= n)
+        return TW_E_INVALID;
+    memcpy(buf, path, len + 1);
+    return TW_OK;
 }
 
 tw_status
@@ -1176,8 +1183,6 @@ tw_models_read(const char *path, tw_model_info **out, size_t *n_out, tw_error *e
 
     if (!path || !out || !n_out)
         return twi_error_set(err, TW_E_INVALID, "models: no path or no place for the models");
-    *out = NULL;
-    *n_out = 0;
     if (twi_models_create(&ms) != TW_OK)
         return twi_error_set(err, TW_E_NOMEM, "models: out of memory");
     st = read_file(ms, path, &found, &bad, &first_bad, &e);

@@ -554,6 +554,7 @@ struct tw_job {
     tw_progress_fn progress_fn;
     void *progress_user;
     atomic_bool has_progress;
+    bool final_taken;        /* job_end read the callback for its last call (guarded by lock) */
     atomic_int_fast64_t progress_interval_ns, progress_last_ns;
 };
 

@@ -66,13 +66,18 @@ typedef struct tw_config_entry {
                                   tw_config_set()) */
 } tw_config_entry;
 
-/** Create a config holding the built-in defaults. @return TW_OK, TW_E_NOMEM. @since 0.1 */
+/** Create a config holding the built-in defaults; the caller owns *@p out and frees it with
+ *  tw_config_destroy(). @return TW_OK, TW_E_INVALID (@p out NULL), TW_E_NOMEM.
+ *  Thread-safe. @since 0.1 */
 TW_API TW_NODISCARD tw_status tw_config_create(tw_config **out);
 
-/** Copy a config (values and origins). @return TW_OK, TW_E_INVALID, TW_E_NOMEM. @since 0.1 */
+/** Copy a config (values and origins) into a new one the caller owns (tw_config_destroy()).
+ *  @return TW_OK, TW_E_INVALID (NULL argument), TW_E_NOMEM. Thread-safe (reads @p cfg).
+ *  @since 0.1 */
 TW_API TW_NODISCARD tw_status tw_config_clone(const tw_config *cfg, tw_config **out);
 
-/** Destroy a config; NULL is a no-op. @since 0.1 */
+/** Destroy a config; NULL is a no-op. Nothing else may use @p cfg meanwhile (a runtime keeps
+ *  its own copy: the config may be destroyed once tw_runtime_create() returned). @since 0.1 */
 TW_API void tw_config_destroy(tw_config *cfg);
 
 /**
@@ -85,8 +90,8 @@ TW_API void tw_config_destroy(tw_config *cfg);
  * unchanged; the message names the first one: "PATH:LINE: unknown key 'KEY'",
  * "PATH:LINE: bad value 'V' for KEY (range R)", "PATH:LINE: syntax error".
  * @return TW_OK, TW_E_IO (cannot open or read: "config: cannot open 'PATH' (reason)"),
- *         TW_E_INVALID (syntax, unknown key, bad value), TW_E_NOMEM.
- * @since 0.1
+ *         TW_E_INVALID (NULL @p cfg or @p path, syntax, unknown key, bad value), TW_E_NOMEM.
+ * Needs exclusive access to @p cfg. @since 0.1
  */
 TW_API TW_NODISCARD tw_status tw_config_load_file(tw_config *cfg, const char *path,
                                                  tw_error *err);
@@ -97,7 +102,8 @@ TW_API TW_NODISCARD tw_status tw_config_load_file(tw_config *cfg, const char *pa
  * TILEWAVE_DEBUG, typos) are ignored, and an empty variable counts as unset. Values get
  * source #TW_CONFIG_ENV and the variable's name as origin. A bad value fails the whole load
  * and leaves @p cfg unchanged: "TILEWAVE_TILE_SIZE: bad value '0x0' for tile.size (range ...)".
- * @return TW_OK, TW_E_INVALID, TW_E_NOMEM. @since 0.1
+ * @return TW_OK, TW_E_INVALID (NULL @p cfg, bad value), TW_E_NOMEM. Needs exclusive access to
+ * @p cfg; reads the environment (getenv), so not concurrently with setenv. @since 0.1
  */
 TW_API TW_NODISCARD tw_status tw_config_load_env(tw_config *cfg, tw_error *err);
 
@@ -106,27 +112,35 @@ TW_API TW_NODISCARD tw_status tw_config_load_env(tw_config *cfg, tw_error *err);
  * from a source of higher precedence; a bad value is rejected even then. The origin becomes
  * "set" (#TW_CONFIG_SET), "environment", "file" or "default" after @p src. Messages:
  * "config: unknown key 'KEY'", "config: bad value 'V' for KEY (range R)".
- * @return TW_OK, TW_E_INVALID (unknown key, bad value, bad @p src), TW_E_NOMEM. @since 0.1
+ * @return TW_OK, TW_E_INVALID (NULL argument, unknown key, bad value, @p src outside the
+ * enum: "config: bad arguments to tw_config_set"), TW_E_NOMEM. Needs exclusive access to
+ * @p cfg. @since 0.1
  */
 TW_API TW_NODISCARD tw_status tw_config_set(tw_config *cfg, const char *key, const char *value,
                                            tw_config_source src, tw_error *err);
 
-/** Read an INT or BYTES key. @return TW_OK, TW_E_INVALID (unknown key or other type). */
+/** Read an INT or BYTES key. @return TW_OK, TW_E_INVALID (NULL argument, unknown key or a key
+ *  of another type). Thread-safe for readers. @since 0.1 */
 TW_API TW_NODISCARD tw_status tw_config_get_int(const tw_config *cfg, const char *key,
                                                int64_t *out);
 
-/** Read a DIMS key. @return TW_OK, TW_E_INVALID. @since 0.1 */
+/** Read a DIMS key. @return TW_OK, TW_E_INVALID (NULL argument, unknown key or a key of
+ *  another type). Thread-safe for readers. @since 0.1 */
 TW_API TW_NODISCARD tw_status tw_config_get_dims(const tw_config *cfg, const char *key,
                                                 int64_t *w, int64_t *h);
 
-/** Read an ENUM or STRING key; the string is owned by @p cfg. @return TW_OK, TW_E_INVALID. */
+/** Read an ENUM or STRING key; the string is owned by @p cfg, valid until the key changes or
+ *  @p cfg is destroyed. @return TW_OK, TW_E_INVALID (NULL argument, unknown key or a key of
+ *  another type). Thread-safe for readers. @since 0.1 */
 TW_API TW_NODISCARD tw_status tw_config_get_string(const tw_config *cfg, const char *key,
                                                   const char **out);
 
-/** Number of keys in the table. @since 0.1 */
+/** Number of keys in the table. Thread-safe. @since 0.1 */
 TW_API size_t tw_config_count(void);
 
-/** Describe key @p i (0 <= i < tw_config_count()). @return TW_OK, TW_E_INVALID. @since 0.1 */
+/** Describe key @p i (0 <= i < tw_config_count()); the entry's strings are owned as
+ *  ::tw_config_entry says. @return TW_OK, TW_E_INVALID (NULL argument, @p i out of range).
+ *  Thread-safe for readers. @since 0.1 */
 TW_API TW_NODISCARD tw_status tw_config_describe(const tw_config *cfg, size_t i,
                                                 tw_config_entry *out);
 

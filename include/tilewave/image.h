@@ -49,53 +49,62 @@ typedef struct tw_level_info {
 } tw_level_info;
 
 /**
- * Open @p path with @p reader. @return TW_OK, TW_E_INVALID (NULL args), TW_E_IO (missing or
- * unreadable file), TW_E_FORMAT (not an image, truncated, unsupported layout or bit depth),
- * TW_E_NOMEM. Thread-safe. @since 0.1
+ * Open @p path with @p reader; the caller owns *@p out and closes it with tw_slide_close().
+ * @return TW_OK, TW_E_INVALID (NULL @p path or @p out, @p reader outside the enum), TW_E_IO
+ * (missing or unreadable file), TW_E_FORMAT (not an image, truncated, unsupported layout or
+ * bit depth), TW_E_NOMEM. Thread-safe. @since 0.1
  */
 TW_API TW_NODISCARD tw_status tw_slide_open(const char *path, tw_reader_kind reader,
                                            tw_slide **out, tw_error *err);
 
-/** Close; NULL is a no-op. @since 0.1 */
+/** Close and free @p s; NULL is a no-op. No other call on @p s may be running, and the jobs
+ *  given it must have ended. @since 0.1 */
 TW_API void tw_slide_close(tw_slide *s);
 
-/** Format name: the OpenSlide vendor ("aperio", "generic-tiff", ...) or "tiff". Owned by s. */
+/** Format name: the OpenSlide vendor ("aperio", "generic-tiff", ...) or "tiff"; NULL for a
+ *  NULL slide. Owned by @p s. Thread-safe. @since 0.1 */
 TW_API const char *tw_slide_get_format(const tw_slide *s);
 
-/** Reader actually used. @since 0.1 */
+/** Reader actually used (#TW_READER_AUTO for a NULL slide). Thread-safe. @since 0.1 */
 TW_API tw_reader_kind tw_slide_get_reader(const tw_slide *s);
 
-/** Number of levels (>= 1). @since 0.1 */
+/** Number of levels (>= 1; 0 for a NULL slide). Thread-safe. @since 0.1 */
 TW_API int tw_slide_get_level_count(const tw_slide *s);
 
-/** Describe a level. @return TW_OK, TW_E_INVALID (no such level). @since 0.1 */
+/** Describe a level. @return TW_OK, TW_E_INVALID (NULL argument, no such level).
+ *  Thread-safe. @since 0.1 */
 TW_API TW_NODISCARD tw_status tw_slide_get_level(const tw_slide *s, int level,
                                                 tw_level_info *out);
 
-/** Channels per pixel as read: 1 (gray), 2 (u32 coordinate pairs) or 3 (RGB). @since 0.1 */
+/** Channels per pixel as read: 1 (gray), 2 (u32 coordinate pairs) or 3 (RGB); 0 for a NULL
+ *  slide. Thread-safe. @since 0.1 */
 TW_API int tw_slide_get_channels(const tw_slide *s);
 
-/** Sample type as read. @since 0.1 */
+/** Sample type as read (#TW_U8 for a NULL slide). Thread-safe. @since 0.1 */
 TW_API tw_sample_type tw_slide_get_sample_type(const tw_slide *s);
 
-/** Microns per pixel at level 0, 0 when unknown. @since 0.1 */
+/** Microns per pixel at level 0, 0 when unknown (or @p s NULL); a NULL @p mpp_x or @p mpp_y
+ *  is skipped. Thread-safe. @since 0.1 */
 TW_API void tw_slide_get_mpp(const tw_slide *s, double *mpp_x, double *mpp_y);
 
 /**
- * Property @p name ("openslide.vendor", "tiff.ImageDescription", ...), or NULL. Owned by s.
- * Properties are listed with tw_slide_get_property_names(). @since 0.1
+ * Property @p name ("openslide.vendor", "tiff.ImageDescription", ...), or NULL (no such
+ * property, or a NULL argument). Owned by @p s, valid until it is closed. Properties are
+ * listed with tw_slide_get_property_names(). Thread-safe. @since 0.1
  */
 TW_API const char *tw_slide_get_property(const tw_slide *s, const char *name);
 
-/** NULL-terminated list of property names, owned by s. @since 0.1 */
+/** NULL-terminated list of property names, owned by @p s (NULL for a NULL slide).
+ *  Thread-safe. @since 0.1 */
 TW_API const char *const *tw_slide_get_property_names(const tw_slide *s);
 
 /**
  * Read the region (x, y, w, h) of @p level into @p dst: h rows of w pixels of
  * tw_slide_get_channels() interleaved samples of tw_slide_get_sample_type(), rows
  * @p dst_stride bytes apart. The region must lie inside the level.
- * @return TW_OK, TW_E_INVALID (region outside the level), TW_E_IO / TW_E_FORMAT (decode
- * failure), TW_E_NOMEM. Thread-safe. @since 0.1
+ * @return TW_OK, TW_E_INVALID (NULL @p s or @p dst, no such level, @p w or @p h below 1,
+ * region outside the level, @p dst_stride below a row; @p dst untouched), TW_E_IO /
+ * TW_E_FORMAT (decode failure), TW_E_NOMEM. Thread-safe. @since 0.1
  */
 TW_API TW_NODISCARD tw_status tw_slide_read_region(tw_slide *s, int level, int64_t x, int64_t y,
                                                   int64_t w, int64_t h, void *dst,
@@ -110,7 +119,9 @@ typedef enum tw_compression {
     TW_COMPRESS_JPEG  /**< lossy; 8-bit, 1 or 3 channels only. @since 0.3 */
 } tw_compression;
 
-/** Parse "none", "deflate", "zstd", "lzw", "jpeg". @return TW_OK, TW_E_INVALID. @since 0.1 */
+/** Parse "none", "deflate", "zstd", "lzw", "jpeg" (exact, lower case).
+ *  @return TW_OK, TW_E_INVALID (NULL argument, unknown name; *@p out untouched).
+ *  Thread-safe. @since 0.1 */
 TW_API TW_NODISCARD tw_status tw_compression_parse(const char *name, tw_compression *out);
 
 /** How the levels of a written pyramid are laid out. @since 0.3 */
@@ -121,7 +132,8 @@ typedef enum tw_layout {
                              ImageDescription, levels >= 1 in its SubIFDs (QuPath, Bio-Formats) */
 } tw_layout;
 
-/** Parse "tiff", "ome". @return TW_OK, TW_E_INVALID. @since 0.3 */
+/** Parse "tiff", "ome". @return TW_OK, TW_E_INVALID (NULL argument, unknown name; *@p out
+ *  untouched). Thread-safe. @since 0.3 */
 TW_API TW_NODISCARD tw_status tw_layout_parse(const char *name, tw_layout *out);
 
 /** A tiled BigTIFF being written. @since 0.1 */
@@ -148,12 +160,16 @@ typedef struct tw_writer_opts {
     int quality;                 /**< JPEG quality 1..100, 0 = 90. @since 0.3 */
 } tw_writer_opts;
 
-/** Fill @p o with defaults. @since 0.1 */
+/** Fill @p o with defaults and set its struct_size; NULL is a no-op. Thread-safe. @since 0.1 */
 TW_API void tw_writer_opts_init(tw_writer_opts *o);
 
 /**
- * Create a temporary file beside @p path and write the headers.
- * @return TW_OK, TW_E_INVALID (bad options), TW_E_IO (cannot create), TW_E_NOMEM. @since 0.1
+ * Create a temporary file beside @p path and write the headers. The caller owns *@p out and
+ * ends it with tw_writer_close() or tw_writer_abort(); @p o is copied (its strings too).
+ * @return TW_OK, TW_E_INVALID (NULL argument, struct_size not set by tw_writer_opts_init(), an
+ * option out of range: size, channels, type, tile size, levels, compression and its level or
+ * quality, layout, mpp; @p path a folder), TW_E_IO (cannot create), TW_E_NOMEM.
+ * Thread-safe. @since 0.1
  */
 TW_API TW_NODISCARD tw_status tw_writer_open(const char *path, const tw_writer_opts *o,
                                             tw_writer **out, tw_error *err);
@@ -165,7 +181,10 @@ TW_API TW_NODISCARD tw_status tw_writer_open(const char *path, const tw_writer_o
  * only the file append is serialised. Tiles may come in any order, levels mixed: a tile of a
  * level after the one being written waits in a scratch file beside the output (on disk,
  * unlinked) until its level's turn (@since 0.3; before, all tiles of level k came first).
- * @return TW_OK, TW_E_INVALID (bad tile, tile written twice), TW_E_IO.
+ * @p data stays the caller's. After a failed append (TW_E_IO), the writer keeps that error:
+ * later writes and tw_writer_close() return it.
+ * @return TW_OK, TW_E_INVALID (NULL @p wr or @p data, no such level, tile outside the level,
+ * @p stride below a row, tile written twice), TW_E_IO, TW_E_NOMEM.
  * Thread-safe. @since 0.1
  */
 TW_API TW_NODISCARD tw_status tw_writer_write_tile(tw_writer *wr, int level, int64_t tx,
@@ -174,24 +193,27 @@ TW_API TW_NODISCARD tw_status tw_writer_write_tile(tw_writer *wr, int level, int
 
 /**
  * Finish: check every tile of every level was written, close the file and rename it to the
- * output path. On failure the temporary file is removed. Frees @p wr in every case.
- * @return TW_OK, TW_E_INVALID (missing tiles), TW_E_IO. @since 0.1
+ * output path. On failure the temporary file is removed. Frees @p wr in every case; no
+ * tw_writer_write_tile() may be running.
+ * @return TW_OK, TW_E_INVALID (NULL @p wr, missing tiles), TW_E_IO, or the writer's sticky
+ * error. @since 0.1
  */
 TW_API TW_NODISCARD tw_status tw_writer_close(tw_writer *wr, tw_error *err);
 
-/** Abandon: remove the temporary file and free @p wr. NULL is a no-op. @since 0.1 */
+/** Abandon: remove the temporary file and free @p wr. NULL is a no-op; no
+ *  tw_writer_write_tile() may be running. @since 0.1 */
 TW_API void tw_writer_abort(tw_writer *wr);
 
 /** Options of the synthetic sample slide. @since 0.1 */
 typedef struct tw_sample_opts {
-    size_t struct_size;
+    size_t struct_size;    /**< set by tw_sample_opts_init() */
     int64_t w, h;          /**< level-0 size, default 8192 x 6144 */
     uint64_t seed;         /**< default 1 */
     int32_t tile;          /**< tile edge, default 256 */
     tw_compression compression; /**< default deflate */
 } tw_sample_opts;
 
-/** Fill @p o with defaults. @since 0.1 */
+/** Fill @p o with defaults and set its struct_size; NULL is a no-op. Thread-safe. @since 0.1 */
 TW_API void tw_sample_opts_init(tw_sample_opts *o);
 
 /**
@@ -200,8 +222,9 @@ TW_API void tw_sample_opts_init(tw_sample_opts *o);
  * above, written through tw_writer while level 0 streams), mpp 0.25, glass background,
  * tissue regions with stroma texture and nuclei-like blobs. Same options give the same bytes
  * on any machine.
- * OpenSlide opens it as "generic-tiff".
- * @return TW_OK, TW_E_INVALID, TW_E_IO, TW_E_NOMEM. @since 0.1
+ * OpenSlide opens it as "generic-tiff". Nothing is left at @p path on failure.
+ * @return TW_OK, TW_E_INVALID (NULL argument, struct_size not set by tw_sample_opts_init(),
+ * size, tile or compression out of range), TW_E_IO, TW_E_NOMEM. Thread-safe. @since 0.1
  */
 TW_API TW_NODISCARD tw_status tw_sample_write(const char *path, const tw_sample_opts *o,
                                              tw_error *err);

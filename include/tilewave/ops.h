@@ -15,10 +15,25 @@ extern "C" {
  * @defgroup tw_ops Operations
  *
  * Each operation reads its input images (a slide level and region, or a caller buffer), runs
- * tile by tile on the runtime's workers, and writes a tiled BigTIFF (or a caller buffer). Options structs are initialised
- * by their `_init` function (which sets struct_size) and then edited. Submission validates the
- * input synchronously (errors in @p err); failures while running are the job's sticky error.
- * Tiling never changes the result: any tile size and CPU/GPU mix gives the same bytes.
+ * tile by tile on the runtime's workers, and writes a tiled BigTIFF (or a caller buffer).
+ * Options structs are initialised by their `_init` function (which sets struct_size) and then
+ * edited. Submission validates the input synchronously (errors in @p err); failures while
+ * running are the job's sticky error. Tiling never changes the result: any tile size and
+ * CPU/GPU mix gives the same bytes.
+ *
+ * Every `tw_*_submit(rt, o, out, err)` works alike. @p rt, @p o and @p out are required. The
+ * caller keeps @p o and everything it points to (paths, caller buffers (::tw_host_image),
+ * stats, reports) valid and unchanged until the job has ended; they stay the caller's. On
+ * TW_OK the job runs and the caller owns *@p out, to free with tw_job_destroy() (before
+ * tw_runtime_destroy()). On failure nothing runs, *@p out is untouched and nothing is left at
+ * the output paths. #TW_E_INVALID: a NULL @p rt, @p o or @p out ("OP: NULL argument"), a
+ * struct_size not set by the options' `_init` ("OP: options not initialised with ..."), an
+ * enum out of range, a negative tile size or only one side 0, a connectivity other than 4 or
+ * 8, no input or no output given (or both a file and an image), an input level or region
+ * outside the slide, host images of the wrong size, type or stride, an output over its own
+ * input, a report or stats struct not initialised. #TW_E_IO / #TW_E_FORMAT: the input cannot
+ * be opened or read, the output cannot be created. All submit functions are thread-safe:
+ * several threads may submit to one runtime.
  * @{
  */
 
@@ -96,20 +111,21 @@ typedef struct tw_output {
     bool overlay_deflate;       /**< the overlay in deflate instead of JPEG */
 } tw_output;
 
-/** Parse "luminance", "r", "g", "b", "hematoxylin", "eosin". @return TW_OK, TW_E_INVALID.
- * @since 0.1 */
+/** Parse "luminance", "r", "g", "b", "hematoxylin", "eosin". @return TW_OK, TW_E_INVALID
+ *  (NULL argument, unknown name; *@p out untouched). Thread-safe. @since 0.1 */
 TW_API TW_NODISCARD tw_status tw_gray_mode_parse(const char *name, tw_gray_mode *out);
 
 /** Options of tw_gray_submit(). @since 0.1 */
 typedef struct tw_gray_opts {
-    size_t struct_size;
+    size_t struct_size;      /**< set by tw_gray_opts_init() */
     tw_input input;
     tw_output output;
     tw_gray_mode mode;
     int32_t tile_w, tile_h; /**< 0: the config's gray.tile (or tile.size) */
 } tw_gray_opts;
 
-/** Fill @p o with defaults. @since 0.1 */
+/** Fill @p o with defaults and set its struct_size; NULL is a no-op. Thread-safe.
+ *  @since 0.1 */
 TW_API void tw_gray_opts_init(tw_gray_opts *o);
 
 /**
@@ -117,6 +133,7 @@ TW_API void tw_gray_opts_init(tw_gray_opts *o);
  * copied) and write it. The input's threshold and tissue options apply (its `gray` field does
  * not: @p mode does). CPU (OpenMP) and CUDA variants give identical bytes.
  * @return TW_OK (the job runs), TW_E_INVALID, TW_E_IO, TW_E_FORMAT, TW_E_NOMEM.
+ * Misuse and ownership: as every submit function (@ref tw_ops).
  * Thread-safe. @since 0.1
  */
 TW_API TW_NODISCARD tw_status tw_gray_submit(tw_runtime *rt, const tw_gray_opts *o,
@@ -124,7 +141,7 @@ TW_API TW_NODISCARD tw_status tw_gray_submit(tw_runtime *rt, const tw_gray_opts 
 
 /** Options of tw_convert_submit(). Initialise with tw_convert_opts_init(). @since 0.3 */
 typedef struct tw_convert_opts {
-    size_t struct_size;
+    size_t struct_size;      /**< set by tw_convert_opts_init() */
     tw_input input;         /**< the slide or TIFF, its level and region; its gray, threshold
                                  and tissue fields must stay zero (pixels are copied as read) */
     tw_output output;       /**< the copy: compression, pyramid, layout, quality, description;
@@ -132,7 +149,8 @@ typedef struct tw_convert_opts {
     int32_t tile_w, tile_h; /**< processing tiles; 0: the config's tile.size */
 } tw_convert_opts;
 
-/** Fill @p o with defaults. @since 0.3 */
+/** Fill @p o with defaults and set its struct_size; NULL is a no-op. Thread-safe.
+ *  @since 0.3 */
 TW_API void tw_convert_opts_init(tw_convert_opts *o);
 
 /**
@@ -143,6 +161,7 @@ TW_API void tw_convert_opts_init(tw_convert_opts *o);
  * only. Memory stays bounded by a window of tiles in flight.
  * @return TW_OK (the job runs), TW_E_INVALID (bad options, gray/threshold/tissue set, an
  * overlay asked for, JPEG for a sample type it cannot hold), TW_E_IO, TW_E_FORMAT, TW_E_NOMEM.
+ * Misuse and ownership: as every submit function (@ref tw_ops).
  * Thread-safe. @since 0.3
  */
 TW_API TW_NODISCARD tw_status tw_convert_submit(tw_runtime *rt, const tw_convert_opts *o,
@@ -213,12 +232,12 @@ typedef struct tw_mrecon_stats {
     int64_t seeds_per_round[TW_MRECON_STATS_ROUNDS]; /**< seeds given to each round's TPs */
 } tw_mrecon_stats;
 
-/** Zero @p s and set its struct_size. @since 0.2 */
+/** Zero @p s and set its struct_size; NULL is a no-op. Thread-safe. @since 0.2 */
 TW_API void tw_mrecon_stats_init(tw_mrecon_stats *s);
 
 /** Options of tw_mrecon_submit(). Initialise with tw_mrecon_opts_init(). @since 0.2 */
 typedef struct tw_mrecon_opts {
-    size_t struct_size;
+    size_t struct_size;      /**< set by tw_mrecon_opts_init() */
     tw_input marker;            /**< the marker file, when marker_image.data is NULL */
     tw_input mask;              /**< the mask file, when mask_image.data is NULL */
     tw_host_image marker_image; /**< the marker in memory (data != NULL: used instead) */
@@ -237,7 +256,8 @@ typedef struct tw_mrecon_opts {
                                      when the job ends, before tw_job_wait() returns */
 } tw_mrecon_opts;
 
-/** Fill @p o with defaults. @since 0.2 */
+/** Fill @p o with defaults and set its struct_size; NULL is a no-op. Thread-safe.
+ *  @since 0.2 */
 TW_API void tw_mrecon_opts_init(tw_mrecon_opts *o);
 
 /**
@@ -247,12 +267,14 @@ TW_API void tw_mrecon_opts_init(tw_mrecon_opts *o);
  * "mrecon: marker V above mask W at (X, Y)" naming the first such pixel in raster order (in
  * the mask's level frame), unless clamp_marker is set.
  * @return TW_OK (the job runs), TW_E_INVALID, TW_E_IO, TW_E_FORMAT, TW_E_NOMEM, TW_E_NODEV.
+ * Misuse and ownership: as every submit function (@ref tw_ops).
  * Thread-safe. @since 0.2
  */
 TW_API TW_NODISCARD tw_status tw_mrecon_submit(tw_runtime *rt, const tw_mrecon_opts *o,
                                               tw_job **out, tw_error *err);
 
-/** Parse "dilation" or "erosion". @return TW_OK, TW_E_INVALID. @since 0.2 */
+/** Parse "dilation" or "erosion". @return TW_OK, TW_E_INVALID (NULL argument, unknown name;
+ *  *@p out untouched). Thread-safe. @since 0.2 */
 TW_API TW_NODISCARD tw_status tw_mrecon_method_parse(const char *name, tw_mrecon_method *out);
 
 /**
@@ -260,7 +282,7 @@ TW_API TW_NODISCARD tw_status tw_mrecon_method_parse(const char *name, tw_mrecon
  * below); each reads the fields it needs. Initialise with tw_rfilter_opts_init(). @since 0.2
  */
 typedef struct tw_rfilter_opts {
-    size_t struct_size;
+    size_t struct_size;      /**< set by tw_rfilter_opts_init() */
     tw_input input;         /**< the image file, when image.data is NULL */
     tw_host_image image;    /**< the image in memory (data != NULL: used instead) */
     tw_output output;       /**< the output file, when result.data is NULL */
@@ -275,7 +297,8 @@ typedef struct tw_rfilter_opts {
     tw_mrecon_stats *stats; /**< as in ::tw_mrecon_opts */
 } tw_rfilter_opts;
 
-/** Fill @p o with defaults. @since 0.2 */
+/** Fill @p o with defaults and set its struct_size; NULL is a no-op. Thread-safe.
+ *  @since 0.2 */
 TW_API void tw_rfilter_opts_init(tw_rfilter_opts *o);
 
 /**
@@ -284,7 +307,9 @@ TW_API void tw_rfilter_opts_init(tw_rfilter_opts *o);
  * border are raised to the level where they would overflow. On a two-level image {0, v} this
  * is SciPy `binary_fill_holes` (v in the holes). @p conn is the connectivity of the flooded
  * background (default 4, as SciPy's default structure). The result has the image's type.
- * @return as tw_mrecon_submit(). Thread-safe. @since 0.2
+ * @return as tw_mrecon_submit().
+ * Misuse and ownership: as every submit function (@ref tw_ops).
+ * Thread-safe. @since 0.2
  */
 TW_API TW_NODISCARD tw_status tw_fill_holes_submit(tw_runtime *rt, const tw_rfilter_opts *o,
                                                   tw_job **out, tw_error *err);
@@ -294,7 +319,9 @@ TW_API TW_NODISCARD tw_status tw_fill_holes_submit(tw_runtime *rt, const tw_rfil
  * by dilation of max(image - h, 0) under the image; the result is a TW_U8 image, 1 where
  * image - R >= h and 0 elsewhere; all 0 when h exceeds max - min of the image. With
  * @p o->dome, the h-dome image image - R instead (the image's type). @p conn default 8.
- * @return as tw_mrecon_submit(); TW_E_INVALID for h < 1. Thread-safe. @since 0.2
+ * @return as tw_mrecon_submit(); TW_E_INVALID for h < 1.
+ * Misuse and ownership: as every submit function (@ref tw_ops).
+ * Thread-safe. @since 0.2
  */
 TW_API TW_NODISCARD tw_status tw_hmax_submit(tw_runtime *rt, const tw_rfilter_opts *o,
                                             tw_job **out, tw_error *err);
@@ -303,7 +330,9 @@ TW_API TW_NODISCARD tw_status tw_hmax_submit(tw_runtime *rt, const tw_rfilter_op
  * Regional maxima: h-maxima with h = 1 (TW_U8, 1 on every connected plateau whose neighbours
  * are all lower, 0 elsewhere; all 0 on a constant image), the same as scikit-image
  * `h_maxima(image, 1)` and `local_maxima(image)`. @p conn default 8.
- * @return as tw_mrecon_submit(). Thread-safe. @since 0.2
+ * @return as tw_mrecon_submit().
+ * Misuse and ownership: as every submit function (@ref tw_ops).
+ * Thread-safe. @since 0.2
  */
 TW_API TW_NODISCARD tw_status tw_regional_max_submit(tw_runtime *rt, const tw_rfilter_opts *o,
                                                     tw_job **out, tw_error *err);
@@ -312,14 +341,18 @@ TW_API TW_NODISCARD tw_status tw_regional_max_submit(tw_runtime *rt, const tw_rf
  * Opening by reconstruction: the image eroded by the (2 radius + 1)-square (the window
  * clipped to the image), then reconstructed by dilation under the image. Bright structures
  * the square does not fit in vanish; the others keep their exact shape. @p conn default 8.
- * The result has the image's type. @return as tw_mrecon_submit(). Thread-safe. @since 0.2
+ * The result has the image's type. @return as tw_mrecon_submit().
+ * Misuse and ownership: as every submit function (@ref tw_ops).
+ * Thread-safe. @since 0.2
  */
 TW_API TW_NODISCARD tw_status tw_open_rec_submit(tw_runtime *rt, const tw_rfilter_opts *o,
                                                 tw_job **out, tw_error *err);
 
 /**
  * Closing by reconstruction, the dual: dilation by the square, then reconstruction by erosion
- * over the image. @return as tw_mrecon_submit(). Thread-safe. @since 0.2
+ * over the image. @return as tw_mrecon_submit().
+ * Misuse and ownership: as every submit function (@ref tw_ops).
+ * Thread-safe. @since 0.2
  */
 TW_API TW_NODISCARD tw_status tw_close_rec_submit(tw_runtime *rt, const tw_rfilter_opts *o,
                                                  tw_job **out, tw_error *err);
@@ -348,7 +381,8 @@ typedef enum tw_edt_format {
                          isotropic only */
 } tw_edt_format;
 
-/** Parse "f32", "u16", "sq32". @return TW_OK, TW_E_INVALID. @since 0.3 */
+/** Parse "f32", "u16", "sq32". @return TW_OK, TW_E_INVALID (NULL argument, unknown name;
+ *  *@p out untouched). Thread-safe. @since 0.3 */
 TW_API TW_NODISCARD tw_status tw_edt_format_parse(const char *name, tw_edt_format *out);
 
 /** The algorithm. @since 0.3 */
@@ -359,7 +393,8 @@ typedef enum tw_edt_method {
                            one tile; for comparison */
 } tw_edt_method;
 
-/** Parse "exact", "wavefront". @return TW_OK, TW_E_INVALID. @since 0.3 */
+/** Parse "exact", "wavefront". @return TW_OK, TW_E_INVALID (NULL argument, unknown name;
+ *  *@p out untouched). Thread-safe. @since 0.3 */
 TW_API TW_NODISCARD tw_status tw_edt_method_parse(const char *name, tw_edt_method *out);
 
 /** What an EDT job found, filled when the job ends (before tw_job_wait() returns). @since 0.3 */
@@ -371,12 +406,12 @@ typedef struct tw_edt_report {
     int64_t bands_cpu, bands_cuda; /**< of which on CPU workers / GPU workers */
 } tw_edt_report;
 
-/** Zero @p r and set its struct_size. @since 0.3 */
+/** Zero @p r and set its struct_size; NULL is a no-op. Thread-safe. @since 0.3 */
 TW_API void tw_edt_report_init(tw_edt_report *r);
 
 /** Options of tw_edt_submit(). Initialise with tw_edt_opts_init(). @since 0.3 */
 typedef struct tw_edt_opts {
-    size_t struct_size;
+    size_t struct_size;      /**< set by tw_edt_opts_init() */
     tw_input input;            /**< the image file, when image.data is NULL; RGB is converted
                                     to luminance first */
     tw_host_image image;       /**< the image in memory (data != NULL: used instead); TW_U8,
@@ -403,7 +438,8 @@ typedef struct tw_edt_opts {
     tw_edt_report *report;     /**< optional, initialised with tw_edt_report_init() */
 } tw_edt_opts;
 
-/** Fill @p o with defaults. @since 0.3 */
+/** Fill @p o with defaults and set its struct_size; NULL is a no-op. Thread-safe.
+ *  @since 0.3 */
 TW_API void tw_edt_opts_init(tw_edt_opts *o);
 
 /**
@@ -413,6 +449,7 @@ TW_API void tw_edt_opts_init(tw_edt_opts *o);
  * 2^20 pixels. Bad options (spacing <= 0, sq32 with spacing, otsu on a float image,
  * spacing_auto without mpp, indices of the wrong size) are TW_E_INVALID before anything runs.
  * @return TW_OK (the job runs), TW_E_INVALID, TW_E_IO, TW_E_FORMAT, TW_E_NOMEM.
+ * Misuse and ownership: as every submit function (@ref tw_ops).
  * Thread-safe. @since 0.3
  */
 TW_API TW_NODISCARD tw_status tw_edt_submit(tw_runtime *rt, const tw_edt_opts *o, tw_job **out,
@@ -434,7 +471,7 @@ TW_API TW_NODISCARD tw_status tw_edt_submit(tw_runtime *rt, const tw_edt_opts *o
 
 /** Options of tw_maxtree_submit(). Initialise with tw_maxtree_opts_init(). @since 0.4 */
 typedef struct tw_maxtree_opts {
-    size_t struct_size;
+    size_t struct_size;      /**< set by tw_maxtree_opts_init() */
     tw_input input;           /**< the image file, when image.data is NULL */
     tw_host_image image;      /**< the image in memory (data != NULL: used instead); TW_U8 or
                                    TW_U16 */
@@ -448,7 +485,8 @@ typedef struct tw_maxtree_opts {
     int index_bits;           /**< 0 (default): 32 up to 2^32 - 1 pixels, else 64; or 32, 64 */
 } tw_maxtree_opts;
 
-/** Fill @p o with defaults. @since 0.4 */
+/** Fill @p o with defaults and set its struct_size; NULL is a no-op. Thread-safe.
+ *  @since 0.4 */
 TW_API void tw_maxtree_opts_init(tw_maxtree_opts *o);
 
 /**
@@ -456,6 +494,7 @@ TW_API void tw_maxtree_opts_init(tw_maxtree_opts *o);
  * parent image and, on a GPU worker, both on the device): on a GPU worker when the runtime
  * has one and the image has at most 2^32 - 1 pixels, else on the CPU workers.
  * @return TW_OK (the job runs), TW_E_INVALID, TW_E_IO, TW_E_FORMAT, TW_E_NOMEM.
+ * Misuse and ownership: as every submit function (@ref tw_ops).
  * Thread-safe. @since 0.4
  */
 TW_API TW_NODISCARD tw_status tw_maxtree_submit(tw_runtime *rt, const tw_maxtree_opts *o,
@@ -475,7 +514,8 @@ typedef enum tw_attr_filter {
     TW_HEIGHT_CLOSING    /**< the dual */
 } tw_attr_filter;
 
-/** Parse "area-open", "area-close", "height-open", "height-close". @since 0.4 */
+/** Parse "area-open", "area-close", "height-open", "height-close". @return TW_OK,
+ *  TW_E_INVALID (NULL argument, unknown name; *@p out untouched). Thread-safe. @since 0.4 */
 TW_API TW_NODISCARD tw_status tw_attr_filter_parse(const char *name, tw_attr_filter *out);
 
 /** What an attribute-filter job did, filled when the job ends. @since 0.4 */
@@ -493,12 +533,12 @@ typedef struct tw_attr_filter_report {
     double filter_s;             /**< second pass: filtering and writing */
 } tw_attr_filter_report;
 
-/** Zero @p r and set its struct_size. @since 0.4 */
+/** Zero @p r and set its struct_size; NULL is a no-op. Thread-safe. @since 0.4 */
 TW_API void tw_attr_filter_report_init(tw_attr_filter_report *r);
 
 /** Options of tw_attr_filter_submit(). Initialise with tw_attr_filter_opts_init(). @since 0.4 */
 typedef struct tw_attr_filter_opts {
-    size_t struct_size;
+    size_t struct_size;      /**< set by tw_attr_filter_opts_init() */
     tw_input input;          /**< the image file, when image.data is NULL */
     tw_host_image image;     /**< the image in memory (data != NULL: used instead); TW_U8 or
                                   TW_U16 */
@@ -511,7 +551,8 @@ typedef struct tw_attr_filter_opts {
     tw_attr_filter_report *report; /**< optional, initialised with tw_attr_filter_report_init() */
 } tw_attr_filter_opts;
 
-/** Fill @p o with defaults. @since 0.4 */
+/** Fill @p o with defaults and set its struct_size; NULL is a no-op. Thread-safe.
+ *  @since 0.4 */
 TW_API void tw_attr_filter_opts_init(tw_attr_filter_opts *o);
 
 /**
@@ -521,6 +562,7 @@ TW_API void tw_attr_filter_opts_init(tw_attr_filter_opts *o);
  * second pass filters each tile with its local tree and those merged attributes. No
  * whole-image tree is built; the result equals the in-memory filter for every tile size.
  * @return TW_OK (the job runs), TW_E_INVALID, TW_E_IO, TW_E_FORMAT, TW_E_NOMEM.
+ * Misuse and ownership: as every submit function (@ref tw_ops).
  * Thread-safe. @since 0.4
  */
 TW_API TW_NODISCARD tw_status tw_attr_filter_submit(tw_runtime *rt,

@@ -39,19 +39,22 @@ typedef enum tw_device_type {
 
 /**
  * Start a runtime with the keys `runtime.*` of @p cfg (NULL: built-in defaults). Discovers cores
- * with hwloc and GPUs with the CUDA runtime, starts and pins the workers.
- * @return TW_OK, TW_E_INVALID (e.g. `runtime.gpus` names a GPU that does not exist),
- *         TW_E_NOMEM, TW_E_INTERNAL (hwloc topology failed).
+ * with hwloc and GPUs with the CUDA runtime, starts and pins the workers. @p cfg is copied:
+ * it may be changed or destroyed afterwards. The caller owns *@p out and frees it with
+ * tw_runtime_destroy().
+ * @return TW_OK, TW_E_INVALID (@p out NULL; e.g. `runtime.gpus` names a GPU that does not
+ *         exist), TW_E_NOMEM, TW_E_INTERNAL (hwloc topology failed).
  * Thread-safe. @since 0.1
  */
 TW_API TW_NODISCARD tw_status tw_runtime_create(const tw_config *cfg, tw_runtime **out,
                                                tw_error *err);
 
-/** Stop the workers and free the runtime. Every job must have been destroyed. NULL is a
- *  no-op. @since 0.1 */
+/** Stop the workers and free the runtime. Every job must have been destroyed and no other
+ *  call on @p rt may be running. NULL is a no-op. @since 0.1 */
 TW_API void tw_runtime_destroy(tw_runtime *rt);
 
-/** The configuration the runtime was created with (a copy it owns). @since 0.1 */
+/** The configuration the runtime was created with (a copy it owns, valid until
+ *  tw_runtime_destroy(); not to be changed); NULL for a NULL runtime. Thread-safe. @since 0.1 */
 TW_API const tw_config *tw_runtime_get_config(const tw_runtime *rt);
 
 /** Hardware seen by hwloc and CUDA. @since 0.1 */
@@ -64,7 +67,7 @@ typedef struct tw_topology_info {
     int n_gpus_present; /**< CUDA devices present, used or not */
 } tw_topology_info;
 
-/** Fill @p out. @return TW_OK, TW_E_INVALID. @since 0.1 */
+/** Fill @p out. @return TW_OK, TW_E_INVALID (NULL argument). Thread-safe. @since 0.1 */
 TW_API TW_NODISCARD tw_status tw_runtime_get_topology(const tw_runtime *rt,
                                                      tw_topology_info *out);
 
@@ -78,7 +81,8 @@ typedef struct tw_gpu_info {
     char near_cpuset[256];  /**< cores near the GPU, hwloc list syntax "0-7" */
 } tw_gpu_info;
 
-/** Describe GPU @p i of the runtime (0 <= i < n_gpus). @return TW_OK, TW_E_INVALID. */
+/** Describe GPU @p i of the runtime (0 <= i < n_gpus). @return TW_OK, TW_E_INVALID (NULL
+ *  argument, @p i out of range, e.g. any @p i without GPUs). Thread-safe. @since 0.1 */
 TW_API TW_NODISCARD tw_status tw_runtime_get_gpu(const tw_runtime *rt, int i, tw_gpu_info *out);
 
 /** One worker thread. @since 0.1 */
@@ -103,10 +107,11 @@ typedef struct tw_worker_info {
     uint64_t bytes_gpu_resident;
 } tw_worker_info;
 
-/** Number of workers. @since 0.1 */
+/** Number of workers (0 for a NULL runtime). Thread-safe. @since 0.1 */
 TW_API int tw_runtime_get_worker_count(const tw_runtime *rt);
 
-/** Describe worker @p i. @return TW_OK, TW_E_INVALID. @since 0.1 */
+/** Describe worker @p i (0 <= i < tw_runtime_get_worker_count()). @return TW_OK,
+ *  TW_E_INVALID (NULL argument, @p i out of range). Thread-safe. @since 0.1 */
 TW_API TW_NODISCARD tw_status tw_runtime_get_worker(const tw_runtime *rt, int i,
                                                    tw_worker_info *out);
 
@@ -131,7 +136,7 @@ typedef struct tw_memory_info {
     uint64_t over_budget;
 } tw_memory_info;
 
-/** Fill @p out. @return TW_OK, TW_E_INVALID. Thread-safe. @since 0.4 */
+/** Fill @p out. @return TW_OK, TW_E_INVALID (NULL argument). Thread-safe. @since 0.4 */
 TW_API TW_NODISCARD tw_status tw_runtime_get_memory(const tw_runtime *rt, tw_memory_info *out);
 
 /**
@@ -156,8 +161,8 @@ typedef struct tw_model_info {
  * The model file `runtime.models` of @p cfg designates ("auto": $XDG_CACHE_HOME/tilewave/
  * models.tsv or ~/.cache/tilewave/models.tsv), written to @p buf; "" when models are kept in
  * memory only ("none", or "auto" without a home directory).
- * @return TW_OK, TW_E_INVALID (NULL argument, or @p n too small for the path).
- * Thread-safe. @since 0.4
+ * @return TW_OK, TW_E_INVALID (NULL argument, @p n 0 or too small for the path and its NUL;
+ * @p buf untouched). Thread-safe. @since 0.4
  */
 TW_API TW_NODISCARD tw_status tw_models_get_path(const tw_config *cfg, char *buf, size_t n);
 
@@ -166,26 +171,30 @@ TW_API TW_NODISCARD tw_status tw_models_get_path(const tw_config *cfg, char *buf
  * device, size and feature, to free with tw_models_free(). A missing file has no models.
  * Malformed lines are skipped with one warning through the log.
  * @return TW_OK, TW_E_FORMAT (not a model file: no version line), TW_E_IO, TW_E_NOMEM,
- *         TW_E_INVALID. Thread-safe. @since 0.4
+ *         TW_E_INVALID (NULL argument). Thread-safe. @since 0.4
  */
 TW_API TW_NODISCARD tw_status tw_models_read(const char *path, tw_model_info **out, size_t *n,
                                             tw_error *err);
 
-/** Free what tw_models_read() returned. NULL is a no-op. @since 0.4 */
+/** Free what tw_models_read() returned. NULL is a no-op. Thread-safe. @since 0.4 */
 TW_API void tw_models_free(tw_model_info *models);
 
 /**
  * Wait for a job to end. @p timeout_ms < 0 waits forever.
- * @return the job's final status (TW_OK, the sticky error, TW_E_CANCELED), or TW_E_TIMEOUT
- *         when the time ran out first (the job goes on). Thread-safe. @since 0.1
+ * @return the job's final status (TW_OK, the sticky error, TW_E_CANCELED), TW_E_TIMEOUT
+ *         when the time ran out first (the job goes on), TW_E_INVALID (NULL job).
+ *         Thread-safe (several threads may wait). @since 0.1
  */
 TW_API tw_status tw_job_wait(tw_job *job, int64_t timeout_ms);
 
 /** Ask the job to stop: pending tasks are dropped, running ones stop at their next check.
- *  Returns at once; tw_job_wait() then returns TW_E_CANCELED. Thread-safe. @since 0.1 */
+ *  Returns at once; tw_job_wait() then returns TW_E_CANCELED (the job's own error if it had
+ *  failed first; no effect on an ended job). NULL is a no-op. Thread-safe. @since 0.1 */
 TW_API void tw_job_cancel(tw_job *job);
 
-/** The job's sticky error message, or NULL when it has none. Owned by the job. @since 0.1 */
+/** The job's sticky error message (one line), or NULL when it has none (no error yet, a
+ *  cancel without error, a NULL job). Owned by the job, valid until tw_job_destroy(); it does
+ *  not change once set. Thread-safe. @since 0.1 */
 TW_API const char *tw_job_get_error(tw_job *job);
 
 /** Progress of a job. @since 0.1 */
@@ -197,8 +206,13 @@ typedef struct tw_progress {
     bool finished;
 } tw_progress;
 
-/** Read the job's progress. Thread-safe. @since 0.1 */
+/** Read the job's progress into @p out (zeroed for a NULL job; a NULL @p out is a no-op).
+ *  Thread-safe. @since 0.1 */
 TW_API void tw_job_get_progress(tw_job *job, tw_progress *out);
+
+/** Progress callback of tw_job_set_progress_callback(); @p p is valid during the call only.
+ *  @since 0.4 */
+typedef void (*tw_progress_fn)(tw_job *job, const tw_progress *p, void *user);
 
 /**
  * Progress notifications, pushed instead of polled: @p fn is called from a runtime thread as
@@ -207,14 +221,17 @@ TW_API void tw_job_get_progress(tw_job *job, tw_progress *out);
  * time with the last one, but two periodic calls from different workers may overlap and
  * arrive out of order. @p fn must be quick and must not wait on or destroy the job (cancel is
  * fine). A NULL @p fn removes the callback. Set it right after submitting: steps already made
- * are reported with the next one.
- * @return TW_OK, TW_E_INVALID (NULL job, negative interval). Thread-safe. @since 0.4
+ * are reported with the next one; when the job has already ended (a small job), the last call
+ * is made at once, inside this function, on the caller's thread. @p user is passed to @p fn as is (the caller's).
+ * @return TW_OK, TW_E_INVALID (NULL job, negative interval or one above INT64_MAX / 10^6).
+ * Thread-safe. @since 0.4
  */
-typedef void (*tw_progress_fn)(tw_job *job, const tw_progress *p, void *user);
 TW_API tw_status tw_job_set_progress_callback(tw_job *job, tw_progress_fn fn, void *user,
                                               int64_t interval_ms);
 
-/** Destroy a job; an unfinished job is canceled and waited for first. NULL is a no-op. */
+/** Destroy a job; an unfinished job is canceled and waited for first. NULL is a no-op. No
+ *  other call on @p job may be running (nor may it be called from the job's progress
+ *  callback). @since 0.1 */
 TW_API void tw_job_destroy(tw_job *job);
 
 /** @} */

@@ -640,6 +640,31 @@ Test(job, progress_callback_reports_steps_and_a_final_call_before_wait_returns)
     tw_runtime_destroy(rt);
 }
 
+Test(job, progress_callback_set_after_the_job_ended_gets_the_last_call_at_once)
+{
+    /* A job that ended before its callback was set (a small job, a slow caller): the setter
+     * makes the last call itself, once, finished with done = total. */
+    tw_runtime *rt = make_runtime(2);
+    static progress_log l;
+    tw_job *job = NULL;
+
+    cr_assert(eq(int, twi_job_create(rt, "late", &job), TW_OK));
+    twi_job_add_total(job, 3);
+    twi_job_add_done(job, 3);
+    twi_job_seal(job);
+    cr_assert(eq(int, tw_job_wait(job, -1), TW_OK));
+    cr_assert(eq(int, atomic_load(&l.calls), 0));
+    cr_assert(eq(int, tw_job_set_progress_callback(job, on_progress, &l, 0), TW_OK));
+    cr_assert(eq(int, atomic_load(&l.calls), 1));
+    cr_assert(eq(int, atomic_load(&l.finals), 1));
+    cr_assert(eq(i64, (int64_t)atomic_load(&l.final_done), 3));
+    cr_assert(eq(i64, (int64_t)atomic_load(&l.final_total), 3));
+    cr_assert(eq(int, tw_job_set_progress_callback(job, NULL, NULL, 0), TW_OK));
+    cr_assert(eq(int, atomic_load(&l.calls), 1));
+    tw_job_destroy(job);
+    tw_runtime_destroy(rt);
+}
+
 static tw_runtime *
 policy_runtime(const char *policy)
 {
