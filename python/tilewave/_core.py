@@ -241,10 +241,11 @@ class Job:
     or None for file outputs) or raises Error / Canceled; ``cancel()`` asks it to stop.
     It holds the input and output arrays until it is closed."""
 
-    def __init__(self, runtime, submit, opts, keep, result, progress, interval_ms):
+    def __init__(self, runtime, submit, opts, keep, result, progress, interval_ms, finish=None):
         self._runtime = runtime
         self._keep = (opts, keep)       # the C side reads these until the job ends
         self._result = result
+        self._finish = finish           # called once when the job has ended: (ok) -> result
         self._progress_fn = progress
         self._cb = None
         self._cb_error = None
@@ -331,6 +332,7 @@ class Job:
             msg = lib.tw_job_get_error(self._job)
             self._message = msg.decode(errors="replace") if msg else ""
             self._status = st
+            self._run_finish()
         if self._cb_error is not None:
             raise self._cb_error
         if self._status != _lib.TW_OK:
@@ -339,10 +341,27 @@ class Job:
 
     result = wait
 
+    def _run_finish(self):
+        # Input reports, results read back from temporary files: once, after the end.
+        fin, self._finish = self._finish, None
+        if fin is not None:
+            res = fin(self._status == _lib.TW_OK and self._cb_error is None)
+            if res is not None:
+                self._result = res
+
     def _destroy(self):
-        job, self._job = self._job, None
+        job = self._job
+        if job is not None and self._status is None:
+            st = lib.tw_job_wait(job, 0)
+            if st == _lib.TW_E_TIMEOUT:
+                self._status, self._message = _lib.TW_E_CANCELED, "job closed before it ended"
+            else:
+                msg = lib.tw_job_get_error(job)
+                self._status, self._message = st, msg.decode(errors="replace") if msg else ""
+        self._job = None
         if job is not None:
             lib.tw_job_destroy(job)   # cancels and waits when unfinished
+            self._run_finish()
         self._keep = None
 
     def close(self):
@@ -363,12 +382,18 @@ class Job:
             pass
 
 
-def _run(runtime, submit, opts, keep, result, progress, wait, interval=0.05):
+def _run(runtime, submit, opts, keep, result, progress, wait, interval=0.05, finish=None):
     if progress is not None and not callable(progress):
         raise TypeError("tilewave: progress must be callable(done, total, eta)")
     if not interval >= 0:
         raise ValueError(f"tilewave: progress_interval must be >= 0 seconds (got {interval})")
-    job = Job(_runtime(runtime), submit, opts, keep, result, progress, int(interval * 1000))
+    try:
+        job = Job(_runtime(runtime), submit, opts, keep, result, progress, int(interval * 1000),
+                  finish)
+    except BaseException:
+        if finish is not None:
+            finish(False)  # refused at submission: remove temporary files
+        raise
     if not wait:
         return job
     try:
@@ -413,10 +438,18 @@ def _host(a):
     return h
 
 
-def _parse(fn, what, name):
+_CHOICES = {"compression": "deflate, zstd, lzw, none, jpeg", "layout": "tiff, ome",
+            "gray mode": "luminance, r, g, b, hematoxylin, eosin",
+            "reconstruction method": "dilation, erosion", "EDT format": "f32, u16, sq32",
+            "EDT method": "exact, wavefront",
+            "attribute filter": "area-open, area-close, height-open, height-close"}
+
+
+def _parse(fn, what, name, op=None):
     v = ctypes.c_int()
-    if fn(str(name).encode(), ctypes.byref(v)) != _lib.TW_OK:
-        raise ValueError(f"tilewave: unknown {what} '{name}'")
+    if not isinstance(name, str) or fn(name.encode(), ctypes.byref(v)) != _lib.TW_OK:
+        choices = f" ({_CHOICES[what]})" if what in _CHOICES else ""
+        raise ValueError(f"tilewave{'.' + op if op else ''}: unknown {what} '{name}'{choices}")
     return v.value
 
 
@@ -437,16 +470,175 @@ def _init(init, cls):
     return o
 
 
-def _set_input(inp, path, level):
+# ---------------------------------------------------------------------------- inputs, outputs
+
+_READERS = {"auto": 0, "openslide": 1, "tiff": 2}
+# Keyword options of the inputs (tw_input) and outputs (tw_output), named as the CLI flags
+# (--region, --reader, --gray, --stain-vectors, --threshold, --invert, --tissue, --tissue-mask;
+# --quality, --pyramid, --layout, --overlay). `level` and `compression` are named parameters.
+_IN_ALL = ("region", "reader", "gray", "stains", "threshold", "invert", "tissue", "tissue_mask",
+           "input_report")
+_OUT_ALL = ("quality", "pyramid", "layout", "overlay", "overlay_deflate", "description")
+
+
+def _is_number(v):
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+
+
+def _options(op, kw, in_keys, out_keys):
+    """Split and check the keyword options of ``op``: (input options, output options).
+    Unknown names are TypeError; bad values ValueError, each naming the op and option."""
+    bad = [k for k in kw if k not in in_keys and k not in out_keys]
+    if bad:
+        known = ", ".join(sorted(set(in_keys) | set(out_keys)))
+        raise TypeError(f"tilewave.{op}: unexpected keyword argument '{bad[0]}' (options: "
+                        f"{known})")
+    inp = {k: v for k, v in kw.items() if k in in_keys and v is not None}
+    out = {k: v for k, v in kw.items() if k in out_keys and v is not None}
+    if "region" in inp:
+        r = inp["region"]
+        try:
+            vals = [int(v) for v in r]
+            ok = len(vals) == 4 and all(_is_number(v) and int(v) == v for v in r)
+        except (TypeError, ValueError):
+            ok = False
+        if not ok or vals[0] < 0 or vals[1] < 0 or vals[2] < 1 or vals[3] < 1:
+            raise ValueError(f"tilewave.{op}: region must be (x, y, w, h) integers with x, y "
+                             f">= 0 and w, h >= 1, got {r!r}")
+        inp["region"] = tuple(vals)
+    if "reader" in inp and inp["reader"] not in _READERS:
+        raise ValueError(f"tilewave.{op}: unknown reader {inp['reader']!r} (auto, openslide "
+                         "or tiff)")
+    if "gray" in inp:
+        inp["gray"] = _parse(lib.tw_gray_mode_parse, "gray mode", inp["gray"], op)
+    if "stains" in inp:
+        try:
+            st = np.asarray(inp["stains"], dtype=np.float64).ravel()
+        except (TypeError, ValueError):
+            st = np.zeros(0)
+        if st.size != 9 or not np.isfinite(st).all():
+            raise ValueError(f"tilewave.{op}: stains must be 9 finite numbers (hematoxylin, "
+                             "eosin, residual: R, G, B optical densities each; a 3x3 array "
+                             f"works), got {inp['stains']!r}")
+        inp["stains"] = st
+    if "threshold" in inp:
+        t = inp["threshold"]
+        if not (t == "otsu" or (_is_number(t) and np.isfinite(t))):
+            raise ValueError(f"tilewave.{op}: threshold must be a finite number or 'otsu', "
+                             f"got {t!r}")
+    if inp.get("invert") and "threshold" not in inp:
+        raise ValueError(f"tilewave.{op}: invert applies with a threshold (threshold=N or "
+                         "'otsu')")
+    if "tissue_mask" in inp:
+        if not _is_path(inp["tissue_mask"]):
+            raise TypeError(f"tilewave.{op}: tissue_mask must be a path")
+        inp["tissue"] = True
+    rep = inp.get("input_report")
+    if rep is not None and not isinstance(rep, dict):
+        raise TypeError(f"tilewave.{op}: input_report must be a dict (filled when the job "
+                        f"ends), not {type(rep).__name__}")
+    if "quality" in out:
+        q = out["quality"]
+        if not (_is_number(q) and int(q) == q and 1 <= q <= 100):
+            raise ValueError(f"tilewave.{op}: quality must be an integer 1..100 (JPEG), got "
+                             f"{q!r}")
+    if "layout" in out:
+        out["layout"] = _parse(lib.tw_layout_parse, "layout", out["layout"], op)
+    if "overlay" in out and not _is_path(out["overlay"]):
+        raise TypeError(f"tilewave.{op}: overlay must be a path")
+    for k in ("invert", "tissue", "pyramid", "overlay_deflate"):
+        d = inp if k in inp else out
+        if k in d and not isinstance(d[k], (bool, np.bool_)):
+            raise TypeError(f"tilewave.{op}: {k} must be True or False, not {d[k]!r}")
+    return inp, out
+
+
+def _input_used(op, inp, any_path, level=0):
+    """Input options need a slide path: on arrays they would be silently ignored."""
+    names = sorted(list(inp) + (["level"] if level != 0 else []))
+    if names and not any_path:
+        raise ValueError(f"tilewave.{op}: {', '.join(names)} apply to path inputs only (the "
+                         "input is an array)")
+
+
+def _set_input(inp, path, level, opts, keep):
+    """Fill a tw_input from a path and checked options; return its report (or None)."""
     inp.path = _enc(path)
+    if int(level) < 0:
+        raise ValueError(f"tilewave: level must be >= 0 (got {level})")
     inp.level = int(level)
+    if "region" in opts:
+        inp.x, inp.y, inp.w, inp.h = opts["region"]
+    if "reader" in opts:
+        inp.reader = _READERS[opts["reader"]]
+    if "gray" in opts:
+        inp.gray = opts["gray"]
+    if "stains" in opts:
+        inp.stains_set = True
+        for i, v in enumerate(opts["stains"]):
+            inp.stains[i] = float(v)
+    if "threshold" in opts:
+        t = opts["threshold"]
+        if t == "otsu":
+            inp.threshold_mode = _lib.TW_THRESHOLD_OTSU
+        else:
+            inp.threshold_mode = _lib.TW_THRESHOLD_VALUE
+            inp.threshold = float(t)
+    inp.invert = bool(opts.get("invert", False))
+    inp.tissue = bool(opts.get("tissue", False))
+    if "tissue_mask" in opts:
+        inp.tissue_mask_path = _enc(opts["tissue_mask"])
+    rep = None
+    if opts.get("input_report") is not None:
+        rep = _lib.InputReport()
+        keep.append(rep)
+        inp.report = ctypes.pointer(rep)
+    return rep
 
 
-def _set_output(out, path, compression):
+def _report_filler(reports, target):
+    """A Job finish hook copying the C input reports into the caller's dict."""
+    if target is None or not reports:
+        return None
+
+    def fill(_ok):
+        r = reports[0]
+        target.update({"threshold": None if r.threshold < 0 else float(r.threshold),
+                       "otsu_level": int(r.otsu_level),
+                       "tissue_fraction": float(r.tissue_fraction),
+                       "reads": int(r.reads), "skipped": int(r.skipped)})
+    return fill
+
+
+def _set_output(op, out, path, compression, opts, input_is_path=True):
+    """Fill a tw_output; with ``path`` None every output option is an error (nothing is
+    written)."""
+    given = sorted(list(opts) + (["compression"] if compression is not None else []))
+    if path is None:
+        if given:
+            raise ValueError(f"tilewave.{op}: {', '.join(given)} apply to out=PATH only (the "
+                             "result is returned as an array)")
+        return
     out.path = _enc(path)
     if compression is not None:
-        out.compression = _parse(lib.tw_compression_parse, "compression", compression)
+        out.compression = _parse(lib.tw_compression_parse, "compression", compression, op)
         out.compression_set = True
+    if "quality" in opts:
+        out.quality = int(opts["quality"])
+    if "pyramid" in opts:
+        out.pyramid = bool(opts["pyramid"])
+    if "layout" in opts:
+        out.layout = opts["layout"]
+        out.layout_set = True
+    if "overlay" in opts:
+        if not input_is_path:
+            raise ValueError(f"tilewave.{op}: overlay needs a slide path as input (it blends "
+                             "the result over the slide)")
+        out.overlay = _enc(opts["overlay"])
+    if "overlay_deflate" in opts:
+        out.overlay_deflate = bool(opts["overlay_deflate"])
+    if "description" in opts:
+        out.description = str(opts["description"]).encode()
 
 
 def info(path):
@@ -469,38 +661,51 @@ def info(path):
         lib.tw_slide_close(s)
 
 
-def _open(path):
+def _open(path, reader="auto"):
+    if reader not in _READERS:
+        raise ValueError(f"tilewave: unknown reader {reader!r} (auto, openslide or tiff)")
     s = ctypes.c_void_p()
     err = _lib.Error()
-    _check(lib.tw_slide_open(_enc(path), 0, ctypes.byref(s), ctypes.byref(err)), err)
+    _check(lib.tw_slide_open(_enc(path), _READERS[reader], ctypes.byref(s), ctypes.byref(err)),
+           err)
     return s
 
 
-def read(path, level=0):
-    """Read a whole level of a slide or TIFF: (h, w) or (h, w, channels) array."""
-    s = _open(path)
+def read(path, level=0, region=None, *, reader="auto"):
+    """Read a level of a slide or TIFF, or ``region`` (x, y, w, h) of it: an (h, w) or
+    (h, w, channels) array."""
+    if region is not None:
+        region = _options("read", {"region": region}, ("region",), ())[0]["region"]
+    s = _open(path, reader)
     try:
         li = _lib.LevelInfo()
-        if lib.tw_slide_get_level(s, int(level), ctypes.byref(li)) != _lib.TW_OK:
+        if int(level) < 0 or lib.tw_slide_get_level(s, int(level), ctypes.byref(li)) != \
+                _lib.TW_OK:
             raise ValueError(f"tilewave.read: no level {level} in '{os.fsdecode(path)}'")
+        x, y, w, h = region if region is not None else (0, 0, li.w, li.h)
+        if x + w > li.w or y + h > li.h:
+            raise ValueError(f"tilewave.read: region {region} is outside level {level} "
+                             f"({li.w}x{li.h})")
         ch = lib.tw_slide_get_channels(s)
         dt = _DTYPES[lib.tw_slide_get_sample_type(s)]
-        shape = (li.h, li.w) if ch == 1 else (li.h, li.w, ch)
+        shape = (h, w) if ch == 1 else (h, w, ch)
         a = np.empty(shape, dtype=dt)
         err = _lib.Error()
-        _check(lib.tw_slide_read_region(s, int(level), 0, 0, li.w, li.h, a.ctypes.data,
+        _check(lib.tw_slide_read_region(s, int(level), x, y, w, h, a.ctypes.data,
                                         a.strides[0], ctypes.byref(err)), err)
         return a
     finally:
         lib.tw_slide_close(s)
 
 
-def _gray_shape(path, level):
-    """Size and one-channel dtype of a level as the operations read it (RGB -> gray)."""
+def _gray_shape(path, level, opts=None):
+    """Size and one-channel dtype of a level (or its region) as the operations read it."""
     d = info(path)
     if not 0 <= level < len(d["levels"]):
         raise ValueError(f"tilewave: no level {level} in '{os.fsdecode(path)}'")
     w, h, _ = d["levels"][level]
+    if opts and "region" in opts:
+        w, h = opts["region"][2:]
     return (h, w), d["dtype"]
 
 
@@ -520,35 +725,52 @@ def sample(path, size=(8192, 6144), seed=1, tile=256, compression="deflate"):
 _U8_U16 = (np.dtype(np.uint8), np.dtype(np.uint16))
 _EDT_IN = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.uint32), np.dtype(np.float32))
 _COMMON_DOC = """
-    Inputs are 2-D numpy arrays or paths of slides/TIFFs (``level`` picks the level; colour is
-    converted to luminance). ``out``: None returns a numpy array; a path writes a tiled BigTIFF
-    there (``compression`` as the CLI's) and returns None. ``runtime``: the runtime (default:
+    Inputs are 2-D numpy arrays or paths of slides/TIFFs. ``out``: None returns a numpy array;
+    a path writes a tiled BigTIFF there and returns None. ``runtime``: the runtime (default:
     the innermost ``with Runtime()`` block, else default_runtime()). ``progress``:
     callable(done, total, eta_seconds_or_None), called from a runtime thread with increasing
     ``done``, at most every ``progress_interval`` seconds (0: every step) and once at the end;
     returning False cancels the job (which then raises Canceled). ``wait=False``
     returns a Job instead of the result. ``tile``: the tile size (int or (w, h)).
+
+    Path inputs (the CLI's input flags): ``level``; ``region=(x, y, w, h)`` of that level;
+    ``reader`` ("auto", "openslide", "tiff"); ``gray`` (how RGB becomes one channel:
+    "luminance", "r", "g", "b", "hematoxylin", "eosin"); ``stains`` (9 numbers or a 3x3
+    array: hematoxylin, eosin, residual optical densities); ``threshold`` (a number or
+    "otsu": the input becomes a 0 / type-maximum mask of gray > threshold) and ``invert``
+    (gray <= threshold instead); ``tissue=True`` (regions without tissue are not read);
+    ``tissue_mask=PATH`` (also write the low-resolution tissue mask; implies tissue);
+    ``input_report`` (a dict, filled when the job ends with "threshold", "otsu_level",
+    "tissue_fraction", "reads", "skipped"). docs/io.md describes them.
+
+    File outputs (``out=PATH``; the CLI's output flags): ``compression`` ("deflate", "zstd",
+    "lzw", "none", "jpeg"), ``quality`` (JPEG 1..100), ``pyramid=True``, ``layout`` ("tiff" or
+    "ome"), ``overlay=PATH`` (the result blended over the input slide, an RGB pyramid;
+    ``overlay_deflate=True`` for deflate instead of JPEG), ``description`` (kept in the file's
+    metadata).
 """
 
 
-def _src(op, name, a, allowed, inp, img, level):
-    """Point an input at a path or an array; return (array or None, shape, dtype)."""
+def _src(op, name, a, allowed, inp, img, level, opts, keep):
+    """Point an input at a path or an array; return (array or None, shape, dtype, report)."""
     if _is_path(a):
-        _set_input(inp, a, level)
-        shape, dt = _gray_shape(a, level)
-        return None, shape, dt
+        rep = _set_input(inp, a, level, opts, keep)
+        shape, dt = _gray_shape(a, level, opts)
+        return None, shape, dt, rep
     arr = _array(op, name, a, allowed)
     img_fields = _host(arr)
     ctypes.memmove(ctypes.addressof(img), ctypes.addressof(img_fields), ctypes.sizeof(img))
-    return arr, arr.shape, arr.dtype
+    return arr, arr.shape, arr.dtype, None
 
 
-def _dst(o_output, o_result, out, compression, shape, dtype):
+def _dst(op, o_output, o_result, out, compression, outopts, shape, dtype, input_is_path):
     if out is not None:
         if not _is_path(out):
-            raise TypeError(f"tilewave: out must be a path or None, not {type(out).__name__}")
-        _set_output(o_output, out, compression)
+            raise TypeError(f"tilewave.{op}: out must be a path or None, not "
+                            f"{type(out).__name__}")
+        _set_output(op, o_output, out, compression, outopts, input_is_path)
         return None
+    _set_output(op, o_output, None, compression, outopts)
     res = np.empty(shape, dtype=dtype)
     h = _host(res)
     ctypes.memmove(ctypes.addressof(o_result), ctypes.addressof(h), ctypes.sizeof(h))
@@ -557,14 +779,21 @@ def _dst(o_output, o_result, out, compression, shape, dtype):
 
 def reconstruct(marker, mask, out=None, *, method="dilation", conn=8, clamp=False, level=0,
                 tile=None, compression=None, runtime=None, progress=None,
-                progress_interval=0.05, wait=True):
+                progress_interval=0.05, wait=True, **options):
     """Grayscale morphological reconstruction of ``marker`` under ``mask`` (by dilation, or
     ``method="erosion"``), 4- or 8-connected; uint8 or uint16, the same shape and dtype.
-    Equal to scikit-image ``reconstruction``."""
+    Equal to scikit-image ``reconstruction``. Input options apply to both when paths (as the
+    CLI's); ``overlay`` blends over the mask."""
+    inopts, outopts = _options("reconstruct", options, _IN_ALL, _OUT_ALL)
+    _input_used("reconstruct", inopts, _is_path(marker) or _is_path(mask), level)
     o = _init(lib.tw_mrecon_opts_init, _lib.MreconOpts)
-    mk, mshape, mdt = _src("reconstruct", "marker", marker, _U8_U16, o.marker,
-                           o.marker_image, level)
-    ms, shape, dt = _src("reconstruct", "mask", mask, _U8_U16, o.mask, o.mask_image, level)
+    keep = []
+    mk, mshape, mdt, r1 = _src("reconstruct", "marker", marker, _U8_U16, o.marker,
+                               o.marker_image, level, inopts, keep)
+    ms, shape, dt, r2 = _src("reconstruct", "mask", mask, _U8_U16, o.mask, o.mask_image, level,
+                             inopts, keep)
+    if r1 is not None and r2 is not None:
+        o.mask.report = o.marker.report  # counts add up: one report for both (ops.h)
     if mk is not None and ms is not None:
         if mk.shape != ms.shape:
             raise ValueError(f"tilewave.reconstruct: marker shape {mk.shape} != mask shape "
@@ -572,94 +801,121 @@ def reconstruct(marker, mask, out=None, *, method="dilation", conn=8, clamp=Fals
         if mk.dtype != ms.dtype:
             raise TypeError(f"tilewave.reconstruct: marker dtype {mk.dtype} != mask dtype "
                             f"{ms.dtype}")
-    o.method = _parse(lib.tw_mrecon_method_parse, "reconstruction method", method)
+    o.method = _parse(lib.tw_mrecon_method_parse, "reconstruction method", method,
+                      "reconstruct")
     o.conn = int(conn)
     o.clamp_marker = bool(clamp)
     _tile(o, tile)
-    res = _dst(o.output, o.result, out, compression, shape, dt)
-    return _run(runtime, lib.tw_mrecon_submit, o, (mk, ms, res), res, progress, wait,
-                progress_interval)
+    res = _dst("reconstruct", o.output, o.result, out, compression, outopts, shape, dt,
+               _is_path(mask))
+    return _run(runtime, lib.tw_mrecon_submit, o, (mk, ms, res, keep), res, progress, wait,
+                progress_interval,
+                _report_filler([r for r in (r1, r2) if r is not None],
+                               inopts.get("input_report")))
 
 
 def _rfilter(op, submit, image, out, result_dtype, conn, level, tile, compression, runtime,
-             progress, wait, progress_interval, **fields):
+             progress, wait, progress_interval, options, **fields):
+    inopts, outopts = _options(op, options, _IN_ALL, _OUT_ALL)
+    _input_used(op, inopts, _is_path(image), level)
     o = _init(lib.tw_rfilter_opts_init, _lib.RfilterOpts)
-    arr, shape, dt = _src(op, "image", image, _U8_U16, o.input, o.image, level)
+    keep = []
+    arr, shape, dt, rep = _src(op, "image", image, _U8_U16, o.input, o.image, level, inopts,
+                               keep)
     for k, v in fields.items():
         setattr(o, k, v)
     o.conn = int(conn)
     _tile(o, tile)
-    res = _dst(o.output, o.result, out, compression, shape, result_dtype or dt)
-    return _run(runtime, submit, o, (arr, res), res, progress, wait, progress_interval)
+    res = _dst(op, o.output, o.result, out, compression, outopts, shape, result_dtype or dt,
+               _is_path(image))
+    return _run(runtime, submit, o, (arr, res, keep), res, progress, wait, progress_interval,
+                _report_filler([rep] if rep else [], inopts.get("input_report")))
 
 
 def fill_holes(image, out=None, *, conn=0, level=0, tile=None, compression=None, runtime=None,
-               progress=None, progress_interval=0.05, wait=True):
+               progress=None, progress_interval=0.05, wait=True, **options):
     """Fill the holes (regional minima not connected to the border); uint8/uint16."""
     return _rfilter("fill_holes", lib.tw_fill_holes_submit, image, out, None, conn, level,
-                    tile, compression, runtime, progress, wait, progress_interval)
+                    tile, compression, runtime, progress, wait, progress_interval, options)
 
 
 def hmax(image, h, out=None, *, dome=False, conn=0, level=0, tile=None, compression=None,
-         runtime=None, progress=None, progress_interval=0.05, wait=True):
+         runtime=None, progress=None, progress_interval=0.05, wait=True, **options):
     """h-maxima (uint8 0/1 image), or the h-dome image with ``dome=True``."""
     if int(h) < 1:
         raise ValueError(f"tilewave.hmax: h must be >= 1 (got {h})")
     return _rfilter("hmax", lib.tw_hmax_submit, image, out, None if dome else np.uint8, conn,
                     level, tile, compression, runtime, progress, wait, progress_interval,
-                    h=int(h), dome=bool(dome))
+                    options, h=int(h), dome=bool(dome))
 
 
 def regional_max(image, out=None, *, conn=0, level=0, tile=None, compression=None,
-                 runtime=None, progress=None, progress_interval=0.05, wait=True):
+                 runtime=None, progress=None, progress_interval=0.05, wait=True, **options):
     """Regional maxima (uint8 0/1 image)."""
     return _rfilter("regional_max", lib.tw_regional_max_submit, image, out, np.uint8, conn,
-                    level, tile, compression, runtime, progress, wait, progress_interval)
+                    level, tile, compression, runtime, progress, wait, progress_interval,
+                    options)
 
 
 def open_rec(image, radius, out=None, *, conn=0, level=0, tile=None, compression=None,
-             runtime=None, progress=None, progress_interval=0.05, wait=True):
+             runtime=None, progress=None, progress_interval=0.05, wait=True, **options):
     """Opening by reconstruction with the (2 radius + 1) square."""
     return _rfilter("open_rec", lib.tw_open_rec_submit, image, out, None, conn, level, tile,
-                    compression, runtime, progress, wait, progress_interval,
+                    compression, runtime, progress, wait, progress_interval, options,
                     radius=int(radius))
 
 
 def close_rec(image, radius, out=None, *, conn=0, level=0, tile=None, compression=None,
-              runtime=None, progress=None, progress_interval=0.05, wait=True):
+              runtime=None, progress=None, progress_interval=0.05, wait=True, **options):
     """Closing by reconstruction with the (2 radius + 1) square."""
     return _rfilter("close_rec", lib.tw_close_rec_submit, image, out, None, conn, level, tile,
-                    compression, runtime, progress, wait, progress_interval,
+                    compression, runtime, progress, wait, progress_interval, options,
                     radius=int(radius))
 
 
 _EDT_DTYPES = {0: np.float32, 1: np.uint16, 2: np.uint32}
+# edt has its own threshold and invert (applied to its gray input), as the CLI's edt.
+_EDT_IN_KEYS = tuple(k for k in _IN_ALL if k not in ("threshold", "invert"))
 
 
 def edt(image, out=None, *, threshold=0.0, otsu=False, invert=False, spacing=None,
         format="f32", method="exact", indices=False, level=0, tile=None, compression=None,
-        runtime=None, progress=None, progress_interval=0.05, wait=True):
+        runtime=None, progress=None, progress_interval=0.05, wait=True, **options):
     """Exact Euclidean distance transform of the foreground (value > ``threshold``, or Otsu's
-    threshold with ``otsu=True``; ``invert`` swaps): equal to SciPy
+    threshold with ``otsu=True`` or ``threshold="otsu"``; ``invert`` swaps): equal to SciPy
     ``distance_transform_edt(image > threshold, sampling=(sy, sx))``. ``spacing``: a number,
     (sx, sy) or "auto" (the slide's mpp). ``format``: "f32" (float32), "u16" or "sq32" (exact
     squared distances, uint32). ``indices=True`` also returns the nearest background pixel
     of every pixel as a (h, w, 2) uint32 array (row, column); with ``out`` a path,
-    ``indices`` may be a path too."""
+    ``indices`` may be a path too. The threshold is edt's own (as the CLI's ``edt
+    --threshold``): the input options take no threshold or invert."""
+    inopts, outopts = _options("edt", options, _EDT_IN_KEYS, _OUT_ALL)
+    _input_used("edt", inopts, _is_path(image), level)
     o = _init(lib.tw_edt_opts_init, _lib.EdtOpts)
-    arr, shape, _ = _src("edt", "image", image, _EDT_IN, o.input, o.image, level)
+    keep = []
+    arr, shape, _, rep = _src("edt", "image", image, _EDT_IN, o.input, o.image, level, inopts,
+                              keep)
+    if threshold == "otsu":
+        otsu, threshold = True, 0.0
+    if not (_is_number(threshold) and np.isfinite(threshold)):
+        raise ValueError(f"tilewave.edt: threshold must be a finite number or 'otsu', got "
+                         f"{threshold!r}")
     o.threshold = float(threshold)
     o.threshold_otsu = bool(otsu)
     o.invert = bool(invert)
-    if spacing == "auto":
+    if isinstance(spacing, str):
+        if spacing != "auto":
+            raise ValueError(f"tilewave.edt: spacing must be a number, (sx, sy) or 'auto', got "
+                             f"{spacing!r}")
         o.spacing_auto = True
     elif spacing is not None:
         sx, sy = (spacing, spacing) if np.isscalar(spacing) else spacing
         o.spacing_x, o.spacing_y = float(sx), float(sy)
-    o.format = _parse(lib.tw_edt_format_parse, "EDT format", format)
-    o.method = _parse(lib.tw_edt_method_parse, "EDT method", method)
+    o.format = _parse(lib.tw_edt_format_parse, "EDT format", format, "edt")
+    o.method = _parse(lib.tw_edt_method_parse, "EDT method", method, "edt")
     _tile(o, tile)
-    res = _dst(o.output, o.result, out, compression, shape, _EDT_DTYPES[o.format])
+    res = _dst("edt", o.output, o.result, out, compression, outopts, shape,
+               _EDT_DTYPES[o.format], _is_path(image))
     idx = None
     if _is_path(indices):
         o.indices_path = _enc(indices)
@@ -670,26 +926,77 @@ def edt(image, out=None, *, threshold=0.0, otsu=False, invert=False, spacing=Non
         o.indices.stride = idx.strides[0]
         o.indices.type = _lib.TW_U32
     result = (res, idx) if idx is not None else res
-    return _run(runtime, lib.tw_edt_submit, o, (arr, res, idx), result, progress, wait,
-                progress_interval)
+    return _run(runtime, lib.tw_edt_submit, o, (arr, res, idx, keep), result, progress, wait,
+                progress_interval, _report_filler([rep] if rep else [],
+                                                  inopts.get("input_report")))
 
 
-def attr_filter(image, filter, threshold, out=None, *, conn=4, level=0, tile=None,
+def maxtree(image, out=None, *, area=False, conn=4, index_bits=0, level=0, compression=None,
+            runtime=None, progress=None, progress_interval=0.05, wait=True, **options):
+    """Canonical max-tree of a uint8/uint16 image as a parent image: every pixel holds the
+    raster index (y * w + x) of its parent; the root points to itself (ops.h, `tilewave
+    maxtree`). ``index_bits``: 0 (32-bit indices up to 2^32 - 1 pixels, else 64), 32 or 64;
+    the arrays are uint32 / uint64. ``area=True`` also returns the area (pixels) of each
+    pixel's node, ``area=PATH`` writes it there. Returns the parent array (``out=None``), the
+    area array (``area=True``), both as (parent, area), or None when everything went to
+    files. ``conn``: 4 (default) or 8. No tiles: the whole image is built at once."""
+    inopts, outopts = _options("maxtree", options, _IN_ALL, _OUT_ALL)
+    _input_used("maxtree", inopts, _is_path(image), level)
+    if index_bits not in (0, 32, 64):
+        raise ValueError(f"tilewave.maxtree: index_bits must be 0, 32 or 64 (got {index_bits!r})")
+    o = _init(lib.tw_maxtree_opts_init, _lib.MaxtreeOpts)
+    keep = []
+    arr, shape, _, rep = _src("maxtree", "image", image, _U8_U16, o.input, o.image, level,
+                              inopts, keep)
+    n = int(shape[0]) * int(shape[1])
+    pdt = np.uint64 if index_bits == 64 or (index_bits == 0 and n > 2 ** 32 - 1) else np.uint32
+    o.index_bits = int(index_bits)
+    o.connectivity = int(conn)
+    res = _dst("maxtree", o.output, o.parent, out, compression, outopts, shape, pdt,
+               _is_path(image))
+    ar = None
+    if _is_path(area):
+        if out is not None and os.fsdecode(area) == os.fsdecode(out):
+            raise ValueError("tilewave.maxtree: area and out are the same file")
+        o.area_path = _enc(area)
+    elif area is True:
+        ar = np.empty(shape, dtype=pdt)
+        h = _host(ar)
+        ctypes.memmove(ctypes.addressof(o.area), ctypes.addressof(h), ctypes.sizeof(h))
+    elif area is not False and area is not None:
+        raise TypeError(f"tilewave.maxtree: area must be True, False or a path, not {area!r}")
+    got = [a for a in (res, ar) if a is not None]
+    result = None if not got else got[0] if len(got) == 1 else tuple(got)
+    return _run(runtime, lib.tw_maxtree_submit, o, (arr, res, ar, keep), result, progress,
+                wait, progress_interval,
+                _report_filler([rep] if rep else [], inopts.get("input_report")))
+
+
+def attr_filter(image, filter, value, /, out=None, *, conn=4, level=0, tile=None,
                 compression=None, runtime=None, progress=None, progress_interval=0.05,
-                wait=True):
+                wait=True, **options):
     """Attribute filter ``filter`` ("area-open", "area-close", "height-open",
-    "height-close") with ``threshold`` (pixels or levels); uint8/uint16."""
+    "height-close") keeping the nodes whose attribute is >= ``value`` (an area in pixels or a
+    height in levels); uint8/uint16. The first three arguments are positional: the keyword
+    ``threshold`` is the input option (a mask of the slide), as for every operation."""
+    inopts, outopts = _options("attr_filter", options, _IN_ALL, _OUT_ALL)
+    _input_used("attr_filter", inopts, _is_path(image), level)
     o = _init(lib.tw_attr_filter_opts_init, _lib.AttrFilterOpts)
-    arr, shape, dt = _src("attr_filter", "image", image, _U8_U16, o.input, o.image, level)
-    o.filter = _parse(lib.tw_attr_filter_parse, "attribute filter", filter)
-    if int(threshold) < 0:
-        raise ValueError(f"tilewave.attr_filter: threshold must be >= 0 (got {threshold})")
-    o.threshold = int(threshold)
+    keep = []
+    arr, shape, dt, rep = _src("attr_filter", "image", image, _U8_U16, o.input, o.image, level,
+                               inopts, keep)
+    o.filter = _parse(lib.tw_attr_filter_parse, "attribute filter", filter, "attr_filter")
+    if not (_is_number(value) and int(value) == value and value >= 0):
+        raise ValueError(f"tilewave.{filter.replace('-', '_')}: the area or height must be an "
+                         f"integer >= 0 (got {value!r})")
+    o.threshold = int(value)
     o.connectivity = int(conn)
     _tile(o, tile)
-    res = _dst(o.output, o.result, out, compression, shape, dt)
-    return _run(runtime, lib.tw_attr_filter_submit, o, (arr, res), res, progress, wait,
-                progress_interval)
+    res = _dst("attr_filter", o.output, o.result, out, compression, outopts, shape, dt,
+               _is_path(image))
+    return _run(runtime, lib.tw_attr_filter_submit, o, (arr, res, keep), res, progress, wait,
+                progress_interval, _report_filler([rep] if rep else [],
+                                                  inopts.get("input_report")))
 
 
 def area_open(image, area, out=None, **kw):
@@ -703,20 +1010,98 @@ def area_close(image, area, out=None, **kw):
     return attr_filter(image, "area-close", area, out, **kw)
 
 
-def gray(in_path, out_path, *, mode="luminance", level=0, tile=None, compression=None,
-         runtime=None, progress=None, progress_interval=0.05, wait=True):
-    """One channel of a slide ("luminance", "r", "g", "b", "hematoxylin", "eosin") written
-    to ``out_path`` as a tiled BigTIFF (files only)."""
-    if not _is_path(in_path) or not _is_path(out_path):
-        raise TypeError("tilewave.gray: in_path and out_path must be paths")
+def height_open(image, height, out=None, **kw):
+    """Height (contrast) opening: bright peaks rising less than ``height`` levels above where
+    they merge with their surroundings are flattened (a max-tree node survives iff its
+    highest level minus its parent's level is >= height; `tilewave height-open`)."""
+    return attr_filter(image, "height-open", height, out, **kw)
+
+
+def height_close(image, height, out=None, **kw):
+    """Height closing, the dual of height_open: dark basins shallower than ``height`` levels
+    are filled (`tilewave height-close`)."""
+    return attr_filter(image, "height-close", height, out, **kw)
+
+
+def _temp_output(op):
+    """A temporary file for an operation that only writes files; its finish hook reads the
+    result back (on success) and removes the folder."""
+    import shutil
+    import tempfile
+    d = tempfile.mkdtemp(prefix=f"tilewave-{op}-")
+    path = os.path.join(d, "out.tif")
+
+    def finish(ok):
+        try:
+            return read(path) if ok and os.path.exists(path) else None
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+    return path, finish
+
+
+def _chain(*fns):
+    fns = [f for f in fns if f is not None]
+    if not fns:
+        return None
+
+    def run(ok):
+        res = None
+        for f in fns:
+            r = f(ok)
+            res = r if r is not None else res
+        return res
+    return run
+
+
+_GRAY_IN_KEYS = tuple(k for k in _IN_ALL if k != "gray")  # gray has its own `mode`
+
+
+def gray(in_path, out_path=None, *, mode="luminance", level=0, tile=None, compression=None,
+         runtime=None, progress=None, progress_interval=0.05, wait=True, **options):
+    """One channel of a slide ("luminance", "r", "g", "b", "hematoxylin", "eosin"; ``stains``
+    replaces the stain vectors of the last two) written to ``out_path`` as a tiled BigTIFF,
+    or returned as an array when ``out_path`` is None (through a temporary file). The input
+    options but ``gray`` apply (``threshold`` makes it a mask, as `tilewave gray
+    --threshold`)."""
+    if not _is_path(in_path) or (out_path is not None and not _is_path(out_path)):
+        raise TypeError("tilewave.gray: in_path must be a path, out_path a path or None")
+    inopts, outopts = _options("gray", options, _GRAY_IN_KEYS, _OUT_ALL)
+    if out_path is None:
+        _set_output("gray", _lib.Output(), None, compression, outopts)
     o = _init(lib.tw_gray_opts_init, _lib.GrayOpts)
-    _set_input(o.input, in_path, level)
-    _set_output(o.output, out_path, compression)
-    o.mode = _parse(lib.tw_gray_mode_parse, "gray mode", mode)
+    keep = []
+    rep = _set_input(o.input, in_path, level, inopts, keep)
+    o.mode = _parse(lib.tw_gray_mode_parse, "gray mode", mode, "gray")
     _tile(o, tile)
-    return _run(runtime, lib.tw_gray_submit, o, (), None, progress, wait, progress_interval)
+    fin = None
+    path = out_path
+    if path is None:
+        path, fin = _temp_output("gray")
+    _set_output("gray", o.output, path, compression, outopts)
+    return _run(runtime, lib.tw_gray_submit, o, keep, None, progress, wait, progress_interval,
+                _chain(_report_filler([rep] if rep else [], inopts.get("input_report")), fin))
 
 
-for _f in (reconstruct, fill_holes, hmax, regional_max, open_rec, close_rec, edt, attr_filter,
-           gray):
+def convert(in_path, out_path, *, level=0, tile=None, compression=None, runtime=None,
+            progress=None, progress_interval=0.05, wait=True, **options):
+    """Copy a level (or ``region``) of any slide tilewave reads into a tiled BigTIFF at
+    ``out_path``, pixels as read (RGB stays RGB, 16-bit stays 16-bit), optionally as a
+    ``pyramid`` with ``layout`` "tiff" or "ome" (`tilewave convert`). Input options: level,
+    region, reader (no gray, threshold or tissue); output options: compression, quality,
+    pyramid, layout, description (no overlay)."""
+    if not _is_path(in_path) or not _is_path(out_path):
+        raise TypeError("tilewave.convert: in_path and out_path must be paths")
+    inopts, outopts = _options("convert", options, ("region", "reader"),
+                               ("quality", "pyramid", "layout", "description"))
+    o = _init(lib.tw_convert_opts_init, _lib.ConvertOpts)
+    keep = []
+    _set_input(o.input, in_path, level, inopts, keep)
+    _tile(o, tile)
+    _set_output("convert", o.output, out_path, compression, outopts)
+    return _run(runtime, lib.tw_convert_submit, o, keep, None, progress, wait,
+                progress_interval)
+
+
+for _f in (reconstruct, fill_holes, hmax, regional_max, open_rec, close_rec, edt, maxtree,
+           attr_filter, gray, convert):
     _f.__doc__ += _COMMON_DOC

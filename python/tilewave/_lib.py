@@ -25,6 +25,8 @@ TW_OK, TW_E_INVALID, TW_E_CANCELED, TW_E_TIMEOUT = 0, 1, 7, 8
 TW_U8, TW_U16, TW_U32, TW_F32, TW_U64 = 1, 2, 3, 4, 5
 # tw_config_source
 TW_CONFIG_SET = 3
+# tw_threshold_mode
+TW_THRESHOLD_NONE, TW_THRESHOLD_VALUE, TW_THRESHOLD_OTSU = 0, 1, 2
 
 
 class Error(ctypes.Structure):
@@ -98,6 +100,17 @@ class AttrFilterOpts(ctypes.Structure):
                 ("tile_h", c_int32), ("report", c_void_p)]
 
 
+class MaxtreeOpts(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("input", Input), ("image", HostImage),
+                ("output", Output), ("parent", HostImage), ("area_path", c_char_p),
+                ("area", HostImage), ("connectivity", c_int), ("index_bits", c_int)]
+
+
+class ConvertOpts(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("input", Input), ("output", Output),
+                ("tile_w", c_int32), ("tile_h", c_int32)]
+
+
 class SampleOpts(ctypes.Structure):
     _fields_ = [("struct_size", c_size_t), ("w", c_int64), ("h", c_int64), ("seed", c_uint64),
                 ("tile", c_int32), ("compression", c_int)]
@@ -151,6 +164,7 @@ _PROTOS = {
     "tw_slide_read_region": (c_int, [c_void_p, c_int, c_int64, c_int64, c_int64, c_int64,
                                      c_void_p, c_size_t, _E]),
     "tw_compression_parse": (c_int, [c_char_p, _P(c_int)]),
+    "tw_layout_parse": (c_int, [c_char_p, _P(c_int)]),
     "tw_gray_mode_parse": (c_int, [c_char_p, _P(c_int)]),
     "tw_mrecon_method_parse": (c_int, [c_char_p, _P(c_int)]),
     "tw_edt_format_parse": (c_int, [c_char_p, _P(c_int)]),
@@ -170,6 +184,10 @@ _PROTOS = {
     "tw_edt_submit": (c_int, [c_void_p, _P(EdtOpts), _P(c_void_p), _E]),
     "tw_attr_filter_opts_init": (None, [_P(AttrFilterOpts)]),
     "tw_attr_filter_submit": (c_int, [c_void_p, _P(AttrFilterOpts), _P(c_void_p), _E]),
+    "tw_maxtree_opts_init": (None, [_P(MaxtreeOpts)]),
+    "tw_maxtree_submit": (c_int, [c_void_p, _P(MaxtreeOpts), _P(c_void_p), _E]),
+    "tw_convert_opts_init": (None, [_P(ConvertOpts)]),
+    "tw_convert_submit": (c_int, [c_void_p, _P(ConvertOpts), _P(c_void_p), _E]),
     "tw_sample_opts_init": (None, [_P(SampleOpts)]),
     "tw_sample_write": (c_int, [c_char_p, _P(SampleOpts), _E]),
 }
