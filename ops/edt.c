@@ -17,12 +17,16 @@
  *          --> edt.sync     (per band: nearest background row above and below; CPU)
  *          --> edt.load[b]  (read and threshold band b's tiles into a binary band; CPU)
  *          --> edt.band[b]  (the exact EDT of the band: Meijster on CPU, PBA+ on GPU)
- *          --> edt.store[b] (into the output file or buffer; CPU)
+ *          --> edt.store[b, j] (slice j of the band into the output file or buffer; CPU)
  *
  * The tiles and tasks of band b are created by store[b - K] (K = workers + 1, or 3 per GPU when
  * bands run on GPUs), so at most K bands are held at once: memory stays bounded whatever the
  * image height. Inputs are read twice (scan and load)
- * rather than kept: the binary image of a slide need not fit in memory. The wavefront method
+ * rather than kept: the binary image of a slide need not fit in memory. A band is stored in
+ * slices of STORE_SLICE output tiles (4096 columns by default), one task each, so that its
+ * compression runs on several workers: with bands on a GPU the K bands in flight are mostly
+ * waiting to be written, and one worker compressing a 100,000-pixel-wide band was the
+ * bottleneck. The wavefront method
  * skips scan and sync and runs one band, the whole image (it has no exact band decomposition).
  */
 #include <math.h>
@@ -52,7 +56,17 @@ typedef struct ed_band {
     int64_t y0;
     int32_t h;
     tw_tile *bin, *bounds, *out, *idx; /* the job's references; NULL once stored */
+    atomic_int slices_left;            /* store slices not yet written */
 } ed_band;
+
+/* The argument of one store task: columns [x, x + w) of a band. */
+typedef struct ed_slice {
+    ed_band *b;
+    int64_t x;
+    int32_t w;
+} ed_slice;
+
+#define STORE_SLICE 8 /* output tiles per store slice: 4096 columns with 512-pixel tiles */
 
 struct ed_job {
     tw_job *job;
@@ -66,6 +80,8 @@ struct ed_job {
     int64_t tiles_x, tiles_y, n_tiles;
     int64_t n_bands;
     ed_band *bands;
+    int32_t slice_w, n_slices; /* store slices per band */
+    ed_slice *slices;          /* n_bands * n_slices */
     ed_cell *cells;      /* n_tiles */
     tw_edt_method method;
     twi_edt_format format;
@@ -463,33 +479,47 @@ band_cuda(tw_task_ctx *ctx, void *arg)
 
 /* ---- store */
 
+/* Columns [x, x + w) of a band's view. */
+static tw_tile_view
+slice_view(tw_tile_view v, int64_t x, int32_t w)
+{
+    v.data = (char *)v.data + x * v.channels * (int64_t)tw_sample_size(v.type);
+    v.w = w;
+    v.x0 += x;
+    return v;
+}
+
 static tw_status
 store_cpu(tw_task_ctx *ctx, void *arg)
 {
-    ed_band *b = arg;
+    ed_slice *sl = arg;
+    ed_band *b = sl->b;
     ed_job *e = b->e;
-    tw_tile_view ov = twi_ctx_view(ctx, 0);
+    tw_tile_view ov = slice_view(twi_ctx_view(ctx, 0), sl->x, sl->w);
     tw_error err;
     tw_status st;
 
     if (e->out_file) {
-        if ((st = twi_put_cancelable(ctx, e->in.s.assembler, 0, b->y0, &ov, &err)) != TW_OK)
+        if ((st = twi_put_cancelable(ctx, e->in.s.assembler, sl->x, b->y0, &ov, &err)) != TW_OK)
             return twi_ctx_fail(ctx, st, "%s", err.message);
     } else {
-        twi_host_image_put(&e->result, &ov, 0, b->y0);
+        twi_host_image_put(&e->result, &ov, sl->x, b->y0);
     }
     if (b->idx) {
-        tw_tile_view iv = twi_ctx_view(ctx, 1);
+        tw_tile_view iv = slice_view(twi_ctx_view(ctx, 1), sl->x, sl->w);
 
         if (e->idx_file) {
-            if ((st = twi_put_cancelable(ctx, e->idx_s.assembler, 0, b->y0, &iv, &err)) !=
+            if ((st = twi_put_cancelable(ctx, e->idx_s.assembler, sl->x, b->y0, &iv, &err)) !=
                 TW_OK)
                 return twi_ctx_fail(ctx, st, "%s", err.message);
         } else {
-            twi_host_image_put(&e->indices, &iv, 0, b->y0);
+            twi_host_image_put(&e->indices, &iv, sl->x, b->y0);
         }
     }
-    /* The task keeps its own references until it ends; the job no longer needs the band. */
+    /* The last slice written retires the band. */
+    if (atomic_fetch_sub(&b->slices_left, 1) != 1)
+        return TW_OK;
+    /* The tasks keep their own references until they end; the job no longer needs the band. */
     twi_tile_release(b->bin);
     twi_tile_release(b->bounds);
     twi_tile_release(b->out);
@@ -626,6 +656,7 @@ ed_free(void *user)
         twi_tile_release(e->bands[i].idx);
     }
     free(e->bands);
+    free(e->slices);
     free(e->cells);
     free(e->first);
     free(e->last);
@@ -678,7 +709,7 @@ static tw_status
 ed_setup(ed_job *e, tw_runtime *rt, const tw_edt_opts *o, tw_error *err)
 {
     const tw_config *cfg = tw_runtime_get_config(rt);
-    int64_t v = 0;
+    int64_t v = 0, tdw = 0, tdh = 0;
     tw_status st;
 
     e->method = o->method;
@@ -800,6 +831,22 @@ ed_setup(ed_job *e, tw_runtime *rt, const tw_edt_opts *o, tw_error *err)
                                              : (int32_t)(e->H - b->y0 < e->th ? e->H - b->y0 : e->th);
     }
 
+    /* Store slices: STORE_SLICE output tiles (io.tiff_tile) wide. */
+    e->slice_w = STORE_SLICE * 512;
+    if (tw_config_get_dims(cfg, "io.tiff_tile", &tdw, &tdh) == TW_OK && tdw > 0)
+        e->slice_w = STORE_SLICE * (int32_t)tdw;
+    e->n_slices = (int32_t)((e->W + e->slice_w - 1) / e->slice_w);
+    if (!(e->slices = calloc((size_t)(e->n_bands * e->n_slices), sizeof *e->slices)))
+        return twi_error_set(err, TW_E_NOMEM, OP ": out of memory");
+    for (int64_t i = 0; i < e->n_bands; i++)
+        for (int32_t j = 0; j < e->n_slices; j++) {
+            ed_slice *sl = &e->slices[i * e->n_slices + j];
+
+            sl->b = &e->bands[i];
+            sl->x = (int64_t)j * e->slice_w;
+            sl->w = (int32_t)(e->W - sl->x < e->slice_w ? e->W - sl->x : e->slice_w);
+        }
+
     /* Output files last: on failure before this point nothing was created. */
     if (e->out_file &&
         (st = twi_stream_open_output(&e->in.s, cfg, OP, &o->output, 1, e->out_type, err)) !=
@@ -856,12 +903,18 @@ submit_band(ed_job *e, ed_band *b, tw_task *after)
         (b->idx && (st = twi_task_add_tile(bd, b->idx, TW_W)) != TW_OK) ||
         (st = twi_task_depend(bd, ld)) != TW_OK)
         goto out;
-    if ((st = twi_task_create(e->job, &store_kind, b, NULL, &sto)) != TW_OK ||
-        (st = twi_task_add_tile(sto, b->out, TW_R)) != TW_OK ||
-        (b->idx && (st = twi_task_add_tile(sto, b->idx, TW_R)) != TW_OK) ||
-        (st = twi_task_depend(sto, bd)) != TW_OK)
-        goto out;
-    if ((st = twi_task_submit(sto)) == TW_OK && (st = twi_task_submit(bd)) == TW_OK)
+    atomic_store(&b->slices_left, e->n_slices);
+    for (int32_t j = 0; j < e->n_slices; j++) {
+        if ((st = twi_task_create(e->job, &store_kind, &e->slices[b->index * e->n_slices + j],
+                                  NULL, &sto)) != TW_OK ||
+            (st = twi_task_add_tile(sto, b->out, TW_R)) != TW_OK ||
+            (b->idx && (st = twi_task_add_tile(sto, b->idx, TW_R)) != TW_OK) ||
+            (st = twi_task_depend(sto, bd)) != TW_OK || (st = twi_task_submit(sto)) != TW_OK)
+            goto out;
+        twi_task_release(sto);
+        sto = NULL;
+    }
+    if ((st = twi_task_submit(bd)) == TW_OK)
         st = twi_task_submit(ld);
 out:
     twi_task_release(ld);

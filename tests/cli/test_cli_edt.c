@@ -117,6 +117,53 @@ Test(cli_edt, formats_and_indices_agree)
     free(sq2);
 }
 
+Test(cli_edt, bands_stored_in_slices_are_exact)
+{
+    /* With 16-pixel output tiles a band is stored in slices of 128 columns: a 300-pixel-wide
+     * image (3 slices, the last partial) in bands of 16 rows gives exact squared distances
+     * and nearest-background indices everywhere, against brute force. */
+    enum { W = 300, H = 40 };
+    static uint8_t px[W * H];
+    char *in, *sq = twtest_path(dir, "sq.tif"), *ix = twtest_path(dir, "ix.tif");
+    int64_t w, h;
+    int ch;
+    tw_sample_type ty;
+    uint64_t r = 12345;
+
+    for (int i = 0; i < W * H; i++) {
+        r = r * 6364136223846793005ULL + 1442695040888963407ULL;
+        px[i] = (r >> 33) % 97 == 0 ? 0 : 255; /* about 1% background */
+    }
+    in = write_u8("wide.tif", px, W, H);
+    OK_RUN("edt", in, "-o", sq, "--format", "sq32", "--indices", ix, "--tile", "64x16", "--set",
+           "io.tiff_tile=16x16", "--quiet");
+    uint32_t *s = twtest_read_image(sq, &w, &h, &ch, &ty);
+    cr_assert(s && w == W && h == H && ch == 1 && ty == TW_U32);
+    uint32_t *id = twtest_read_image(ix, &w, &h, &ch, &ty);
+    cr_assert(id && ch == 2 && ty == TW_U32);
+    for (int64_t y = 0; y < H; y++)
+        for (int64_t x = 0; x < W; x++) {
+            int64_t p = y * W + x, best = -1;
+
+            for (int64_t q = 0; q < W * H; q++)
+                if (px[q] == 0) {
+                    int64_t dx = q % W - x, dy = q / W - y, d = dx * dx + dy * dy;
+
+                    if (best < 0 || d < best)
+                        best = d;
+                }
+            cr_assert(eq(u32, s[p], (uint32_t)best), "(%lld, %lld)", (long long)x, (long long)y);
+            int64_t dy = (int64_t)id[2 * p] - y, dx = (int64_t)id[2 * p + 1] - x;
+            cr_assert(eq(i64, dx * dx + dy * dy, best));
+            cr_assert(px[id[2 * p] * W + id[2 * p + 1]] == 0);
+        }
+    free(s);
+    free(id);
+    free(in);
+    free(sq);
+    free(ix);
+}
+
 Test(cli_edt, no_background_warns_and_succeeds)
 {
     /* An image without background: exit 0, one warning line, infinite distances. */
