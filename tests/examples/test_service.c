@@ -1,0 +1,408 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave tests: the service example (examples/service.c) driven over its UNIX socket. */
+#include <criterion/criterion.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "twtest.h"
+
+#ifndef TW_SERVICE_PATH
+#error "TW_SERVICE_PATH (the built tw_example_service) must be defined by the build"
+#endif
+
+static char *dir;      /* slides and outputs */
+static char sockdir[] = "/tmp/twsvc-XXXXXX"; /* short: a socket path has ~100 bytes */
+static char sock[64];
+static pid_t service = -1;
+
+static void
+setup(void)
+{
+    cr_assert_not_null(dir = twtest_tmpdir());
+    cr_assert_not_null(mkdtemp(sockdir));
+    snprintf(sock, sizeof sock, "%s/sock", sockdir);
+    /* no cost-model file written by the service's runtime */
+    setenv("TILEWAVE_RUNTIME_MODELS", "none", 0);
+}
+
+static void
+teardown(void)
+{
+    if (service > 0) {
+        kill(service, SIGKILL);
+        waitpid(service, NULL, 0);
+    }
+    unlink(sock);
+    rmdir(sockdir);
+    twtest_rmtree(dir);
+    free(dir);
+}
+
+TestSuite(service, .init = setup, .fini = teardown, .timeout = 180);
+
+static void
+start_service(const char *max_jobs)
+{
+    service = fork();
+    cr_assert_geq(service, 0);
+    if (service == 0) {
+        execl(TW_SERVICE_PATH, "tw_example_service", "--socket", sock, "--max-jobs", max_jobs,
+              (char *)NULL);
+        _exit(127);
+    }
+}
+
+/* Exit status of the service (128 + signal when killed), -1 when still running after 60 s. */
+static int
+service_exit(void)
+{
+    int ws;
+
+    for (int i = 0; i < 600; i++) {
+        if (waitpid(service, &ws, WNOHANG) == service) {
+            service = -1;
+            return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+        }
+        usleep(100000);
+    }
+    return -1;
+}
+
+typedef struct conn {
+    int fd;
+    FILE *in;
+} conn;
+
+/* A connection to the service, retried for 20 s while it starts. */
+static conn
+open_conn(void)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    conn c = {-1, NULL};
+
+    memcpy(addr.sun_path, sock, strlen(sock) + 1);
+    for (int i = 0; i < 200; i++) {
+        c.fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        cr_assert_geq(c.fd, 0);
+        if (connect(c.fd, (struct sockaddr *)&addr, sizeof addr) == 0)
+            break;
+        close(c.fd);
+        c.fd = -1;
+        usleep(100000);
+    }
+    cr_assert_geq(c.fd, 0, "cannot connect to the service at %s", sock);
+    cr_assert_not_null(c.in = fdopen(c.fd, "r"));
+    return c;
+}
+
+static void
+close_conn(conn *c)
+{
+    fclose(c->in);
+}
+
+/* Send one request line, return its reply without the newline (static storage). */
+static const char *ask(conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static const char *
+ask(conn *c, const char *fmt, ...)
+{
+    static char reply[8192];
+    char line[8192];
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(line, sizeof line - 1, fmt, ap);
+    va_end(ap);
+    cr_assert(n >= 0 && n < (int)sizeof line - 1);
+    line[n++] = '\n';
+    cr_assert_eq(write(c->fd, line, (size_t)n), n);
+    cr_assert_not_null(fgets(reply, sizeof reply, c->in), "no reply to: %.*s", n - 1, line);
+    reply[strcspn(reply, "\n")] = '\0';
+    return reply;
+}
+
+/* "submit ..." -> its job id. */
+static int
+submit(conn *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int
+submit(conn *c, const char *fmt, ...)
+{
+    char line[4096];
+    const char *r;
+    int id = 0;
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    r = ask(c, "submit %s", line);
+    cr_assert(sscanf(r, "ok %d", &id) == 1 && id > 0, "submit %s: %s", line, r);
+    return id;
+}
+
+/* `wait ID`: the final state; *msg (optional) gets the error text. */
+static const char *
+wait_job(conn *c, int id, const char **msg)
+{
+    static char state[32];
+    const char *r = ask(c, "wait %d", id);
+    long long done = -1, total = -1;
+    int got = 0, pos = 0;
+
+    cr_assert(sscanf(r, "%d %31s %lld/%lld%n", &got, state, &done, &total, &pos) == 4 &&
+                  got == id,
+              "wait %d: %s", id, r);
+    if (strcmp(state, "done") == 0)
+        cr_assert(done == total && total > 0, "job %d: %s", id, r);
+    if (msg)
+        *msg = r + pos;
+    return state;
+}
+
+static void
+expect_same_pixels(const char *a, const char *b)
+{
+    int64_t wa = 0, ha = 0, wb = 0, hb = 0;
+    int ca = 0, cb = 0;
+    tw_sample_type ta = 0, tb = 0;
+    void *pa = twtest_read_image(a, &wa, &ha, &ca, &ta);
+    void *pb = twtest_read_image(b, &wb, &hb, &cb, &tb);
+
+    cr_assert(pa && pb, "cannot read %s or %s", a, b);
+    cr_assert(wa == wb && ha == hb && ca == cb && ta == tb, "%s and %s differ in shape", a, b);
+    cr_assert(memcmp(pa, pb, (size_t)(wa * ha * ca) * tw_sample_size(ta)) == 0,
+              "%s and %s differ", a, b);
+    free(pa);
+    free(pb);
+}
+
+/* The 1024 x 768 sample slide at dir/s.tif and a copy with garbage over some of its tile data
+ * at dir/corrupt.tif: it opens, then a tile fails to decode while the job runs. */
+static void
+write_slides(char **slide, char **corrupt)
+{
+    tw_sample_opts so;
+    tw_error err;
+    FILE *f;
+    long size;
+    char *buf;
+
+    *slide = twtest_path(dir, "s.tif");
+    *corrupt = twtest_path(dir, "corrupt.tif");
+    tw_sample_opts_init(&so);
+    so.w = 1024;
+    so.h = 768;
+    cr_assert_eq(tw_sample_write(*slide, &so, &err), TW_OK, "%s", err.message);
+    cr_assert_not_null(f = fopen(*slide, "rb"));
+    fseek(f, 0, SEEK_END);
+    size = ftell(f);
+    rewind(f);
+    cr_assert_not_null(buf = malloc((size_t)size));
+    cr_assert_eq(fread(buf, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    memset(buf + size / 4, 0x5a, 20000);
+    cr_assert_not_null(f = fopen(*corrupt, "wb"));
+    cr_assert_eq(fwrite(buf, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    free(buf);
+}
+
+/* One operation as the service takes it and as the CLI takes it. */
+typedef struct op_case {
+    const char *op, *keys;
+    const char *cli[4];
+} op_case;
+
+static const op_case cases[8] = {
+    {"edt", "threshold=200 invert=1", {"--threshold", "200", "--invert", NULL}},
+    {"edt", "threshold=otsu format=u16", {"--threshold", "otsu", "--format", "u16"}},
+    {"area-open", "area=500", {"--area", "500", NULL}},
+    {"area-close", "area=500 conn=8", {"--area", "500", "--conn", "8"}},
+    {"fill-holes", "threshold=otsu", {"--threshold", "otsu", NULL}},
+    {"gray", "mode=r", {"--mode", "r", NULL}},
+    {"convert", "", {NULL}},
+    {"open-rec", "radius=2", {"--radius", "2", NULL}},
+};
+
+Test(service, eight_jobs_a_failing_one_and_a_canceled_one)
+{
+    /* Eight jobs of seven operations submitted at once all succeed with the pixels the CLI
+     * writes for the same operation; a missing input and a corrupt one (failing while it
+     * runs) are failed jobs with the library's message; a canceled job is canceled and leaves
+     * no file; malformed lines and a client leaving in the middle of a `wait` get the service
+     * no worse; the client mode talks to it; shutdown exits 0 and removes the socket. */
+    char *slide, *corrupt, *out[8], *ref[8], *missing = twtest_path(dir, "missing.tif");
+    char *failed_out = twtest_path(dir, "failed.tif"), *cancel_out = twtest_path(dir, "c.tif");
+    char big[6000];
+    int ids[8], id_missing, id_corrupt, id_cancel;
+    const char *r, *msg, *state;
+    conn c, d;
+
+    write_slides(&slide, &corrupt);
+    start_service("16");
+    c = open_conn();
+    for (int i = 0; i < 8; i++) {
+        char name[32];
+
+        snprintf(name, sizeof name, "out%d.tif", i);
+        out[i] = twtest_path(dir, name);
+        snprintf(name, sizeof name, "ref%d.tif", i);
+        ref[i] = twtest_path(dir, name);
+        ids[i] = submit(&c, "%s %s %s tile=256x256 %s", cases[i].op, slide, out[i],
+                        cases[i].keys);
+    }
+    id_missing = submit(&c, "edt %s %s", missing, failed_out);
+    id_corrupt = submit(&c, "area-open %s %s area=100 tile=256x256", corrupt, failed_out);
+    /* many small tiles: far from done when the cancel arrives one round trip later */
+    id_cancel = submit(&c, "area-open %s %s area=500 tile=64x64", slide, cancel_out);
+    {
+        char want[32];
+
+        snprintf(want, sizeof want, "ok %d", id_cancel);
+        cr_assert_str_eq(ask(&c, "cancel %d", id_cancel), want);
+    }
+
+    /* Malformed requests: one error line each, and the service goes on. */
+    cr_assert(strncmp(ask(&c, "frobnicate 3"), "error unknown request", 21) == 0);
+    cr_assert(strncmp(ask(&c, "submit edt %s", slide), "error usage", 11) == 0);
+    cr_assert(strncmp(ask(&c, "submit blur %s x.tif", slide), "error unknown operation", 23) ==
+              0);
+    cr_assert(strncmp(ask(&c, "submit edt %s x.tif tile=0x0", slide), "error bad value", 15) ==
+              0);
+    cr_assert(strncmp(ask(&c, "submit gray %s x.tif area=5", slide), "error gray takes no key",
+                      23) == 0);
+    cr_assert(strncmp(ask(&c, "status 999"), "error no job", 12) == 0);
+    cr_assert(strncmp(ask(&c, "cancel"), "error usage", 11) == 0);
+    cr_assert(strncmp(ask(&c, "%s", ""), "error empty request", 19) == 0);
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    cr_assert(strncmp(ask(&c, "%s", big), "error request longer than", 25) == 0);
+    /* progress while the jobs run (or once done): "ID STATE DONE/TOTAL" */
+    {
+        long long done, total;
+        char st[16];
+
+        r = ask(&c, "status %d", ids[2]);
+        cr_assert(sscanf(r, "%*d %15s %lld/%lld", st, &done, &total) == 3 && done <= total,
+                  "%s", r);
+    }
+    /* A client that asks to wait and hangs up at once. */
+    d = open_conn();
+    {
+        char line[32];
+        int n = snprintf(line, sizeof line, "wait %d\n", ids[0]);
+
+        cr_assert_eq(write(d.fd, line, (size_t)n), n);
+    }
+    close_conn(&d);
+
+    for (int i = 0; i < 8; i++)
+        cr_assert_str_eq(wait_job(&c, ids[i], &msg), "done", "%s: %s", cases[i].op, msg);
+    state = wait_job(&c, id_missing, &msg);
+    cr_assert(strcmp(state, "failed") == 0 && strstr(msg, "cannot open") &&
+                  strstr(msg, "missing.tif"),
+              "%s %s", state, msg);
+    state = wait_job(&c, id_corrupt, &msg);
+    cr_assert(strcmp(state, "failed") == 0 && strstr(msg, "corrupt.tif"), "%s %s", state, msg);
+    cr_assert_str_eq(wait_job(&c, id_cancel, &msg), "canceled");
+    cr_assert_not(twtest_exists(cancel_out));
+    cr_assert_not(twtest_exists(failed_out));
+    r = ask(&c, "list");
+    cr_assert(strncmp(r, "jobs 11 1:done", 14) == 0 && strstr(r, " 11:canceled"), "%s", r);
+
+    /* The client mode of the same binary. */
+    {
+        char cmd[512], line[256] = "";
+        FILE *p;
+
+        snprintf(cmd, sizeof cmd, "'%s' --socket '%s' --send 'status %d' --send 'status 1'",
+                 TW_SERVICE_PATH, sock, id_missing);
+        cr_assert_not_null(p = popen(cmd, "r"));
+        cr_assert_not_null(fgets(line, sizeof line, p));
+        cr_assert(strncmp(line, "9 failed 0/0 ", 13) == 0, "%s", line);
+        cr_assert_not_null(fgets(line, sizeof line, p));
+        cr_assert(strncmp(line, "1 done ", 7) == 0, "%s", line);
+        cr_assert_eq(pclose(p), 0);
+    }
+
+    cr_assert_str_eq(ask(&c, "shutdown"), "ok shutting down");
+    close_conn(&c);
+    cr_assert_eq(service_exit(), 0);
+    cr_assert_not(twtest_exists(sock), "the socket file is left behind");
+
+    /* The same operations through the CLI: the same pixels. */
+    for (int i = 0; i < 8; i++) {
+        const char *args[16] = {cases[i].op, slide, "-o", ref[i], "--tile", "256x256", "--quiet"};
+        twtest_run run;
+        int n = 7;
+
+        for (int k = 0; k < 4 && cases[i].cli[k]; k++)
+            args[n++] = cases[i].cli[k];
+        run = twtest_cli(args, NULL);
+        cr_assert_eq(run.status, 0, "tilewave %s: %s", cases[i].op, run.err);
+        twtest_run_free(&run);
+        expect_same_pixels(out[i], ref[i]);
+        free(out[i]);
+        free(ref[i]);
+    }
+    /* nothing else left: the slides, the 8 outputs and their references */
+    cr_assert_eq(twtest_count_entries(dir), 18);
+    free(slide);
+    free(corrupt);
+    free(missing);
+    free(failed_out);
+    free(cancel_out);
+}
+
+Test(service, sigterm_cancels_and_answers_a_waiting_client)
+{
+    /* With --max-jobs 1 a second job is refused while one runs. SIGTERM while that job runs
+     * and a client waits on it: the job is canceled, the waiting client gets its final
+     * status, the service exits 0 and removes its socket. */
+    char *slide, *corrupt, *out = twtest_path(dir, "o.tif");
+    conn c, d;
+    int id;
+
+    write_slides(&slide, &corrupt);
+    start_service("1");
+    c = open_conn();
+    id = submit(&c, "area-open %s %s area=500 tile=64x64", slide, out);
+    cr_assert(strncmp(ask(&c, "submit gray %s %s", slide, out), "error busy", 10) == 0);
+    {
+        char line[32];
+        int n = snprintf(line, sizeof line, "wait %d\n", id);
+
+        cr_assert_eq(write(c.fd, line, (size_t)n), n);
+    }
+    /* a request answered on a later connection: the service has read the `wait` (the first
+     * connection's line was there before the second connected; clients are served in order) */
+    d = open_conn();
+    cr_assert(strncmp(ask(&d, "status %d", id), "1 running", 9) == 0);
+    close_conn(&d);
+    cr_assert_eq(kill(service, SIGTERM), 0);
+    {
+        char reply[256] = "", want[32];
+
+        snprintf(want, sizeof want, "%d canceled ", id);
+        cr_assert_not_null(fgets(reply, sizeof reply, c.in));
+        cr_assert(strncmp(reply, want, strlen(want)) == 0, "%s", reply);
+    }
+    close_conn(&c);
+    cr_assert_eq(service_exit(), 0);
+    cr_assert_not(twtest_exists(sock));
+    cr_assert_not(twtest_exists(out));
+    free(slide);
+    free(corrupt);
+    free(out);
+}
