@@ -313,6 +313,25 @@ Test(config, hardware_class_files_set_their_keys)
     cr_assert(eq(i64, h, 4096));
     cr_assert(eq(int, (int)entry_of(cfg, "tile.size").source, TW_CONFIG_FILE));
     tw_config_destroy(cfg);
+
+    /* the tuned presets set every operation's tile size from the file */
+    for (int k = 0; k < 3; k++) {
+        static const char *const files[] = {"h100.ini", "h200.ini", "cpu-only.ini"};
+        static const char *const keys[] = {"gray.tile_size", "mrecon.tile_size",
+                                           "edt.tile_size", "maxtree.tile_size"};
+        char path[4096];
+
+        snprintf(path, sizeof path, "%s/configs/%s", TW_SOURCE_DIR, files[k]);
+        cfg = new_config();
+        cr_assert(eq(int, tw_config_load_file(cfg, path, NULL), TW_OK), "%s", path);
+        for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+            cr_assert(eq(int, tw_config_get_dims(cfg, keys[i], &w, &h), TW_OK));
+            cr_assert(w >= 256 && h >= 256, "%s %s", files[k], keys[i]);
+            cr_assert(eq(int, (int)entry_of(cfg, keys[i]).source, TW_CONFIG_FILE), "%s %s",
+                      files[k], keys[i]);
+        }
+        tw_config_destroy(cfg);
+    }
 }
 
 /* default.ini, read line by line independently of inih: for each key line, its full key
