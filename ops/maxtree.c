@@ -960,6 +960,40 @@ af_free(void *user)
     free(a);
 }
 
+/* Host bytes of the border max-trees of a grid of tiles (kept from pass 1 to the merge, and the
+ * merge's own tables): about 42 bytes per border pixel, measured on natural-like 8-bit slides;
+ * every tile side shared with a neighbour is a border of both tiles. */
+#define BORDER_BYTES_PER_PIXEL 42
+
+static int64_t
+border_bytes(int64_t W, int64_t H, int64_t tw, int64_t th)
+{
+    int64_t tiles_x = (W + tw - 1) / tw, tiles_y = (H + th - 1) / th;
+
+    return BORDER_BYTES_PER_PIXEL * 2 * ((tiles_x - 1) * H + (tiles_y - 1) * W);
+}
+
+/* The border max-trees are not under the host budget (runtime.host_mem): they are all in memory
+ * at the merge (docs/maxtree.md). Say so when they would take over half of it, with what larger
+ * tiles would need. */
+static void
+border_warning(const af_job *a, const tw_config *cfg)
+{
+    int64_t budget = 0, need = border_bytes(a->W, a->H, a->tw, a->th), t = a->tw;
+
+    if (tw_config_get_int(cfg, "runtime.host_mem", &budget) != TW_OK || budget <= 0 ||
+        need <= budget / 2)
+        return;
+    while (t < 8192 && border_bytes(a->W, a->H, t, t) > budget / 2)
+        t *= 2;
+    TW_WARN(a->op,
+            "the border max-trees of %lld tiles of %dx%d need about %.1f MiB until the merge, "
+            "outside the memory budget of %.1f MiB; %dx%d tiles would need %.1f MiB",
+            (long long)a->n_tiles, (int)a->tw, (int)a->th, (double)need / (1 << 20),
+            (double)budget / (1 << 20), (int)t, (int)t,
+            (double)border_bytes(a->W, a->H, t, t) / (1 << 20));
+}
+
 static const char *const af_names[] = {"area-open", "area-close", "height-open",
                                        "height-close"};
 
@@ -1026,6 +1060,7 @@ af_setup(af_job *a, tw_runtime *rt, const tw_attr_filter_opts *o, tw_error *err)
                    (tx > 0 ? TWI_MT_SIDE(TWI_MT_LEFT) : 0u) |
                    (tx + 1 < a->tiles_x ? TWI_MT_SIDE(TWI_MT_RIGHT) : 0u);
     }
+    border_warning(a, cfg);
     if (a->out_file && (st = twi_stream_open_output(&a->in.s, cfg, a->op, &o->output, 1,
                                                     a->out_type, err)) != TW_OK)
         return st;

@@ -215,3 +215,41 @@ Test(cli_maxtree, summary_and_trace_describe_the_run)
     free(out);
     free(tr);
 }
+
+Test(cli_maxtree, border_trees_over_the_budget_are_announced)
+{
+    /* The border max-trees are outside --mem-budget: 12x9 tiles of 4x4 over 45x33 have 1446
+     * border pixels, about 59 KiB of trees, over half a 64 KiB budget, so the run says so in
+     * one warning naming the tile size that would fit (8x8: 29 KiB) and still succeeds; with
+     * 8x8 tiles, or without a budget, nothing is said. */
+    uint8_t px[W * H];
+    char *in, *out = twtest_path(dir, "o.tif");
+
+    make_image(px);
+    in = write_input("in.tif", px);
+    {
+        twtest_run r = RUN("area-open", in, "-o", out, "--area", "5", "--tile", "4x4",
+                           "--mem-budget", "64K");
+        cr_assert(eq(int, r.status, 0), "%s", r.err);
+        cr_assert(strstr(r.err, "area-open: the border max-trees of 108 tiles of 4x4 need about "
+                                "0.1 MiB until the merge, outside the memory budget of 0.1 MiB; "
+                                "8x8 tiles would need 0.0 MiB") != NULL,
+                  "%s", r.err);
+        twtest_run_free(&r);
+    }
+    {
+        twtest_run r = RUN("area-open", in, "-o", out, "--area", "5", "--tile", "8x8",
+                           "--mem-budget", "64K");
+        cr_assert(eq(int, r.status, 0), "%s", r.err);
+        cr_assert(strstr(r.err, "border max-trees") == NULL, "%s", r.err);
+        twtest_run_free(&r);
+    }
+    {
+        twtest_run r = RUN("area-open", in, "-o", out, "--area", "5", "--tile", "4x4");
+        cr_assert(eq(int, r.status, 0), "%s", r.err);
+        cr_assert(strstr(r.err, "border max-trees") == NULL, "%s", r.err);
+        twtest_run_free(&r);
+    }
+    free(in);
+    free(out);
+}
