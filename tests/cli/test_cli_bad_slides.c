@@ -10,23 +10,7 @@
 #include "twtest_bad.h"
 #include "twtest_cli.h"
 
-static char *dir;
-
-static void
-setup(void)
-{
-    dir = twtest_tmpdir();
-    cr_assert(dir != NULL);
-}
-
-static void
-teardown(void)
-{
-    twtest_rmtree(dir);
-    free(dir);
-}
-
-TestSuite(cli_bad_slides, .init = setup, .fini = teardown, .timeout = 120);
+TWTEST_CLI_SUITE(cli_bad_slides, .timeout = 120);
 
 Test(cli_bad_slides, every_bad_slide_fails_cleanly)
 {

@@ -10,23 +10,7 @@
 #include "tilewave.h"
 #include "twtest_cli.h"
 
-static char *dir;
-
-static void
-setup(void)
-{
-    dir = twtest_tmpdir();
-    cr_assert(dir != NULL);
-}
-
-static void
-teardown(void)
-{
-    twtest_rmtree(dir);
-    free(dir);
-}
-
-TestSuite(cli_edt, .init = setup, .fini = teardown, .timeout = 120);
+TWTEST_CLI_SUITE(cli_edt, .timeout = 120);
 
 static char *
 write_u8(const char *name, const uint8_t *px, int64_t w, int64_t h)

@@ -10,23 +10,7 @@
 #include "twtest_cli.h"
 #include "twtest_filter.h"
 
-static char *dir;
-
-static void
-setup(void)
-{
-    dir = twtest_tmpdir();
-    cr_assert(dir != NULL);
-}
-
-static void
-teardown(void)
-{
-    twtest_rmtree(dir);
-    free(dir);
-}
-
-TestSuite(cli_maxtree, .init = setup, .fini = teardown, .timeout = 120);
+TWTEST_CLI_SUITE(cli_maxtree, .timeout = 120);
 
 #define W 45
 #define H 33

@@ -9,23 +9,7 @@
 #include "tilewave.h"
 #include "twtest_cli.h"
 
-static char *dir;
-
-static void
-setup(void)
-{
-    dir = twtest_tmpdir();
-    cr_assert(dir != NULL);
-}
-
-static void
-teardown(void)
-{
-    twtest_rmtree(dir);
-    free(dir);
-}
-
-TestSuite(cli_models, .init = setup, .fini = teardown, .timeout = 120);
+TWTEST_CLI_SUITE(cli_models, .timeout = 120);
 
 static char *
 write_text(const char *name, const char *text)

@@ -9,23 +9,7 @@
 #include "tilewave.h"
 #include "twtest_cli.h"
 
-static char *dir;
-
-static void
-setup(void)
-{
-    dir = twtest_tmpdir();
-    cr_assert(dir != NULL);
-}
-
-static void
-teardown(void)
-{
-    twtest_rmtree(dir);
-    free(dir);
-}
-
-TestSuite(cli_mrecon, .init = setup, .fini = teardown, .timeout = 120);
+TWTEST_CLI_SUITE(cli_mrecon, .timeout = 120);
 
 /* Write a one-channel 8-bit w x h image as a tiled TIFF under dir; returns the path. */
 static char *

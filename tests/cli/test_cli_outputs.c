@@ -11,23 +11,7 @@
 #include "twtest_cli.h"
 #include "twtest_out.h"
 
-static char *dir;
-
-static void
-setup(void)
-{
-    dir = twtest_tmpdir();
-    cr_assert(dir != NULL);
-}
-
-static void
-teardown(void)
-{
-    twtest_rmtree(dir);
-    free(dir);
-}
-
-TestSuite(cli_outputs, .init = setup, .fini = teardown, .timeout = 120);
+TWTEST_CLI_SUITE(cli_outputs, .timeout = 120);
 
 /* A w x h input of ch x t samples at dir/name (mpp 0.5, one level); the pixels, malloc'd. */
 static uint8_t *

@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #include "tilewave.h"
-#include "twtest.h"
+#include "twtest_cli.h"
 
 /* Criterion 2.4 assertions store into a 1-bit field, which -Wconversion flags at every use. */
 #pragma GCC diagnostic ignored "-Wconversion"
@@ -50,23 +50,7 @@
 #define BIG 8192
 #define TILE 512
 
-static char *dir;
-
-static void
-setup(void)
-{
-    dir = twtest_tmpdir();
-    cr_assert(dir != NULL);
-}
-
-static void
-teardown(void)
-{
-    twtest_rmtree(dir);
-    free(dir);
-}
-
-TestSuite(cli_rss, .init = setup, .fini = teardown, .timeout = 240);
+TWTEST_CLI_SUITE(cli_rss, .timeout = 240);
 
 /* Run the CLI with `args` (NULL-terminated, argv[0] excluded), stdout and stderr into
  * dir/log.txt; returns the peak RSS in bytes and asserts it exited 0. */

@@ -11,23 +11,7 @@
 #include "tilewave.h"
 #include "twtest_cli.h"
 
-static char *dir;
-
-static void
-setup(void)
-{
-    dir = twtest_tmpdir();
-    cr_assert(dir != NULL);
-}
-
-static void
-teardown(void)
-{
-    twtest_rmtree(dir);
-    free(dir);
-}
-
-TestSuite(cli_tissue, .init = setup, .fini = teardown, .timeout = 180);
+TWTEST_CLI_SUITE(cli_tissue, .timeout = 180);
 
 /* The sample slide, w x h, in the test's directory. */
 static char *

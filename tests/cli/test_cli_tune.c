@@ -10,23 +10,7 @@
 #include "tilewave.h"
 #include "twtest_cli.h"
 
-static char *dir;
-
-static void
-setup(void)
-{
-    dir = twtest_tmpdir();
-    cr_assert(dir != NULL);
-}
-
-static void
-teardown(void)
-{
-    twtest_rmtree(dir);
-    free(dir);
-}
-
-TestSuite(cli_tune, .init = setup, .fini = teardown, .timeout = 120);
+TWTEST_CLI_SUITE(cli_tune, .timeout = 120);
 
 static char *
 slurp(const char *path)

@@ -9,6 +9,23 @@
 
 #include "twtest.h"
 
+/* Declare the test suite `name` of a tests/cli program whose tests each get a fresh temporary
+ * folder in `dir`, removed after the test; the remaining arguments are TestSuite's (e.g.
+ * .timeout = 120). */
+#define TWTEST_CLI_SUITE(name, ...)                                                            \
+    static char *dir;                                                                          \
+    static void suite_setup_(void)                                                             \
+    {                                                                                          \
+        dir = twtest_tmpdir();                                                                 \
+        cr_assert(dir != NULL);                                                                \
+    }                                                                                          \
+    static void suite_teardown_(void)                                                          \
+    {                                                                                          \
+        twtest_rmtree(dir);                                                                    \
+        free(dir);                                                                             \
+    }                                                                                          \
+    TestSuite(name, .init = suite_setup_, .fini = suite_teardown_, __VA_ARGS__)
+
 /* Run the CLI with the arguments given (and extra environment entries for RUN_ENV). */
 #define RUN(...)                                                                               \
     ({                                                                                         \
