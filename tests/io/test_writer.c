@@ -142,20 +142,43 @@ par_write_main(void *arg)
     return NULL;
 }
 
+/* Write every level of `o` into `path` from four threads, each taking tiles backwards (so
+ * appends come out of order), through the writer thread when `thread`; close; the file holds
+ * exactly the reference at every level. */
+static void
+write_from_four_threads(const char *path, const tw_writer_opts *o, bool thread)
+{
+    enum { T = 4 };
+    pthread_t th[T];
+    par_writer pw[T];
+    pthread_barrier_t barrier;
+    tw_writer *wr = NULL;
+    tw_error err = {0};
+
+    cr_assert_eq(tw_writer_open(path, o, &wr, &err), TW_OK, "%s", err.message);
+    if (thread)
+        cr_assert_eq(twi_writer_start_thread(wr, &err), TW_OK, "%s", err.message);
+    pthread_barrier_init(&barrier, NULL, T);
+    for (int i = 0; i < T; i++) {
+        pw[i] = (par_writer){.wr = wr, .o = o, .barrier = &barrier, .id = i, .n_threads = T};
+        pthread_create(&th[i], NULL, par_write_main, &pw[i]);
+    }
+    for (int i = 0; i < T; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(pw[i].st, TW_OK);
+    }
+    pthread_barrier_destroy(&barrier);
+    cr_assert_eq(tw_writer_close(wr, &err), TW_OK, "%s", err.message);
+    tu_check_with_libtiff(path, o, 7);
+}
+
 Test(writer, concurrent_tiles_from_many_threads)
 {
     /* Four threads write the tiles of each level concurrently, in reverse order; the file
      * holds exactly the reference at every level. */
-    enum { T = 4 };
     char *dir = twtest_tmpdir();
     char *path = twtest_path(dir, "par.tif");
-    pthread_t th[T];
-    par_writer pw[T];
-    pthread_barrier_t barrier;
     tw_writer_opts o;
-    tw_writer *wr = NULL;
-    tw_error err = {0};
-    int i;
 
     tw_writer_opts_init(&o);
     o.w = 517;
@@ -165,19 +188,7 @@ Test(writer, concurrent_tiles_from_many_threads)
     o.tile_h = 32;
     o.n_levels = 4;
     o.compression = TW_COMPRESS_ZSTD;
-    cr_assert_eq(tw_writer_open(path, &o, &wr, &err), TW_OK, "%s", err.message);
-    pthread_barrier_init(&barrier, NULL, T);
-    for (i = 0; i < T; i++) {
-        pw[i] = (par_writer){.wr = wr, .o = &o, .barrier = &barrier, .id = i, .n_threads = T};
-        pthread_create(&th[i], NULL, par_write_main, &pw[i]);
-    }
-    for (i = 0; i < T; i++) {
-        pthread_join(th[i], NULL);
-        cr_assert_eq(pw[i].st, TW_OK);
-    }
-    pthread_barrier_destroy(&barrier);
-    cr_assert_eq(tw_writer_close(wr, &err), TW_OK, "%s", err.message);
-    tu_check_with_libtiff(path, &o, 7);
+    write_from_four_threads(path, &o, false);
     twtest_rmtree(dir);
     free(path);
     free(dir);
@@ -561,21 +572,16 @@ Test(writer, opts_init_defaults)
 Test(writer, writer_thread_holds_the_same_pixels)
 {
     /* Four threads write every level in reverse order through the writer thread, uncompressed
-     * (tiles that point at the caller's buffer, which the caller reuses at once) and zstd:
-     * the file holds exactly the reference at every level. */
+     * (tiles that point at the caller's buffer, which the caller reuses at once), zstd and LZW
+     * (encoded by libtiff on the writer thread): the file holds exactly the reference at every
+     * level. */
     static const tw_compression codecs[] = {TW_COMPRESS_NONE, TW_COMPRESS_ZSTD,
                                             TW_COMPRESS_LZW};
-    enum { T = 4 };
 
     for (size_t c = 0; c < sizeof codecs / sizeof codecs[0]; c++) {
         char *dir = twtest_tmpdir();
         char *path = twtest_path(dir, "thr.tif");
-        pthread_t th[T];
-        par_writer pw[T];
-        pthread_barrier_t barrier;
         tw_writer_opts o;
-        tw_writer *wr = NULL;
-        tw_error err = {0};
 
         tw_writer_opts_init(&o);
         o.w = 517;
@@ -586,21 +592,7 @@ Test(writer, writer_thread_holds_the_same_pixels)
         o.tile_h = 16;
         o.n_levels = 4;
         o.compression = codecs[c];
-        cr_assert_eq(tw_writer_open(path, &o, &wr, &err), TW_OK, "%s", err.message);
-        cr_assert_eq(twi_writer_start_thread(wr, &err), TW_OK, "%s", err.message);
-        pthread_barrier_init(&barrier, NULL, T);
-        for (int i = 0; i < T; i++) {
-            pw[i] = (par_writer){.wr = wr, .o = &o, .barrier = &barrier, .id = i,
-                                 .n_threads = T};
-            pthread_create(&th[i], NULL, par_write_main, &pw[i]);
-        }
-        for (int i = 0; i < T; i++) {
-            pthread_join(th[i], NULL);
-            cr_assert_eq(pw[i].st, TW_OK);
-        }
-        pthread_barrier_destroy(&barrier);
-        cr_assert_eq(tw_writer_close(wr, &err), TW_OK, "%s", err.message);
-        tu_check_with_libtiff(path, &o, 7);
+        write_from_four_threads(path, &o, true);
         twtest_rmtree(dir);
         free(path);
         free(dir);
