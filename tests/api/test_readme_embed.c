@@ -38,27 +38,6 @@ readme_example(void)
 }
 
 /* malloc'd contents of a file, NULL when it cannot be read. */
-static char *
-slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    long n;
-
-    if (!f)
-        return NULL;
-    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-        (buf = malloc((size_t)n + 1)) != NULL) {
-        if (fread(buf, 1, (size_t)n, f) != (size_t)n) {
-            free(buf);
-            buf = NULL;
-        } else {
-            buf[n] = '\0';
-        }
-    }
-    fclose(f);
-    return buf;
-}
 
 /* The text between the line after `begin` and the line holding `end`, each line stripped of
  * `indent` leading spaces; malloc'd, NULL when the markers are missing. */
@@ -90,8 +69,8 @@ between(const char *text, const char *begin, const char *end, size_t indent)
 Test(api_readme, example_matches_readme)
 {
     /* the README's C example is exactly the code compiled here */
-    char *readme = slurp(TW_SOURCE_DIR "/README.md");
-    char *self = slurp(TW_SOURCE_DIR "/tests/api/test_readme_embed.c");
+    char *readme = twtest_slurp(TW_SOURCE_DIR "/README.md");
+    char *self = twtest_slurp(TW_SOURCE_DIR "/tests/api/test_readme_embed.c");
     char *doc, *code;
 
     cr_assert(readme && self, "cannot read README.md or this test's source");

@@ -12,24 +12,6 @@
 
 TWTEST_CLI_SUITE(cli_tune, .timeout = 120);
 
-static char *
-slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long n;
-
-    cr_assert(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc((size_t)n + 1);
-    cr_assert(buf != NULL);
-    cr_assert(eq(sz, fread(buf, 1, (size_t)n, f), (size_t)n));
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
 
 /* The text of section [name] of an INI: from its header to the next one (malloc'd), or NULL. */
 static char *
@@ -127,7 +109,7 @@ Test(cli_tune, writes_a_config_that_jobs_use)
     cr_assert(eq(int, twtest_count_entries(tmp), 0), "the sample folder was left in %s", tmp);
     cr_assert(eq(int, twtest_count_entries(dir), 3), "only t.ini beside in.tif and tmp");
 
-    char *text = slurp(ini);
+    char *text = twtest_slurp(ini);
     cr_assert(strstr(text, tw_version_string()) != NULL, "%s", text);
     cr_assert(strstr(text, "Command: ") != NULL, "%s", text);
     cr_assert(section(text, "gray") == NULL && section(text, "maxtree") == NULL, "%s", text);
@@ -232,7 +214,7 @@ Test(cli_tune, gpu_parameters_are_written_in_range)
 
     OK_RUN("tune", "--quick", "--gpus", "none", "--gpu-params", "--ops", "mrecon,edt",
            "--candidates", "256", "--repeat", "1", "--quiet", "-o", ini);
-    char *text = slurp(ini);
+    char *text = twtest_slurp(ini);
     cr_assert(strstr(text, "\nqueue_capacity = ") != NULL, "%s", text);
     cr_assert(strstr(text, "# candidates (median of 1): queue auto ") != NULL, "%s", text);
     cr_assert(strstr(text, "\npba_m1 = ") && strstr(text, "\npba_m2 = ") &&
@@ -268,7 +250,7 @@ Test(cli_tune, a_short_time_limit_still_writes_a_valid_config)
 
     OK_RUN("tune", "--quick", "--gpus", "none", "--ops", "edt", "--repeat", "50",
            "--time-limit", "1", "--quiet", "-o", ini);
-    char *text = slurp(ini), *sec = section(text, "edt");
+    char *text = twtest_slurp(ini), *sec = section(text, "edt");
     cr_assert(sec != NULL, "%s", text);
     cr_assert(strstr(sec, "tile_size = ") != NULL || strstr(sec, "nothing measured") != NULL,
               "%s", sec);

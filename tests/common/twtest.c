@@ -110,6 +110,24 @@ twtest_count_entries(const char *dir)
     return n;
 }
 
+char *
+twtest_slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long n;
+
+    cr_assert(f != NULL, "cannot open %s", path);
+    cr_assert(fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0,
+              "cannot size %s", path);
+    buf = malloc((size_t)n + 1);
+    cr_assert(buf != NULL);
+    cr_assert(eq(sz, fread(buf, 1, (size_t)n, f), (size_t)n), "cannot read %s", path);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
 static char *
 slurp_fd(int fd)
 {

@@ -15,6 +15,8 @@ char *twtest_tmpdir(void);
 void twtest_rmtree(const char *dir);
 /* malloc'd "dir/name". */
 char *twtest_path(const char *dir, const char *name);
+/* The whole file at `path` as a NUL-terminated string (malloc'd); asserts it can be read. */
+char *twtest_slurp(const char *path);
 bool twtest_exists(const char *path);
 /* Number of entries in a directory, "." and ".." excluded. */
 int twtest_count_entries(const char *dir);

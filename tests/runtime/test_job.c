@@ -437,24 +437,6 @@ traced_runtime(const char *path, const char *gpus, tw_error *err)
     return rt;
 }
 
-static char *
-slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long n;
-
-    cr_assert(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc((size_t)n + 1);
-    cr_assert(buf != NULL);
-    cr_assert(eq(sz, fread(buf, 1, (size_t)n, f), (size_t)n));
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
 
 static bool
 exists(const char *path)
@@ -483,7 +465,7 @@ Test(trace, every_task_appears_once_with_its_duration)
     tw_job_destroy(job);
     cr_assert(exists(path) == false, "the trace is written when the runtime ends");
     tw_runtime_destroy(rt);
-    json = slurp(path);
+    json = twtest_slurp(path);
     cr_assert(strncmp(json, "{\"displayTimeUnit\"", 18) == 0);
     cr_assert(strstr(json, "\"name\": \"cpu worker 0 (cores ") != NULL);
     cr_assert(strstr(json, "\"name\": \"cpu worker 1 (cores ") != NULL);

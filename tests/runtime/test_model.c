@@ -284,20 +284,6 @@ est(tw_runtime *rt, const tw_task_kind *k, int64_t units, double feature)
                               units, feature);
 }
 
-static char *
-slurp(const char *path)
-{
-    FILE *fp = fopen(path, "r");
-    char *buf = calloc(1, 1 << 20);
-
-    cr_assert(fp != NULL, "cannot open %s", path);
-    cr_assert(buf != NULL);
-    size_t n = fread(buf, 1, (1 << 20) - 1, fp);
-
-    buf[n] = '\0';
-    fclose(fp);
-    return buf;
-}
 
 static void
 spit(const char *path, const char *text)
@@ -344,7 +330,7 @@ Test(model, round_trip_through_the_file)
     cr_assert(twtest_exists(path) == 0);
     tw_runtime_destroy(a);
     cr_assert(twtest_exists(path));
-    text = slurp(path);
+    text = twtest_slurp(path);
     cr_assert(strncmp(text, "# tilewave cost models, version 1\n", 34) == 0, "%s", text);
     cr_assert(strstr(text, "kind\tdevice\tdevice_name\tsize_log2\tfeature\tsamples") != NULL);
     cr_assert(eq(int, count_of(text, "\ntest.run\tcpu\t"), 3), "%s", text);
@@ -404,7 +390,7 @@ Test(model, save_merges_with_the_file_on_disk)
         a = runtime_with(p2, "fcfs");
         run_tasks(a, 1, 8, 0);
         tw_runtime_destroy(a);
-        t2 = slurp(p2);
+        t2 = twtest_slurp(p2);
         tab1 = strstr(t2, "\ntest.run\tcpu\t");
         cr_assert(tab1 != NULL, "%s", t2);
         tab1 += strlen("\ntest.run\tcpu\t");
@@ -433,7 +419,7 @@ Test(model, save_merges_with_the_file_on_disk)
     spit(path, line);
     tw_runtime_destroy(a);
     cr_assert(eq(int, atomic_load(&n_warn), 0), "%s", first_warn);
-    text = slurp(path);
+    text = twtest_slurp(path);
     cr_assert(strstr(text, "test.run\tcpu\tSome Other CPU\t10\t1/1024\t3\t7\t0\t7,7,7\n") != NULL,
               "%s", text);
     cr_assert(strstr(text, "test.other\tcuda\tSome GPU\t20\t-\t3\t2\t") != NULL, "%s", text);
@@ -477,7 +463,7 @@ Test(model, malformed_lines_are_skipped_with_one_warning)
     run_tasks(rt, 3, 16, 0);
     tw_runtime_destroy(rt);
     cr_assert(eq(int, atomic_load(&n_warn), 1));
-    text = slurp(path);
+    text = twtest_slurp(path);
     cr_assert(strstr(text, "test.good\tcpu\tX\t10\t-\t3\t2\t0\t2,2,2\n") != NULL, "%s", text);
     cr_assert(strstr(text, "test.bad") == NULL, "%s", text);
     cr_assert(strstr(text, "\ntest.run\tcpu\t") != NULL, "%s", text);
@@ -503,7 +489,7 @@ Test(model, a_file_that_is_not_a_model_file_is_left_alone)
     run_tasks(rt, 3, 16, 0);
     tw_runtime_destroy(rt);
     cr_assert(eq(int, atomic_load(&n_warn), 1));
-    text = slurp(path);
+    text = twtest_slurp(path);
     cr_assert(eq(str, text, (char *)notes));
     free(text);
     cr_assert(eq(int, tw_models_read(path, &m, &n, &err), TW_E_FORMAT));
@@ -716,7 +702,7 @@ Test(model, an_empty_file_holds_no_models_and_is_written)
     run_tasks(rt, 3, 16, 0);
     tw_runtime_destroy(rt);
     cr_assert(eq(int, atomic_load(&n_warn), 0), "%s", first_warn);
-    text = slurp(path);
+    text = twtest_slurp(path);
     cr_assert(strstr(text, "\ntest.run\tcpu\t") != NULL, "%s", text);
     free(text);
     free(path);
