@@ -385,50 +385,71 @@ find_root(uint32_t *zpar, uint32_t v)
     return r;
 }
 
-tw_status
-twi_mt_merge(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y, int conn,
-             const twi_mt_filter *f, uint64_t **res_out, int64_t **off_out, int64_t *edges)
+/* The merged tree of a grid of border max-trees: every node's canonical parent (gpar, the
+ * level root of its parent's node; a level root's own level root is itself), and at level
+ * roots the component's area (garea) and highest level (gmax) over the grid. */
+typedef struct mt_core {
+    int64_t m;
+    int64_t *off;         /* [nt + 1] first node of each tile */
+    uint16_t *lv, *gmax;  /* [m] */
+    uint64_t *garea;      /* [m] */
+    uint32_t *order;      /* [m] decreasing canonical order */
+    uint32_t *gpar;       /* [m] */
+    int64_t edges;
+} mt_core;
+
+static void
+core_free(mt_core *c)
+{
+    free(c->off);
+    free(c->lv);
+    free(c->gmax);
+    free(c->garea);
+    free(c->order);
+    free(c->gpar);
+    memset(c, 0, sizeof *c);
+}
+
+static tw_status
+core_build(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y, int conn, mt_core *c)
 {
     int64_t nt, m = 0, roots = 0;
-    int64_t *off = NULL;
-    uint16_t *lv = NULL, *gmax = NULL;
-    uint32_t *order = NULL, *gpar = NULL, *zpar = NULL, *pos = NULL;
-    uint64_t *garea = NULL;
+    uint32_t *zpar = NULL, *pos = NULL;
     mt_graph g;
     tw_status st = TW_OK;
 
     memset(&g, 0, sizeof g);
-    if ((conn != 4 && conn != 8) || !f || !res_out || !off_out)
-        return TW_E_INVALID;
-    *res_out = NULL;
-    *off_out = NULL;
+    memset(c, 0, sizeof *c);
     if ((st = twi_mt_grid_check(tiles, tiles_x, tiles_y, &m)) != TW_OK)
         return st;
     nt = tiles_x * tiles_y;
-    if (!(off = malloc((size_t)(nt + 1) * sizeof *off)) ||
-        !(lv = malloc((size_t)m * sizeof *lv)) || !(gmax = malloc((size_t)m * sizeof *gmax)) ||
-        !(garea = malloc((size_t)m * sizeof *garea)) ||
-        !(order = malloc((size_t)m * sizeof *order)) ||
-        !(gpar = malloc((size_t)m * sizeof *gpar)) || !(zpar = malloc((size_t)m * sizeof *zpar)) ||
+    c->m = m;
+    if (!(c->off = malloc((size_t)(nt + 1) * sizeof *c->off)) ||
+        !(c->lv = malloc((size_t)m * sizeof *c->lv)) ||
+        !(c->gmax = malloc((size_t)m * sizeof *c->gmax)) ||
+        !(c->garea = malloc((size_t)m * sizeof *c->garea)) ||
+        !(c->order = malloc((size_t)m * sizeof *c->order)) ||
+        !(c->gpar = malloc((size_t)m * sizeof *c->gpar)) ||
+        !(zpar = malloc((size_t)m * sizeof *zpar)) ||
         !(g.head = calloc((size_t)m + 1, sizeof *g.head)) || !(pos = calloc(65536, 4))) {
         st = TW_E_NOMEM;
         goto out;
     }
-    off[0] = 0;
+    c->off[0] = 0;
     for (int64_t t = 0; t < nt; t++) {
         const twi_mt_border *b = tiles[t];
 
         for (int64_t i = 0; i < b->n; i++) {
-            lv[off[t] + i] = b->level[i];
-            gmax[off[t] + i] = b->maxv[i];
-            garea[off[t] + i] = b->own[i];
+            c->lv[c->off[t] + i] = b->level[i];
+            c->gmax[c->off[t] + i] = b->maxv[i];
+            c->garea[c->off[t] + i] = b->own[i];
         }
-        off[t + 1] = off[t] + b->n;
+        c->off[t + 1] = c->off[t] + b->n;
     }
 
     /* The links, attached to their lower end (two passes: count, then fill). */
-    g.lv = lv;
-    grid_links(&g, tiles, off, tiles_x, tiles_y, conn);
+    g.lv = c->lv;
+    grid_links(&g, tiles, c->off, tiles_x, tiles_y, conn);
     if (g.links >= (int64_t)UINT32_MAX) {
         st = TW_E_INVALID;
         goto out;
@@ -439,93 +460,276 @@ twi_mt_merge(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y, int 
         st = TW_E_NOMEM;
         goto out;
     }
-    if (edges)
-        *edges = g.links;
+    c->edges = g.links;
     g.fill = 1;
     g.links = 0;
-    grid_links(&g, tiles, off, tiles_x, tiles_y, conn);
+    grid_links(&g, tiles, c->off, tiles_x, tiles_y, conn);
     /* head[v] now ends v's links; its start is head[v - 1] (0 for v = 0) */
 
     /* Nodes in decreasing canonical order: levels down, numbers up. */
     for (int64_t v = 0; v < m; v++)
-        pos[lv[v]]++;
+        pos[c->lv[v]]++;
     for (int64_t l = 65535, acc = 0; l >= 0; l--) {
-        uint32_t c = pos[l];
+        uint32_t n = pos[l];
 
         pos[l] = (uint32_t)acc;
-        acc += c;
+        acc += n;
     }
     for (int64_t v = 0; v < m; v++)
-        order[pos[lv[v]]++] = (uint32_t)v;
+        c->order[pos[c->lv[v]]++] = (uint32_t)v;
 
     /* Union-find (Berger et al.): a node's processed neighbours' roots become its children. */
     for (int64_t k = 0; k < m; k++) {
-        uint32_t v = order[k], e0 = v ? g.head[v - 1] : 0;
+        uint32_t v = c->order[k], e0 = v ? g.head[v - 1] : 0;
 
-        gpar[v] = zpar[v] = v;
+        c->gpar[v] = zpar[v] = v;
         for (uint32_t e = e0; e < g.head[v]; e++) {
             uint32_t r = find_root(zpar, g.adj[e]);
 
             if (r != v)
-                gpar[r] = zpar[r] = v;
+                c->gpar[r] = zpar[r] = v;
         }
     }
     /* Canonical: every node points to the level root of its parent's node. */
     for (int64_t k = m - 1; k >= 0; k--) {
-        uint32_t v = order[k], q = gpar[v];
+        uint32_t v = c->order[k], q = c->gpar[v];
 
-        if (lv[gpar[q]] == lv[q])
-            gpar[v] = gpar[q];
-        roots += gpar[v] == v;
+        if (c->lv[c->gpar[q]] == c->lv[q])
+            c->gpar[v] = c->gpar[q];
+        roots += c->gpar[v] == v;
     }
     if (roots != 1) {
         st = TW_E_INTERNAL;
         goto out;
     }
     for (int64_t k = 0; k < m; k++) {
-        uint32_t v = order[k], q = gpar[v];
+        uint32_t v = c->order[k], q = c->gpar[v];
 
         if (q != v) {
-            garea[q] += garea[v];
-            if (gmax[v] > gmax[q])
-                gmax[q] = gmax[v];
+            c->garea[q] += c->garea[v];
+            if (c->gmax[v] > c->gmax[q])
+                c->gmax[q] = c->gmax[v];
         }
     }
-    /* Answers from the root down; garea[v] becomes the answer once v is done. */
-    for (int64_t k = m - 1; k >= 0; k--) {
-        uint32_t v = order[k], q = gpar[v];
-        uint64_t r;
-
-        if (q == v)
-            r = f->rule == TWI_MT_AREA_MAP                                  ? garea[v]
-                : f->rule == TWI_MT_HEIGHT || garea[v] >= f->threshold ? lv[v]
-                                                                            : f->vmin;
-        else if (lv[q] == lv[v])
-            r = garea[q];
-        else if (f->rule == TWI_MT_AREA_MAP)
-            r = garea[v];
-        else if (f->rule == TWI_MT_AREA)
-            r = garea[v] >= f->threshold ? lv[v] : garea[q];
-        else
-            r = (uint64_t)(gmax[v] - lv[q]) >= f->threshold ? lv[v] : garea[q];
-        garea[v] = r;
-    }
-    *res_out = garea;
-    *off_out = off;
-    garea = NULL;
-    off = NULL;
 out:
-    free(off);
-    free(lv);
-    free(gmax);
-    free(garea);
-    free(order);
-    free(gpar);
     free(zpar);
     free(pos);
     free(g.head);
     free(g.adj);
+    if (st != TW_OK)
+        core_free(c);
     return st;
+}
+
+/* The answer of `f` for node v, from the root down (its parent q's answer is r[q]); garea and
+ * gmax are v's final ones when v is a level root. */
+static inline uint64_t
+answer(const mt_core *c, const twi_mt_filter *f, const uint64_t *r, uint32_t v)
+{
+    uint32_t q = c->gpar[v];
+
+    if (q == v)
+        return f->rule == TWI_MT_AREA_MAP                                  ? c->garea[v]
+               : f->rule == TWI_MT_HEIGHT || c->garea[v] >= f->threshold ? c->lv[v]
+                                                                          : f->vmin;
+    if (c->lv[q] == c->lv[v])
+        return r[q];
+    if (f->rule == TWI_MT_AREA_MAP)
+        return c->garea[v];
+    if (f->rule == TWI_MT_AREA)
+        return c->garea[v] >= f->threshold ? c->lv[v] : r[q];
+    return (uint64_t)(c->gmax[v] - c->lv[q]) >= f->threshold ? c->lv[v] : r[q];
+}
+
+tw_status
+twi_mt_merge(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y, int conn,
+             const twi_mt_filter *f, uint64_t **res_out, int64_t **off_out, int64_t *edges)
+{
+    mt_core c;
+    uint64_t *res = NULL;
+    tw_status st;
+
+    if ((conn != 4 && conn != 8) || !f || !res_out || !off_out)
+        return TW_E_INVALID;
+    *res_out = NULL;
+    *off_out = NULL;
+    if ((st = core_build(tiles, tiles_x, tiles_y, conn, &c)) != TW_OK)
+        return st;
+    if (!(res = malloc((size_t)(c.m ? c.m : 1) * sizeof *res))) {
+        core_free(&c);
+        return TW_E_NOMEM;
+    }
+    /* From the root down. */
+    for (int64_t k = c.m - 1; k >= 0; k--)
+        res[c.order[k]] = answer(&c, f, res, c.order[k]);
+    if (edges)
+        *edges = c.edges;
+    *res_out = res;
+    *off_out = c.off;
+    c.off = NULL;
+    core_free(&c);
+    return TW_OK;
+}
+
+/* The level root of v's node. */
+static inline uint32_t
+node_root(const mt_core *c, uint32_t v)
+{
+    uint32_t q = c->gpar[v];
+
+    return c->lv[q] == c->lv[v] ? q : v;
+}
+
+/* Side s of the block: the tiles along it, in order, and whether each has that side. */
+static tw_status
+block_side(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y, const mt_core *c,
+           const uint32_t *bn, int s, twi_mt_border *out)
+{
+    bool row = s == TWI_MT_TOP || s == TWI_MT_BOTTOM;
+    int64_t n = row ? tiles_x : tiles_y, len = 0, at = 0;
+    uint32_t *a;
+
+    for (int64_t k = 0; k < n; k++) {
+        int64_t t = row ? (s == TWI_MT_TOP ? k : (tiles_y - 1) * tiles_x + k)
+                        : (s == TWI_MT_LEFT ? k * tiles_x : k * tiles_x + tiles_x - 1);
+
+        if (!tiles[t]->side[s])
+            return TW_E_INVALID;
+        len += row ? tiles[t]->w : tiles[t]->h;
+    }
+    if (!(a = malloc((size_t)len * sizeof *a)))
+        return TW_E_NOMEM;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t t = row ? (s == TWI_MT_TOP ? k : (tiles_y - 1) * tiles_x + k)
+                        : (s == TWI_MT_LEFT ? k * tiles_x : k * tiles_x + tiles_x - 1);
+        int32_t l = row ? tiles[t]->w : tiles[t]->h;
+
+        for (int32_t i = 0; i < l; i++)
+            a[at++] = bn[node_root(c, (uint32_t)(c->off[t] + tiles[t]->side[s][i]))];
+    }
+    out->side[s] = a;
+    return TW_OK;
+}
+
+tw_status
+twi_mt_merge_block(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y,
+                   unsigned sides, int conn, const twi_mt_filter *f, twi_mt_border *out,
+                   uint64_t **res_out, int64_t **off_out)
+{
+    mt_core c;
+    uint64_t *res = NULL, bw = 0, bh = 0;
+    uint32_t *bn = NULL, nb = 0;
+    uint8_t *open = NULL;
+    tw_status st;
+
+    if ((conn != 4 && conn != 8) || !f || !out || !res_out || !off_out || !sides ||
+        sides > 15u)
+        return TW_E_INVALID;
+    memset(out, 0, sizeof *out);
+    *res_out = NULL;
+    *off_out = NULL;
+    if ((st = core_build(tiles, tiles_x, tiles_y, conn, &c)) != TW_OK)
+        return st;
+    for (int64_t k = 0; k < tiles_x; k++)
+        bw += (uint64_t)tiles[k]->w;
+    for (int64_t k = 0; k < tiles_y; k++)
+        bh += (uint64_t)tiles[k * tiles_x]->h;
+    /* node areas are 32-bit in a border max-tree */
+    if (bw * bh > UINT32_MAX || bw > INT32_MAX || bh > INT32_MAX) {
+        st = TW_E_INVALID;
+        goto out;
+    }
+    if (!(open = calloc((size_t)(c.m ? c.m : 1), 1)) ||
+        !(bn = malloc((size_t)(c.m ? c.m : 1) * sizeof *bn)) ||
+        !(res = malloc((size_t)(c.m ? c.m : 1) * sizeof *res))) {
+        st = TW_E_NOMEM;
+        goto out;
+    }
+    /* Open: the nodes holding a pixel of one of the block's border sides, and their ancestors:
+     * their components may go on in the next block. Every other node is finished. */
+    for (int s = 0; s < 4; s++) {
+        bool row = s == TWI_MT_TOP || s == TWI_MT_BOTTOM;
+        int64_t n = row ? tiles_x : tiles_y;
+
+        if (!(sides & TWI_MT_SIDE(s)))
+            continue;
+        for (int64_t k = 0; k < n; k++) {
+            int64_t t = row ? (s == TWI_MT_TOP ? k : (tiles_y - 1) * tiles_x + k)
+                            : (s == TWI_MT_LEFT ? k * tiles_x : k * tiles_x + tiles_x - 1);
+            int32_t l = row ? tiles[t]->w : tiles[t]->h;
+
+            if (!tiles[t]->side[s]) {
+                st = TW_E_INVALID;
+                goto out;
+            }
+            for (int32_t i = 0; i < l; i++) {
+                uint32_t v = node_root(&c, (uint32_t)(c.off[t] + tiles[t]->side[s][i]));
+
+                while (!open[v]) {
+                    open[v] = 1;
+                    v = c.gpar[v];
+                }
+            }
+        }
+    }
+    for (int64_t v = 0; v < c.m; v++)
+        if (open[v])
+            bn[v] = nb++;
+    out->n = nb;
+    if (!(out->level = malloc((size_t)nb * sizeof *out->level)) ||
+        !(out->lparent = malloc((size_t)nb * sizeof *out->lparent)) ||
+        !(out->own = malloc((size_t)nb * sizeof *out->own)) ||
+        !(out->maxv = malloc((size_t)nb * sizeof *out->maxv))) {
+        st = TW_E_NOMEM;
+        goto out;
+    }
+    for (int64_t v = 0; v < c.m; v++)
+        if (open[v]) {
+            uint32_t k = bn[v];
+
+            out->level[k] = c.lv[v];
+            out->lparent[k] = bn[c.gpar[v]];
+            out->own[k] = (uint32_t)c.garea[v];
+            out->maxv[k] = c.gmax[v];
+        }
+    /* own: the node's area in the block less its open children's */
+    for (int64_t v = 0; v < c.m; v++)
+        if (open[v] && c.gpar[v] != (uint32_t)v)
+            out->own[bn[c.gpar[v]]] -= (uint32_t)c.garea[v];
+    out->w = (int32_t)bw;
+    out->h = (int32_t)bh;
+    for (int s = 0; s < 4; s++)
+        if ((sides & TWI_MT_SIDE(s)) &&
+            (st = block_side(tiles, tiles_x, tiles_y, &c, bn, s, out)) != TW_OK)
+            goto out;
+    /* The tiles' answers from the root down: an open node's is its block node's, known once
+     * the blocks are merged; a finished node's is final, or deferred to its nearest open
+     * ancestor's when it depends on it. */
+    for (int64_t k = c.m - 1; k >= 0; k--) {
+        uint32_t v = c.order[k], cv = node_root(&c, v);
+
+        res[v] = open[cv] ? TWI_MT_DEFER | bn[cv] : answer(&c, f, res, v);
+    }
+    *res_out = res;
+    *off_out = c.off;
+    res = NULL;
+    c.off = NULL;
+out:
+    if (st != TW_OK)
+        twi_mt_border_free(out);
+    free(open);
+    free(bn);
+    free(res);
+    core_free(&c);
+    return st;
+}
+
+void
+twi_mt_resolve(uint64_t *res, int64_t n, const uint64_t *block_res)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (res[i] & TWI_MT_DEFER)
+            res[i] = block_res[res[i] & ~TWI_MT_DEFER];
 }
 
 /* ---- pass 2 */

@@ -175,6 +175,29 @@ void twi_mt_border_free(twi_mt_border *b);
 tw_status twi_mt_merge(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y, int conn,
                        const twi_mt_filter *f, uint64_t **res, int64_t **off, int64_t *edges);
 
+/*
+ * The merge in steps, so that no step holds every tile's border max-tree (the attribute filters
+ * of slides whose border trees exceed memory). Step 1, per block of tiles_x x tiles_y tiles of
+ * the grid: merge them as twi_mt_merge does, and make the block's own border max-tree `out`
+ * (free with twi_mt_border_free): the nodes of the merged tree that hold a pixel of one of the
+ * block's `sides` (TWI_MT_SIDE bits: those towards other blocks, at least one) or are
+ * ancestors of such a node, numbered in the order of the tiles' nodes, with w and h the
+ * block's, so that the blocks of a grid merge with twi_mt_merge (or again with this function)
+ * like tiles. Every other node of the block is finished: its component lies in the block. For
+ * the tiles' node i of tile t, res[off[t] + i] is the answer of `f`, as twi_mt_merge gives it,
+ * when it is known from the block alone, else TWI_MT_DEFER | k: the answer of node k of `out`
+ * once the blocks are merged (twi_mt_resolve). Returns TW_OK, TW_E_INVALID (the grid's checks
+ * of twi_mt_merge, no side, a side a tile lacks, a block of more than UINT32_MAX pixels),
+ * TW_E_NOMEM, TW_E_INTERNAL.
+ */
+#define TWI_MT_DEFER ((uint64_t)1 << 63)
+tw_status twi_mt_merge_block(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y,
+                             unsigned sides, int conn, const twi_mt_filter *f,
+                             twi_mt_border *out, uint64_t **res, int64_t **off);
+/* Step 2: replace the deferred answers of res[0 .. n) by the merged answers of the block's
+ * nodes (block_res, as twi_mt_merge gives them for the block's border max-tree). */
+void twi_mt_resolve(uint64_t *res, int64_t n, const uint64_t *block_res);
+
 /* Pass 2: filter a tile: `levels`, `parent` and `sides` as in pass 1; res: the tile's part of
  * twi_mt_merge's answer (NULL when sides is 0). out: 1 channel of the levels' type, or, for
  * TWI_MT_AREA_MAP, TW_U32 (areas above UINT32_MAX saturate) or TW_U64. */
