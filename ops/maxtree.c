@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: the max-tree in memory and the whole-slide attribute filters (border max-trees). */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cuda_kernels.h"
 #include "omp_kernels.h"
@@ -438,7 +441,21 @@ typedef struct af_cell {
     unsigned sides;
     tw_tile *img, *out;          /* the job's references while the cell's pass runs */
     twi_mt_border bt;            /* pass 1's border max-tree, until the merge */
+    int64_t block;               /* merge in blocks: the cell's block */
+    int64_t res_at, res_n;       /* merge in blocks: where its nodes' answers are in the
+                                    scratch file, and how many */
+    uint64_t *res_buf;           /* pass 2, merge in blocks: its answers, resolved */
 } af_cell;
+
+/* A block of cells merged on its own (maxtree.merge_block; twi_mt_merge_block). */
+typedef struct af_block {
+    af_job *a;
+    int64_t b;
+    int64_t x0, y0, w, h;        /* in cells */
+    unsigned sides;              /* towards other blocks */
+    atomic_llong left;           /* cells whose pass 1 has not ended */
+    twi_mt_border bt;            /* the block's border max-tree, until the merge */
+} af_block;
 
 struct af_job {
     tw_job *job;
@@ -466,6 +483,16 @@ struct af_job {
     int64_t border_nodes, border_edges;
     double t0, t1, t2;
     tw_attr_filter_report *report;
+    /* Merge in blocks of blk x blk cells (0: every cell's border max-tree in one merge): pass 1
+     * runs block by block (seq), each block's trees are merged as soon as they exist, its
+     * cells' answers go to the scratch file and its trees are freed; the merge then takes the
+     * blocks' trees. docs/maxtree.md, "Memory". */
+    int64_t blk, nbx, nby, n_blocks;
+    af_block *blocks;
+    int64_t *seq, *seq_pos;      /* pass order of the cells, and each cell's place in it */
+    atomic_llong blocks_merged;
+    int scratch_fd;
+    atomic_llong scratch_end;
 };
 
 static tw_status af_submit_cell(af_job *a, af_cell *c, int pass);
@@ -539,6 +566,19 @@ af_count_tp(tw_task_ctx *ctx, af_job *a)
     atomic_fetch_add(twi_ctx_device(ctx) == TW_DEVICE_CUDA ? &a->tp_cuda : &a->tp_cpu, 1);
 }
 
+/* The cell in place k of the pass order, and a cell's place (raster order without blocks). */
+static int64_t
+cell_at(const af_job *a, int64_t k)
+{
+    return a->seq ? a->seq[k] : k;
+}
+
+static int64_t
+cell_pos(const af_job *a, int64_t i)
+{
+    return a->seq_pos ? a->seq_pos[i] : i;
+}
+
 /* Let go of a cell's tiles and start the cell K places later in the same pass. */
 static tw_status
 af_cell_done(tw_task_ctx *ctx, af_cell *c, int pass)
@@ -549,8 +589,9 @@ af_cell_done(tw_task_ctx *ctx, af_cell *c, int pass)
     twi_tile_release(c->img);
     twi_tile_release(c->out);
     c->img = c->out = NULL;
-    if (c->i + a->in_flight < a->n_tiles &&
-        (st = af_submit_cell(a, &a->cells[c->i + a->in_flight], pass)) != TW_OK)
+    if (cell_pos(a, c->i) + a->in_flight < a->n_tiles &&
+        (st = af_submit_cell(a, &a->cells[cell_at(a, cell_pos(a, c->i) + a->in_flight)],
+                             pass)) != TW_OK)
         return twi_ctx_fail(ctx, st, "%s: cannot submit the tile tasks (%s)", a->op,
                             tw_status_string(st));
     twi_job_add_done(a->job, 1);
@@ -603,7 +644,7 @@ nomem:
 }
 #endif
 
-static const tw_task_kind af_merge_kind;
+static const tw_task_kind af_merge_kind, af_bmerge_kind;
 
 /* TP, pass 1: the tile's max-tree, attributes and border max-tree. */
 static tw_status
@@ -652,6 +693,21 @@ af_tp1_commit(tw_task_ctx *ctx, void *arg)
     af_count_tp(ctx, a);
     if ((st = af_cell_done(ctx, c, 1)) != TW_OK)
         return st;
+    /* In blocks: the last border max-tree of a block starts its merge. */
+    if (a->blk) {
+        af_block *b = &a->blocks[c->block];
+        tw_task *t = NULL;
+
+        if (atomic_fetch_sub(&b->left, 1) != 1)
+            return TW_OK;
+        if ((st = twi_task_create(a->job, &af_bmerge_kind, b, NULL, &t)) == TW_OK)
+            st = twi_task_submit(t);
+        twi_task_release(t);
+        if (st != TW_OK)
+            return twi_ctx_fail(ctx, st, "%s: cannot submit the merge of block %lld (%s)", a->op,
+                                (long long)b->b, tw_status_string(st));
+        return TW_OK;
+    }
     /* The last border max-tree starts the merge. */
     if (atomic_fetch_add(&a->extracted, 1) + 1 == a->n_tiles) {
         tw_task *t = NULL;
@@ -667,6 +723,90 @@ af_tp1_commit(tw_task_ctx *ctx, void *arg)
     return TW_OK;
 }
 
+/* BP, merge in blocks: merge a block's border max-trees into the block's own, write its cells'
+ * answers (final, or deferred to the block's nodes) to the scratch file, free the cells' trees.
+ * CPU. */
+static tw_status
+af_bmerge(tw_task_ctx *ctx, void *arg)
+{
+    af_block *b = arg;
+    af_job *a = b->a;
+    twi_mt_border **bts = NULL;
+    uint64_t *res = NULL;
+    int64_t *off = NULL, at;
+    size_t bytes, done = 0;
+    tw_status st;
+
+    twi_mt_border_free(&b->bt);
+    if (!(bts = malloc((size_t)(b->w * b->h) * sizeof *bts)))
+        return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory for the merge", a->op);
+    for (int64_t j = 0; j < b->h; j++)
+        for (int64_t i = 0; i < b->w; i++)
+            bts[j * b->w + i] = &a->cells[(b->y0 + j) * a->tiles_x + b->x0 + i].bt;
+    st = twi_mt_merge_block(bts, b->w, b->h, b->sides, a->conn, &a->f, &b->bt, &res, &off);
+    free(bts);
+    if (st != TW_OK)
+        return twi_ctx_fail(ctx, st, "%s: merging the border max-trees of block %lld failed (%s)",
+                            a->op, (long long)b->b, tw_status_string(st));
+    bytes = (size_t)off[b->w * b->h] * sizeof *res;
+    at = atomic_fetch_add(&a->scratch_end, (long long)bytes);
+    while (done < bytes) {
+        int64_t k = (int64_t)pwrite(a->scratch_fd, (char *)res + done, bytes - done,
+                                    at + (int64_t)done);
+
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            st = twi_ctx_fail(ctx, TW_E_IO, "%s: cannot write the scratch file (%s)", a->op,
+                              strerror(k < 0 ? errno : ENOSPC));
+            goto out;
+        }
+        done += (size_t)k;
+    }
+    for (int64_t j = 0; j < b->h; j++)
+        for (int64_t i = 0; i < b->w; i++) {
+            af_cell *c = &a->cells[(b->y0 + j) * a->tiles_x + b->x0 + i];
+            int64_t lt = j * b->w + i;
+
+            c->res_at = at + off[lt] * (int64_t)sizeof *res;
+            c->res_n = off[lt + 1] - off[lt];
+            twi_mt_border_free(&c->bt);
+        }
+out:
+    free(res);
+    free(off);
+    return st;
+}
+
+/* The last block merged starts the merge of the blocks' trees. */
+static tw_status
+af_bmerge_commit(tw_task_ctx *ctx, void *arg)
+{
+    af_block *b = arg;
+    af_job *a = b->a;
+    tw_task *t = NULL;
+    tw_status st;
+
+    (void)ctx;
+    if (atomic_fetch_add(&a->blocks_merged, 1) + 1 != a->n_blocks)
+        return TW_OK;
+    a->t1 = now_s();
+    if ((st = twi_task_create(a->job, &af_merge_kind, a, NULL, &t)) == TW_OK)
+        st = twi_task_submit(t);
+    twi_task_release(t);
+    if (st != TW_OK)
+        return twi_ctx_fail(ctx, st, "%s: cannot submit the merge (%s)", a->op,
+                            tw_status_string(st));
+    return TW_OK;
+}
+
+/* What the merge takes: the blocks' border max-trees, else every cell's. */
+static twi_mt_border *
+merge_tree(af_job *a, int64_t i)
+{
+    return a->blk ? &a->blocks[i].bt : &a->cells[i].bt;
+}
+
 #ifdef TW_HAVE_CUDA
 /* The merge on the GPU: pack the border max-trees, merge there, fetch the answers. */
 static tw_status
@@ -679,7 +819,8 @@ af_merge_gpu(tw_task_ctx *ctx, af_job *a, twi_mt_border *const *bts)
     size_t sb;
     tw_status st;
 
-    if ((st = twi_mt_pack_build(bts, a->tiles_x, a->tiles_y, &L, &pack)) != TW_OK)
+    if ((st = twi_mt_pack_build(bts, a->blk ? a->nbx : a->tiles_x, a->blk ? a->nby : a->tiles_y,
+                                &L, &pack)) != TW_OK)
         return st;
     sb = twi_cuda_mt_merge_scratch_size(&L, a->conn);
     if (!(d_pack = twi_ctx_scratch(ctx, L.bytes)) ||
@@ -724,11 +865,13 @@ af_merge(tw_task_ctx *ctx, void *arg)
     free(a->off);
     a->res = NULL;
     a->off = NULL;
-    if (!(bts = malloc((size_t)a->n_tiles * sizeof *bts)))
+    int64_t n = a->blk ? a->n_blocks : a->n_tiles;
+
+    if (!(bts = malloc((size_t)n * sizeof *bts)))
         return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory for the merge", a->op);
-    for (int64_t i = 0; i < a->n_tiles; i++) {
-        bts[i] = &a->cells[i].bt;
-        nodes += a->cells[i].bt.n;
+    for (int64_t i = 0; i < n; i++) {
+        bts[i] = merge_tree(a, i);
+        nodes += bts[i]->n;
     }
     a->border_nodes = nodes;
 #ifdef TW_HAVE_CUDA
@@ -736,8 +879,8 @@ af_merge(tw_task_ctx *ctx, void *arg)
         st = af_merge_gpu(ctx, a, bts);
     else
 #endif
-        st = twi_mt_merge(bts, a->tiles_x, a->tiles_y, a->conn, &a->f, &a->res, &a->off,
-                          &a->border_edges);
+        st = twi_mt_merge(bts, a->blk ? a->nbx : a->tiles_x, a->blk ? a->nby : a->tiles_y,
+                          a->conn, &a->f, &a->res, &a->off, &a->border_edges);
     free(bts);
     if (st != TW_OK)
         return twi_ctx_fail(ctx, st,
@@ -753,15 +896,42 @@ af_merge_commit(tw_task_ctx *ctx, void *arg)
     af_job *a = arg;
     tw_status st;
 
-    for (int64_t i = 0; i < a->n_tiles; i++)
-        twi_mt_border_free(&a->cells[i].bt);
+    for (int64_t i = 0; i < (a->blk ? a->n_blocks : a->n_tiles); i++)
+        twi_mt_border_free(merge_tree(a, i));
     a->merge_dev = twi_ctx_device(ctx);
     a->t2 = now_s();
     twi_job_add_done(a->job, 1);
-    for (int64_t i = 0; i < a->n_tiles && i < a->in_flight; i++)
-        if ((st = af_submit_cell(a, &a->cells[i], 2)) != TW_OK)
+    for (int64_t k = 0; k < a->n_tiles && k < a->in_flight; k++)
+        if ((st = af_submit_cell(a, &a->cells[cell_at(a, k)], 2)) != TW_OK)
             return twi_ctx_fail(ctx, st, "%s: cannot submit the tile tasks (%s)", a->op,
                                 tw_status_string(st));
+    return TW_OK;
+}
+
+/* Merge in blocks: read a cell's answers back from the scratch file into c->res_buf and
+ * resolve those deferred to its block's nodes. */
+static tw_status
+af_cell_answers(tw_task_ctx *ctx, af_cell *c)
+{
+    af_job *a = c->a;
+    size_t bytes = (size_t)c->res_n * sizeof *c->res_buf, got = 0;
+
+    free(c->res_buf);
+    if (!(c->res_buf = malloc(bytes)))
+        return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory for tile %lld", a->op,
+                            (long long)c->i);
+    while (got < bytes) {
+        int64_t k = (int64_t)pread(a->scratch_fd, (char *)c->res_buf + got, bytes - got,
+                                   c->res_at + (int64_t)got);
+
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return twi_ctx_fail(ctx, TW_E_IO, "%s: cannot read the scratch file back (%s)",
+                                a->op, strerror(k < 0 ? errno : EIO));
+        got += (size_t)k;
+    }
+    twi_mt_resolve(c->res_buf, c->res_n, a->res + a->off[c->block]);
     return TW_OK;
 }
 
@@ -772,16 +942,22 @@ af_tp2(tw_task_ctx *ctx, void *arg)
     af_cell *c = arg;
     af_job *a = c->a;
     tw_tile_view v = twi_ctx_view(ctx, 0), o = twi_ctx_view(ctx, 1), par;
-    const uint64_t *res = a->res ? a->res + a->off[c->i] : NULL;
+    const uint64_t *res = a->res && !a->blk ? a->res + a->off[c->i] : NULL;
     void *mt;
     size_t mt_bytes;
     tw_status st;
 
+    if (a->blk && c->res_n && (st = af_cell_answers(ctx, c)) != TW_OK)
+        return st;
+    if (a->blk)
+        res = c->res_buf;
     if ((st = af_tree(ctx, c, &par, &mt, &mt_bytes)) != TW_OK)
         return st;
 #ifdef TW_HAVE_CUDA
     if (twi_ctx_device(ctx) == TW_DEVICE_CUDA) {
-        size_t rb = res ? (size_t)(a->off[c->i + 1] - a->off[c->i]) * sizeof *res : 0;
+        size_t rb = !res       ? 0
+                    : a->blk ? (size_t)c->res_n * sizeof *res
+                             : (size_t)(a->off[c->i + 1] - a->off[c->i]) * sizeof *res;
         uint64_t *d_res = NULL;
 
         if (rb && (!(d_res = twi_ctx_scratch(ctx, rb)) ||
@@ -807,6 +983,8 @@ af_tp2_commit(tw_task_ctx *ctx, void *arg)
     af_cell *c = arg;
 
     af_count_tp(ctx, c->a);
+    free(c->res_buf);
+    c->res_buf = NULL;
     twi_job_add_done(c->a->job, 1);
     return TW_OK;
 }
@@ -857,6 +1035,12 @@ static const tw_task_kind af_tp1_kind = {
     TWI_CUDA_VARIANT(af_tp1),
     .can_run = af_cell_can_run,
     .commit = af_tp1_commit,
+};
+static const tw_task_kind af_bmerge_kind = {
+    .name = "maxtree.block_merge",
+    .devices = TW_DEVICE_CPU,
+    .cpu = af_bmerge,
+    .commit = af_bmerge_commit,
 };
 static const tw_task_kind af_merge_kind = {
     .name = "maxtree.merge",
@@ -953,7 +1137,15 @@ af_free(void *user)
         twi_tile_release(a->cells[i].img);
         twi_tile_release(a->cells[i].out);
         twi_mt_border_free(&a->cells[i].bt);
+        free(a->cells[i].res_buf);
     }
+    for (int64_t b = 0; a->blocks && b < a->n_blocks; b++)
+        twi_mt_border_free(&a->blocks[b].bt);
+    if (a->scratch_fd >= 0)
+        close(a->scratch_fd);
+    free(a->blocks);
+    free(a->seq);
+    free(a->seq_pos);
     free(a->cells);
     free(a->res);
     free(a->off);
@@ -973,25 +1165,110 @@ border_bytes(int64_t W, int64_t H, int64_t tw, int64_t th)
     return BORDER_BYTES_PER_PIXEL * 2 * ((tiles_x - 1) * H + (tiles_y - 1) * W);
 }
 
-/* The border max-trees are not under the host budget (runtime.host_mem): they are all in memory
- * at the merge (docs/maxtree.md). Say so when they would take over half of it, with what larger
- * tiles would need. */
-static void
-border_warning(const af_job *a, const tw_config *cfg)
+/* Host bytes of the merge in blocks of g x g cells: the blocks' trees, held until the merge,
+ * plus the trees of the cells of two blocks, held until their block is merged (pass 1 runs
+ * block by block). */
+static int64_t
+block_bytes(const af_job *a, int64_t g)
 {
-    int64_t budget = 0, need = border_bytes(a->W, a->H, a->tw, a->th), t = a->tw;
+    return border_bytes(a->W, a->H, g * a->tw, g * a->th) +
+           2 * g * g * BORDER_BYTES_PER_PIXEL * 2 * ((int64_t)a->tw + a->th);
+}
 
-    if (tw_config_get_int(cfg, "runtime.host_mem", &budget) != TW_OK || budget <= 0 ||
-        need <= budget / 2)
-        return;
-    while (t < 8192 && border_bytes(a->W, a->H, t, t) > budget / 2)
-        t *= 2;
-    TW_WARN(a->op,
-            "the border max-trees of %lld tiles of %dx%d need about %.1f MiB until the merge, "
-            "outside the memory budget of %.1f MiB; %dx%d tiles would need %.1f MiB",
-            (long long)a->n_tiles, (int)a->tw, (int)a->th, (double)need / (1 << 20),
-            (double)budget / (1 << 20), (int)t, (int)t,
-            (double)border_bytes(a->W, a->H, t, t) / (1 << 20));
+/* How the border max-trees are merged (maxtree.merge_block): all at once, or in blocks of
+ * a->blk x a->blk cells. Automatic: at once, unless that would take over half the host budget
+ * (runtime.host_mem); then in the smallest blocks (a power of two a side) that keep the trees
+ * in a quarter of it. The border max-trees are outside the budget's account (docs/maxtree.md);
+ * when no block size fits, or an explicit one does not, the run says so and goes on. */
+static tw_status
+af_blocks_setup(af_job *a, const tw_config *cfg, tw_error *err)
+{
+    int64_t budget = 0, g = 0, need = border_bytes(a->W, a->H, a->tw, a->th);
+    int64_t gmax = 1, k = 0;
+    const char *dir = NULL;
+    char *path = NULL;
+    size_t n;
+
+    if (tw_config_get_int(cfg, "runtime.host_mem", &budget) != TW_OK)
+        budget = 0;
+    if (tw_config_get_int(cfg, "maxtree.merge_block", &g) != TW_OK)
+        g = 0;
+    /* a block's node areas are 32-bit */
+    while ((gmax * 2) * a->tw * (gmax * 2) * a->th <= (int64_t)UINT32_MAX)
+        gmax *= 2;
+    if (g > 0 && g * a->tw * g * a->th > (int64_t)UINT32_MAX)
+        return twi_error_set(err, TW_E_INVALID,
+                             "%s: blocks of %lldx%lld tiles of %dx%d exceed 2^32 pixels "
+                             "(maxtree.merge_block)",
+                             a->op, (long long)g, (long long)g, (int)a->tw, (int)a->th);
+    if (g == 0 && budget > 0 && need > budget / 2 && a->n_tiles > 1) {
+        for (g = 2; g < gmax && block_bytes(a, g) > budget / 4; g *= 2)
+            ;
+        if (g > gmax)
+            g = gmax;
+    }
+    if (g >= a->tiles_x && g >= a->tiles_y)
+        g = 0; /* one block: the merge of every tile */
+    if (budget > 0 && (g ? block_bytes(a, g) : need) > budget / 2)
+        TW_WARN(a->op,
+                "the border max-trees of %lld tiles of %dx%d need about %.1f MiB until the "
+                "merge, outside the memory budget of %.1f MiB, even merged in blocks",
+                (long long)a->n_tiles, (int)a->tw, (int)a->th,
+                (double)(g ? block_bytes(a, g) : need) / (1 << 20), (double)budget / (1 << 20));
+    if (!g)
+        return TW_OK;
+    a->blk = g;
+    a->nbx = (a->tiles_x + g - 1) / g;
+    a->nby = (a->tiles_y + g - 1) / g;
+    a->n_blocks = a->nbx * a->nby;
+    if (!(a->blocks = calloc((size_t)a->n_blocks, sizeof *a->blocks)) ||
+        !(a->seq = malloc((size_t)a->n_tiles * sizeof *a->seq)) ||
+        !(a->seq_pos = malloc((size_t)a->n_tiles * sizeof *a->seq_pos)))
+        return twi_error_set(err, TW_E_NOMEM, "%s: out of memory", a->op);
+    for (int64_t b = 0; b < a->n_blocks; b++) {
+        af_block *B = &a->blocks[b];
+
+        B->a = a;
+        B->b = b;
+        B->x0 = (b % a->nbx) * g;
+        B->y0 = (b / a->nbx) * g;
+        B->w = a->tiles_x - B->x0 < g ? a->tiles_x - B->x0 : g;
+        B->h = a->tiles_y - B->y0 < g ? a->tiles_y - B->y0 : g;
+        B->sides = (B->y0 > 0 ? TWI_MT_SIDE(TWI_MT_TOP) : 0u) |
+                   (B->y0 + B->h < a->tiles_y ? TWI_MT_SIDE(TWI_MT_BOTTOM) : 0u) |
+                   (B->x0 > 0 ? TWI_MT_SIDE(TWI_MT_LEFT) : 0u) |
+                   (B->x0 + B->w < a->tiles_x ? TWI_MT_SIDE(TWI_MT_RIGHT) : 0u);
+        atomic_init(&B->left, B->w * B->h);
+        for (int64_t j = 0; j < B->h; j++)
+            for (int64_t i = 0; i < B->w; i++) {
+                int64_t c = (B->y0 + j) * a->tiles_x + B->x0 + i;
+
+                a->cells[c].block = b;
+                a->seq_pos[c] = k;
+                a->seq[k++] = c;
+            }
+    }
+    /* The scratch file of the cells' answers: private and unlinked at once. */
+    if (tw_config_get_string(cfg, "runtime.scratch_dir", &dir) != TW_OK || !dir || !*dir)
+        dir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    n = strlen(dir) + sizeof "/tilewave-maxtree-XXXXXX";
+    if (!(path = malloc(n)))
+        return twi_error_set(err, TW_E_NOMEM, "%s: out of memory", a->op);
+    snprintf(path, n, "%s/tilewave-maxtree-XXXXXX", dir);
+    if ((a->scratch_fd = mkostemp(path, O_CLOEXEC)) < 0) {
+        int e = errno;
+
+        free(path);
+        return twi_error_set(err, TW_E_IO,
+                             "%s: cannot create a scratch file in '%s' (%s); set "
+                             "runtime.scratch_dir to a writable directory",
+                             a->op, dir, strerror(e));
+    }
+    (void)unlink(path);
+    free(path);
+    TW_INFO(a->op, "border max-trees merged in %lld blocks of %lldx%lld tiles",
+            (long long)a->n_blocks, (long long)g, (long long)g);
+    return TW_OK;
 }
 
 static const char *const af_names[] = {"area-open", "area-close", "height-open",
@@ -1060,7 +1337,8 @@ af_setup(af_job *a, tw_runtime *rt, const tw_attr_filter_opts *o, tw_error *err)
                    (tx > 0 ? TWI_MT_SIDE(TWI_MT_LEFT) : 0u) |
                    (tx + 1 < a->tiles_x ? TWI_MT_SIDE(TWI_MT_RIGHT) : 0u);
     }
-    border_warning(a, cfg);
+    if ((st = af_blocks_setup(a, cfg, err)) != TW_OK)
+        return st;
     if (a->out_file && (st = twi_stream_open_output(&a->in.s, cfg, a->op, &o->output, 1,
                                                     a->out_type, err)) != TW_OK)
         return st;
@@ -1081,8 +1359,8 @@ af_graph(af_job *a, tw_runtime *rt)
         a->in_flight = 2;
     twi_job_add_total(a->job, 3 * a->n_tiles + (pass == 1 ? 2 * a->n_tiles + 1 : 0));
     a->t0 = now_s();
-    for (int64_t i = 0; i < a->n_tiles && i < a->in_flight && st == TW_OK; i++)
-        st = af_submit_cell(a, &a->cells[i], pass);
+    for (int64_t k = 0; k < a->n_tiles && k < a->in_flight && st == TW_OK; k++)
+        st = af_submit_cell(a, &a->cells[cell_at(a, k)], pass);
     return st;
 }
 
@@ -1122,7 +1400,10 @@ af_submit(tw_runtime *rt, const tw_attr_filter_opts *o, bool area_map, tw_job **
     a->area_map = area_map;
     a->conn = o->connectivity;
     a->report = o->report;
+    a->scratch_fd = -1;
     atomic_init(&a->extracted, 0);
+    atomic_init(&a->blocks_merged, 0);
+    atomic_init(&a->scratch_end, 0);
     atomic_init(&a->tp_cpu, 0);
     atomic_init(&a->tp_cuda, 0);
     if ((st = af_setup(a, rt, o, err)) != TW_OK) {

@@ -128,6 +128,10 @@ static const key_def keys[] = {
      .zero_ok = true,
      .help = "Tile size in pixels for the attribute filters (area and height openings and "
              "closings), WxH; 0x0 = tile.size."},
+    {.key = "maxtree.merge_block", .type = TW_CONFIG_INT, .def = "0", .min = 0, .max = 65536,
+     .help = "The attribute filters merge the border max-trees in blocks of N x N tiles, each "
+             "as soon as its tiles are done; 0 = automatic: all at once unless that would take "
+             "over half of runtime.host_mem."},
     {.key = "tissue.margin", .type = TW_CONFIG_INT, .def = "64", .min = 0, .max = 1000000,
      .help = "--tissue: the tissue mask is dilated by this many pixels of the operation's "
              "level before regions without tissue are skipped."},

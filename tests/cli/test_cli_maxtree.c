@@ -200,40 +200,50 @@ Test(cli_maxtree, summary_and_trace_describe_the_run)
     free(tr);
 }
 
-Test(cli_maxtree, border_trees_over_the_budget_are_announced)
+Test(cli_maxtree, border_trees_merged_in_blocks_under_a_budget)
 {
-    /* The border max-trees are outside --mem-budget: 12x9 tiles of 4x4 over 45x33 have 1446
-     * border pixels, about 59 KiB of trees, over half a 64 KiB budget, so the run says so in
-     * one warning naming the tile size that would fit (8x8: 29 KiB) and still succeeds; with
-     * 8x8 tiles, or without a budget, nothing is said. */
-    uint8_t px[W * H];
-    char *in, *out = twtest_path(dir, "o.tif");
+    /* 400x300 in 8x8 tiles (50x38): the border max-trees need about 2.4 MiB, over half a 4 MiB
+     * --mem-budget, so they are merged in blocks, the smallest that keep them in a quarter of
+     * it (4x4 tiles: 130 blocks); maxtree.merge_block=3 forces blocks of 3x3; both give the
+     * bytes of the merge of every tile at once (no budget). With a 64 KiB budget even blocks do
+     * not fit: one warning, and the same result. */
+    enum { BW = 400, BH = 300 };
+    static uint8_t px[BW * BH];
+    char *in = twtest_path(dir, "big.tif"), *ref = twtest_path(dir, "ref.tif"),
+         *out = twtest_path(dir, "o.tif");
+    tw_error err;
+    int64_t w, h;
+    uint8_t *want, *got;
 
-    make_image(px);
-    in = write_input("in.tif", px);
+    for (int y = 0; y < BH; y++)
+        for (int x = 0; x < BW; x++)
+            px[y * BW + x] = (uint8_t)((x * x / 37 + y * 5 + (x * 7 + y * 13) % 29) % 256);
+    cr_assert(eq(int, twtest_write_image(in, px, BW, BH, TW_U8, &err), TW_OK), "%s", err.message);
+    OK_RUN("area-open", in, "-o", ref, "--area", "40", "--tile", "8x8", "--quiet");
+    want = twtest_read_image(ref, &w, &h, NULL, NULL);
+    cr_assert(want != NULL);
     {
-        twtest_run r = RUN("area-open", in, "-o", out, "--area", "5", "--tile", "4x4",
-                           "--mem-budget", "64K");
-        cr_assert(eq(int, r.status, 0), "%s", r.err);
-        cr_assert(strstr(r.err, "area-open: the border max-trees of 108 tiles of 4x4 need about "
-                                "0.1 MiB until the merge, outside the memory budget of 0.1 MiB; "
-                                "8x8 tiles would need 0.0 MiB") != NULL,
-                  "%s", r.err);
-        twtest_run_free(&r);
+        const char *const cases[3][4] = {
+            {"--mem-budget", "4M", "merged in 130 blocks of 4x4 tiles", NULL},
+            {"--set", "maxtree.merge_block=3", "merged in 221 blocks of 3x3 tiles", NULL},
+            {"--mem-budget", "64K", "outside the memory budget of 0.1 MiB, even merged in blocks",
+             NULL}};
+
+        for (int k = 0; k < 3; k++) {
+            twtest_run r = RUN("area-open", in, "-o", out, "--area", "40", "--tile", "8x8",
+                               cases[k][0], cases[k][1], "--set", "log.level=info");
+
+            cr_assert(eq(int, r.status, 0), "%s", r.err);
+            cr_assert(strstr(r.err, cases[k][2]) != NULL, "case %d: %s", k, r.err);
+            twtest_run_free(&r);
+            got = twtest_read_image(out, &w, &h, NULL, NULL);
+            cr_assert(got && w == BW && h == BH);
+            cr_assert(eq(int, memcmp(got, want, BW * BH), 0), "case %d: the pixels differ", k);
+            free(got);
+        }
     }
-    {
-        twtest_run r = RUN("area-open", in, "-o", out, "--area", "5", "--tile", "8x8",
-                           "--mem-budget", "64K");
-        cr_assert(eq(int, r.status, 0), "%s", r.err);
-        cr_assert(strstr(r.err, "border max-trees") == NULL, "%s", r.err);
-        twtest_run_free(&r);
-    }
-    {
-        twtest_run r = RUN("area-open", in, "-o", out, "--area", "5", "--tile", "4x4");
-        cr_assert(eq(int, r.status, 0), "%s", r.err);
-        cr_assert(strstr(r.err, "border max-trees") == NULL, "%s", r.err);
-        twtest_run_free(&r);
-    }
+    free(want);
     free(in);
+    free(ref);
     free(out);
 }

@@ -84,14 +84,14 @@ run_filter(tw_runtime *rt, const void *img, tw_sample_type t, int w, int h, tw_a
 
 static const int rule_of[] = {TWTEST_AREA, TWTEST_AREA, TWTEST_HEIGHT, TWTEST_HEIGHT};
 
-Test(attr_filter, random_images_every_tiling_match_the_flooding_reference, .timeout = 240)
+/* n random cases through rt: every filter, both connectivities, 8 and 16 bits, random tile
+ * grids (including 1-pixel rows and columns) against the level-by-level flooding reference. */
+static void
+random_cases(tw_runtime *rt, int n)
 {
-    /* Every filter, both connectivities, 8 and 16 bits, random tile grids (including 1-pixel
-     * rows and columns) against the level-by-level flooding reference. */
-    tw_runtime *rt = runtime_or_die(2);
     int cases = 0;
 
-    for (int it = 0; it < 700; it++) {
+    for (int it = 0; it < n; it++) {
         tw_sample_type t = it % 3 == 2 ? TW_U16 : TW_U8;
         int mode = (int)twtest_rnd(&rng, 5), w = 1 + (int)twtest_rnd(&rng, 24),
             h = 1 + (int)twtest_rnd(&rng, 24), conn = twtest_rnd(&rng, 2) ? 8 : 4;
@@ -133,8 +133,34 @@ Test(attr_filter, random_images_every_tiling_match_the_flooding_reference, .time
         free(got);
         free(want);
     }
-    cr_assert(eq(int, cases, 700));
+    cr_assert(eq(int, cases, n));
+}
+
+Test(attr_filter, random_images_every_tiling_match_the_flooding_reference, .timeout = 240)
+{
+    /* 700 random cases (random_cases), the border max-trees merged all at once. */
+    tw_runtime *rt = runtime_or_die(2);
+
+    random_cases(rt, 700);
     tw_runtime_destroy(rt);
+}
+
+Test(attr_filter, merged_in_blocks_match_the_flooding_reference, .timeout = 240)
+{
+    /* The same with the border max-trees merged in blocks of 1x1, 2x2 and 3x3 tiles
+     * (maxtree.merge_block: each block's cells' answers through the scratch file, the blocks'
+     * trees merged), 200 random cases each. */
+    static const char *const blocks[] = {"1", "2", "3"};
+
+    for (int b = 0; b < 3; b++) {
+        tw_runtime *rt;
+
+        cr_assert(eq(int, setenv("TILEWAVE_MAXTREE_MERGE_BLOCK", blocks[b], 1), 0));
+        rt = runtime_or_die(2);
+        random_cases(rt, 200);
+        tw_runtime_destroy(rt);
+    }
+    unsetenv("TILEWAVE_MAXTREE_MERGE_BLOCK");
 }
 
 Test(attr_filter, border_tree_merge_gives_the_whole_image_node_areas, .timeout = 120)
