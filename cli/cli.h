@@ -12,6 +12,12 @@
 /* Exit codes of every subcommand. */
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 
+#ifdef TW_CLI_FUZZ
+/* Fuzz builds (tests/fuzz/fuzz_cli.c) only: a command returns this where parsing and
+ * validation end and it would create a runtime, open a slide or write a file. */
+enum { CLI_FUZZ_STOP = 99 };
+#endif
+
 /* Flags every command that runs a job (or shows the runtime) accepts. */
 typedef struct cli_common {
     const char *config_path; /* --config FILE */

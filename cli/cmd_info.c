@@ -55,6 +55,10 @@ cmd_info(int argc, char **argv)
     }
     if (optind != argc - 1)
         return cli_usage_error(optind >= argc ? "missing SLIDE" : "too many arguments");
+#ifdef TW_CLI_FUZZ
+    (void)props;
+    return CLI_FUZZ_STOP;
+#endif
     if (tw_slide_open(argv[optind], reader, &s, &err) != TW_OK) {
         cli_error("%s", err.message);
         return CLI_FAIL;

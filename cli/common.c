@@ -215,6 +215,11 @@ cli_runtime_create(const tw_config *cfg, tw_runtime **out)
     sigset_t block, old_mask;
     tw_status st;
 
+#ifdef TW_CLI_FUZZ
+    (void)cfg;
+    *out = NULL;
+    return CLI_FUZZ_STOP;
+#endif
     /* Worker threads (and their OpenMP teams) inherit a mask blocking both signals, so they
      * reach this thread only, never interrupting a worker's system call. One arriving while
      * the runtime starts is delivered when the mask is restored: it ends the process as

@@ -915,6 +915,10 @@ tiff_read_region(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_
             } else {
                 tmsize_t got;
 
+                /* libtiff can report a whole tile yet leave its end unwritten (a deflate
+                 * stream that ends early, found by tests/fuzz): stale bytes of the previous
+                 * tile must never reach dst, so start from zeros. */
+                memset(hd->scratch, 0, lv->strile_bytes);
                 hd->msg[0] = '\0';
                 got = lv->tiled ? TIFFReadEncodedTile(hd->tif, idx, hd->scratch,
                                                       (tmsize_t)lv->strile_bytes)
@@ -927,9 +931,7 @@ tiff_read_region(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_
                                        handle_msg(hd));
                     goto out;
                 }
-                /* a short tile (corrupt or last strip) must not leak stale bytes */
-                if ((size_t)got < lv->strile_bytes)
-                    memset(hd->scratch + got, 0, lv->strile_bytes - (size_t)got);
+                /* a short tile (corrupt or last strip) is zero beyond what was decoded */
             }
             for (row = cy0; row < cy1; row++) {
                 const uint8_t *sp = hd->scratch + (size_t)(row - oy) * src_row +
