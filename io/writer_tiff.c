@@ -25,11 +25,14 @@
  * Compression levels. 0 means the codec default: deflate 6 (zlib's own default), zstd 3
  * (zstd's own default, fast enough to keep up with the workers; libtiff uses 9).
  *
- * Atomicity. The file is created securely beside the output (mkostemp of
- * "<dir>/.<name>.tw-XXXXXX"), and tw_writer_close() renames it over the output path only once
- * every tile of every level is written and the data is synced; any failure, and
- * tw_writer_abort(), remove it. So the output path never holds a partial file, and an existing
- * file there is replaced only on success.
+ * Atomicity. The file is created in the output's folder without a name (O_TMPFILE), and
+ * tw_writer_close() gives it one only once every tile of every level is written and the data
+ * is synced: it links it as "<dir>/.<name>.tw-XXXXXX" and renames that over the output path at
+ * once. Any failure, tw_writer_abort() and even kill -9 before that leave nothing behind: the
+ * nameless file goes with its last descriptor. Where the file system has no O_TMPFILE, the file
+ * is created securely under that temporary name instead (mkostemp), which failures and aborts
+ * remove, but a killed process leaves. So the output path never holds a partial file, and an
+ * existing file there is replaced only on success.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -72,7 +75,10 @@ typedef struct cctx_node {
 } cctx_node;
 
 struct tw_writer {
-    char *path, *tmp_path;
+    char *path;
+    char *dir;                /* the output's folder, "" or ending in '/' */
+    char *tmp_path;           /* the file's temporary name; NULL while it has none */
+    int keep_fd;              /* a nameless file (O_TMPFILE): our descriptor of it, else -1 */
     TIFF *tif;
     tw_writer_opts o;         /* description/software point at our copies */
     size_t px;                /* bytes per pixel */
@@ -106,9 +112,18 @@ on_error(TIFF *tif, void *user, const char *module, const char *fmt, va_list ap)
 {
     tw_writer *wr = user;
 
+    int e = errno; /* a failed write()'s, when libtiff reports "Write error" */
+
     (void)tif;
-    if (wr)
-        twi_tiff_keep_message(wr->msg, sizeof wr->msg, wr->tmp_path, module, fmt, ap);
+    if (!wr || wr->msg[0])
+        return 1;
+    twi_tiff_keep_message(wr->msg, sizeof wr->msg, wr->path, module, fmt, ap);
+    if (e && strstr(wr->msg, "Write error")) {
+        size_t n = strlen(wr->msg);
+        char ebuf[128];
+
+        snprintf(wr->msg + n, sizeof wr->msg - n, ": %s", twi_io_strerror(e, ebuf, sizeof ebuf));
+    }
     return 1;
 }
 
@@ -182,9 +197,10 @@ twi_io_max_levels(int64_t w, int64_t h)
 
     if (w < 1 || h < 1)
         return 0;
+    /* w - w / 2 is the ceiling of w / 2 without (w + 1) overflowing at INT64_MAX */
     while (w > 1 || h > 1) {
-        w = (w + 1) / 2;
-        h = (h + 1) / 2;
+        w -= w / 2;
+        h -= h / 2;
         n++;
     }
     return n;
@@ -199,10 +215,11 @@ twi_io_pyramid_levels(int64_t w, int64_t h, int32_t tile_w, int32_t tile_h)
         return 0;
     /* Halve while the next level still covers a whole tile both ways, as tilewave sample
      * does: OpenSlide 3.4.1 with libtiff 4.5 reads a level narrower or shorter than one tile
-     * as transparent black, without an error (tests/io/test_viewers.c). */
-    while ((w + 1) / 2 >= tile_w && (h + 1) / 2 >= tile_h) {
-        w = (w + 1) / 2;
-        h = (h + 1) / 2;
+     * as transparent black, without an error (tests/io/test_viewers.c). A 1x1 level is the
+     * last whatever the tile (fuzz finding F1, docs/reliability.md). */
+    while ((w > 1 || h > 1) && w - w / 2 >= tile_w && h - h / 2 >= tile_h) {
+        w -= w / 2;
+        h -= h / 2;
         n++;
     }
     return n;
@@ -543,7 +560,10 @@ writer_free(tw_writer *wr)
     free(wr->levels);
     free((char *)wr->o.description);
     free((char *)wr->o.software);
+    if (wr->keep_fd >= 0)
+        close(wr->keep_fd); /* a nameless file not linked is gone with its last descriptor */
     free(wr->tmp_path);
+    free(wr->dir);
     free(wr->path);
     free(wr);
 }
@@ -562,6 +582,75 @@ writer_discard(tw_writer *wr)
     writer_free(wr);
 }
 
+/* A nameless file in `dir` ("" = the current folder) that only linkat() can name, or -1 with
+ * errno (EOPNOTSUPP, EISDIR, EINVAL where the file system or kernel lacks O_TMPFILE). */
+static int
+open_nameless(const char *dir)
+{
+#ifdef O_TMPFILE
+    return open(*dir ? dir : ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+#else
+    (void)dir;
+    errno = EOPNOTSUPP;
+    return -1;
+#endif
+}
+
+/* Create "<dir>.<base><suffix>XXXXXX" securely (mkostemp): its descriptor, and its name in
+ * *name (malloc'ed); -1 with errno on failure. */
+static int
+create_beside(const tw_writer *wr, const char *suffix, char **name)
+{
+    const char *slash = strrchr(wr->path, '/'), *base = slash ? slash + 1 : wr->path;
+    size_t n = strlen(wr->dir) + 1 + strlen(base) + strlen(suffix) + sizeof "XXXXXX";
+    int fd;
+
+    if (!(*name = malloc(n))) {
+        errno = ENOMEM;
+        return -1;
+    }
+    snprintf(*name, n, "%s.%s%sXXXXXX", wr->dir, base, suffix);
+    if ((fd = mkostemp(*name, O_CLOEXEC)) < 0) {
+        int e = errno;
+
+        free(*name);
+        *name = NULL;
+        errno = e;
+    }
+    return fd;
+}
+
+/* Give the nameless file a temporary name beside the output (wr->tmp_path), for the rename
+ * over it: linkat through /proc (AT_EMPTY_PATH would need CAP_DAC_READ_SEARCH), to a fresh
+ * name, retried if another process took it meanwhile. Returns 0, or -1 with errno. */
+static int
+link_nameless(tw_writer *wr)
+{
+    char proc[64];
+
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", wr->keep_fd);
+    for (int attempt = 0; attempt < 100; attempt++) {
+        int fd = create_beside(wr, ".tw-", &wr->tmp_path), e;
+
+        if (fd < 0)
+            return -1;
+        /* the name is ours; swap the empty file under it for the nameless one */
+        close(fd);
+        unlink(wr->tmp_path);
+        if (linkat(AT_FDCWD, proc, AT_FDCWD, wr->tmp_path, AT_SYMLINK_FOLLOW) == 0)
+            return 0;
+        e = errno;
+        free(wr->tmp_path);
+        wr->tmp_path = NULL;
+        if (e != EEXIST) {
+            errno = e;
+            return -1;
+        }
+    }
+    errno = EEXIST;
+    return -1;
+}
+
 tw_status
 tw_writer_open(const char *path, const tw_writer_opts *o, tw_writer **out, tw_error *err)
 {
@@ -569,10 +658,8 @@ tw_writer_open(const char *path, const tw_writer_opts *o, tw_writer **out, tw_er
     tw_writer *wr = NULL;
     TIFFOpenOptions *topts = NULL;
     const char *slash, *base;
-    char *dir = NULL;
     char ebuf[128];
     struct stat sb;
-    size_t dlen, tlen;
     int fd = -1, i;
     int64_t w, h;
 
@@ -599,6 +686,7 @@ tw_writer_open(const char *path, const tw_writer_opts *o, tw_writer **out, tw_er
     pthread_cond_init(&wr->q_ready, NULL);
     pthread_cond_init(&wr->q_space, NULL);
     wr->spill_fd = -1;
+    wr->keep_fd = -1;
     wr->o = *o;
     wr->o.description = NULL;
     wr->o.software = NULL;
@@ -632,35 +720,33 @@ tw_writer_open(const char *path, const tw_writer_opts *o, tw_writer **out, tw_er
         h = (h + 1) / 2;
     }
 
-    /* "<dir>/.<name>.tw-XXXXXX" beside the output, so that the final rename stays in one
-     * file system */
-    dir = slash ? strndup(path, (size_t)(slash - path) + 1) : strdup("");
-    if (!dir) {
+    /* In the output's folder, so that the final rename stays in one file system: nameless
+     * (O_TMPFILE), else "<dir>/.<name>.tw-XXXXXX" */
+    if (!(wr->dir = slash ? strndup(path, (size_t)(slash - path) + 1) : strdup(""))) {
         st = twi_error_set(err, TW_E_NOMEM, "io.writer: out of memory");
         goto out;
     }
-    dlen = strlen(dir);
-    tlen = dlen + 1 + strlen(base) + sizeof ".tw-XXXXXX";
-    if (!(wr->tmp_path = malloc(tlen))) {
-        st = twi_error_set(err, TW_E_NOMEM, "io.writer: out of memory");
-        goto out;
-    }
-    snprintf(wr->tmp_path, tlen, "%s.%s.tw-XXXXXX", dir, base);
-    if ((fd = mkostemp(wr->tmp_path, O_CLOEXEC)) < 0) {
+    if ((fd = open_nameless(wr->dir)) >= 0) {
+        if ((wr->keep_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
+            int e = errno;
+
+            st = twi_error_set(err, TW_E_IO, "io.writer: cannot create '%s' (%s)", path,
+                               twi_io_strerror(e, ebuf, sizeof ebuf));
+            goto out;
+        }
+    } else if ((fd = create_beside(wr, ".tw-", &wr->tmp_path)) < 0) {
         int e = errno;
 
-        free(wr->tmp_path);
-        wr->tmp_path = NULL; /* nothing to remove */
         st = twi_error_set(err, TW_E_IO, "io.writer: cannot create '%s' (%s)", path,
                            twi_io_strerror(e, ebuf, sizeof ebuf));
         goto out;
     }
-    /* mkstemp makes 0600; the output is an ordinary file */
+    /* both make 0600; the output is an ordinary file */
     if (fchmod(fd, 0644) != 0) {
         int e = errno;
 
-        st = twi_error_set(err, TW_E_IO, "io.writer: cannot set the mode of '%s' (%s)",
-                           wr->tmp_path, twi_io_strerror(e, ebuf, sizeof ebuf));
+        st = twi_error_set(err, TW_E_IO, "io.writer: cannot set the mode of '%s' (%s)", path,
+                           twi_io_strerror(e, ebuf, sizeof ebuf));
         goto out;
     }
     if (!(topts = TIFFOpenOptionsAlloc())) {
@@ -670,7 +756,7 @@ tw_writer_open(const char *path, const tw_writer_opts *o, tw_writer **out, tw_er
     TIFFOpenOptionsSetErrorHandlerExtR(topts, on_error, wr);
     TIFFOpenOptionsSetWarningHandlerExtR(topts, on_warning, wr);
     /* "w8": BigTIFF, since a level may pass 4 GiB */
-    if (!(wr->tif = TIFFFdOpenExt(fd, wr->tmp_path, "w8", topts))) {
+    if (!(wr->tif = TIFFFdOpenExt(fd, path, "w8", topts))) {
         st = twi_error_set(err, TW_E_IO, "io.writer: cannot create '%s' (%s)", path, lib_msg(wr));
         goto out;
     }
@@ -689,7 +775,6 @@ out:
         close(fd);
     if (wr)
         writer_discard(wr);
-    free(dir);
     return st;
 }
 
@@ -788,7 +873,7 @@ append_failed(tw_writer *wr, int level, int64_t idx, tw_error *err)
     return twi_error_set(err, TW_E_IO,
                          "io.writer: cannot write tile (%" PRId64 ",%" PRId64 ") of level %d "
                          "to '%s' (%s)",
-                         idx % lv->tiles_x, idx / lv->tiles_x, level, wr->tmp_path, lib_msg(wr));
+                         idx % lv->tiles_x, idx / lv->tiles_x, level, wr->path, lib_msg(wr));
 }
 
 /* Append tile idx of the level being written: `n` bytes of payload (compressed, or the whole
@@ -820,22 +905,18 @@ spill_tile(tw_writer *wr, int level, int64_t idx, const uint8_t *src, size_t n, 
     size_t done = 0;
 
     if (wr->spill_fd < 0) {
-        size_t len = strlen(wr->tmp_path) + sizeof ".s-XXXXXX";
-        char *name = malloc(len);
+        char *name = NULL;
 
-        if (!name)
-            return twi_error_set(err, TW_E_NOMEM, "io.writer: out of memory");
-        snprintf(name, len, "%s.s-XXXXXX", wr->tmp_path);
-        wr->spill_fd = mkostemp(name, O_CLOEXEC);
-        if (wr->spill_fd < 0) {
+        /* nameless from the start (or unlinked at once): nothing is left behind */
+        if ((wr->spill_fd = open_nameless(wr->dir)) < 0 &&
+            (wr->spill_fd = create_beside(wr, ".tw-s-", &name)) < 0) {
             int e = errno;
 
-            free(name);
             return twi_error_set(err, TW_E_IO, "io.writer: cannot create a scratch file beside "
                                  "'%s' (%s)", wr->path, twi_io_strerror(e, ebuf, sizeof ebuf));
         }
-        /* nameless from the start: nothing is left behind, whatever happens */
-        unlink(name);
+        if (name)
+            unlink(name);
         free(name);
     }
     if (!lv->spill_off) {
@@ -889,7 +970,7 @@ advance(tw_writer *wr, tw_error *err)
         if (!TIFFWriteDirectory(wr->tif)) {
             st = twi_error_set(err, TW_E_IO,
                                "io.writer: cannot write the directory of level %d to '%s' (%s)",
-                               wr->cur_level, wr->tmp_path, lib_msg(wr));
+                               wr->cur_level, wr->path, lib_msg(wr));
             goto out;
         }
         if (++wr->cur_level == wr->o.n_levels)
@@ -1267,15 +1348,22 @@ tw_writer_close(tw_writer *wr, tw_error *err)
     if (!TIFFFlush(wr->tif) || fsync(fd) != 0) {
         int e = errno;
 
-        st = twi_error_set(err, TW_E_IO, "io.writer: cannot write '%s' (%s)", wr->tmp_path,
+        st = twi_error_set(err, TW_E_IO, "io.writer: cannot write '%s' (%s)", wr->path,
                            wr->msg[0] ? wr->msg : twi_io_strerror(e, ebuf, sizeof ebuf));
         goto fail;
     }
     TIFFClose(wr->tif);
     wr->tif = NULL;
     if (wr->msg[0]) {
-        st = twi_error_set(err, TW_E_IO, "io.writer: cannot write '%s' (%s)", wr->tmp_path,
+        st = twi_error_set(err, TW_E_IO, "io.writer: cannot write '%s' (%s)", wr->path,
                            wr->msg);
+        goto fail;
+    }
+    if (wr->keep_fd >= 0 && link_nameless(wr) != 0) {
+        int e = errno;
+
+        st = twi_error_set(err, TW_E_IO, "io.writer: cannot name the file for '%s' (%s)",
+                           wr->path, twi_io_strerror(e, ebuf, sizeof ebuf));
         goto fail;
     }
     if (rename(wr->tmp_path, wr->path) != 0) {
