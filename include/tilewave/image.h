@@ -25,9 +25,9 @@ extern "C" {
  * Coordinates passed to tw_slide_read_region() are in the pixel frame of the level read.
  *
  * Output: tiled BigTIFF, one directory per level (a page chain, or OME-TIFF with the reduced
- * levels in SubIFDs), deflate, zstd, LZW, JPEG or none, written under a temporary name in the
- * destination folder and renamed on tw_writer_close(); nothing is left at the output path on
- * failure. docs/io.md describes the files.
+ * levels in SubIFDs), deflate, zstd, LZW, JPEG or none, written to a nameless file in the
+ * destination folder (O_TMPFILE; a hidden temporary name where the file system lacks it) and
+ * named on tw_writer_close(); nothing is left at the output path on failure. docs/io.md describes the files.
  * @{
  */
 

@@ -110,6 +110,64 @@ twtest_count_entries(const char *dir)
     return n;
 }
 
+int
+twtest_count_prefixed(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+
+    if (!d)
+        return -1;
+    while ((e = readdir(d)))
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
+int
+twtest_open_files_in(pid_t pid, const char *dir, int *unlinked)
+{
+    char fd_dir[64], link[4200], target[4200];
+    size_t dl = strlen(dir);
+    DIR *d;
+    struct dirent *e;
+    int n = 0;
+
+    *unlinked = 0;
+    snprintf(fd_dir, sizeof fd_dir, "/proc/%d/fd", (int)pid);
+    if (!(d = opendir(fd_dir)))
+        return 0;
+    while ((e = readdir(d))) {
+        ssize_t len;
+
+        snprintf(link, sizeof link, "%s/%s", fd_dir, e->d_name);
+        len = readlink(link, target, sizeof target - 1);
+        if (len <= 0)
+            continue;
+        target[len] = '\0';
+        if (strncmp(target, dir, dl) == 0 && target[dl] == '/') {
+            n++;
+            if (strstr(target, " (deleted)"))
+                (*unlinked)++;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+bool
+twtest_writer_started(pid_t pid, const char *dir, const char *name, bool *named)
+{
+    char prefix[512];
+    int unlinked = 0;
+
+    snprintf(prefix, sizeof prefix, ".%s.tw-", name);
+    *named = twtest_count_prefixed(dir, prefix) > 0;
+    return *named || (twtest_open_files_in(pid, dir, &unlinked) > 0 && unlinked > 0);
+}
+
 char *
 twtest_slurp(const char *path)
 {

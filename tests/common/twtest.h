@@ -4,6 +4,7 @@
 #define TWTEST_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,6 +21,15 @@ char *twtest_slurp(const char *path);
 bool twtest_exists(const char *path);
 /* Number of entries in a directory, "." and ".." excluded. */
 int twtest_count_entries(const char *dir);
+/* Entries of dir whose name starts with prefix. */
+int twtest_count_prefixed(const char *dir, const char *prefix);
+/* Open files of process pid under folder dir (/proc/PID/fd): how many, and in *unlinked how
+ * many of them have no name (unlinked, or made with O_TMPFILE). */
+int twtest_open_files_in(pid_t pid, const char *dir, int *unlinked);
+/* Whether the output writer of process pid has started on a file in dir: an open nameless
+ * file there (O_TMPFILE, io/writer_tiff.c), or, where the file system lacks O_TMPFILE, its
+ * temporary file ".NAME.tw-XXXXXX"; *named says which. */
+bool twtest_writer_started(pid_t pid, const char *dir, const char *name, bool *named);
 
 /* Result of running the tilewave CLI. */
 typedef struct twtest_run {
@@ -45,7 +55,7 @@ void twtest_quiet_logs(void);
 tw_runtime *twtest_runtime(int cpu_workers, const char *gpus, tw_error *err);
 
 /* How many times slower than a plain build this one runs, for tests' wall-clock bounds:
- * ThreadSanitizer (tests/sanitize/tsan.sh) 10, AddressSanitizer 3, else 1. */
+ * ThreadSanitizer (the ci-tsan preset) 10, AddressSanitizer 3, else 1. */
 #if defined(__SANITIZE_THREAD__)
 #define TWTEST_SLOWDOWN 10.0
 #elif defined(__SANITIZE_ADDRESS__)
