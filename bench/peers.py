@@ -488,6 +488,9 @@ PEERS = {
 
 def missing(peer):
     """Name of the first missing requirement of a peer, or None."""
+    # Python peers read their inputs and write their outputs as TIFF (load_rgb, load_any)
+    if not peer.get("cli") and not any(importlib.util.find_spec(m) for m in ("tifffile", "cv2")):
+        return "tifffile (or OpenCV) not installed"
     for req in peer["requires"]:
         if peer.get("cli"):
             if shutil.which(req) is None:

@@ -335,7 +335,7 @@ Test(dag, empty_task_throughput)
  * - reads its dependencies' values from a plain shared array and from their output tiles
  *   (attached R), writes its own value and output tile (W); some update an accumulator tile
  *   in place (RW) along a chain of explicit edges. A missing ordering shows as a wrong value
- *   here and as a data race under ThreadSanitizer (tests/sanitize/tsan.sh);
+ *   here and as a data race under ThreadSanitizer (the ci-tsan preset);
  * - some spin a little, so that later nodes are declared while their dependencies run; some
  *   submit a child from inside, depending on the running node itself and on earlier nodes.
  * A graph is submitted in one of three ways: node by node as created; the same with a pause

@@ -6,7 +6,7 @@
 /*
  * Criterion's runner cannot start under ThreadSanitizer: it maps a shared arena at a random
  * fixed address in a range TSan reserves for its shadow memory, and aborts with "Could not
- * initialize inheritable arena" (Snaipe/Criterion#274). tests/sanitize/tsan.sh therefore
+ * initialize inheritable arena" (Snaipe/Criterion#274). The ci-tsan preset therefore
  * builds the test programs against this header (-DTW_TEST_SHIM=ON): the same test sources,
  * the subset of Criterion the tests use (Test, TestSuite with .init/.fini/.timeout/.disabled,
  * cr_assert with the new eq/ne/lt/le/gt/ge/not/zero comparisons, the old cr_assert_* forms,
