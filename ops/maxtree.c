@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: the max-tree in memory and the whole-slide attribute filters (border max-trees). */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -734,7 +733,7 @@ af_bmerge(tw_task_ctx *ctx, void *arg)
     twi_mt_border **bts = NULL;
     uint64_t *res = NULL;
     int64_t *off = NULL, at;
-    size_t bytes, done = 0;
+    size_t bytes;
     tw_status st;
 
     twi_mt_border_free(&b->bt);
@@ -750,18 +749,10 @@ af_bmerge(tw_task_ctx *ctx, void *arg)
                             a->op, (long long)b->b, tw_status_string(st));
     bytes = (size_t)off[b->w * b->h] * sizeof *res;
     at = atomic_fetch_add(&a->scratch_end, (long long)bytes);
-    while (done < bytes) {
-        int64_t k = (int64_t)pwrite(a->scratch_fd, (char *)res + done, bytes - done,
-                                    at + (int64_t)done);
-
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            st = twi_ctx_fail(ctx, TW_E_IO, "%s: cannot write the scratch file (%s)", a->op,
-                              strerror(k < 0 ? errno : ENOSPC));
-            goto out;
-        }
-        done += (size_t)k;
+    if (twi_pwrite_all(a->scratch_fd, res, bytes, at) != 0) {
+        st = twi_ctx_fail(ctx, TW_E_IO, "%s: cannot write the scratch file (%s)", a->op,
+                          strerror(errno));
+        goto out;
     }
     for (int64_t j = 0; j < b->h; j++)
         for (int64_t i = 0; i < b->w; i++) {
@@ -914,23 +905,15 @@ static tw_status
 af_cell_answers(tw_task_ctx *ctx, af_cell *c)
 {
     af_job *a = c->a;
-    size_t bytes = (size_t)c->res_n * sizeof *c->res_buf, got = 0;
+    size_t bytes = (size_t)c->res_n * sizeof *c->res_buf;
 
     free(c->res_buf);
     if (!(c->res_buf = malloc(bytes)))
         return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory for tile %lld", a->op,
                             (long long)c->i);
-    while (got < bytes) {
-        int64_t k = (int64_t)pread(a->scratch_fd, (char *)c->res_buf + got, bytes - got,
-                                   c->res_at + (int64_t)got);
-
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return twi_ctx_fail(ctx, TW_E_IO, "%s: cannot read the scratch file back (%s)",
-                                a->op, strerror(k < 0 ? errno : EIO));
-        got += (size_t)k;
-    }
+    if (twi_pread_all(a->scratch_fd, c->res_buf, bytes, c->res_at) != 0)
+        return twi_ctx_fail(ctx, TW_E_IO, "%s: cannot read the scratch file back (%s)", a->op,
+                            strerror(errno));
     twi_mt_resolve(c->res_buf, c->res_n, a->res + a->off[c->block]);
     return TW_OK;
 }
@@ -1185,9 +1168,7 @@ af_blocks_setup(af_job *a, const tw_config *cfg, tw_error *err)
 {
     int64_t budget = 0, g = 0, need = border_bytes(a->W, a->H, a->tw, a->th);
     int64_t gmax = 1, k = 0;
-    const char *dir = NULL;
-    char *path = NULL;
-    size_t n;
+    const char *dir;
 
     if (tw_config_get_int(cfg, "runtime.host_mem", &budget) != TW_OK)
         budget = 0;
@@ -1248,24 +1229,13 @@ af_blocks_setup(af_job *a, const tw_config *cfg, tw_error *err)
                 a->seq[k++] = c;
             }
     }
-    /* The scratch file of the cells' answers: private and unlinked at once. */
-    if (tw_config_get_string(cfg, "runtime.scratch_dir", &dir) != TW_OK || !dir || !*dir)
-        dir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    n = strlen(dir) + sizeof "/tilewave-maxtree-XXXXXX";
-    if (!(path = malloc(n)))
-        return twi_error_set(err, TW_E_NOMEM, "%s: out of memory", a->op);
-    snprintf(path, n, "%s/tilewave-maxtree-XXXXXX", dir);
-    if ((a->scratch_fd = mkostemp(path, O_CLOEXEC)) < 0) {
-        int e = errno;
-
-        free(path);
+    /* The scratch file of the cells' answers: private and nameless. */
+    dir = twi_scratch_dir(cfg);
+    if ((a->scratch_fd = twi_scratch_open(dir, "maxtree")) < 0)
         return twi_error_set(err, TW_E_IO,
                              "%s: cannot create a scratch file in '%s' (%s); set "
                              "runtime.scratch_dir to a writable directory",
-                             a->op, dir, strerror(e));
-    }
-    (void)unlink(path);
-    free(path);
+                             a->op, dir, strerror(errno));
     TW_INFO(a->op, "border max-trees merged in %lld blocks of %lldx%lld tiles",
             (long long)a->n_blocks, (long long)g, (long long)g);
     return TW_OK;

@@ -267,27 +267,13 @@ drop_copy(twi_budget *B, tw_tile *t)
     t->mem.off = -1;
 }
 
+/* 0, or the errno of a failed transfer (a short read means the file lost data: EIO). */
 static int
 io_all(int fd, void *buf, size_t n, int64_t off, bool write)
 {
-    char *p = buf;
-
-    while (n > 0) {
-        size_t chunk = n > ((size_t)1 << 30) ? (size_t)1 << 30 : n;
-        int64_t r = write ? (int64_t)pwrite(fd, p, chunk, (off_t)off)
-                          : (int64_t)pread(fd, p, chunk, (off_t)off);
-
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            return errno ? errno : EIO;
-        if (r == 0)
-            return write ? ENOSPC : EIO; /* a short read means the file lost data */
-        p += r;
-        n -= (size_t)r;
-        off += r;
-    }
-    return 0;
+    if ((write ? twi_pwrite_all(fd, buf, n, off) : twi_pread_all(fd, buf, n, off)) == 0)
+        return 0;
+    return errno ? errno : EIO;
 }
 
 /* ---- spilling */
@@ -835,8 +821,6 @@ twi_budget_create(tw_runtime *rt, tw_error *err)
     twi_budget *B = NULL;
     int64_t limit = 0;
     const char *dir = NULL;
-    char *path = NULL;
-    size_t n;
     tw_status st = TW_OK;
 
     atomic_init(&rt->host_live, 0);
@@ -849,8 +833,7 @@ twi_budget_create(tw_runtime *rt, tw_error *err)
                              "missing");
     if (limit <= 0)
         return TW_OK;
-    if (!*dir && !((dir = getenv("TMPDIR")) && *dir))
-        dir = "/tmp";
+    dir = twi_scratch_dir(rt->cfg);
     if (!(B = calloc(1, sizeof *B)) || !(B->dir = strdup(dir)) ||
         !(B->wrun = calloc((size_t)(rt->n_workers > 0 ? rt->n_workers : 1), sizeof *B->wrun))) {
         st = twi_error_set(err, TW_E_NOMEM, "runtime: out of memory");
@@ -860,24 +843,16 @@ twi_budget_create(tw_runtime *rt, tw_error *err)
     B->limit = limit;
     B->n_workers = rt->n_workers;
     B->fd = -1;
-    /* The scratch file: private (mkstemp: 0600, O_EXCL) and unlinked at once, so nothing is
-     * left behind whatever way the process ends; creating it now reports a bad directory
-     * when the runtime starts, not in the middle of a job. */
-    n = strlen(dir) + sizeof "/tilewave-spill-XXXXXX";
-    if (!(path = malloc(n))) {
-        st = twi_error_set(err, TW_E_NOMEM, "runtime: out of memory");
-        goto out;
-    }
-    snprintf(path, n, "%s/tilewave-spill-XXXXXX", dir);
-    if ((B->fd = mkstemp(path)) < 0) {
+    /* The scratch file: private and nameless (twi_scratch_open), so nothing is left behind
+     * whatever way the process ends; creating it now reports a bad directory when the
+     * runtime starts, not in the middle of a job. */
+    if ((B->fd = twi_scratch_open(dir, "spill")) < 0) {
         st = twi_error_set(err, TW_E_IO,
                            "runtime: cannot create the spill file in '%s' (%s); set "
                            "runtime.scratch_dir to a writable directory",
                            dir, strerror(errno));
         goto out;
     }
-    (void)unlink(path);
-    (void)fcntl(B->fd, F_SETFD, FD_CLOEXEC);
     if (pthread_mutex_init(&B->lock, NULL) != 0) {
         st = twi_error_set(err, TW_E_NOMEM, "runtime: out of memory");
         goto out;
@@ -891,7 +866,6 @@ twi_budget_create(tw_runtime *rt, tw_error *err)
     B = NULL;
     TW_INFO("runtime", "host budget %" PRId64 " bytes, spilling to '%s'", limit, dir);
 out:
-    free(path);
     if (B) {
         if (B->fd >= 0)
             close(B->fd);

@@ -63,6 +63,18 @@ TWI_HIDDEN tw_status twi_parse_bytes(const char *s, int64_t min, int64_t max, in
  * 1536 -> "1536", 0 -> "0". */
 TWI_HIDDEN void twi_format_bytes(int64_t v, char *buf, size_t n);
 
+/* ---- scratch files (runtime/scratch.c) */
+/* The folder scratch files go to: runtime.scratch_dir, else $TMPDIR, else /tmp. */
+TWI_HIDDEN const char *twi_scratch_dir(const tw_config *cfg);
+/* A private scratch file in `dir` that has no name, so nothing is left behind however the
+ * process ends: O_TMPFILE, or where the file system lacks it mkostemp("DIR/tilewave-HINT-
+ * XXXXXX") unlinked at once. Close-on-exec. Returns the descriptor, or -1 with errno. */
+TWI_HIDDEN int twi_scratch_open(const char *dir, const char *hint);
+/* pwrite/pread of all n bytes at off, retried on EINTR and short counts. 0, or -1 with errno
+ * (ENOSPC for a write that makes no progress, EIO for a read past the end). */
+TWI_HIDDEN int twi_pwrite_all(int fd, const void *buf, size_t n, int64_t off);
+TWI_HIDDEN int twi_pread_all(int fd, void *buf, size_t n, int64_t off);
+
 /* ---- tiles (runtime/tile.c): reference-counted pixel buffers the runtime moves between host
  * and devices. The host copy is pinned when the runtime has GPUs. After a task that wrote a
  * tile ends, the host copy is current (GPU tasks download W/RW tiles when they end). GPUs keep
