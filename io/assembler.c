@@ -15,11 +15,24 @@
  *
  * A count above the tile's area means some pixels were put twice: an error, not a silent
  * overwrite.
+ *
+ * Partial tiles in a scratch file (twi_assembler_set_scratch). Tiles come in about raster
+ * order, so the partly covered ones span a row of output tiles per level: w x tile_h x pixel
+ * bytes, outside the host budget, which grows with the slide's width (a pyramid of a 100,000
+ * pixel wide RGB slide in 512-pixel tiles: about 150 MB). With a scratch file, a partial tile
+ * lives at offset (its index x tile bytes) of a sparse, nameless file of its level: the overlap
+ * is written there row by row (disjoint bytes, so without the lock), and the thread that
+ * completes the tile reads it back whole, writes it, and punches its bytes out of the file.
+ * Memory then holds only tiles being completed; the kernel's page cache holds the rest and
+ * writes it out under memory pressure.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "io_internal.h"
 #include "tw_io.h"
@@ -39,6 +52,8 @@ struct twi_assembler {
     size_t px;               /* bytes per pixel */
     int64_t tiles_x, tiles_y;
     slot *slots;             /* row-major */
+    int fd;                  /* partial tiles in this scratch file (sparse, nameless), at
+                                slot index x tile bytes; -1: in memory (slot.buf) */
     pthread_mutex_t lock;    /* guards slots */
     twi_pyr_rule rule;       /* how `child` is reduced from this level */
     twi_assembler *child;    /* the writer's next level, NULL: none built */
@@ -80,6 +95,7 @@ twi_assembler_create(tw_writer *wr, int level, int64_t level_w, int64_t level_h,
     a->px = twi_pixel_size(channels, type);
     a->tiles_x = (level_w + tile_w - 1) / tile_w;
     a->tiles_y = (level_h + tile_h - 1) / tile_h;
+    a->fd = -1;
     if (!(a->slots = calloc((size_t)(a->tiles_x * a->tiles_y), sizeof *a->slots))) {
         free(a);
         return TW_E_NOMEM;
@@ -101,6 +117,8 @@ twi_assembler_destroy(twi_assembler *a)
     tw_writer_abort(a->ov_writer);
     for (i = 0; i < a->tiles_x * a->tiles_y; i++)
         free(a->slots[i].buf);
+    if (a->fd >= 0)
+        close(a->fd);
     free(a->slots);
     pthread_mutex_destroy(&a->lock);
     free(a);
@@ -162,6 +180,88 @@ twi_assembler_close_overlay(twi_assembler *a, tw_error *err)
     ov = a->ov_writer;
     a->ov_writer = NULL;
     return tw_writer_close(ov, err);
+}
+
+tw_status
+twi_assembler_set_scratch(twi_assembler *a, const char *dir, tw_error *err)
+{
+    tw_status st;
+
+    for (; a; a = a->child) {
+        if (a->overlay && (st = twi_assembler_set_scratch(a->overlay, dir, err)) != TW_OK)
+            return st;
+        /* sized for every tile (sparse), so that the rows of an edge tile never written
+         * read back as zeros */
+        if (a->fd < 0 && ((a->fd = twi_scratch_open(dir, "tiles")) < 0 ||
+                          ftruncate(a->fd, a->tiles_x * a->tiles_y * (int64_t)a->tw * a->th *
+                                               (int64_t)a->px) != 0))
+            return twi_error_set(err, TW_E_IO,
+                                 "io.assembler: cannot create a scratch file in '%s' (%s); set "
+                                 "runtime.scratch_dir to a writable directory",
+                                 dir, strerror(errno));
+    }
+    return TW_OK;
+}
+
+int64_t
+twi_assembler_partial_bytes(const twi_assembler *a)
+{
+    int64_t n = 0;
+
+    for (; a; a = a->child) {
+        n += a->tiles_x * (int64_t)a->tw * a->th * (int64_t)a->px;
+        if (a->overlay)
+            n += twi_assembler_partial_bytes(a->overlay);
+    }
+    return n;
+}
+
+/* The part (ix0, iy0)-(ix1, iy1) of src (first pixel at (x, y), rows `stride` apart) into the
+ * scratch file's copy of output tile `idx` (origin ox, oy). */
+static tw_status
+scratch_put(const twi_assembler *a, int64_t idx, int64_t ox, int64_t oy, const uint8_t *data,
+            size_t stride, int64_t x, int64_t y, int64_t ix0, int64_t iy0, int64_t ix1,
+            int64_t iy1, tw_error *err)
+{
+    const size_t tb = (size_t)a->tw * (size_t)a->th * a->px, row = (size_t)(ix1 - ix0) * a->px;
+    const int64_t base = idx * (int64_t)tb;
+
+    for (int64_t r = iy0; r < iy1; r++)
+        if (twi_pwrite_all(a->fd, data + (size_t)(r - y) * stride + (size_t)(ix0 - x) * a->px,
+                           row,
+                           base + (int64_t)(((size_t)(r - oy) * (size_t)a->tw +
+                                             (size_t)(ix0 - ox)) * a->px)) != 0)
+            return twi_error_set(err, TW_E_IO,
+                                 "io.assembler: cannot keep a partial tile in the scratch "
+                                 "file (%s)",
+                                 strerror(errno));
+    return TW_OK;
+}
+
+/* Output tile `idx`, complete in the scratch file, into a fresh buffer (*out); its bytes are
+ * punched out of the file. */
+static tw_status
+scratch_take(const twi_assembler *a, int64_t idx, uint8_t **out, tw_error *err)
+{
+    const size_t tb = (size_t)a->tw * (size_t)a->th * a->px;
+    uint8_t *buf = malloc(tb);
+
+    if (!buf)
+        return twi_error_set(err, TW_E_NOMEM, "io.assembler: out of memory for a tile");
+    if (twi_pread_all(a->fd, buf, tb, idx * (int64_t)tb) != 0) {
+        int e = errno;
+
+        free(buf);
+        return twi_error_set(err, TW_E_IO,
+                             "io.assembler: cannot read a partial tile back from the scratch "
+                             "file (%s)",
+                             strerror(e));
+    }
+    /* the disk space back; where holes cannot be punched the file only grows (sparse) */
+    (void)fallocate(a->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, idx * (int64_t)tb,
+                    (int64_t)tb);
+    *out = buf;
+    return TW_OK;
 }
 
 /* Output tile (ox, oy) is complete (cw x ch pixels at p, rows `stride` apart) and written:
@@ -299,18 +399,25 @@ twi_assembler_put(twi_assembler *a, int64_t x, int64_t y, const tw_tile_view *sr
 
             pthread_mutex_lock(&a->lock);
             twice = sl->covered >= cw * ch; /* already complete: these pixels came before */
-            if (!sl->buf && !twice)
+            if (!sl->buf && !twice && a->fd < 0)
                 sl->buf = calloc((size_t)a->tw * (size_t)a->th, a->px);
             buf = sl->buf;
             pthread_mutex_unlock(&a->lock);
             if (twice)
                 return put_twice(a, tx, ty, err);
-            if (!buf)
+            if (a->fd >= 0) {
+                if ((st = scratch_put(a, ty * a->tiles_x + tx, ox, oy, data, stride, x, y, ix0,
+                                      iy0, ix1, iy1, err)) != TW_OK)
+                    return st;
+            } else if (!buf) {
                 return twi_error_set(err, TW_E_NOMEM, "io.assembler: out of memory for a tile");
-            for (r = iy0; r < iy1; r++)
-                memcpy(buf + ((size_t)(r - oy) * (size_t)a->tw + (size_t)(ix0 - ox)) * a->px,
-                       data + (size_t)(r - y) * stride + (size_t)(ix0 - x) * a->px,
-                       (size_t)(ix1 - ix0) * a->px);
+            } else {
+                for (r = iy0; r < iy1; r++)
+                    memcpy(buf +
+                               ((size_t)(r - oy) * (size_t)a->tw + (size_t)(ix0 - ox)) * a->px,
+                           data + (size_t)(r - y) * stride + (size_t)(ix0 - x) * a->px,
+                           (size_t)(ix1 - ix0) * a->px);
+            }
 
             pthread_mutex_lock(&a->lock);
             sl->covered += area;
@@ -321,6 +428,9 @@ twi_assembler_put(twi_assembler *a, int64_t x, int64_t y, const tw_tile_view *sr
             pthread_mutex_unlock(&a->lock);
             if (twice)
                 return put_twice(a, tx, ty, err);
+            if (complete && a->fd >= 0 &&
+                (st = scratch_take(a, ty * a->tiles_x + tx, &buf, err)) != TW_OK)
+                return st;
             if (complete) {
                 st = tw_writer_write_tile(a->wr, a->level, tx, ty, buf,
                                           (size_t)a->tw * a->px, err);

@@ -67,6 +67,17 @@ TWI_HIDDEN tw_status twi_assembler_set_overlay(twi_assembler *a, tw_writer *ov, 
 /* Close the overlay writer (rename it into place); TW_OK when there is none. */
 TWI_HIDDEN tw_status twi_assembler_close_overlay(twi_assembler *a, tw_error *err);
 
+/* Keep partly covered output tiles in a nameless scratch file in `dir` instead of memory, for
+ * a and every assembler under it (its pyramid levels, its overlay and theirs): memory then
+ * holds only the tiles being completed, whatever the width of the level (partial tiles span a
+ * row of output tiles, about w x tile_h x pixel bytes per level, while tiles come in raster
+ * order). Call after twi_assembler_set_pyramid/_set_overlay and before the first put.
+ * TW_OK, TW_E_IO (the file cannot be created, with a message in err). */
+TWI_HIDDEN tw_status twi_assembler_set_scratch(twi_assembler *a, const char *dir, tw_error *err);
+/* Bytes the partial tiles of a and the assemblers under it can take in memory at once while
+ * tiles come in raster order (one row of output tiles per level, of the level's width). */
+TWI_HIDDEN int64_t twi_assembler_partial_bytes(const twi_assembler *a);
+
 /* Reduce w x h pixels of `ch` samples of `type` at src into ceil(w/2) x ceil(h/2) at dst. */
 TWI_HIDDEN void twi_pyr_reduce(const uint8_t *src, size_t src_stride, int64_t w, int64_t h,
                                int ch, tw_sample_type type, twi_pyr_rule rule, uint8_t *dst,

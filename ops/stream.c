@@ -201,6 +201,27 @@ open_overlay(twi_stream *s, const char *op, const tw_output *out, const tw_write
     return TW_OK;
 }
 
+/* io.partial_tiles: keep the output tiles being filled in a scratch file when they would take
+ * over a quarter of the host budget (or always, or never). They are not in the budget's
+ * account, and grow with the slide's width (io/assembler.c). */
+static tw_status
+partial_tiles_setup(twi_stream *s, const tw_config *cfg, const char *op, tw_error *err)
+{
+    const char *mode = NULL;
+    int64_t budget = 0, bytes = twi_assembler_partial_bytes(s->assembler);
+
+    if (tw_config_get_string(cfg, "io.partial_tiles", &mode) != TW_OK || !mode)
+        mode = "auto";
+    if (tw_config_get_int(cfg, "runtime.host_mem", &budget) != TW_OK)
+        budget = 0;
+    if (strcmp(mode, "file") != 0 &&
+        (strcmp(mode, "memory") == 0 || budget <= 0 || bytes <= budget / 4))
+        return TW_OK;
+    TW_INFO(op, "partly computed output tiles (up to %.1f MiB) kept in a scratch file",
+            (double)bytes / (1 << 20));
+    return twi_assembler_set_scratch(s->assembler, twi_scratch_dir(cfg), err);
+}
+
 tw_status
 twi_stream_open_output(twi_stream *s, const tw_config *cfg, const char *op, const tw_output *out,
                        int out_channels, tw_sample_type out_type, tw_error *err)
@@ -289,7 +310,9 @@ twi_stream_open_output(twi_stream *s, const tw_config *cfg, const char *op, cons
         twi_error_set(err, st, "%s: cannot set up the output tiles", op);
         goto out;
     }
-    st = open_overlay(s, op, out, &wo, rule == TWI_PYR_MAX, err);
+    if ((st = open_overlay(s, op, out, &wo, rule == TWI_PYR_MAX, err)) != TW_OK)
+        goto out;
+    st = partial_tiles_setup(s, cfg, op, err);
 out:
     if (st != TW_OK) {
         twi_assembler_destroy(s->assembler);

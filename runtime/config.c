@@ -55,6 +55,7 @@ static const char *const reader_words[] = {"auto", "openslide", "tiff", NULL};
 static const char *const compression_words[] = {"none", "deflate", "zstd", "lzw", "jpeg", NULL};
 static const char *const pyramid_words[] = {"no", "yes", NULL};
 static const char *const layout_words[] = {"tiff", "ome", NULL};
+static const char *const partial_words[] = {"auto", "memory", "file", NULL};
 static const char *const log_words[] = {"error", "warn", "info", "debug", NULL};
 static const char *const download_words[] = {"lazy", "eager", NULL};
 
@@ -150,6 +151,10 @@ static const key_def keys[] = {
     {.key = "io.layout", .type = TW_CONFIG_ENUM, .def = "tiff", .words = layout_words,
      .help = "Layout of written pyramids: tiff (a page per level: OpenSlide, vips, libtiff) or "
              "ome (OME-TIFF, reduced levels in SubIFDs: QuPath, Bio-Formats, vips)."},
+    {.key = "io.partial_tiles", .type = TW_CONFIG_ENUM, .def = "auto", .words = partial_words,
+     .help = "Where partly computed output tiles wait: memory, file (a sparse scratch file in "
+             "runtime.scratch_dir) or auto (file when they would take over a quarter of "
+             "runtime.host_mem)."},
     {.key = "io.jpeg_quality", .type = TW_CONFIG_INT, .def = "90", .min = 1, .max = 100,
      .help = "JPEG quality (1..100) of JPEG-compressed outputs and of overlays."},
     {.key = "log.level", .type = TW_CONFIG_ENUM, .def = "warn", .words = log_words,

@@ -257,3 +257,81 @@ Test(cli_outputs, every_command_documents_the_output_flags)
         twtest_run_free(&r);
     }
 }
+
+/* Every level of two files has the same pixels. */
+static void
+same_levels(const char *a, const char *b)
+{
+    int n = twout_level_count(a, NULL);
+
+    cr_assert(eq(int, twout_level_count(b, NULL), n));
+    for (int l = 0; l < n; l++) {
+        twout_level la, lb;
+
+        twout_read_level(a, l, &la);
+        twout_read_level(b, l, &lb);
+        cr_assert(la.w == lb.w && la.h == lb.h && la.channels == lb.channels, "level %d", l);
+        cr_assert(eq(int,
+                     memcmp(la.px, lb.px,
+                            (size_t)(la.w * la.h * la.channels) * tw_sample_size(la.type)),
+                     0),
+                  "level %d of %s and %s differ", l, a, b);
+        twout_level_free(&la);
+        twout_level_free(&lb);
+    }
+}
+
+Test(cli_outputs, partial_tiles_in_a_scratch_file_give_the_same_pyramids)
+{
+    /* gray --pyramid --overlay with operation tiles (48x40) that cut the output tiles (32x32):
+     * level 0's partial tiles and every reduced level's, of the result and of the overlay,
+     * kept in a scratch file (io.partial_tiles=file, and auto under a budget they exceed a
+     * quarter of) give the pixels they give in memory, and leave nothing in the scratch
+     * folder. */
+    char *in = NULL, *scratch = twtest_tmpdir();
+    char set_dir[4200];
+    const int64_t w = 300, h = 190;
+    uint8_t *img = input("in.tif", w, h, 3, TW_U8, true, &in);
+    const char *modes[] = {"memory", "file", "auto"};
+    char *res[3], *ov[3];
+
+    cr_assert(scratch != NULL);
+    snprintf(set_dir, sizeof set_dir, "runtime.scratch_dir=%s", scratch);
+    for (int k = 0; k < 3; k++) {
+        char name[32], set[64];
+
+        snprintf(name, sizeof name, "res-%s.tif", modes[k]);
+        res[k] = twtest_path(dir, name);
+        snprintf(name, sizeof name, "ov-%s.tif", modes[k]);
+        ov[k] = twtest_path(dir, name);
+        snprintf(set, sizeof set, "io.partial_tiles=%s", modes[k]);
+        if (k < 2) {
+            OK_RUN("gray", in, "-o", res[k], "--overlay", ov[k], "--pyramid", "--set", set,
+                   "--set", set_dir, SMALL_TILES);
+        } else {
+            /* about 91 KiB of partial tiles (result and overlay, every level) over a quarter
+             * of a 256 KiB budget */
+            twtest_run r = RUN("gray", in, "-o", res[k], "--overlay", ov[k], "--pyramid",
+                               "--mem-budget", "256K", "--set", set_dir, "--set",
+                               "io.tiff_tile=32x32", "--tile", "48x40", "--set",
+                               "log.level=info");
+
+            cr_assert(eq(int, r.status, 0), "%s", r.err);
+            cr_assert(strstr(r.err, "kept in a scratch file") != NULL, "%s", r.err);
+            twtest_run_free(&r);
+        }
+        cr_assert(eq(int, twtest_count_entries(scratch), 0), "files left in the scratch folder");
+    }
+    for (int k = 1; k < 3; k++) {
+        same_levels(res[0], res[k]);
+        same_levels(ov[0], ov[k]);
+    }
+    for (int k = 0; k < 3; k++) {
+        free(res[k]);
+        free(ov[k]);
+    }
+    twtest_rmtree(scratch);
+    free(scratch);
+    free(img);
+    free(in);
+}

@@ -12,6 +12,7 @@ typedef struct acase {
     int channels;
     tw_sample_type type;
     int n_levels;
+    bool scratch;            /* partial tiles in a scratch file (twi_assembler_set_scratch) */
 } acase;
 
 typedef struct rect {
@@ -123,14 +124,17 @@ assert_same_pixels(const char *a, const char *b)
 ParameterizedTestParameters(assembler, same_file_as_direct_write)
 {
     static acase cases[] = {
-        {1, 1, 32, 16, 70, 45, 1, TW_U8, 1},
-        {7, 5, 48, 32, 150, 110, 3, TW_U8, 2},
-        {16, 16, 16, 16, 150, 110, 1, TW_U16, 1},
-        {100, 37, 32, 48, 150, 110, 1, TW_F32, 2},
-        {64, 48, 64, 48, 200, 130, 3, TW_U16, 2},
-        {128, 96, 64, 48, 200, 130, 1, TW_U8, 3},
-        {500, 500, 32, 32, 150, 110, 1, TW_U32, 2},
-        {33, 17, 16, 32, 97, 71, 3, TW_U8, 3},
+        {1, 1, 32, 16, 70, 45, 1, TW_U8, 1, false},
+        {7, 5, 48, 32, 150, 110, 3, TW_U8, 2, false},
+        {16, 16, 16, 16, 150, 110, 1, TW_U16, 1, false},
+        {100, 37, 32, 48, 150, 110, 1, TW_F32, 2, false},
+        {64, 48, 64, 48, 200, 130, 3, TW_U16, 2, false},
+        {128, 96, 64, 48, 200, 130, 1, TW_U8, 3, false},
+        {500, 500, 32, 32, 150, 110, 1, TW_U32, 2, false},
+        {33, 17, 16, 32, 97, 71, 3, TW_U8, 3, false},
+        {7, 5, 48, 32, 150, 110, 3, TW_U8, 2, true},
+        {100, 37, 32, 48, 150, 110, 1, TW_F32, 2, true},
+        {33, 17, 16, 32, 97, 71, 3, TW_U16, 3, true},
     };
 
     return cr_make_param_array(acase, cases, sizeof cases / sizeof cases[0]);
@@ -140,7 +144,8 @@ ParameterizedTest(acase *c, assembler, same_file_as_direct_write)
 {
     /* Operation tiles of sizes 1x1, 7x5, 16x16, 100x37, equal to the output tile, a multiple
      * of it, larger than the image, put from four threads in shuffled order level after
-     * level, give a file with the same pixels as tiles written directly. */
+     * level, give a file with the same pixels as tiles written directly; also with the
+     * partial tiles kept in a scratch file. */
     enum { T = 4 };
     char *dir = twtest_tmpdir();
     char *direct = twtest_path(dir, "direct.tif"), *assembled = twtest_path(dir, "asm.tif");
@@ -173,6 +178,8 @@ ParameterizedTest(acase *c, assembler, same_file_as_direct_write)
 
         cr_assert_eq(twi_assembler_create(wr, l, lw, lh, c->tw, c->th, c->channels, c->type, &a),
                      TW_OK);
+        if (c->scratch)
+            cr_assert_eq(twi_assembler_set_scratch(a, dir, &err), TW_OK, "%s", err.message);
         for (i = 0; i < T; i++) {
             pt[i] = (put_thread){.a = a, .rects = rects, .n_rects = n, .id = i, .n_threads = T,
                                  .channels = c->channels, .type = c->type,

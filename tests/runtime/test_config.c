@@ -62,6 +62,8 @@ static const expect_key expected[] = {
      "TILEWAVE_IO_TIFF_TILE"},
     {"io.pyramid", TW_CONFIG_ENUM, "no", "no|yes", "TILEWAVE_IO_PYRAMID"},
     {"io.layout", TW_CONFIG_ENUM, "tiff", "tiff|ome", "TILEWAVE_IO_LAYOUT"},
+    {"io.partial_tiles", TW_CONFIG_ENUM, "auto", "auto|memory|file",
+     "TILEWAVE_IO_PARTIAL_TILES"},
     {"io.jpeg_quality", TW_CONFIG_INT, "90", "1..100", "TILEWAVE_IO_JPEG_QUALITY"},
     {"log.level", TW_CONFIG_ENUM, "warn", "error|warn|info|debug", "TILEWAVE_LOG_LEVEL"},
 };
