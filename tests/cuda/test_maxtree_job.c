@@ -14,15 +14,16 @@
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 
-Test(maxtree_job_cuda, filters_on_gpu_and_mixed_workers_match_the_references, .timeout = 300)
+/* n random filter jobs, alternately on a GPU-only and a GPU + CPU runtime: every filter,
+ * 8/16-bit, 4/8-conn, tiles down to 1 pixel wide; the same bytes as the flooding reference,
+ * every tile pass and the merge on the GPU. */
+static void
+random_filters(int n)
 {
-    /* Trees on the GPU (GPU-only and GPU + CPU runtimes), every filter, 8/16-bit, 4/8-conn,
-     * tiles down to 1 pixel wide: the same bytes as the flooding reference. */
-    twtest_need_gpu();
     tw_runtime *rts[2] = {twtest_runtime_with("0", "0"), twtest_runtime_with("0", "2")};
 
     cr_assert(rts[0] && rts[1]);
-    for (int it = 0; it < 160; it++) {
+    for (int it = 0; it < n; it++) {
         tw_sample_type t = it % 3 == 2 ? TW_U16 : TW_U8;
         int w = 1 + (int)twtest_rnd(&rng, 70), h = 1 + (int)twtest_rnd(&rng, 70);
         int conn = it % 2 ? 8 : 4, mode = (int)twtest_rnd(&rng, 6);
@@ -72,6 +73,27 @@ Test(maxtree_job_cuda, filters_on_gpu_and_mixed_workers_match_the_references, .t
     }
     tw_runtime_destroy(rts[0]);
     tw_runtime_destroy(rts[1]);
+}
+
+Test(maxtree_job_cuda, filters_on_gpu_and_mixed_workers_match_the_references, .timeout = 300)
+{
+    /* 160 random filter jobs on GPU workers (random_filters), border max-trees merged at once. */
+    twtest_need_gpu();
+    random_filters(160);
+}
+
+Test(maxtree_job_cuda, merged_in_blocks_on_the_gpu_match_the_references, .timeout = 300)
+{
+    /* The same with the border max-trees merged in blocks of 1x1, 2x2 and 3x3 tiles
+     * (maxtree.merge_block): the blocks' trees merged on the GPU; 60 jobs each. */
+    static const char *const blocks[] = {"1", "2", "3"};
+
+    twtest_need_gpu();
+    for (int b = 0; b < 3; b++) {
+        cr_assert(eq(int, setenv("TILEWAVE_MAXTREE_MERGE_BLOCK", blocks[b], 1), 0));
+        random_filters(60);
+    }
+    unsetenv("TILEWAVE_MAXTREE_MERGE_BLOCK");
 }
 
 Test(maxtree_job_cuda, in_memory_tree_on_the_gpu_matches_the_naive_tree)

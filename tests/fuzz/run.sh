@@ -38,7 +38,7 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
               -DTW_FUZZ=ON -DTW_ENABLE_CUDA=OFF -DTW_ENABLE_TESTING=OFF >/dev/null
     fi
 fi
-cmake --build "$build" --target "$name" -j2 2>&1 | grep -E "error|Error" || true
+cmake --build "$build" --target "$name" -j2 2>&1 | grep -E "error:|Error [0-9]" || true
 bin=$build/tests/fuzz/$name
 [ -x "$bin" ] || { echo "$0: $bin was not built" >&2; exit 1; }
 
