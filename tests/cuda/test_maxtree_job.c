@@ -14,16 +14,16 @@
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 
-/* n random filter jobs, alternately on a GPU-only and a GPU + CPU runtime: every filter,
+/* `jobs` random filter jobs, alternately on a GPU-only and a GPU + CPU runtime: every filter,
  * 8/16-bit, 4/8-conn, tiles down to 1 pixel wide; the same bytes as the flooding reference,
  * every tile pass and the merge on the GPU. */
 static void
-random_filters(int n)
+random_filters(int jobs)
 {
     tw_runtime *rts[2] = {twtest_runtime_with("0", "0"), twtest_runtime_with("0", "2")};
 
     cr_assert(rts[0] && rts[1]);
-    for (int it = 0; it < n; it++) {
+    for (int it = 0; it < jobs; it++) {
         tw_sample_type t = it % 3 == 2 ? TW_U16 : TW_U8;
         int w = 1 + (int)twtest_rnd(&rng, 70), h = 1 + (int)twtest_rnd(&rng, 70);
         int conn = it % 2 ? 8 : 4, mode = (int)twtest_rnd(&rng, 6);
