@@ -46,6 +46,10 @@ int bench_variant_config(tw_config *cfg, const char *variant);
 int bench_apply_set(tw_config *cfg, const char *kv);
 /* Append `, "policy": ..., "gpus_present": N` (the scheduling policy of cfg) to a JSON line. */
 void bench_json_runtime(FILE *f, const tw_config *cfg);
+/* ", \"gpu_workers\": G, \"cpu_workers\": C, \"gpu_bytes_up\": ..., \"gpu_bytes_down\": ...,
+ * \"gpu_busy_s\": ..., \"cpu_busy_s\": ..." of rt's workers, per run (the counters since the
+ * runtime started divided by `runs`, the warm-up included): what a job moved and kept busy. */
+void bench_json_workers(FILE *f, const tw_runtime *rt, int runs);
 
 /* Log handler that drops everything below ERROR (tw_bench prints only JSON on stdout). */
 void bench_quiet_logs(void);

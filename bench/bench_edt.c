@@ -634,7 +634,7 @@ run_job(const edt_params *p, double *t)
     tw_edt_opts o;
     tw_error err;
     edt_check c;
-    char extra[384];
+    char extra[640];
     const char *policy = NULL;
     double gen_s;
     int64_t bg, tw = 0, th = 0;
@@ -697,6 +697,15 @@ run_job(const edt_params *p, double *t)
              p->variant, policy, p->tile ? p->tile : "default", pinned ? "true" : "false",
              (long long)rep.bands, (long long)rep.bands_cpu, (long long)rep.bands_cuda,
              (long long)rep.background);
+    {
+        size_t k = strlen(extra);
+        FILE *m = fmemopen(extra + k, sizeof extra - k, "w");
+
+        if (m) {
+            bench_json_workers(m, rt, (int)p->repeat + 1);
+            fclose(m);
+        }
+    }
     print_result(p, threads, t, bg, gen_s, &c, extra);
     if (rep.background != bg)
         rc = bench_fail("the job counted %lld background pixels, the generator %lld",

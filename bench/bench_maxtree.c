@@ -1000,6 +1000,7 @@ run_filter_job(const mt_params *p, const mt_image *img, double *t)
            pinned ? "true" : "false", (long long)rep.tiles, (int)rep.tile_w, (int)rep.tile_h,
            (long long)rep.tp_cpu, (long long)rep.tp_cuda, (long long)rep.border_nodes,
            (long long)rep.border_edges, rep.tree_s, rep.merge_s, rep.filter_s);
+    bench_json_workers(stdout, rt, (int)p->repeat + 1);
     rc = finish(p->filter_name, wrong, p, img);
 out:
     unpin(pinned, img->data, out);

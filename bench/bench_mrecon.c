@@ -190,6 +190,7 @@ bench_mrecon(int argc, char **argv)
                (long long)stats.seeds, (long long)stats.pairs_compared, stats.load_s,
                stats.propagate_s, stats.store_s, stats.bp_s);
         bench_json_runtime(stdout, cfg);
+        bench_json_workers(stdout, rt, (int)repeat + 1);
         fputs("}\n", stdout);
     }
 out:

@@ -260,6 +260,34 @@ bench_json_runtime(FILE *f, const tw_config *cfg)
     fprintf(f, ", \"gpus_present\": %d", bench_gpu_count());
 }
 
+void
+bench_json_workers(FILE *f, const tw_runtime *rt, int runs)
+{
+    double up = 0, down = 0, gbusy = 0, cbusy = 0;
+    int gpus = 0, cpus = 0;
+
+    for (int i = 0; i < tw_runtime_get_worker_count(rt); i++) {
+        tw_worker_info wi;
+
+        if (tw_runtime_get_worker(rt, i, &wi) != TW_OK)
+            continue;
+        if (wi.type == TW_DEVICE_CUDA) {
+            gpus++;
+            up += (double)wi.bytes_to_gpu;
+            down += (double)wi.bytes_from_gpu;
+            gbusy += wi.busy_s;
+        } else {
+            cpus++;
+            cbusy += wi.busy_s;
+        }
+    }
+    runs = runs > 0 ? runs : 1;
+    fprintf(f,
+            ", \"gpu_workers\": %d, \"cpu_workers\": %d, \"gpu_bytes_up\": %.0f, "
+            "\"gpu_bytes_down\": %.0f, \"gpu_busy_s\": %.4f, \"cpu_busy_s\": %.4f",
+            gpus, cpus, up / runs, down / runs, gbusy / runs, cbusy / runs);
+}
+
 int
 bench_variant_config(tw_config *cfg, const char *variant)
 {
