@@ -71,7 +71,9 @@ memory(const tw_runtime *rt)
     return mi;
 }
 
-/* Open file descriptors of this process that name a spill file. */
+/* Open file descriptors of this process on a file with no name: the spill file, made with
+ * O_TMPFILE or unlinked at once (twi_scratch_open), is such a file; Criterion's own arena in
+ * /dev/shm is another, not counted. */
 static int
 spill_fds(void)
 {
@@ -88,7 +90,7 @@ spill_fds(void)
         if ((len = readlink(path, target, sizeof target - 1)) <= 0)
             continue;
         target[len] = '\0';
-        n += strstr(target, "tilewave-spill-") != NULL;
+        n += strstr(target, " (deleted)") != NULL && strncmp(target, "/dev/shm/", 9) != 0;
     }
     closedir(d);
     return n;
