@@ -218,21 +218,31 @@ check_marker(mr_job *m, const mr_tile *t, const tw_tile_view *jv, const tw_tile_
 {
     int64_t fx = -1, fy = -1;
 
+    /* A row is first tested whole (a vectorised OR), since a marker is almost never above
+     * its mask: a pixel-by-pixel loop with a branch was most of the load's time. */
     TYPED(jv->type, {
         for (int32_t y = 0; y < jv->h && fy < 0; y++) {
             T *j = ROW(jv, T, y);
             const T *i = ROW(iv, T, y);
-            for (int32_t x = 0; x < jv->w; x++) {
-                if (j[x] > i[x]) {
-                    if (m->clamp) {
-                        j[x] = i[x];
-                    } else if (fy < 0) {
-                        fx = x;
-                        fy = y;
-                        break;
-                    }
-                }
+            int above = 0;
+
+            _Pragma("omp simd reduction(| : above)")
+            for (int32_t x = 0; x < jv->w; x++)
+                above |= j[x] > i[x];
+            if (!above)
+                continue;
+            if (m->clamp) {
+                _Pragma("omp simd")
+                for (int32_t x = 0; x < jv->w; x++)
+                    j[x] = j[x] > i[x] ? i[x] : j[x];
+                continue;
             }
+            for (int32_t x = 0; x < jv->w; x++)
+                if (j[x] > i[x]) {
+                    fx = x;
+                    fy = y;
+                    break;
+                }
         }
     });
     if (fy < 0)
