@@ -687,6 +687,7 @@ twi_tiff_precheck(const char *path, const char *domain, size_t px_bytes, tw_erro
     uint64_t file_size = UINT64_MAX; /* unknown: no strile is found beyond it */
     tw_error werr = {0};
     int n_dirs = 0, fd;
+    uint32_t w0 = 0, h0 = 0;
     int64_t got;
 
     if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
@@ -715,11 +716,26 @@ twi_tiff_precheck(const char *path, const char *domain, size_t px_bytes, tw_erro
         goto out;
     }
     for (int d = 0; d < n_dirs; d++) {
-        uint32_t tw = 0, th = 0;
+        uint32_t tw = 0, th = 0, w = 0, ht = 0;
 
         if (d > 0 && !TIFFReadDirectory(h.tif)) {
             st = twi_error_set(err, TW_E_FORMAT, "%s: cannot read directory %d of '%s' (%s)",
                                domain, d, path, handle_msg(&h));
+            goto out;
+        }
+        /* A tiled directory after the first is a pyramid level: one larger than the base makes
+         * OpenSlide 3.4.1 divide by zero when it opens the slide (fuzz finding T3). */
+        TIFFGetField(h.tif, TIFFTAG_IMAGEWIDTH, &w);
+        TIFFGetField(h.tif, TIFFTAG_IMAGELENGTH, &ht);
+        if (d == 0) {
+            w0 = w;
+            h0 = ht;
+        } else if (TIFFIsTiled(h.tif) && (w > w0 || ht > h0)) {
+            st = twi_error_set(err, TW_E_FORMAT,
+                               "%s: directory %d of '%s' (%ux%u) is larger than the base "
+                               "image (%ux%u)",
+                               domain, d, path, (unsigned)w, (unsigned)ht, (unsigned)w0,
+                               (unsigned)h0);
             goto out;
         }
         if (TIFFIsTiled(h.tif) && TIFFGetField(h.tif, TIFFTAG_TILEWIDTH, &tw) &&

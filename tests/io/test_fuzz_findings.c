@@ -70,3 +70,29 @@ Test(fuzz_findings, pyramid_levels_end_for_tiny_tiles_and_huge_sizes)
     cr_assert_eq(twi_io_max_levels(INT64_MAX, INT64_MAX), 64);
     cr_assert_eq(twi_io_max_levels(5, 3), 4);
 }
+
+Test(fuzz_findings, pyramid_level_larger_than_its_base_is_refused_before_openslide)
+{
+    /* fuzz_tiff finding T3 (on the 64-core GPU machine): an Aperio-described BigTIFF whose
+     * reduced-resolution directory is taller than directory 0 (20x14865 under 40x34, and
+     * 20x8209 under 808x1) made OpenSlide 3.4.1 divide by zero inside openslide_open: SIGFPE,
+     * `tilewave info` killed. The check before OpenSlide now refuses it with a message, through
+     * the automatic reader and OpenSlide alike; the libtiff reader, which reads directory 0
+     * only as the base, is not involved in auto mode (the file claims a vendor). */
+    static const char *const files[] = {REGRESS "openslide_level_taller_than_base.tif",
+                                        REGRESS "openslide_level_taller_than_base_2.tif"};
+
+    for (int f = 0; f < 2; f++)
+        for (int k = 0; k < 2; k++) {
+            tw_reader_kind kind = k ? TW_READER_OPENSLIDE : TW_READER_AUTO;
+            tw_slide *s = NULL;
+            tw_error err = {0};
+
+            cr_assert_eq(tw_slide_open(files[f], kind, &s, &err), TW_E_FORMAT, "%s: %s",
+                         files[f], err.message);
+            cr_assert_null(s);
+            cr_assert(strstr(err.message, "is larger than the base image") != NULL, "%s",
+                      err.message);
+            cr_assert(strchr(err.message, '\n') == NULL);
+        }
+}
