@@ -59,6 +59,23 @@ void bench_json_str(FILE *f, const char *s);
 /* {"bench": NAME, "skipped": WHY} plus a newline. */
 void bench_print_skipped(const char *bench, const char *variant, const char *why);
 
+/* An 8- or 16-bit gray image in host memory (packed rows) for the max-tree and tree-of-shapes
+ * benchmarks (bench_maxtree.c). */
+typedef struct bench_image {
+    void *data;
+    int64_t w, h;
+    tw_sample_type type;
+    double load_s;          /* generating or reading it */
+} bench_image;
+/* Non-zero for the generated inputs: "noise" (uniform levels 0..levels - 1, the type's whole
+ * range when levels <= 0) and "field" (a smooth random field with texture, natural-like). */
+int bench_gray_generated(const char *input);
+/* A generated input of w x h and type_name ("u8", the default, or "u16"), or level 0 of a
+ * slide or TIFF file, whole (RGB to tilewave's luminance; type_name, when given, must match).
+ * BENCH_OK, or BENCH_FAIL / BENCH_USAGE with a message printed; img->data is malloc'ed. */
+int bench_gray_load(const char *input, int64_t w, int64_t h, const char *type_name,
+                    int64_t levels, int64_t seed, bench_image *img);
+
 int bench_runtime(int argc, char **argv);
 int bench_transfer(int argc, char **argv);
 int bench_gray(int argc, char **argv);
@@ -68,5 +85,6 @@ int bench_edt(int argc, char **argv);
 int bench_maxtree(int argc, char **argv);
 /* area-open, area-close, height-open, height-close: argv[0] names the filter. */
 int bench_attr_filter(int argc, char **argv);
+int bench_tos(int argc, char **argv);
 
 #endif /* TW_BENCH_H */

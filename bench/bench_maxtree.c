@@ -99,12 +99,7 @@ typedef struct mt_params {
 } mt_params;
 
 /* The image under test, in host memory. */
-typedef struct mt_image {
-    void *data;
-    int64_t w, h;
-    tw_sample_type type;
-    double load_s;
-} mt_image;
+typedef bench_image mt_image;
 
 /* ---- generated inputs */
 
@@ -181,12 +176,12 @@ field_row(int64_t y, int64_t w, uint64_t seed, double scale, uint64_t top, doubl
 }
 
 static int
-generate(const mt_params *p, mt_image *img)
+generate(const char *input, int64_t nlevels, int64_t gseed, mt_image *img)
 {
     int u16 = img->type == TW_U16;
-    uint64_t top = u16 ? 65535u : 255u, seed = (uint64_t)p->seed;
-    uint64_t levels = p->levels > 0 ? (uint64_t)p->levels : top + 1;
-    int noise = strcmp(p->input, "noise") == 0, failed = 0;
+    uint64_t top = u16 ? 65535u : 255u, seed = (uint64_t)gseed;
+    uint64_t levels = nlevels > 0 ? (uint64_t)nlevels : top + 1;
+    int noise = strcmp(input, "noise") == 0, failed = 0;
     int64_t w = img->w, h = img->h;
     size_t es = tw_sample_size(img->type), lat_n = 0;
 
@@ -220,12 +215,12 @@ generate(const mt_params *p, mt_image *img)
         }
         free(lat);
     }
-    return failed ? bench_fail("out of memory generating '%s'", p->input) : BENCH_OK;
+    return failed ? bench_fail("out of memory generating '%s'", input) : BENCH_OK;
 }
 
 /* Level 0 of a file, whole, one channel (RGB: tilewave's luminance). */
 static int
-read_file(const mt_params *p, mt_image *img)
+read_file(const char *path, const char *type_name, mt_image *img)
 {
     tw_slide *s = NULL;
     tw_level_info li;
@@ -234,21 +229,21 @@ read_file(const mt_params *p, mt_image *img)
     int channels, rc = BENCH_OK;
     size_t es, n;
 
-    if (tw_slide_open(p->input, TW_READER_AUTO, &s, &err) != TW_OK)
+    if (tw_slide_open(path, TW_READER_AUTO, &s, &err) != TW_OK)
         return bench_fail("%s", err.message);
     channels = tw_slide_get_channels(s);
     img->type = tw_slide_get_sample_type(s);
     if (tw_slide_get_level(s, 0, &li) != TW_OK) {
-        rc = bench_fail("cannot describe level 0 of '%s'", p->input);
+        rc = bench_fail("cannot describe level 0 of '%s'", path);
         goto out;
     }
     if ((img->type != TW_U8 && img->type != TW_U16) || (channels != 1 && channels != 3)) {
-        rc = bench_fail("'%s': %d channel(s) of %s (want 1 or 3 of u8 or u16)", p->input,
+        rc = bench_fail("'%s': %d channel(s) of %s (want 1 or 3 of u8 or u16)", path,
                         channels, tw_sample_type_name(img->type));
         goto out;
     }
-    if (p->type_name && strcmp(p->type_name, tw_sample_type_name(img->type)) != 0) {
-        rc = bench_usage("--type %s: '%s' holds %s samples", p->type_name, p->input,
+    if (type_name && strcmp(type_name, tw_sample_type_name(img->type)) != 0) {
+        rc = bench_usage("--type %s: '%s' holds %s samples", type_name, path,
                          tw_sample_type_name(img->type));
         goto out;
     }
@@ -257,7 +252,7 @@ read_file(const mt_params *p, mt_image *img)
     es = tw_sample_size(img->type);
     n = (size_t)li.w * (size_t)li.h;
     if (!(buf = malloc(n * es * (size_t)channels)) || !(img->data = malloc(n * es))) {
-        rc = bench_fail("out of memory for '%s' (%lldx%lld)", p->input, (long long)li.w,
+        rc = bench_fail("out of memory for '%s' (%lldx%lld)", path, (long long)li.w,
                         (long long)li.h);
         goto out;
     }
@@ -288,31 +283,38 @@ out:
     return rc;
 }
 
-static int
-is_generated(const char *input)
+int
+bench_gray_generated(const char *input)
 {
     return strcmp(input, "noise") == 0 || strcmp(input, "field") == 0;
 }
 
-static int
-load_image(const mt_params *p, mt_image *img)
+int
+bench_gray_load(const char *input, int64_t w, int64_t h, const char *type_name,
+                int64_t levels, int64_t seed, bench_image *img)
 {
     double t0 = bench_now();
     int rc;
 
     memset(img, 0, sizeof *img);
-    if (is_generated(p->input)) {
-        img->w = p->w;
-        img->h = p->h;
-        img->type = p->type_name && strcmp(p->type_name, "u16") == 0 ? TW_U16 : TW_U8;
+    if (bench_gray_generated(input)) {
+        img->w = w;
+        img->h = h;
+        img->type = type_name && strcmp(type_name, "u16") == 0 ? TW_U16 : TW_U8;
         if (!(img->data = malloc((size_t)img->w * (size_t)img->h * tw_sample_size(img->type))))
             return bench_fail("out of memory (%lldx%lld)", (long long)img->w, (long long)img->h);
-        rc = generate(p, img);
+        rc = generate(input, levels, seed, img);
     } else {
-        rc = read_file(p, img);
+        rc = read_file(input, type_name, img);
     }
     img->load_s = bench_now() - t0;
     return rc;
+}
+
+static int
+load_image(const mt_params *p, mt_image *img)
+{
+    return bench_gray_load(p->input, p->w, p->h, p->type_name, p->levels, p->seed, img);
 }
 
 static inline uint32_t
@@ -1102,7 +1104,7 @@ parse_args(int argc, char **argv, mt_params *p)
         return bench_usage("unexpected argument '%s'", argv[optind]);
     if (!p->input)
         return bench_usage("missing --input noise|field|FILE");
-    if (is_generated(p->input) && p->w == 0)
+    if (bench_gray_generated(p->input) && p->w == 0)
         return bench_usage("missing --size for the generated input '%s'", p->input);
     if (p->filter_cmd && !p->mode)
         p->mode = "job";

@@ -22,10 +22,12 @@ A peer is a dict in PEERS:
     note      what differs from tilewave (formula, output type, what is timed)
 Later operations add their peers here (scikit-image reconstruction, SciPy EDT, ...).
 
-Max-tree and area-opening peers (ops "maxtree" and "area-open") take `--input IN --conn 4|8
-[--area N]`, load the image as tw_bench maxtree does (mt_load), and report `nodes` (the
-tree's node count, for tilewave's to be compared with) or, given `--reference` (the raw
-output of `tw_bench area-open --dump`), `differing_pixels`. Their extra fields:
+Max-tree, area-opening and tree-of-shapes peers (ops "maxtree", "area-open", "tos" and
+"grain") take `--input IN --conn 4|8 [--area N]` (the tree of shapes ignores --conn), load
+the image as tw_bench maxtree does (mt_load), and report `nodes` (the tree's node count, for
+tilewave's to be compared with) or, given `--reference` (the raw output of `tw_bench
+area-open --dump` or `tw_bench tos --grain N --dump`), `differing_pixels`. Their extra
+fields:
     nodes       function(result, image) -> node count of the peer's tree
     warmup      False: no warm-up call (peers taking seconds)
     max_repeat  at most this many timed calls
@@ -339,6 +341,35 @@ def area_open_higra(state, conn, threshold):
     return hg.reconstruct_leaf_data(tree, altitudes, area < threshold)
 
 
+def tos_higra_state(img, conn):
+    """The image as int64: with uint8 / uint16 arrays Higra's padding mean is summed in the
+    image's own type and overflows (another exterior level, another tree)."""
+    import numpy as np
+
+    return img.astype(np.int64)
+
+
+def tos_higra(state, conn, threshold):
+    import higra as hg
+
+    return hg.component_tree_tree_of_shapes_image2d(state)
+
+
+def tos_higra_nodes(result, img):
+    tree, _ = result
+    return int(tree.num_vertices() - tree.num_leaves())
+
+
+def grain_higra(state, conn, threshold):
+    """Tree of shapes, node areas, every pixel at the level of its nearest ancestor of area
+    >= threshold (the grain filter)."""
+    import higra as hg
+
+    tree, altitudes = hg.component_tree_tree_of_shapes_image2d(state)
+    area = hg.attribute_area(tree)
+    return hg.reconstruct_leaf_data(tree, altitudes, area < threshold)
+
+
 def maxtree_skimage(img, conn, threshold):
     from skimage.morphology import max_tree
 
@@ -385,7 +416,7 @@ def maxtree_worker(args, peer):
            "w": int(img.shape[1]), "h": int(img.shape[0])}
     if peer.get("nodes"):
         rec["nodes"] = peer["nodes"](result, img)
-    if args.reference and peer["op"] == "area-open":
+    if args.reference and peer["op"] in ("area-open", "grain"):
         ours = np.fromfile(args.reference, dtype=img.dtype)
         res = np.asarray(result)
         if ours.size != img.size or res.shape != img.shape:
@@ -478,6 +509,19 @@ PEERS = {
         note="skimage.morphology.area_opening (max_tree + area + direct filter, one thread; "
              "limited to 1024^2 like its max_tree; one timed call, no warm-up); must equal "
              "tilewave's output"),
+    "higra-tos": dict(
+        op="tos", kind="memory", device="cpu", requires=["higra", "numpy"], run=tos_higra,
+        prepare=tos_higra_state, nodes=tos_higra_nodes, warmup=False,
+        note="higra.component_tree_tree_of_shapes_image2d (padding mean, immersion: the same "
+             "tree as tilewave's; C++, one thread) of the image as int64 (converted untimed; "
+             "uint8 input is about 20% faster but its overflowing mean pads with another "
+             "level); no warm-up call (seconds a call); its node count is compared with "
+             "tilewave's"),
+    "higra-grain": dict(
+        op="grain", kind="memory", device="cpu", requires=["higra", "numpy"], run=grain_higra,
+        prepare=tos_higra_state, exact=True, warmup=False,
+        note="higra: component_tree_tree_of_shapes_image2d + attribute_area + "
+             "reconstruct_leaf_data(area < N), one thread; must equal tilewave's output"),
     "vips-extract_band": dict(
         op="gray", kind="file", device="cpu", requires=["vips"], cli=True,
         run=lambda inp, out: ["vips", "extract_band", inp, out, "1"],
@@ -585,7 +629,7 @@ def worker(args):
         return {"skipped": why}
     if peer["op"] == "edt":
         return edt_worker(args, peer)
-    if peer["op"] in ("maxtree", "area-open"):
+    if peer["op"] in ("maxtree", "area-open", "tos", "grain"):
         return maxtree_worker(args, peer)
     times = []
     result = None

@@ -29,6 +29,7 @@ static const char help[] =
     "  maxtree      canonical max-tree: the CPU or CUDA kernel in memory, or the job\n"
     "  area-open    attribute filters through the whole tiled job (also area-close,\n"
     "               height-open, height-close)\n"
+    "  tos          tree of shapes (parent image) or grain filter: the kernel or the job\n"
     "\n"
     "'tw_bench COMMAND --help' describes each. Exit status: 0 success, 1 failure (one line\n"
     "on stderr), 2 usage error. bench/run.py drives these and compares with peers.\n";
@@ -319,7 +320,8 @@ main(int argc, char **argv)
                 {"area-open", bench_attr_filter},
                 {"area-close", bench_attr_filter},
                 {"height-open", bench_attr_filter},
-                {"height-close", bench_attr_filter}};
+                {"height-close", bench_attr_filter},
+                {"tos", bench_tos}};
     static char prog[64];
 
     if (argc < 2)

@@ -310,5 +310,8 @@ int cmd_height_open(int argc, char **argv);
 int cmd_height_close(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
+/* cli/cmd_grain.c */
+int cmd_grain(int argc, char **argv);
+int cmd_tos(int argc, char **argv);
 
 #endif /* TW_CLI_H */

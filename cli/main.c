@@ -31,6 +31,9 @@ static const char usage[] =
     "                        area opening (area-close: closing), exact on whole slides\n"
     "  height-open IN --height H -o OUT\n"
     "                        height (contrast) opening (height-close: closing)\n"
+    "  grain IN --area N -o OUT\n"
+    "                        grain filter: remove bright and dark shapes under N pixels\n"
+    "  tos IN -o PARENT      tree of shapes (parent image) of an image in memory\n"
     "  config --print        the configuration in effect, with every key documented\n"
     "  tune -o OUT.ini       measure the fastest tile sizes (and GPU parameters) of each\n"
     "                        operation on this machine; write them as a config file\n"
@@ -63,6 +66,8 @@ static const struct {
     {"area-close", cmd_area_close},
     {"height-open", cmd_height_open},
     {"height-close", cmd_height_close},
+    {"grain", cmd_grain},
+    {"tos", cmd_tos},
     {"tune", cmd_tune},
 };
 

@@ -204,10 +204,8 @@ lvq_max_le(const lvq *q, unsigned l)
         qa[bk[2 * xv]++] = n;                                                                      \
     }
 
-/* Sort n 64-bit keys ascending (LSD radix, 8-bit digits; digits equal in all keys are
- * skipped); tmp holds n keys. Returns the array holding the result (a or tmp). */
-static uint64_t *
-radix_u64(uint64_t *a, uint64_t *tmp, size_t n)
+uint64_t *
+twi_radix_u64(uint64_t *a, uint64_t *tmp, size_t n, unsigned first_bit)
 {
     uint64_t all_or = 0, all_and = ~(uint64_t)0;
     size_t i, cnt[256];
@@ -216,7 +214,7 @@ radix_u64(uint64_t *a, uint64_t *tmp, size_t n)
         all_or |= a[i];
         all_and &= a[i];
     }
-    for (unsigned d = 0; d < 64; d += 8) {
+    for (unsigned d = first_bit; d < 64; d += 8) {
         uint64_t *t;
         size_t s = 0;
 
@@ -764,7 +762,7 @@ radix_u64(uint64_t *a, uint64_t *tmp, size_t n)
                 goto undo;                                                                       \
             for (k = na; k < nb; k++)                                                            \
                 par[ga.node[k]] = flag | (IT)k;                                                  \
-            srt = radix_u64(key, tmp, nb);                                                       \
+            srt = twi_radix_u64(key, tmp, nb, 0);                                                \
             for (s = 0; s < nb; s++)                                                             \
                 K[s] = par[srt[s] & xmask] & ~flag;                                              \
             if (srt != key)                                                                      \
@@ -1023,7 +1021,7 @@ twi_maxtree_check(const tw_tile_view *in, int conn, const tw_tile_view *parent)
         return TW_E_INVALID;
     if (in->channels != 1 || parent->channels != 1)
         return TW_E_INVALID;
-    if ((in->type != TW_U8 && in->type != TW_U16) ||
+    if ((in->type != TW_U8 && in->type != TW_U16 && in->type != TW_U32) ||
         (parent->type != TW_U32 && parent->type != TW_U64))
         return TW_E_INVALID;
     if (in->w != parent->w || in->h != parent->h)
@@ -1035,7 +1033,49 @@ twi_maxtree_check(const tw_tile_view *in, int conn, const tw_tile_view *parent)
         return TW_E_INVALID;
     if (parent->type == TW_U32 && (uint64_t)in->w * (uint64_t)in->h > UINT32_MAX)
         return TW_E_INVALID;
+    /* 32-bit levels (omp/maxtree_u32.c): in place only when the two views are one */
+    if (in->type == TW_U32 && ((uint64_t)in->w * (uint64_t)in->h >= ((uint64_t)1 << 31) ||
+                               (in->data == parent->data && in->stride != parent->stride)))
+        return TW_E_INVALID;
     return TW_OK;
+}
+
+/* 32-bit levels: the in-place kernel of omp/maxtree_u32.c on the parent image itself when it
+ * is packed TW_U32 (after copying the levels into it, unless `in` is that same view), else on
+ * a copy written back into the parent view. gx <= 0: the automatic grid. */
+static tw_status
+maxtree_u32(const tw_tile_view *in, int conn, tw_tile_view *parent, int nthreads, int32_t gx,
+            int32_t gy)
+{
+    const int64_t w = in->w, h = in->h;
+    const bool direct = parent->type == TW_U32 && (size_t)parent->stride == (size_t)w * 4;
+    uint32_t *buf = NULL;
+    tw_status st;
+    int64_t x, y;
+
+    if (w == 0 || h == 0)
+        return TW_OK;
+    if (direct)
+        buf = parent->data;
+    else if (!(buf = malloc((size_t)(w * h) * sizeof *buf)))
+        return TW_E_NOMEM;
+    if (in->data != (void *)buf)
+        for (y = 0; y < h; y++)
+            memcpy(buf + y * w, (const char *)in->data + y * in->stride, (size_t)w * 4);
+    st = twi_omp_maxtree_u32(buf, (int32_t)w, (int32_t)h, conn, NULL, nthreads, gx, gy);
+    if (!direct) {
+        for (y = 0; st == TW_OK && y < h; y++) {
+            char *row = (char *)parent->data + y * parent->stride;
+
+            if (parent->type == TW_U32)
+                memcpy(row, buf + y * w, (size_t)w * 4);
+            else
+                for (x = 0; x < w; x++)
+                    ((uint64_t *)(void *)row)[x] = buf[y * w + x];
+        }
+        free(buf);
+    }
+    return st;
 }
 
 /* Bytes of a thread's scratch slot for blocks of at most bspan pixels, fspan framed pixels,
@@ -1226,6 +1266,8 @@ twi_omp_maxtree_grid(const tw_tile_view *in, int conn, tw_tile_view *parent, int
     gy = gy > in->h ? in->h : gy;
     if ((int64_t)gx * gy > MAX_GRID_BLOCKS)
         return TW_E_INVALID;
+    if (in->type == TW_U32)
+        return maxtree_u32(in, conn, parent, nthreads, gx, gy);
     return maxtree(in, conn, parent, nthreads, gx, gy);
 }
 
@@ -1237,6 +1279,8 @@ twi_omp_maxtree(const tw_tile_view *in, int conn, tw_tile_view *parent, int nthr
 
     if ((st = twi_maxtree_check(in, conn, parent)) != TW_OK)
         return st;
+    if (in->type == TW_U32)
+        return maxtree_u32(in, conn, parent, nthreads, 0, 0);
     if (in->type == TW_U16)
         choose_grid(in->w, in->h, BLOCK_PIXELS_16, BLOCKS_PER_THREAD_16, nthreads, &gx, &gy);
     else if (nthreads > 1)

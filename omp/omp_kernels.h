@@ -3,6 +3,8 @@
 #ifndef TW_OMP_KERNELS_H
 #define TW_OMP_KERNELS_H
 
+#include <stdbool.h>
+
 #include "tw_tile_view.h"
 
 #ifdef __cplusplus
@@ -124,9 +126,9 @@ tw_status twi_omp_edt_wavefront(const tw_tile_view *bin, const twi_edt_band *ban
 
 /*
  * maxtree: the canonical max-tree of a whole image or tile (runtime/tw_tile_view.h).
- * `in`: 1 channel, TW_U8 or TW_U16, w x h. `parent`: 1 channel, the same w x h, TW_U32
- * (w * h <= UINT32_MAX) or TW_U64, receiving raster indices y * w + x (x0/y0 of the views are
- * ignored). conn: 4 or 8.
+ * `in`: 1 channel, TW_U8, TW_U16 or TW_U32 (see twi_omp_maxtree_u32), w x h. `parent`: 1
+ * channel, the same w x h, TW_U32 (w * h <= UINT32_MAX) or TW_U64, receiving raster indices
+ * y * w + x (x0/y0 of the views are ignored). conn: 4 or 8.
  * Sequential per block: flooding from a start pixel, always taking the highest pixel on the
  * boundary next (Salembier et al. 1998, in the form of Nister and Stewenius 2008), which
  * writes the canonical parent image directly. With nthreads <= 1 one block covers up to 2^20
@@ -144,13 +146,47 @@ tw_status twi_omp_edt_wavefront(const tw_tile_view *bin, const twi_edt_band *ban
  * pixels), TW_E_NOMEM.
  */
 tw_status twi_omp_maxtree(const tw_tile_view *in, int conn, tw_tile_view *parent, int nthreads);
+/* TW_U32 levels (omp/maxtree_u32.c): fewer than 2^31 pixels; sorted union-find per block and
+ * CONNECT on nodes, in place: `parent` may be the very view `in` (TW_U32, same data and
+ * stride), and the levels are then replaced by the parent image (else the levels are copied
+ * into a packed TW_U32 parent, or into scratch of 4 w h bytes); about 4 bytes a pixel plus 12
+ * a node of scratch. Same contract and bytes as the other types (a TW_U8 image widened to
+ * TW_U32 gives the same parent image). */
+tw_status twi_omp_maxtree_u32(uint32_t *a, int32_t w, int32_t h, int conn, uint64_t *canon,
+                              int nthreads, int32_t gx, int32_t gy);
+/* twi_omp_maxtree_u32 is that kernel on a packed array `a` (w h levels in, parent image out),
+ * gx or gy <= 0 for the automatic grid; `canon` (optional, (w h + 63) / 64 words) receives a
+ * set bit for every canonical pixel (raster index i: bit i % 64 of word i / 64), which the
+ * levels no longer tell once replaced. Returns TW_OK, TW_E_INVALID (bad sizes, conn, grid,
+ * 2^31 pixels or more), TW_E_NOMEM. Its steps, for drivers that run them as tasks: create
+ * (plans a gx x gy grid of blocks and its merge tree; zeroes `canon`), then build every block,
+ * merge k once merges / blocks a and b of twi_mt32_merge_children are done (children < 0 are
+ * blocks ~a, ~b; merges are numbered children first, the last is the root; none with one
+ * block), then, after the last merge, finish every block (blocks independent of each other
+ * in each step but the merges). */
+typedef struct twi_mt32 twi_mt32;
+tw_status twi_mt32_create(uint32_t *a, int32_t w, int32_t h, int conn, int32_t gx, int32_t gy,
+                          uint64_t *canon, twi_mt32 **out);
+/* Blocks of about 2^18 pixels, at least four a thread of a team of nthreads. */
+void twi_mt32_auto_grid(int32_t w, int32_t h, int nthreads, int32_t *gx, int32_t *gy);
+void twi_mt32_grid(const twi_mt32 *m, int32_t *blocks, int32_t *merges);
+void twi_mt32_merge_children(const twi_mt32 *m, int32_t k, int32_t *a, int32_t *b);
+tw_status twi_mt32_build(twi_mt32 *m, int32_t block);      /* TW_OK or TW_E_NOMEM */
+void twi_mt32_merge(twi_mt32 *m, int32_t k);
+tw_status twi_mt32_finish(twi_mt32 *m, int32_t block);     /* TW_OK or TW_E_NOMEM */
+void twi_mt32_destroy(twi_mt32 *m);                         /* NULL is a no-op */
+
 /* Same with the block grid forced to gx x gy (clamped to the image; 1 x 1 = one block; more
- * than 2^24 blocks after clamping: TW_E_INVALID) whatever nthreads: lets tests exercise the
- * merge on small images. */
+ * than 2^24 blocks after clamping (2^20 for TW_U32): TW_E_INVALID) whatever nthreads: lets
+ * tests exercise the merge on small images. */
 tw_status twi_omp_maxtree_grid(const tw_tile_view *in, int conn, tw_tile_view *parent,
                                int nthreads, int32_t gx, int32_t gy);
 /* The argument check of twi_omp_maxtree, shared with its CUDA twin: TW_OK or TW_E_INVALID. */
 tw_status twi_maxtree_check(const tw_tile_view *in, int conn, const tw_tile_view *parent);
+/* Sort n 64-bit keys ascending on their bits first_bit..63 (LSD radix, 8-bit digits from
+ * first_bit, a multiple of 8; digits equal in all keys skipped), stable: keys equal on those
+ * bits keep their order. tmp holds n keys. Returns the array holding the result (a or tmp). */
+uint64_t *twi_radix_u64(uint64_t *a, uint64_t *tmp, size_t n, unsigned first_bit);
 
 /* Border max-trees (seed 000, chapter 6; Kazemier et al. 2017): the CPU side of the
  * whole-slide attribute filters (ops/maxtree.c). Types and numbering: runtime/tw_tile_view.h. */
@@ -224,6 +260,116 @@ tw_status twi_mt_pack_build(twi_mt_border *const *tiles, int64_t tiles_x, int64_
  * (TW_U32 or TW_U64, packed) into out (TW_U32 or TW_U64, same w x h). */
 tw_status twi_mt_area_map(const tw_tile_view *levels, const tw_tile_view *parent,
                           tw_tile_view *out);
+
+/*
+ * Tree of shapes (seed 002; omp/tos_omp.c has the algorithm, docs/tos.md the contract): the
+ * image immersed in the Khalimsky grid (kw x kh = (2w - 1) x (2h - 1) faces, spans computed
+ * from the pixels, never stored), sorted into ranks F_ord by a propagation from the exterior
+ * (level m, twi_tos_exterior), the max-tree of the ranks (twi_omp_maxtree_u32, 4-connected, in
+ * place), un-interpolated to a parent image on the pixels, then areas and the grain filter.
+ * Images: 1 channel TW_U8 / TW_U16, at least 1 x 1, kw kh below TWI_TOS_MAX_FACES (about
+ * 2^29 pixels); otherwise TW_E_INVALID.
+ *
+ * The parent image (uint32 raster indices, w x h packed): a node is a shape's pixels not in
+ * a smaller shape; its canonical pixel is its pixel of largest raster index; every pixel
+ * points to its node's canonical pixel, a canonical pixel to its parent node's, and a
+ * top-level node's canonical pixel to itself. There is one top-level node, the root (the
+ * whole image at level m), unless the root holds no pixel: then several (its children) point
+ * to themselves, and the root is implicit. A node's level is its pixels' level.
+ */
+#define TWI_TOS_MAX_FACES ((uint64_t)1 << 31)
+/* m: the floor of the mean of the image's border pixels, each counted once (all pixels of a
+ * one-row or one-column image); 0 for an empty view. */
+uint32_t twi_tos_exterior(const tw_tile_view *in);
+
+/* The sort. `a` has kw kh uint32 (the ranks); `seen` twi_tos_seen_words(w, h) uint64, the
+ * seen faces with a guard row before and after (its words from (kw + 63) / 64 on can be the
+ * max-tree's canonical bit map afterwards). create fills `seen` and queues the grid's
+ * border in the root part; run processes a part until its queue
+ * is empty, writing each face's rank into a, and frees it. Parts run concurrently on the same
+ * sort (their faces are disjoint). After each batch, when hk->want_split says so (idle
+ * workers; NULL: never), a part splits off the levels on one side of its current level into a
+ * new part handed to hk->spawn, which takes ownership (runs it, or frees it with
+ * twi_tos_part_free) and whose error ends the run. hk->progress (optional) gets the faces
+ * processed every 2^18 or so, and stops the run (TW_E_CANCELED) by returning false. When
+ * every part has ended, a holds the ranks: 1 for the root's faces, below 2^31. Returns
+ * TW_OK, TW_E_INVALID, TW_E_NOMEM, TW_E_CANCELED; anything but TW_OK leaves a unusable. */
+typedef struct twi_tos_sort twi_tos_sort;
+typedef struct twi_tos_part twi_tos_part;
+typedef struct twi_tos_hooks {
+    void *user;
+    bool (*want_split)(void *user);
+    tw_status (*spawn)(void *user, twi_tos_part *part);
+    bool (*progress)(void *user, int64_t faces);
+} twi_tos_hooks;
+size_t twi_tos_seen_words(int64_t w, int64_t h);
+tw_status twi_tos_sort_create(const tw_tile_view *in, uint32_t *a, uint64_t *seen,
+                              twi_tos_sort **out, twi_tos_part **root);
+tw_status twi_tos_sort_run(twi_tos_sort *s, twi_tos_part *p, const twi_tos_hooks *hk);
+/* NULL part: no-op; NULL sort (destroyed): the part's own arrays only. */
+void twi_tos_part_free(twi_tos_sort *s, twi_tos_part *p);
+/* Parts made (1 + splits), batches run, bytes of queue chunks allocated (peak). */
+void twi_tos_sort_stats(twi_tos_sort *s, int64_t *parts, int64_t *batches, size_t *queue_bytes);
+uint32_t twi_tos_sort_exterior(const twi_tos_sort *s);
+void twi_tos_sort_destroy(twi_tos_sort *s);                        /* NULL is a no-op */
+
+/* Un-interpolation, after twi_omp_maxtree_u32(a, kw, kh, 4, canon, ...) replaced the ranks by
+ * the grid's parent image. create (rank index over canon: 4 bytes per 64 faces, plus 4 a grid
+ * node); then nodes for every band of rows, then (once all are done) parents for every band:
+ * `parent` (w h, packed) receives the parent image. Bands of one step may run concurrently. */
+typedef struct twi_tos_un twi_tos_un;
+tw_status twi_tos_un_create(const tw_tile_view *in, const uint32_t *a, const uint64_t *canon,
+                            uint32_t *parent, twi_tos_un **out);
+void twi_tos_un_nodes(twi_tos_un *u, int64_t y0, int64_t y1);
+void twi_tos_un_parents(twi_tos_un *u, int64_t y0, int64_t y1);
+bool twi_tos_un_root_implicit(const twi_tos_un *u);   /* after the nodes step */
+int64_t twi_tos_un_grid_nodes(const twi_tos_un *u);   /* the root included */
+void twi_tos_un_destroy(twi_tos_un *u);               /* NULL is a no-op */
+
+/* Areas (pixels of a node and its descendants) and the grain filter from the parent image,
+ * in steps over bands of rows, each step done for every band before the next: init, count,
+ * mark, climb; then area (the node's area of every pixel into a TW_U32 view) and/or
+ * grain_reset, grain. scratch: 2 w h uint32. The grain filter (self-dual area filter) gives
+ * every pixel the level of its node's nearest ancestor, itself included, of area >= rule.area;
+ * a top-level node below it takes the root's level: m when the root is implicit, else its
+ * own (the root is never removed). `out`: the input's type and size. */
+typedef struct twi_tos_grain_rule {
+    uint64_t area;         /* >= 1 */
+    uint32_t exterior;     /* m */
+    bool implicit_root;
+} twi_tos_grain_rule;
+void twi_tos_attr_init(uint32_t *scratch, int64_t w, int64_t h, int64_t y0, int64_t y1);
+void twi_tos_attr_count(const tw_tile_view *in, const uint32_t *par, uint32_t *scratch,
+                        int64_t y0, int64_t y1);
+void twi_tos_attr_mark(uint32_t *scratch, int64_t w, int64_t y0, int64_t y1);
+void twi_tos_attr_climb(const tw_tile_view *in, const uint32_t *par, uint32_t *scratch,
+                        int64_t y0, int64_t y1);
+void twi_tos_attr_area(const tw_tile_view *in, const uint32_t *par, const uint32_t *scratch,
+                       tw_tile_view *area, int64_t y0, int64_t y1);
+void twi_tos_grain_reset(uint32_t *scratch, int64_t w, int64_t y0, int64_t y1);
+void twi_tos_grain(const tw_tile_view *in, const uint32_t *par, uint32_t *scratch,
+                   const twi_tos_grain_rule *g, tw_tile_view *out, int64_t y0, int64_t y1);
+
+/* The whole tree of shapes with an OpenMP team of r->nthreads (sort parts as tasks, the rest
+ * as parallel loops over bands): the parent image (TW_U32, optional), the area of every
+ * pixel's node (TW_U32, optional), the grain filter of area grain_area (optional, the input's
+ * type). Scratch: 16 bytes a pixel for the grid (reused for the areas), 0.5 for the seen and
+ * canonical bit map, the max-tree's (12 a node and a block per thread), the queues' chunks,
+ * 4 a pixel for the parent image when not given. r (optional) also returns figures. Returns
+ * TW_OK, TW_E_INVALID, TW_E_NOMEM. */
+typedef struct twi_tos_run {
+    int nthreads;          /* in: team size (<= 1: this thread alone) */
+    bool split_always;     /* in: split parts after every batch (tests) */
+    int32_t gx, gy;        /* in: the max-tree's block grid, 0: automatic */
+    uint32_t exterior;     /* out: m */
+    bool implicit_root;    /* out */
+    int64_t nodes;         /* out: nodes holding pixels */
+    int64_t parts, batches;
+    size_t queue_bytes;
+    double t_sort, t_tree, t_un, t_attr; /* seconds */
+} twi_tos_run;
+tw_status twi_omp_tos(const tw_tile_view *in, tw_tile_view *parent, tw_tile_view *area,
+                      tw_tile_view *grain, uint64_t grain_area, twi_tos_run *r);
 
 #ifdef __cplusplus
 }

@@ -571,6 +571,115 @@ TW_API TW_NODISCARD tw_status tw_attr_filter_submit(tw_runtime *rt,
 
 /** @} */
 
+/**
+ * @defgroup tos Tree of shapes and the grain filter
+ * The tree of shapes (seed 002) of an 8- or 16-bit image in memory, as Géraud et al. compute
+ * it on the plain map of the image in the Khalimsky grid, with an exterior at level m = the
+ * floor of the mean of the image's border pixels (Higra's
+ * component_tree_tree_of_shapes_image2d with its default "mean" padding: the same tree). A
+ * shape is a saturated (hole-filled) connected component of a strict level cut {f < t} or
+ * {f > t}: 4-connected, holes 8-connected, on images without saddles; at a saddle (a 2 x 2
+ * block whose diagonals are strictly separated) the propagation from the exterior decides
+ * which diagonal connects. Colour inputs are converted to one channel first (tw_input.gray).
+ * Computed on the CPU workers: a parallel sort whose independent sub-propagations are tasks,
+ * the max-tree of the sorted ranks, un-interpolation (docs/tos.md). Images up to about 2^29
+ * pixels ((2w - 1)(2h - 1) below 2^31); 19 to 31 bytes of scratch a pixel (docs/tos.md,
+ * "Memory").
+ *
+ * Representation (a parent image of uint32 raster indices y * w + x): a node is a shape's
+ * pixels that lie in no smaller shape, all of one level, the node's level; its canonical pixel
+ * is its pixel of largest raster index; every other pixel of the node points to it, and it
+ * points to the canonical pixel of the parent node (the smallest larger shape). The root, the
+ * whole image at level m, points to itself. When no pixel has the root as its node (no border
+ * pixel at level m connected to the exterior), the root is implicit: its children's canonical
+ * pixels point to themselves (there are then at least two), and the tree's root is the whole
+ * image at level m. A node's area is the number of pixels of its shape (itself and its
+ * descendants).
+ * @{
+ */
+
+/** What a tree-of-shapes or grain job found, filled when the job ends. @since 0.5 */
+typedef struct tw_tos_report {
+    size_t struct_size;         /**< set by tw_tos_report_init() */
+    uint32_t exterior;          /**< m, the exterior's (and the root's) level */
+    bool implicit_root;         /**< the root holds no pixel (see @ref tos) */
+    int64_t nodes;              /**< nodes holding pixels (an implicit root is not counted) */
+    int64_t parts;              /**< independent sub-propagations the sort ran (1 + splits) */
+    int64_t blocks;             /**< blocks of the max-tree of the ranks */
+    int64_t scratch_bytes;      /**< the job's peak scratch, from the sizes of its arrays
+                                     (the grid, bit map, queues, tree nodes; the image and
+                                     the outputs not counted; allocator overhead neither) */
+    double sort_s;              /**< interpolation, immersion and the parallel sort */
+    double tree_s;              /**< the max-tree of the ranks and un-interpolation */
+    double attr_s;              /**< areas and the grain filter */
+} tw_tos_report;
+
+/** Zero @p r and set its struct_size; NULL is a no-op. Thread-safe. @since 0.5 */
+TW_API void tw_tos_report_init(tw_tos_report *r);
+
+/** Options of tw_tos_submit(). Initialise with tw_tos_opts_init(). @since 0.5 */
+typedef struct tw_tos_opts {
+    size_t struct_size;      /**< set by tw_tos_opts_init() */
+    tw_input input;          /**< the image file, when image.data is NULL */
+    tw_host_image image;     /**< the image in memory (data != NULL: used instead); TW_U8 or
+                                  TW_U16 */
+    tw_output output;        /**< the parent image file (TW_U32 raster indices) */
+    tw_host_image parent;    /**< the parent image in memory instead (data != NULL): the
+                                  image's size, TW_U32 */
+    const char *area_path;   /**< optional: also write, for every pixel, the area (pixels) of
+                                  its node, TW_U32 */
+    tw_host_image area;      /**< optional, in memory instead: the image's size, TW_U32 */
+    tw_tos_report *report;   /**< optional, initialised with tw_tos_report_init() */
+} tw_tos_opts;
+
+/** Fill @p o with defaults and set its struct_size; NULL is a no-op. Thread-safe.
+ *  @since 0.5 */
+TW_API void tw_tos_opts_init(tw_tos_opts *o);
+
+/**
+ * Tree of shapes of @p o->input (or image) as a parent image (see @ref tos), which must fit
+ * in memory with its scratch, on the CPU workers.
+ * @return TW_OK (the job runs), TW_E_INVALID (also: an image of more than about 2^29
+ * pixels), TW_E_IO, TW_E_FORMAT, TW_E_NOMEM.
+ * Misuse and ownership: as every submit function (@ref tw_ops).
+ * Thread-safe. @since 0.5
+ */
+TW_API TW_NODISCARD tw_status tw_tos_submit(tw_runtime *rt, const tw_tos_opts *o, tw_job **out,
+                                           tw_error *err);
+
+/** Options of tw_grain_submit(). Initialise with tw_grain_opts_init(). @since 0.5 */
+typedef struct tw_grain_opts {
+    size_t struct_size;      /**< set by tw_grain_opts_init() */
+    tw_input input;          /**< the image file, when image.data is NULL */
+    tw_host_image image;     /**< the image in memory (data != NULL: used instead); TW_U8 or
+                                  TW_U16 */
+    tw_output output;        /**< the filtered image file (the input's type) */
+    tw_host_image result;    /**< in memory instead: the image's size and type */
+    uint64_t area;           /**< shapes of fewer pixels are removed (default 1: none) */
+    tw_tos_report *report;   /**< optional, initialised with tw_tos_report_init() */
+} tw_grain_opts;
+
+/** Fill @p o with defaults and set its struct_size; NULL is a no-op. Thread-safe.
+ *  @since 0.5 */
+TW_API void tw_grain_opts_init(tw_grain_opts *o);
+
+/**
+ * Grain filter (the self-dual area filter) of @p o->input (or image): every shape of fewer
+ * than @p o->area pixels is removed, so every pixel takes the level of its node's nearest
+ * ancestor, itself included, whose area is at least @p o->area; the root is never removed
+ * (an area above the image's gives every pixel the level m). Equal to Higra's
+ * reconstruct_leaf_data(tree, altitudes, attribute_area(tree) < area) on its tree of shapes.
+ * In memory, on the CPU workers, as tw_tos_submit().
+ * @return TW_OK (the job runs), TW_E_INVALID (also: area 0), TW_E_IO, TW_E_FORMAT,
+ * TW_E_NOMEM.
+ * Misuse and ownership: as every submit function (@ref tw_ops).
+ * Thread-safe. @since 0.5
+ */
+TW_API TW_NODISCARD tw_status tw_grain_submit(tw_runtime *rt, const tw_grain_opts *o,
+                                             tw_job **out, tw_error *err);
+
+/** @} */
+
 /** @} */
 
 #ifdef __cplusplus

@@ -30,6 +30,8 @@ static const struct {
     {"area-close", cmd_area_close},
     {"height-open", cmd_height_open},
     {"height-close", cmd_height_close},
+    {"grain", cmd_grain},
+    {"tos", cmd_tos},
     {"tune", cmd_tune},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

@@ -1,0 +1,1205 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave: the tree of shapes on the CPU (seed 002): sort into F_ord, un-interpolate, filter. */
+
+/*
+ * What this computes. The tree of shapes of an 8- or 16-bit image as Géraud et al. (ISMM
+ * 2013) compute it and Higra's component_tree_tree_of_shapes_image2d (padding "mean") gives
+ * it: the image is immersed in the Khalimsky grid as a plain map, every face holding the span
+ * [min, max] of the pixels around it (a pixel: its level; an edge between two pixels: their
+ * span; a vertex between four: theirs), surrounded by an exterior at level m = the floor of
+ * the mean of the image's border pixels. A propagation from the exterior orders the faces so
+ * that every shape (a saturated connected component of a strict level cut) is visited before
+ * the shapes inside it; the max-tree of that order is the tree of shapes on the grid, and its
+ * nodes restricted to the pixels are the shapes of the image. On images without a saddle (no
+ * 2 x 2 block whose diagonals are strictly separated, the exterior included) the shapes are
+ * exactly the saturations of the 4-connected components of {f < t} and {f > t}, holes filled
+ * through 8-connectivity; at a saddle the propagation decides which diagonal connects, as
+ * Higra's does (tests/omp/test_tos_omp.c checks both).
+ *
+ * The grid. Only the (2w - 1) x (2h - 1) faces of the image are held, one uint32 each (A); the
+ * exterior ring is implicit: every face of the grid's border is reached from it, at its span
+ * clamped to m, before anything else. Spans are never stored: a face's span is the min and
+ * max of its one, two or four pixels, read from the image when the face is queued.
+ *
+ * The sort (seed 002, algorithm 7; Crozet & Géraud 2014). A part is a hierarchical queue (a
+ * stack of faces per level, a three-level bit map of the non-empty levels) and a current level
+ * l. It pops all faces of level l (a batch), giving each the part's next rank F_ord (one per
+ * batch), and queues every unseen neighbour at its span clamped to l; then l moves to the
+ * nearest non-empty level (the lower on a tie). A batch is one or more flat zones (nodes) of
+ * the tree, entered in full: each node's faces get one rank, larger than its parent's. After a
+ * batch, the faces queued below l and those above it lead to disjoint, non-adjacent regions
+ * of unseen faces (a node's child shapes lie wholly on one side of its level, and the current
+ * level is never between a pending shape's level and its parent's: reaching past it would
+ * pop it first), so a part may split into two that run concurrently and continue from the
+ * same rank: their faces are never adjacent, so their ranks never meet in the max-tree. A
+ * part splits only when its driver asks (twi_tos_hooks.want_split: idle workers), giving away
+ * the side with more queued faces; the seed's recursion spawned a thread at every level and
+ * left one thread with most of the image. The rank is then a valid max-tree input: constant
+ * on each node, increasing from parent to child, below 2^31.
+ *
+ * Seen faces (queued or done) are bits of a map (the caller's: the canonical bit map of the
+ * max-tree, unused until then), not a state of A: reading the neighbours above and below in A
+ * (rows 4 kw bytes apart) missed the cache at half the sort's time on 4096^2 images, rows of
+ * the map are 32 times closer. Parts running together set bits of shared words, hence an
+ * atomic OR, once a face; a part alone uses plain stores. A guard row of set bits before and
+ * after the grid, and every border face queued first, put the four neighbours of a face at
+ * fixed offsets with no bounds test (a step off a row's end lands on the next row's border
+ * face, already seen).
+ *
+ * The tree. The max-tree of the ranks (omp/maxtree_u32.c, in place over A, 4-connected) is
+ * the tree of shapes on the grid. Un-interpolation: a pixel's node is its face's node; a
+ * node's canonical pixel is its pixel of largest raster index (a rank index over the
+ * canonical bit map maps grid nodes to them); a node without pixels is skipped when walking to
+ * a parent. Only the root can lack pixels (its faces are then edges and vertices between the
+ * exterior and pixels of other levels, and it has at least two children): the top-level nodes
+ * then point to themselves and the root, the whole image at level m, is implicit.
+ *
+ * Attributes. The area of a node (its pixels and its descendants') climbs from the leaves:
+ * every node counts its children, and the thread that brings a parent's count to zero goes on
+ * with it. The grain filter then gives each node the level of its nearest ancestor (itself
+ * included) with area >= N, the root being always kept (at level m when implicit).
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <omp.h>
+
+#include "omp_kernels.h"
+
+/* Faces a chunk of a level's stack holds (256-byte chunks). */
+#define CHUNK_N 61
+/* Chunks a slab of the shared pool holds, and a part keeps for itself at most. */
+#define SLAB_CHUNKS 1024
+#define LOCAL_CHUNKS 256
+/* Faces between two progress reports (and cancel checks). */
+#define PROGRESS_FACES (1 << 18)
+
+#if defined(__GNUC__)
+#define CLZ64(x) __builtin_clzll(x)
+#define CTZ64(x) __builtin_ctzll(x)
+#define POPCNT64(x) __builtin_popcountll(x)
+#else
+#error "tos_omp.c needs GCC or Clang builtins (clz, ctz, popcount)"
+#endif
+
+typedef struct chunk {
+    struct chunk *next;
+    uint32_t n;
+    uint32_t v[CHUNK_N];
+} chunk;
+
+struct twi_tos_sort {
+    const void *f;             /* levels: row y at f + y * fs samples */
+    int64_t fs;                /* row stride in samples */
+    bool wide;                 /* TW_U16 */
+    int64_t w, h, kw, kh;      /* image, grid */
+    uint32_t *a;               /* kw * kh faces: the ranks */
+    _Atomic uint64_t *seen;    /* bit i + g: face i queued (bits of the guard rows set) */
+    int64_t g;                 /* bits before face 0: kw rounded up to a word */
+    uint32_t nl;               /* levels: 256 or 65536 */
+    uint32_t m;                /* exterior level */
+    pthread_mutex_t lock;      /* the pool */
+    chunk *pool;               /* free chunks */
+    void **slabs;
+    size_t n_slabs, cap_slabs;
+    atomic_llong parts, batches;
+    atomic_int alive;          /* parts made and not ended */
+};
+
+struct twi_tos_part {
+    uint32_t cur;              /* current level */
+    uint32_t ord;              /* rank of the last batch */
+    uint64_t *l1, *l2, top;    /* non-empty levels: bits, words, groups of 64 words */
+    chunk **head;              /* [nl] top chunk of each level's stack, valid where l1 is set */
+    chunk *free;               /* chunks kept by this part */
+    size_t n_free;
+};
+
+/* ---- the image ------------------------------------------------------------------------------- */
+
+static tw_status
+view_check(const tw_tile_view *in)
+{
+    size_t ss;
+
+    if (!in || in->channels != 1 || (in->type != TW_U8 && in->type != TW_U16))
+        return TW_E_INVALID;
+    ss = tw_sample_size(in->type);
+    if (!twi_view_fits(in, (size_t)in->w * ss, ss))
+        return TW_E_INVALID;
+    if (in->w > 0 && in->h > 0 &&
+        (uint64_t)(2 * (int64_t)in->w - 1) * (uint64_t)(2 * (int64_t)in->h - 1) >=
+            TWI_TOS_MAX_FACES)
+        return TW_E_INVALID;
+    return TW_OK;
+}
+
+static inline uint32_t
+px(const tw_tile_view *in, int64_t x, int64_t y)
+{
+    const char *row = (const char *)in->data + y * in->stride;
+
+    return in->type == TW_U16 ? ((const uint16_t *)(const void *)row)[x]
+                              : ((const uint8_t *)(const void *)row)[x];
+}
+
+uint32_t
+twi_tos_exterior(const tw_tile_view *in)
+{
+    const int64_t w = in->w, h = in->h;
+    uint64_t sum = 0, n = 0;
+    int64_t x, y;
+
+    if (w <= 0 || h <= 0)
+        return 0;
+    /* every border pixel once (a row or column image: all of them) */
+    for (x = 0; x < w; x++) {
+        sum += px(in, x, 0);
+        n++;
+        if (h > 1) {
+            sum += px(in, x, h - 1);
+            n++;
+        }
+    }
+    for (y = 1; y + 1 < h; y++) {
+        sum += px(in, 0, y);
+        n++;
+        if (w > 1) {
+            sum += px(in, w - 1, y);
+            n++;
+        }
+    }
+    return (uint32_t)(sum / n);
+}
+
+/* ---- the queue ------------------------------------------------------------------------------- */
+
+static inline void
+lv_set(twi_tos_part *p, uint32_t l)
+{
+    uint32_t i = l >> 6, j = i >> 6;
+
+    p->l1[i] |= (uint64_t)1 << (l & 63);
+    p->l2[j] |= (uint64_t)1 << (i & 63);
+    p->top |= (uint64_t)1 << j;
+}
+
+static inline void
+lv_clear(twi_tos_part *p, uint32_t l)
+{
+    uint32_t i = l >> 6, j = i >> 6;
+
+    if (!(p->l1[i] &= ~((uint64_t)1 << (l & 63))) && !(p->l2[j] &= ~((uint64_t)1 << (i & 63))))
+        p->top &= ~((uint64_t)1 << j);
+}
+
+static inline bool
+lv_has(const twi_tos_part *p, uint32_t l)
+{
+    return p->l1[l >> 6] >> (l & 63) & 1;
+}
+
+/* Highest non-empty level <= l, or -1. */
+static int64_t
+lv_max_le(const twi_tos_part *p, int64_t l)
+{
+    uint32_t i, j;
+    uint64_t x;
+
+    if (l < 0)
+        return -1;
+    i = (uint32_t)l >> 6;
+    if ((x = p->l1[i] & (~(uint64_t)0 >> (63 - (l & 63)))))
+        return (int64_t)(i << 6 | (uint32_t)(63 - CLZ64(x)));
+    j = i >> 6;
+    if (!(x = p->l2[j] & (((uint64_t)1 << (i & 63)) - 1))) {
+        if (!(x = p->top & (((uint64_t)1 << j) - 1)))
+            return -1;
+        j = (uint32_t)(63 - CLZ64(x));
+        x = p->l2[j];
+    }
+    i = j << 6 | (uint32_t)(63 - CLZ64(x));
+    return (int64_t)(i << 6 | (uint32_t)(63 - CLZ64(p->l1[i])));
+}
+
+/* Lowest non-empty level >= l, or nl. */
+static int64_t
+lv_min_ge(const twi_tos_part *p, int64_t l, uint32_t nl)
+{
+    uint32_t i, j;
+    uint64_t x;
+
+    if (l >= nl)
+        return nl;
+    i = (uint32_t)l >> 6;
+    if ((x = p->l1[i] & (~(uint64_t)0 << (l & 63))))
+        return (int64_t)(i << 6 | (uint32_t)CTZ64(x));
+    j = i >> 6;
+    x = (i & 63) == 63 ? 0 : p->l2[j] & (~(uint64_t)0 << ((i & 63) + 1));
+    if (!x) {
+        x = j == 63 ? 0 : p->top & (~(uint64_t)0 << (j + 1));
+        if (!x)
+            return nl;
+        j = (uint32_t)CTZ64(x);
+        x = p->l2[j];
+    }
+    i = j << 6 | (uint32_t)CTZ64(x);
+    return (int64_t)(i << 6 | (uint32_t)CTZ64(p->l1[i]));
+}
+
+/* A chunk for part p: its own, else a batch from the pool (a new slab when it is empty). */
+static chunk *
+chunk_get(twi_tos_sort *s, twi_tos_part *p)
+{
+    chunk *c;
+
+    if (!p->free) {
+        pthread_mutex_lock(&s->lock);
+        if (!s->pool) {
+            chunk *slab = NULL;
+
+            if (s->n_slabs == s->cap_slabs) {
+                size_t cap = s->cap_slabs ? 2 * s->cap_slabs : 64;
+                void **t = realloc(s->slabs, cap * sizeof *t);
+
+                if (t) {
+                    s->slabs = t;
+                    s->cap_slabs = cap;
+                }
+            }
+            if (s->n_slabs < s->cap_slabs && (slab = malloc(SLAB_CHUNKS * sizeof *slab))) {
+                s->slabs[s->n_slabs++] = slab;
+                for (size_t i = 0; i < SLAB_CHUNKS; i++) {
+                    slab[i].next = s->pool;
+                    s->pool = &slab[i];
+                }
+            }
+        }
+        for (size_t i = 0; i < LOCAL_CHUNKS / 2 && s->pool; i++) {
+            c = s->pool;
+            s->pool = c->next;
+            c->next = p->free;
+            p->free = c;
+            p->n_free++;
+        }
+        pthread_mutex_unlock(&s->lock);
+        if (!p->free)
+            return NULL;
+    }
+    c = p->free;
+    p->free = c->next;
+    p->n_free--;
+    return c;
+}
+
+/* Give chunks back to the pool: all of them, or half when the part keeps too many. */
+static void
+chunk_return(twi_tos_sort *s, twi_tos_part *p, size_t keep)
+{
+    if (p->n_free <= keep)
+        return;
+    pthread_mutex_lock(&s->lock);
+    while (p->n_free > keep / 2 || (keep == 0 && p->free)) {
+        chunk *c = p->free;
+
+        p->free = c->next;
+        p->n_free--;
+        c->next = s->pool;
+        s->pool = c;
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+static inline void
+chunk_put(twi_tos_sort *s, twi_tos_part *p, chunk *c)
+{
+    c->next = p->free;
+    p->free = c;
+    if (++p->n_free > LOCAL_CHUNKS)
+        chunk_return(s, p, LOCAL_CHUNKS);
+}
+
+static inline tw_status
+push(twi_tos_sort *s, twi_tos_part *p, uint32_t l, uint32_t face)
+{
+    chunk *c = lv_has(p, l) ? p->head[l] : NULL;
+
+    if (!c || c->n == CHUNK_N) {
+        chunk *nc = chunk_get(s, p);
+
+        if (!nc)
+            return TW_E_NOMEM;
+        nc->next = c;
+        nc->n = 0;
+        p->head[l] = c = nc;
+        lv_set(p, l);
+    }
+    c->v[c->n++] = face;
+    return TW_OK;
+}
+
+static inline uint32_t
+pop(twi_tos_sort *s, twi_tos_part *p, uint32_t l)
+{
+    chunk *c = p->head[l];
+    uint32_t face = c->v[--c->n];
+
+    if (c->n == 0) {
+        p->head[l] = c->next;
+        chunk_put(s, p, c);
+        if (!p->head[l])
+            lv_clear(p, l);
+    }
+    return face;
+}
+
+static twi_tos_part *
+part_new(const twi_tos_sort *s)
+{
+    twi_tos_part *p = calloc(1, sizeof *p);
+    size_t w1 = s->nl / 64, w2 = (w1 + 63) / 64;
+
+    if (!p)
+        return NULL;
+    /* heads are read only where the level's bit is set: no need to clear them */
+    if (!(p->l1 = calloc(w1 + w2, sizeof *p->l1)) ||
+        !(p->head = malloc(s->nl * sizeof *p->head))) {
+        free(p->l1);
+        free(p);
+        return NULL;
+    }
+    p->l2 = p->l1 + w1;
+    return p;
+}
+
+void
+twi_tos_part_free(twi_tos_sort *s, twi_tos_part *p)
+{
+    if (!p)
+        return;
+    /* without the sort (destroyed), its chunks went with its slabs */
+    for (int64_t l = s ? lv_min_ge(p, 0, s->nl) : 0; s && l < s->nl;
+         l = lv_min_ge(p, l + 1, s->nl)) {
+        chunk *c = p->head[l];
+
+        while (c) {
+            chunk *nx = c->next;
+
+            chunk_put(s, p, c);
+            c = nx;
+        }
+    }
+    if (s)
+        chunk_return(s, p, 0);
+    free(p->head);
+    free(p->l1);
+    free(p);
+}
+
+/* ---- the sort -------------------------------------------------------------------------------- */
+
+/* Pixel o of the image (raster offset in samples); the branch is the same for every call. */
+static inline uint32_t
+sample(const twi_tos_sort *s, int64_t o)
+{
+    return s->wide ? ((const uint16_t *)s->f)[o] : ((const uint8_t *)s->f)[o];
+}
+
+/* The span of face (X, Y) of the grid (its one, two or four pixels, the one at offset o top
+ * left) clamped to l, the level it is queued at. */
+static inline uint32_t
+span_clamp(const twi_tos_sort *s, int64_t X, int64_t Y, uint32_t l)
+{
+    const int64_t o = (Y >> 1) * s->fs + (X >> 1);
+    uint32_t lo = sample(s, o), hi = lo, v;
+
+    if (X & 1) {
+        v = sample(s, o + 1);
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    if (Y & 1) {
+        v = sample(s, o + s->fs);
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+        if (X & 1) {
+            v = sample(s, o + s->fs + 1);
+            lo = v < lo ? v : lo;
+            hi = v > hi ? v : hi;
+        }
+    }
+    return l < lo ? lo : l > hi ? hi : l;
+}
+
+size_t
+twi_tos_seen_words(int64_t w, int64_t h)
+{
+    int64_t kw = 2 * w - 1, kh = 2 * h - 1, g = (kw + 63) / 64 * 64;
+
+    return (size_t)((kw * kh + 2 * g + 63) / 64);
+}
+
+/* Mark face i seen; true when it was not. A part alone (no other alive, and none can appear
+ * but by its own split) needs no locked OR, which cost as much as the rest of the sort. */
+static inline bool
+seen_set(twi_tos_sort *s, int64_t i, bool alone)
+{
+    uint64_t b = (uint64_t)(i + s->g), bit = (uint64_t)1 << (b & 63);
+    uint64_t v = atomic_load_explicit(&s->seen[b >> 6], memory_order_relaxed);
+
+    if (v & bit)
+        return false;
+    if (alone)
+        atomic_store_explicit(&s->seen[b >> 6], v | bit, memory_order_relaxed);
+    else
+        atomic_fetch_or_explicit(&s->seen[b >> 6], bit, memory_order_relaxed);
+    return true;
+}
+
+tw_status
+twi_tos_sort_create(const tw_tile_view *in, uint32_t *a, uint64_t *seen, twi_tos_sort **out,
+                    twi_tos_part **root)
+{
+    twi_tos_sort *s = NULL;
+    twi_tos_part *p = NULL;
+    tw_status st;
+    int64_t X, Y;
+
+    if (!out || !root || !a || !seen || (st = view_check(in)) != TW_OK || in->w < 1 ||
+        in->h < 1)
+        return TW_E_INVALID;
+    if (!(s = calloc(1, sizeof *s)))
+        return TW_E_NOMEM;
+    s->f = in->data;
+    s->wide = in->type == TW_U16;
+    s->fs = in->stride / (int64_t)tw_sample_size(in->type);
+    s->w = in->w;
+    s->h = in->h;
+    s->kw = 2 * s->w - 1;
+    s->kh = 2 * s->h - 1;
+    s->a = a;
+    s->seen = (_Atomic uint64_t *)(void *)seen;
+    s->g = (s->kw + 63) / 64 * 64;
+    s->nl = s->wide ? 65536 : 256;
+    s->m = twi_tos_exterior(in);
+    pthread_mutex_init(&s->lock, NULL);
+    atomic_init(&s->parts, 1);
+    atomic_init(&s->batches, 0);
+    atomic_init(&s->alive, 1);
+    /* the guard rows seen, so that no neighbour test leaves the grid */
+    memset(seen, 0xFF, (size_t)s->g / 8);
+    memset(seen + s->g / 64, 0, twi_tos_seen_words(s->w, s->h) * 8 - (size_t)s->g / 8);
+    for (X = 0; X < s->g; X++)
+        seen_set(s, s->kw * s->kh + X, true);
+    if (!(p = part_new(s))) {
+        st = TW_E_NOMEM;
+        goto out;
+    }
+    p->cur = s->m;
+    /* every border face comes from the exterior ring, at level m */
+    for (Y = 0; Y < s->kh; Y++) {
+        for (X = 0; X < s->kw; X += (Y == 0 || Y == s->kh - 1 || s->kw == 1) ? 1 : s->kw - 1) {
+            uint32_t face = (uint32_t)(Y * s->kw + X);
+
+            seen_set(s, face, true);
+            if ((st = push(s, p, span_clamp(s, X, Y, s->m), face)) != TW_OK)
+                goto out;
+        }
+    }
+    *out = s;
+    *root = p;
+    s = NULL;
+    p = NULL;
+out:
+    if (p)
+        twi_tos_part_free(s, p);
+    twi_tos_sort_destroy(s);
+    return st;
+}
+
+/* Queue the unseen neighbour `n` (at column X, row Y) of a face popped at level l. */
+#define TOS_VISIT(N, X, Y)                                                                         \
+    do {                                                                                           \
+        int64_t n_ = (N); /* a guard row when off the grid */                                     \
+        if (seen_set(s, n_, alone) &&                                                              \
+            (st = push(s, p, span_clamp(s, (X), (Y), l), (uint32_t)n_)) != TW_OK)                  \
+            goto out;                                                                              \
+    } while (0)
+
+tw_status
+twi_tos_sort_run(twi_tos_sort *s, twi_tos_part *p, const twi_tos_hooks *hk)
+{
+    uint32_t *a = s->a;
+    const int64_t kw = s->kw;
+    const double rkw = 1.0 / (double)kw;
+    int64_t since = 0, batches = 0;
+    tw_status st = TW_OK;
+    bool alone;
+
+    while (p->top) {
+        int64_t lo = lv_max_le(p, p->cur), hi = lv_min_ge(p, p->cur, s->nl);
+        uint32_t l;
+
+        /* the nearest non-empty level, the lower on a tie */
+        l = (uint32_t)(hi >= s->nl || (lo >= 0 && (int64_t)p->cur - lo <= hi - (int64_t)p->cur)
+                           ? lo
+                           : hi);
+        /* the other parts' last writes are seen once they are counted out (release) */
+        alone = atomic_load_explicit(&s->alive, memory_order_acquire) == 1;
+        p->cur = l;
+        p->ord++;
+        batches++;
+        while (lv_has(p, l)) {
+            uint32_t face = pop(s, p, l);
+            int64_t Y = (int64_t)((double)face * rkw), X;
+
+            if (Y * kw > (int64_t)face)
+                Y--;
+            else if ((Y + 1) * kw <= (int64_t)face)
+                Y++;
+            X = (int64_t)face - Y * kw;
+            a[face] = p->ord;
+            TOS_VISIT((int64_t)face - kw, X, Y - 1);
+            TOS_VISIT((int64_t)face - 1, X - 1, Y);
+            TOS_VISIT((int64_t)face + 1, X + 1, Y);
+            TOS_VISIT((int64_t)face + kw, X, Y + 1);
+            since++;
+        }
+        if (since >= PROGRESS_FACES) {
+            if (hk && hk->progress && !hk->progress(hk->user, since)) {
+                st = TW_E_CANCELED;
+                goto out;
+            }
+            since = 0;
+        }
+        /* an independent sub-propagation for an idle worker: the side with more faces */
+        if (hk && hk->want_split && p->top && hk->want_split(hk->user)) {
+            int64_t below = lv_max_le(p, (int64_t)l - 1), above = lv_min_ge(p, l + 1, s->nl);
+
+            if (below >= 0 && above < s->nl) {
+                twi_tos_part *np = part_new(s);
+                int64_t nb = 0, na = 0, L;
+                bool give_low;
+
+                if (!np) {
+                    st = TW_E_NOMEM;
+                    goto out;
+                }
+                for (L = below; L >= 0; L = lv_max_le(p, L - 1))
+                    for (chunk *c = p->head[L]; c; c = c->next)
+                        nb += c->n;
+                for (L = above; L < s->nl; L = lv_min_ge(p, L + 1, s->nl))
+                    for (chunk *c = p->head[L]; c; c = c->next)
+                        na += c->n;
+                give_low = nb >= na;
+                for (L = give_low ? below : above; L >= 0 && L < s->nl;
+                     L = give_low ? lv_max_le(p, L - 1) : lv_min_ge(p, L + 1, s->nl)) {
+                    np->head[L] = p->head[L];
+                    lv_set(np, (uint32_t)L);
+                }
+                for (L = give_low ? lv_max_le(np, s->nl - 1) : lv_min_ge(np, 0, s->nl);
+                     L >= 0 && L < s->nl;
+                     L = give_low ? lv_max_le(np, L - 1) : lv_min_ge(np, L + 1, s->nl))
+                    lv_clear(p, (uint32_t)L);
+                np->cur = l;
+                np->ord = p->ord;
+                atomic_fetch_add_explicit(&s->parts, 1, memory_order_relaxed);
+                atomic_fetch_add_explicit(&s->alive, 1, memory_order_relaxed);
+                if ((st = hk->spawn(hk->user, np)) != TW_OK)
+                    goto out;
+            }
+        }
+    }
+    if (hk && hk->progress && since)
+        hk->progress(hk->user, since);
+out:
+    atomic_fetch_add_explicit(&s->batches, batches, memory_order_relaxed);
+    twi_tos_part_free(s, p);
+    atomic_fetch_sub_explicit(&s->alive, 1, memory_order_release);
+    return st;
+}
+
+void
+twi_tos_sort_stats(twi_tos_sort *s, int64_t *parts, int64_t *batches, size_t *queue_bytes)
+{
+    if (parts)
+        *parts = atomic_load(&s->parts);
+    if (batches)
+        *batches = atomic_load(&s->batches);
+    if (queue_bytes) {
+        pthread_mutex_lock(&s->lock);
+        *queue_bytes = s->n_slabs * SLAB_CHUNKS * sizeof(chunk);
+        pthread_mutex_unlock(&s->lock);
+    }
+}
+
+uint32_t
+twi_tos_sort_exterior(const twi_tos_sort *s)
+{
+    return s->m;
+}
+
+void
+twi_tos_sort_destroy(twi_tos_sort *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n_slabs; i++)
+        free(s->slabs[i]);
+    free(s->slabs);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+/* ---- un-interpolation ------------------------------------------------------------------------ */
+
+struct twi_tos_un {
+    const tw_tile_view *in;
+    const uint32_t *a;         /* grid parents (canonical max-tree of the ranks) */
+    const uint64_t *canon;     /* the grid's canonical faces */
+    uint32_t *rank;            /* set bits of canon before each word */
+    _Atomic uint32_t *mp;      /* per grid node: 1 + its largest pixel index, 0: no pixel */
+    uint32_t *par;             /* the parent image (w * h, packed) */
+    int64_t w, h, kw;
+    uint32_t groot;            /* the grid's root */
+    int64_t nodes;             /* grid nodes */
+};
+
+static inline uint32_t
+node_rank(const twi_tos_un *u, uint32_t c)
+{
+    uint64_t word = u->canon[c >> 6], below = ((uint64_t)1 << (c & 63)) - 1;
+
+    return u->rank[c >> 6] + (uint32_t)POPCNT64(word & below);
+}
+
+tw_status
+twi_tos_un_create(const tw_tile_view *in, const uint32_t *a, const uint64_t *canon,
+                  uint32_t *parent, twi_tos_un **out)
+{
+    twi_tos_un *u;
+    size_t words;
+    uint32_t r = 0;
+
+    if (!out || !a || !canon || !parent || view_check(in) != TW_OK || in->w < 1 || in->h < 1)
+        return TW_E_INVALID;
+    if (!(u = calloc(1, sizeof *u)))
+        return TW_E_NOMEM;
+    u->in = in;
+    u->a = a;
+    u->canon = canon;
+    u->par = parent;
+    u->w = in->w;
+    u->h = in->h;
+    u->kw = 2 * u->w - 1;
+    words = ((size_t)(u->kw * (2 * u->h - 1)) + 63) / 64;
+    if (!(u->rank = malloc(words * sizeof *u->rank))) {
+        free(u);
+        return TW_E_NOMEM;
+    }
+    for (size_t i = 0; i < words; i++) {
+        u->rank[i] = r;
+        r += (uint32_t)POPCNT64(canon[i]);
+    }
+    u->nodes = r;
+    if (!(u->mp = calloc((size_t)r, sizeof *u->mp))) {
+        free(u->rank);
+        free(u);
+        return TW_E_NOMEM;
+    }
+    for (u->groot = 0; a[u->groot] != u->groot;)
+        u->groot = a[u->groot];
+    *out = u;
+    return TW_OK;
+}
+
+void
+twi_tos_un_nodes(twi_tos_un *u, int64_t y0, int64_t y1)
+{
+    for (int64_t y = y0; y < y1; y++) {
+        for (int64_t x = 0; x < u->w; x++) {
+            uint32_t k = (uint32_t)(2 * y * u->kw + 2 * x), c, p = (uint32_t)(y * u->w + x);
+            _Atomic uint32_t *slot;
+            uint32_t cur;
+
+            c = u->canon[k >> 6] >> (k & 63) & 1 ? k : u->a[k];
+            /* the node's grid face, until the pixel's parent is known */
+            u->par[p] = c;
+            slot = &u->mp[node_rank(u, c)];
+            cur = atomic_load_explicit(slot, memory_order_relaxed);
+            while (cur < p + 1 && !atomic_compare_exchange_weak_explicit(
+                                      slot, &cur, p + 1, memory_order_relaxed,
+                                      memory_order_relaxed)) {
+            }
+        }
+    }
+}
+
+void
+twi_tos_un_parents(twi_tos_un *u, int64_t y0, int64_t y1)
+{
+    for (int64_t p = y0 * u->w; p < y1 * u->w; p++) {
+        uint32_t c = u->par[p], m = atomic_load_explicit(&u->mp[node_rank(u, c)],
+                                                         memory_order_relaxed);
+
+        if (m != (uint32_t)p + 1) {
+            u->par[p] = m - 1;
+            continue;
+        }
+        /* the canonical pixel: up to the nearest grid ancestor holding pixels */
+        for (;;) {
+            uint32_t c2 = u->a[c];
+
+            if (c2 == c) {
+                u->par[p] = (uint32_t)p;
+                break;
+            }
+            if ((m = atomic_load_explicit(&u->mp[node_rank(u, c2)], memory_order_relaxed))) {
+                u->par[p] = m - 1;
+                break;
+            }
+            c = c2;
+        }
+    }
+}
+
+bool
+twi_tos_un_root_implicit(const twi_tos_un *u)
+{
+    return atomic_load_explicit(&u->mp[node_rank(u, u->groot)], memory_order_relaxed) == 0;
+}
+
+int64_t
+twi_tos_un_grid_nodes(const twi_tos_un *u)
+{
+    return u->nodes;
+}
+
+void
+twi_tos_un_destroy(twi_tos_un *u)
+{
+    if (!u)
+        return;
+    free(u->rank);
+    free((void *)u->mp);
+    free(u);
+}
+
+/* ---- areas and the grain filter -------------------------------------------------------------- */
+
+/* The scratch of the attribute steps: two uint32 a pixel. */
+#define ATTR_INTERNAL 0x80000000u
+
+static inline bool
+is_canon(const tw_tile_view *in, const uint32_t *par, int64_t w, uint32_t p)
+{
+    uint32_t q = par[p];
+
+    return q == p || px(in, (int64_t)(q % (uint32_t)w), (int64_t)(q / (uint32_t)w)) !=
+                         px(in, (int64_t)(p % (uint32_t)w), (int64_t)(p / (uint32_t)w));
+}
+
+void
+twi_tos_attr_init(uint32_t *scratch, int64_t w, int64_t h, int64_t y0, int64_t y1)
+{
+    memset(scratch + y0 * w, 0, (size_t)((y1 - y0) * w) * sizeof *scratch);
+    memset(scratch + w * h + y0 * w, 0, (size_t)((y1 - y0) * w) * sizeof *scratch);
+}
+
+void
+twi_tos_attr_count(const tw_tile_view *in, const uint32_t *par, uint32_t *scratch, int64_t y0,
+                   int64_t y1)
+{
+    const int64_t w = in->w, n = w * in->h;
+    _Atomic uint32_t *cnt = (_Atomic uint32_t *)(void *)scratch;
+    _Atomic uint32_t *acc = (_Atomic uint32_t *)(void *)(scratch + n);
+
+    for (int64_t y = y0; y < y1; y++) {
+        for (int64_t x = 0; x < w; x++) {
+            uint32_t p = (uint32_t)(y * w + x), q = par[p];
+
+            if (q == p || px(in, (int64_t)(q % (uint32_t)w), (int64_t)(q / (uint32_t)w)) !=
+                              px(in, x, y)) {
+                atomic_fetch_add_explicit(&acc[p], 1, memory_order_relaxed);
+                if (q != p)
+                    atomic_fetch_add_explicit(&cnt[q], 1, memory_order_relaxed);
+            } else {
+                atomic_fetch_add_explicit(&acc[q], 1, memory_order_relaxed);
+            }
+        }
+    }
+}
+
+void
+twi_tos_attr_mark(uint32_t *scratch, int64_t w, int64_t y0, int64_t y1)
+{
+    /* nodes with children keep a flag: the climb starts only at the leaves */
+    for (int64_t p = y0 * w; p < y1 * w; p++)
+        if (scratch[p])
+            scratch[p] |= ATTR_INTERNAL;
+}
+
+void
+twi_tos_attr_climb(const tw_tile_view *in, const uint32_t *par, uint32_t *scratch, int64_t y0,
+                   int64_t y1)
+{
+    const int64_t w = in->w, n = w * in->h;
+    _Atomic uint32_t *cnt = (_Atomic uint32_t *)(void *)scratch;
+    _Atomic uint32_t *acc = (_Atomic uint32_t *)(void *)(scratch + n);
+
+    for (int64_t s = y0 * w; s < y1 * w; s++) {
+        uint32_t x = (uint32_t)s;
+
+        if ((atomic_load_explicit(&cnt[x], memory_order_relaxed) & ATTR_INTERNAL) ||
+            !is_canon(in, par, w, x))
+            continue;
+        /* a leaf: its area is complete; hand it up while this thread completes parents */
+        for (;;) {
+            uint32_t q = par[x], area = atomic_load_explicit(&acc[x], memory_order_acquire);
+
+            if (q == x)
+                break;
+            atomic_fetch_add_explicit(&acc[q], area, memory_order_relaxed);
+            if ((atomic_fetch_sub_explicit(&cnt[q], 1, memory_order_acq_rel) & ~ATTR_INTERNAL) !=
+                1)
+                break;
+            x = q;
+        }
+    }
+}
+
+void
+twi_tos_attr_area(const tw_tile_view *in, const uint32_t *par, const uint32_t *scratch,
+                  tw_tile_view *area, int64_t y0, int64_t y1)
+{
+    const int64_t w = in->w, n = w * in->h;
+
+    for (int64_t y = y0; y < y1; y++) {
+        uint32_t *row = (uint32_t *)(void *)((char *)area->data + y * area->stride);
+
+        for (int64_t x = 0; x < w; x++) {
+            uint32_t p = (uint32_t)(y * w + x);
+
+            row[x] = scratch[n + (is_canon(in, par, w, p) ? p : par[p])];
+        }
+    }
+}
+
+/* The level a node keeps under the grain filter (see twi_tos_grain). */
+static uint32_t
+grain_of(const tw_tile_view *in, const uint32_t *par, uint32_t *scratch, int64_t w,
+         const twi_tos_grain_rule *g, uint32_t x)
+{
+    const int64_t n = w * in->h;
+    _Atomic uint32_t *res = (_Atomic uint32_t *)(void *)scratch;
+    const uint32_t *acc = scratch + n;
+    uint32_t y = x, v, r;
+
+    /* up to a node known or kept; its value then down the path walked */
+    for (;;) {
+        if ((r = atomic_load_explicit(&res[y], memory_order_relaxed))) {
+            v = r - 1;
+            break;
+        }
+        if (acc[y] >= g->area) {
+            v = px(in, (int64_t)(y % (uint32_t)w), (int64_t)(y / (uint32_t)w));
+            break;
+        }
+        if (par[y] == y) {
+            v = g->implicit_root ? g->exterior
+                                 : px(in, (int64_t)(y % (uint32_t)w), (int64_t)(y / (uint32_t)w));
+            break;
+        }
+        y = par[y];
+    }
+    for (y = x;; y = par[y]) {
+        if (atomic_load_explicit(&res[y], memory_order_relaxed))
+            break;
+        atomic_store_explicit(&res[y], v + 1, memory_order_relaxed);
+        if (acc[y] >= g->area || par[y] == y)
+            break;
+    }
+    return v;
+}
+
+void
+twi_tos_grain_reset(uint32_t *scratch, int64_t w, int64_t y0, int64_t y1)
+{
+    memset(scratch + y0 * w, 0, (size_t)((y1 - y0) * w) * sizeof *scratch);
+}
+
+void
+twi_tos_grain(const tw_tile_view *in, const uint32_t *par, uint32_t *scratch,
+              const twi_tos_grain_rule *g, tw_tile_view *out, int64_t y0, int64_t y1)
+{
+    const int64_t w = in->w;
+
+    for (int64_t y = y0; y < y1; y++) {
+        char *row = (char *)out->data + y * out->stride;
+
+        for (int64_t x = 0; x < w; x++) {
+            uint32_t p = (uint32_t)(y * w + x);
+            uint32_t v = grain_of(in, par, scratch, w, g, is_canon(in, par, w, p) ? p : par[p]);
+
+            if (out->type == TW_U16)
+                ((uint16_t *)(void *)row)[x] = (uint16_t)v;
+            else
+                ((uint8_t *)(void *)row)[x] = (uint8_t)v;
+        }
+    }
+}
+
+/* ---- the whole computation with OpenMP ------------------------------------------------------- */
+
+/* The sort's parts as OpenMP tasks of one team (or, without a team, one after another). */
+typedef struct omp_sort {
+    twi_tos_sort *s;
+    atomic_int active;         /* parts started and not finished */
+    int nthreads;
+    bool always;
+    _Atomic int st;            /* first error */
+    twi_tos_part **pending;    /* without a team: parts split off, run after */
+    size_t n_pending, cap_pending;
+} omp_sort;
+
+static bool
+omp_want_split(void *user)
+{
+    omp_sort *o = user;
+
+    return o->always || atomic_load_explicit(&o->active, memory_order_relaxed) < o->nthreads;
+}
+
+static void omp_run_part(omp_sort *o, twi_tos_part *p);
+
+static tw_status
+omp_spawn(void *user, twi_tos_part *p)
+{
+    omp_sort *o = user;
+
+    atomic_fetch_add_explicit(&o->active, 1, memory_order_relaxed);
+    if (o->nthreads <= 1) {
+        if (o->n_pending == o->cap_pending) {
+            size_t cap = o->cap_pending ? 2 * o->cap_pending : 64;
+            twi_tos_part **t = realloc(o->pending, cap * sizeof *t);
+
+            if (!t) {
+                twi_tos_part_free(o->s, p);
+                return TW_E_NOMEM;
+            }
+            o->pending = t;
+            o->cap_pending = cap;
+        }
+        o->pending[o->n_pending++] = p;
+        return TW_OK;
+    }
+#pragma omp task default(none) firstprivate(o, p)
+    omp_run_part(o, p);
+    return TW_OK;
+}
+
+static void
+omp_run_part(omp_sort *o, twi_tos_part *p)
+{
+    const twi_tos_hooks hk = { .user = o, .want_split = omp_want_split, .spawn = omp_spawn };
+    tw_status st = twi_tos_sort_run(o->s, p, &hk);
+    int ok = TW_OK;
+
+    if (st != TW_OK)
+        atomic_compare_exchange_strong(&o->st, &ok, (int)st);
+    atomic_fetch_sub_explicit(&o->active, 1, memory_order_relaxed);
+}
+
+/* Bands of rows for the parallel loops: a few per thread. */
+static int64_t
+band_rows(int64_t h, int nthreads)
+{
+    int64_t b = h / (8 * (int64_t)(nthreads < 1 ? 1 : nthreads));
+
+    return b < 1 ? 1 : b;
+}
+
+tw_status
+twi_omp_tos(const tw_tile_view *in, tw_tile_view *parent, tw_tile_view *area,
+            tw_tile_view *grain, uint64_t grain_area, twi_tos_run *r)
+{
+    const int nth = r && r->nthreads > 1 ? r->nthreads : 1;
+    tw_status st;
+    int64_t w, h, kw, kh, nk, n, rows, nb;
+    uint32_t *a = NULL, *par = NULL, *scratch = NULL, *sbuf = NULL;
+    uint64_t *seen = NULL, *canon;
+    twi_tos_sort *s = NULL;
+    twi_tos_part *root = NULL;
+    twi_tos_un *u = NULL;
+    omp_sort o;
+    double t0;
+    uint32_t m;
+    bool implicit = false;
+
+    if ((st = view_check(in)) != TW_OK)
+        return st;
+    w = in->w;
+    h = in->h;
+    if (w == 0 || h == 0)
+        return TW_OK;
+    n = w * h;
+    if ((parent && (parent->type != TW_U32 || parent->channels != 1 || parent->w != w ||
+                    parent->h != h || !twi_view_fits(parent, (size_t)w * 4, 4))) ||
+        (area && (area->type != TW_U32 || area->channels != 1 || area->w != w ||
+                  area->h != h || !twi_view_fits(area, (size_t)w * 4, 4))) ||
+        (grain && (grain->type != in->type || grain->channels != 1 || grain->w != w ||
+                   grain->h != h || grain_area < 1 ||
+                   !twi_view_fits(grain, (size_t)w * tw_sample_size(in->type),
+                                  tw_sample_size(in->type)))))
+        return TW_E_INVALID;
+    kw = 2 * w - 1;
+    kh = 2 * h - 1;
+    nk = kw * kh;
+    rows = band_rows(h, nth);
+    nb = (h + rows - 1) / rows;
+    memset(&o, 0, sizeof o);
+    /* the grid; the sort's seen faces, later the canonical faces (past the guard row) */
+    if (!(a = malloc((size_t)nk * sizeof *a)) ||
+        !(seen = malloc(twi_tos_seen_words(w, h) * sizeof *seen))) {
+        st = TW_E_NOMEM;
+        goto out;
+    }
+    canon = seen + (kw + 63) / 64;
+    if (parent && (size_t)parent->stride == (size_t)w * 4)
+        par = parent->data;
+    else if (!(par = sbuf = malloc((size_t)n * sizeof *par))) {
+        st = TW_E_NOMEM;
+        goto out;
+    }
+
+    t0 = omp_get_wtime();
+    if ((st = twi_tos_sort_create(in, a, seen, &s, &root)) != TW_OK)
+        goto out;
+    o.s = s;
+    o.nthreads = nth;
+    o.always = r && r->split_always;
+    atomic_init(&o.active, 1);
+    atomic_init(&o.st, TW_OK);
+    if (nth <= 1) {
+        omp_run_part(&o, root);
+        while (o.n_pending > 0)
+            omp_run_part(&o, o.pending[--o.n_pending]);
+    } else {
+        omp_sort *op = &o;
+
+#pragma omp parallel num_threads(nth) default(none) shared(op, root)
+#pragma omp single
+        omp_run_part(op, root);
+    }
+    root = NULL;
+    if ((st = (tw_status)atomic_load(&o.st)) != TW_OK)
+        goto out;
+    m = twi_tos_sort_exterior(s);
+    if (r) {
+        r->exterior = m;
+        twi_tos_sort_stats(s, &r->parts, &r->batches, &r->queue_bytes);
+        r->t_sort = omp_get_wtime() - t0;
+    }
+    /* the queues' chunks go before the max-tree's nodes come */
+    twi_tos_sort_destroy(s);
+    s = NULL;
+
+    t0 = omp_get_wtime();
+    if ((st = twi_omp_maxtree_u32(a, (int32_t)kw, (int32_t)kh, 4, canon, nth,
+                                  r ? r->gx : 0, r ? r->gy : 0)) != TW_OK)
+        goto out;
+    if (r)
+        r->t_tree = omp_get_wtime() - t0;
+
+    t0 = omp_get_wtime();
+    if ((st = twi_tos_un_create(in, a, canon, par, &u)) != TW_OK)
+        goto out;
+#pragma omp parallel num_threads(nth) default(none) shared(u, nb, rows, h)
+    {
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t b = 0; b < nb; b++)
+            twi_tos_un_nodes(u, b * rows, b * rows + rows < h ? b * rows + rows : h);
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t b = 0; b < nb; b++)
+            twi_tos_un_parents(u, b * rows, b * rows + rows < h ? b * rows + rows : h);
+    }
+    implicit = twi_tos_un_root_implicit(u);
+    if (r) {
+        r->nodes = twi_tos_un_grid_nodes(u) - (implicit ? 1 : 0);
+        r->implicit_root = implicit;
+        r->t_un = omp_get_wtime() - t0;
+    }
+    twi_tos_un_destroy(u);
+    u = NULL;
+    if (par == sbuf && parent)
+        for (int64_t y = 0; y < h; y++)
+            memcpy((char *)parent->data + y * parent->stride, par + y * w, (size_t)w * 4);
+
+    t0 = omp_get_wtime();
+    if (area || grain) {
+        twi_tos_grain_rule g = { .area = grain_area, .exterior = m, .implicit_root = implicit };
+
+        /* the grid is free again: it holds the two counts a pixel (not in a 1-pixel-wide
+         * image, whose grid is smaller) */
+        if (nk >= 2 * n)
+            scratch = a;
+        else if (!(scratch = malloc((size_t)(2 * n) * sizeof *scratch))) {
+            st = TW_E_NOMEM;
+            goto out;
+        }
+#pragma omp parallel num_threads(nth) default(none)                                              \
+    shared(in, par, scratch, area, grain, g, nb, rows, h, w)
+        {
+#pragma omp for schedule(static)
+            for (int64_t b = 0; b < nb; b++)
+                twi_tos_attr_init(scratch, w, h, b * rows,
+                                  b * rows + rows < h ? b * rows + rows : h);
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t b = 0; b < nb; b++)
+                twi_tos_attr_count(in, par, scratch, b * rows,
+                                   b * rows + rows < h ? b * rows + rows : h);
+#pragma omp for schedule(static)
+            for (int64_t b = 0; b < nb; b++)
+                twi_tos_attr_mark(scratch, w, b * rows, b * rows + rows < h ? b * rows + rows : h);
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t b = 0; b < nb; b++)
+                twi_tos_attr_climb(in, par, scratch, b * rows,
+                                   b * rows + rows < h ? b * rows + rows : h);
+            if (area) {
+#pragma omp for schedule(dynamic, 1)
+                for (int64_t b = 0; b < nb; b++)
+                    twi_tos_attr_area(in, par, scratch, area, b * rows,
+                                      b * rows + rows < h ? b * rows + rows : h);
+            }
+            if (grain) {
+#pragma omp for schedule(static)
+                for (int64_t b = 0; b < nb; b++)
+                    twi_tos_grain_reset(scratch, w, b * rows,
+                                        b * rows + rows < h ? b * rows + rows : h);
+#pragma omp for schedule(dynamic, 1)
+                for (int64_t b = 0; b < nb; b++)
+                    twi_tos_grain(in, par, scratch, &g, grain, b * rows,
+                                  b * rows + rows < h ? b * rows + rows : h);
+            }
+        }
+        if (scratch == a)
+            scratch = NULL;
+    }
+    if (r)
+        r->t_attr = omp_get_wtime() - t0;
+
+out:
+    if (root)
+        twi_tos_part_free(s, root);
+    free(o.pending);
+    twi_tos_un_destroy(u);
+    twi_tos_sort_destroy(s);
+    free(scratch);
+    free(sbuf);
+    free(seen);
+    free(a);
+    return st;
+}
