@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "tilewave.h"
+#include "tilewave/mpi.h"
 
 /* Exit codes of every subcommand. */
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
@@ -290,6 +291,38 @@ void cli_tiles_summary(tw_job *job, const char *out_path);
 /* Free the job, runtime and configuration (each may be NULL) and the common flags; returns
  * rc, the command's exit code. */
 int cli_job_end(int rc, tw_job *job, tw_runtime *rt, tw_config *cfg, cli_common *c);
+
+/* How a command runs (cli/mpi.c, docs/mpi.md): in one process; started by mpirun with
+ * several ranks, as one job in bands over them (the operations of tilewave/mpi.h) or, with
+ * --list, one slide of a list at a time per rank (cli/list.c). main() calls it for every
+ * command, with its own argv[0] (for the outputs' metadata of a list). */
+int cli_run_command(const char *prog_path, const char *cmd, int (*fn)(int, char **), int argc,
+                    char **argv);
+/* In bands: the MPI context the commands submit their job with, and the report it fills;
+ * NULL (and unused) otherwise. */
+extern tw_mpi *cli_mpi;
+extern tw_mpi_report cli_mpi_report;
+/* Every rank but rank 0 is quiet in bands: errors only (cli_common_init). */
+bool cli_mpi_quiet(void);
+/* In bands, the job failed because of another rank, which says why: print nothing. */
+bool cli_mpi_untold(void);
+/* Ranks sharing a node: runtime.cpu_share = LOCAL_RANK/LOCAL_SIZE unless set otherwise
+ * (cli_config_build). */
+void cli_mpi_share_cores(tw_config *cfg);
+/* "rank R of N" while MPI runs (bands or list), for messages; NULL in one process. */
+const char *cli_mpi_where(void);
+/* The MPI context of a list run, NULL in one process. */
+tw_mpi *cli_mpi_context(void);
+/* A list run ended with every rank agreeing on its status: no MPI_Abort at the end. */
+void cli_mpi_list_agreed(void);
+/* In bands, on rank 0: "tilewave CMD: mpi: N ranks, ... exchanged ..." after a job. */
+void cli_mpi_print_report(void);
+/* The FILE of --list FILE (or --list=FILE) in a command's argv, "" when FILE is missing,
+ * NULL without --list. */
+const char *cli_list_arg(int argc, char **argv);
+/* Run fn once per slide of the list in FILE (cli/list.c). Returns the exit code. */
+int cli_list_run(const char *prog_path, const char *cmd, int (*fn)(int, char **), int argc,
+                 char **argv, const char *file);
 
 int cmd_info(int argc, char **argv);
 int cmd_devices(int argc, char **argv);

@@ -13,6 +13,9 @@ typedef struct filter {
     unsigned flags;
     tw_status (*submit)(tw_runtime *rt, const tw_rfilter_opts *o, tw_job **out, tw_error *err);
     const char *help;
+    /* across MPI ranks (cli/mpi.c lets only these run in bands) */
+    tw_status (*mpi_submit)(tw_mpi *c, tw_runtime *rt, const tw_rfilter_opts *o,
+                            tw_mpi_report *report, tw_job **out, tw_error *err);
 } filter;
 
 static const filter fill_holes = {
@@ -27,7 +30,8 @@ static const filter fill_holes = {
     "input's sample type.\n"
     "\n"
     "  -o, --output OUT      output TIFF (written under a temporary name, renamed when done)\n"
-    "  --conn 4|8            connectivity of the flooded background (default 4)\n"};
+    "  --conn 4|8            connectivity of the flooded background (default 4)\n",
+    tw_mpi_fill_holes_submit};
 
 static const filter hmax = {
     "hmax", NEEDS_H | HAS_DOME, tw_hmax_submit,
@@ -41,7 +45,8 @@ static const filter hmax = {
     "  --h H                 the height, >= 1\n"
     "  --dome                write the h-dome image\n"
     "  -o, --output OUT      output TIFF (written under a temporary name, renamed when done)\n"
-    "  --conn 4|8            connectivity (default 8)\n"};
+    "  --conn 4|8            connectivity (default 8)\n",
+    tw_mpi_hmax_submit};
 
 static const filter regional_max = {
     "regional-max", 0, tw_regional_max_submit,
@@ -52,7 +57,8 @@ static const filter regional_max = {
     "scikit-image h_maxima(image, 1) and local_maxima(image).\n"
     "\n"
     "  -o, --output OUT      output TIFF (written under a temporary name, renamed when done)\n"
-    "  --conn 4|8            connectivity (default 8)\n"};
+    "  --conn 4|8            connectivity (default 8)\n",
+    tw_mpi_regional_max_submit};
 
 static const filter open_rec = {
     "open-rec", NEEDS_RADIUS, tw_open_rec_submit,
@@ -64,7 +70,8 @@ static const filter open_rec = {
     "\n"
     "  --radius R            half the square's side, >= 0\n"
     "  -o, --output OUT      output TIFF (written under a temporary name, renamed when done)\n"
-    "  --conn 4|8            connectivity of the reconstruction (default 8)\n"};
+    "  --conn 4|8            connectivity of the reconstruction (default 8)\n",
+    NULL};
 
 static const filter close_rec = {
     "close-rec", NEEDS_RADIUS, tw_close_rec_submit,
@@ -76,7 +83,8 @@ static const filter close_rec = {
     "\n"
     "  --radius R            half the square's side, >= 0\n"
     "  -o, --output OUT      output TIFF (written under a temporary name, renamed when done)\n"
-    "  --conn 4|8            connectivity of the reconstruction (default 8)\n"};
+    "  --conn 4|8            connectivity of the reconstruction (default 8)\n",
+    NULL};
 
 /* A non-negative integer up to max. */
 static int
@@ -195,7 +203,8 @@ run_filter(const filter *f, int argc, char **argv)
     o.stats = &stats;
     if ((rc = cli_job_setup(&c, &io.out, o.output.path, o.input.path, &cfg, &rt)) != CLI_OK)
         goto out;
-    st = f->submit(rt, &o, &job, &err);
+    st = cli_mpi && f->mpi_submit ? f->mpi_submit(cli_mpi, rt, &o, &cli_mpi_report, &job, &err)
+                                  : f->submit(rt, &o, &job, &err);
     if ((rc = cli_job_submitted(st, &err, job, f->name, c.quiet)) == CLI_OK && !c.quiet)
         cli_recon_summary(job, o.output.path, &stats);
 out:

@@ -163,7 +163,8 @@ cmd_edt(int argc, char **argv)
     o.report = &rep;
     if ((rc = cli_job_setup(&c, &io.out, o.output.path, o.input.path, &cfg, &rt)) != CLI_OK)
         goto out;
-    st = tw_edt_submit(rt, &o, &job, &err);
+    st = cli_mpi ? tw_mpi_edt_submit(cli_mpi, rt, &o, &cli_mpi_report, &job, &err)
+                 : tw_edt_submit(rt, &o, &job, &err);
     rc = cli_job_submitted(st, &err, job, "edt", c.quiet);
     if (rc == CLI_OK && !c.quiet) {
         tw_progress p;

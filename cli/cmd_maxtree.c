@@ -192,7 +192,8 @@ cmd_filter(int argc, char **argv, tw_attr_filter filter)
     o.report = &rep;
     if ((rc = cli_job_setup(&c, &io.out, o.output.path, o.input.path, &cfg, &rt)) != CLI_OK)
         goto out;
-    st = tw_attr_filter_submit(rt, &o, &job, &err);
+    st = cli_mpi ? tw_mpi_attr_filter_submit(cli_mpi, rt, &o, &cli_mpi_report, &job, &err)
+                 : tw_attr_filter_submit(rt, &o, &job, &err);
     rc = cli_job_submitted(st, &err, job, argv[0], c.quiet);
     if (rc == CLI_OK && !c.quiet) {
         tw_progress p;

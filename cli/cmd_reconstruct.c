@@ -182,7 +182,8 @@ cmd_reconstruct(int argc, char **argv)
     o.stats = &stats;
     if ((rc = cli_job_setup(&c, &io.out, o.output.path, o.mask.path, &cfg, &rt)) != CLI_OK)
         goto out;
-    st = tw_mrecon_submit(rt, &o, &job, &err);
+    st = cli_mpi ? tw_mpi_mrecon_submit(cli_mpi, rt, &o, &cli_mpi_report, &job, &err)
+                 : tw_mrecon_submit(rt, &o, &job, &err);
     if ((rc = cli_job_submitted(st, &err, job, "reconstruct", c.quiet)) == CLI_OK && !c.quiet)
         cli_recon_summary(job, o.output.path, &stats);
 out:

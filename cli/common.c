@@ -33,7 +33,11 @@ cli_error(const char *fmt, ...)
     if (cmd && (n = strlen(cmd + 1)) > 0 && strncmp(msg, cmd + 1, n) == 0 && msg[n] == ':' &&
         msg[n + 1] == ' ')
         m = msg + n + 2;
-    fprintf(stderr, "%s: %s\n", cli_prog, m);
+    /* Under mpirun every rank writes to the same terminal: say which one speaks. */
+    if (cli_mpi_where())
+        fprintf(stderr, "%s: %s: %s\n", cli_prog, cli_mpi_where(), m);
+    else
+        fprintf(stderr, "%s: %s\n", cli_prog, m);
 }
 
 int
@@ -53,6 +57,7 @@ void
 cli_common_init(cli_common *c)
 {
     memset(c, 0, sizeof *c);
+    c->quiet = cli_mpi_quiet(); /* in bands, rank 0 speaks for all */
 }
 
 void
@@ -108,7 +113,7 @@ static bool want_summary;
 static tw_runtime *summary_rt;
 /* The input options of this process's job (cli_input_apply), whose report cli_job_run()
  * prints. */
-static const cli_input_io *job_input;
+static cli_input_io *job_input;
 static void print_input_report(void);
 
 int
@@ -167,6 +172,7 @@ cli_config_build(const cli_common *c, tw_config **out)
     want_summary = c->summary;
     if (c->quiet)
         tw_log_set_level(TW_LOG_ERROR);
+    cli_mpi_share_cores(cfg);
     *out = cfg;
     cfg = NULL;
 out:
@@ -359,8 +365,20 @@ cli_job_run(tw_job *job, const char *what, bool quiet)
     }
     if (st != TW_OK) {
         const char *msg = tw_job_get_error(job);
-        cli_error("%s", msg ? msg : tw_status_string(st));
+
+        if (!cli_mpi_untold())
+            cli_error("%s", msg ? msg : tw_status_string(st));
         return CLI_FAIL;
+    }
+    /* In bands every rank read its own part of the input: rank 0 tells the whole. The job
+     * succeeded on every rank (its end was collective), so all of them are here. */
+    if (cli_mpi && job_input) {
+        double v[2] = {(double)job_input->report.reads, (double)job_input->report.skipped};
+
+        if (tw_mpi_sum(cli_mpi, v, 2, NULL) == TW_OK) {
+            job_input->report.reads = (int64_t)v[0];
+            job_input->report.skipped = (int64_t)v[1];
+        }
     }
     if (!quiet)
         print_input_report();
@@ -393,7 +411,8 @@ int
 cli_job_submitted(tw_status st, const tw_error *err, tw_job *job, const char *what, bool quiet)
 {
     if (st != TW_OK) {
-        cli_error("%s", err->message);
+        if (!cli_mpi_untold())
+            cli_error("%s", err->message);
         return CLI_FAIL;
     }
     return cli_job_run(job, what, quiet);
@@ -412,6 +431,8 @@ cli_tiles_summary(tw_job *job, const char *out_path)
 int
 cli_job_end(int rc, tw_job *job, tw_runtime *rt, tw_config *cfg, cli_common *c)
 {
+    if (rc == CLI_OK && job && !c->quiet)
+        cli_mpi_print_report(); /* after the command's own summary line */
     tw_job_destroy(job);
     tw_runtime_destroy(rt);
     tw_config_destroy(cfg);

@@ -40,6 +40,10 @@ static const char usage[] =
     "\n"
     "Every command that writes an image takes --compression, --quality, --pyramid, --layout\n"
     "tiff|ome and --overlay FILE (docs/io.md, \"Outputs\").\n"
+    "Every command with one input takes --list FILE -o OUTDIR: one job per slide listed.\n"
+    "Under mpirun, reconstruct, fill-holes, hmax, regional-max, edt and the attribute filters\n"
+    "run one job in bands over the ranks, and --list shares the slides among them\n"
+    "(docs/mpi.md).\n"
     "Run 'tilewave COMMAND --help' for a command's options; 'tilewave --version'.\n"
     "Exit status: 0 success, 1 failure, 2 usage error, 130 / 143 interrupted by SIGINT /\n"
     "SIGTERM (the job is canceled and no output is left).\n";
@@ -86,8 +90,9 @@ main(int argc, char **argv)
         return CLI_OK;
     }
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
-        printf("tilewave %s (CUDA %s)\n", tw_version_string(),
-               tw_build_has_cuda() ? "enabled" : "disabled");
+        printf("tilewave %s (CUDA %s, MPI %s)\n", tw_version_string(),
+               tw_build_has_cuda() ? "enabled" : "disabled",
+               tw_build_has_mpi() ? "enabled" : "disabled");
         return CLI_OK;
     }
     cli_set_command_line(argc, argv);
@@ -95,7 +100,7 @@ main(int argc, char **argv)
         if (strcmp(argv[1], commands[i].name) == 0) {
             snprintf(prog, sizeof prog, "tilewave %s", commands[i].name);
             cli_prog = prog;
-            return commands[i].fn(argc - 1, argv + 1);
+            return cli_run_command(argv[0], commands[i].name, commands[i].fn, argc - 1, argv + 1);
         }
     }
     return cli_usage_error("unknown command '%s'", argv[1]);

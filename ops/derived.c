@@ -52,8 +52,10 @@ base_spec(const char *op, const tw_rfilter_opts *o, int default_conn, twi_mrecon
     return TW_OK;
 }
 
-tw_status
-tw_fill_holes_submit(tw_runtime *rt, const tw_rfilter_opts *o, tw_job **out, tw_error *err)
+/* Each filter in one process (mpi NULL) or across MPI ranks (tilewave/mpi.h). */
+static tw_status
+fill_holes(tw_runtime *rt, const tw_rfilter_opts *o, tw_mpi *mpi, tw_mpi_report *report,
+           tw_job **out, tw_error *err)
 {
     twi_mrecon_spec sp;
     tw_status st;
@@ -64,11 +66,14 @@ tw_fill_holes_submit(tw_runtime *rt, const tw_rfilter_opts *o, tw_job **out, tw_
     sp.complement = true;
     sp.prep = TWI_MRECON_PREP_BORDER;
     sp.out = TWI_MRECON_OUT_RESULT;
+    sp.mpi = mpi;
+    sp.mpi_report = report;
     return twi_mrecon_submit(rt, &sp, out, err);
 }
 
-tw_status
-tw_hmax_submit(tw_runtime *rt, const tw_rfilter_opts *o, tw_job **out, tw_error *err)
+static tw_status
+hmax(tw_runtime *rt, const tw_rfilter_opts *o, tw_mpi *mpi, tw_mpi_report *report,
+     tw_job **out, tw_error *err)
 {
     twi_mrecon_spec sp;
     tw_status st;
@@ -78,11 +83,14 @@ tw_hmax_submit(tw_runtime *rt, const tw_rfilter_opts *o, tw_job **out, tw_error 
     sp.prep = TWI_MRECON_PREP_SUB_H;
     sp.out = o->dome ? TWI_MRECON_OUT_DOME : TWI_MRECON_OUT_MAXIMA;
     sp.h = o->h;
+    sp.mpi = mpi;
+    sp.mpi_report = report;
     return twi_mrecon_submit(rt, &sp, out, err);
 }
 
-tw_status
-tw_regional_max_submit(tw_runtime *rt, const tw_rfilter_opts *o, tw_job **out, tw_error *err)
+static tw_status
+regional_max(tw_runtime *rt, const tw_rfilter_opts *o, tw_mpi *mpi, tw_mpi_report *report,
+             tw_job **out, tw_error *err)
 {
     twi_mrecon_spec sp;
     tw_status st;
@@ -92,7 +100,57 @@ tw_regional_max_submit(tw_runtime *rt, const tw_rfilter_opts *o, tw_job **out, t
     sp.prep = TWI_MRECON_PREP_SUB_H;
     sp.out = TWI_MRECON_OUT_MAXIMA;
     sp.h = 1;
+    sp.mpi = mpi;
+    sp.mpi_report = report;
     return twi_mrecon_submit(rt, &sp, out, err);
+}
+
+tw_status
+tw_fill_holes_submit(tw_runtime *rt, const tw_rfilter_opts *o, tw_job **out, tw_error *err)
+{
+    return fill_holes(rt, o, NULL, NULL, out, err);
+}
+
+tw_status
+tw_hmax_submit(tw_runtime *rt, const tw_rfilter_opts *o, tw_job **out, tw_error *err)
+{
+    return hmax(rt, o, NULL, NULL, out, err);
+}
+
+tw_status
+tw_regional_max_submit(tw_runtime *rt, const tw_rfilter_opts *o, tw_job **out, tw_error *err)
+{
+    return regional_max(rt, o, NULL, NULL, out, err);
+}
+
+#define NEED_MPI(op)                                                                           \
+    do {                                                                                       \
+        if (!c)                                                                                \
+            return twi_error_set(err, TW_E_INVALID, "%s: NULL MPI context", op);              \
+    } while (0)
+
+tw_status
+tw_mpi_fill_holes_submit(tw_mpi *c, tw_runtime *rt, const tw_rfilter_opts *o,
+                         tw_mpi_report *report, tw_job **out, tw_error *err)
+{
+    NEED_MPI("fill-holes");
+    return fill_holes(rt, o, c, report, out, err);
+}
+
+tw_status
+tw_mpi_hmax_submit(tw_mpi *c, tw_runtime *rt, const tw_rfilter_opts *o, tw_mpi_report *report,
+                   tw_job **out, tw_error *err)
+{
+    NEED_MPI("hmax");
+    return hmax(rt, o, c, report, out, err);
+}
+
+tw_status
+tw_mpi_regional_max_submit(tw_mpi *c, tw_runtime *rt, const tw_rfilter_opts *o,
+                           tw_mpi_report *report, tw_job **out, tw_error *err)
+{
+    NEED_MPI("regional-max");
+    return regional_max(rt, o, c, report, out, err);
 }
 
 static tw_status

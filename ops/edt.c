@@ -28,6 +28,14 @@
  * waiting to be written, and one worker compressing a 100,000-pixel-wide band was the
  * bottleneck. The wavefront method
  * skips scan and sync and runs one band, the whole image (it has no exact band decomposition).
+ *
+ * Across MPI ranks (tw_mpi_edt_submit, docs/mpi.md) each rank takes a band of rows of tiles
+ * (ops/dist_mpi.c) and runs the graph above on them alone. Only edt.sync needs the other
+ * bands: the nearest background row above a rank's first band is the last one of all the
+ * ranks above it, and below its last band the first one of the ranks below. Per column, that
+ * is an exclusive scan (max of the last rows, downwards; min of the first rows, upwards) over
+ * 4 bytes per column, done in sync; with Otsu, the histograms are summed first in edt.otsu.
+ * Everything else stays in the band; each store slice goes to rank 0, which writes the file.
  */
 #include <math.h>
 #include <pthread.h>
@@ -103,6 +111,9 @@ struct ed_job {
     tw_edt_report *report;
     tw_runtime *rt;
     int64_t in_flight;   /* bands whose tiles and tasks exist at once (K) */
+    twi_dist *dist;      /* across MPI ranks: this rank's band starts at row of tiles ty0; the
+                            tiles, bands and column tables above are the band's */
+    int64_t ty0;
 };
 
 static const tw_task_kind hist_kind, otsu_kind, scan_kind, sync_kind, load_kind, band_kind,
@@ -174,7 +185,7 @@ static void
 tile_rect(const ed_job *e, int64_t i, int64_t *x, int64_t *y, int32_t *w, int32_t *h)
 {
     *x = (i % e->tiles_x) * e->tw;
-    *y = (i / e->tiles_x) * e->th;
+    *y = (e->ty0 + i / e->tiles_x) * e->th;
     *w = (int32_t)(e->W - *x < e->tw ? e->W - *x : e->tw);
     *h = (int32_t)(e->H - *y < e->th ? e->H - *y : e->th);
 }
@@ -221,8 +232,12 @@ static tw_status
 otsu_cpu(tw_task_ctx *ctx, void *arg)
 {
     ed_job *e = arg;
+    tw_status st;
 
-    (void)ctx;
+    /* Across ranks: Otsu's threshold of the whole image's histogram. */
+    if (e->dist && (st = twi_dist_allreduce(e->dist, ctx, e->hist, (int64_t)e->n_bins,
+                                            TWI_DIST_U64, TWI_DIST_SUM)) != TW_OK)
+        return st;
     e->threshold = (double)twi_otsu(e->hist, e->n_bins);
     TW_LOG(TW_LOG_INFO, OP, "Otsu threshold %g", e->threshold);
     twi_job_add_done(e->job, 1);
@@ -317,18 +332,67 @@ scan_cpu(tw_task_ctx *ctx, void *arg)
     return TW_OK;
 }
 
+/* Across ranks, per column: the last background row of the ranks above this one (*above) and
+ * the first of those below (*below), TWI_EDT_NONE where none; and the image's background
+ * count. */
+static tw_status
+sync_dist(tw_task_ctx *ctx, ed_job *e, int32_t **above, int32_t **below)
+{
+    int64_t W = e->W, n = e->tiles_y;
+    long long bg = atomic_load(&e->background);
+    int64_t total = bg;
+    int32_t *a, *b;
+    tw_status st;
+
+    if (!(a = malloc((size_t)W * sizeof *a)) || !(b = malloc((size_t)W * sizeof *b))) {
+        free(a);
+        return twi_ctx_fail(ctx, TW_E_NOMEM, OP ": out of memory");
+    }
+    *above = a;
+    *below = b;
+    /* This band's own last and first background row per column; none is INT32_MAX for the
+     * minimum. */
+    for (int64_t x = 0; x < W; x++) {
+        a[x] = TWI_EDT_NONE;
+        b[x] = INT32_MAX;
+        for (int64_t t = n - 1; t >= 0 && a[x] == TWI_EDT_NONE; t--)
+            a[x] = e->last[t * W + x];
+        for (int64_t t = 0; t < n && b[x] == INT32_MAX; t++)
+            if (e->first[t * W + x] != TWI_EDT_NONE)
+                b[x] = e->first[t * W + x];
+    }
+    twi_dist_count_round(e->dist);
+    if ((st = twi_dist_exscan_i32(e->dist, ctx, a, W, false, TWI_DIST_MAX, TWI_EDT_NONE)) !=
+            TW_OK ||
+        (st = twi_dist_exscan_i32(e->dist, ctx, b, W, true, TWI_DIST_MIN, INT32_MAX)) != TW_OK ||
+        (st = twi_dist_allreduce(e->dist, ctx, &total, 1, TWI_DIST_I64, TWI_DIST_SUM)) != TW_OK)
+        return st;
+    for (int64_t x = 0; x < W; x++)
+        if (b[x] == INT32_MAX)
+            b[x] = TWI_EDT_NONE;
+    atomic_store(&e->background, (long long)total);
+    return TW_OK;
+}
+
 /* Turn first/last of every tile row into, for every band, the nearest background row below
  * and above it: below[b][x] = first background row of column x in tile rows > b, above[b][x]
- * = last background row in tile rows < b. In place: `last` becomes above, `first` below. */
+ * = last background row in tile rows < b. In place: `last` becomes above, `first` below.
+ * Across ranks the scans start from the other bands' rows (sync_dist). */
 static tw_status
 sync_cpu(tw_task_ctx *ctx, void *arg)
 {
     ed_job *e = arg;
     int64_t W = e->W, n = e->tiles_y;
+    int32_t *from_above = NULL, *from_below = NULL;
+    tw_status st;
 
-    (void)ctx;
+    if (e->dist && (st = sync_dist(ctx, e, &from_above, &from_below)) != TW_OK) {
+        free(from_above); /* the scans worked on copies of them */
+        free(from_below);
+        return st;
+    }
     for (int64_t x = 0; x < W; x++) {
-        int32_t run = TWI_EDT_NONE, cur;
+        int32_t run = from_above ? from_above[x] : TWI_EDT_NONE, cur;
 
         for (int64_t b = 0; b < n; b++) {
             cur = e->last[b * W + x];
@@ -336,7 +400,7 @@ sync_cpu(tw_task_ctx *ctx, void *arg)
             if (cur != TWI_EDT_NONE)
                 run = cur;
         }
-        run = TWI_EDT_NONE;
+        run = from_below ? from_below[x] : TWI_EDT_NONE;
         for (int64_t b = n - 1; b >= 0; b--) {
             cur = e->first[b * W + x];
             e->first[b * W + x] = run;
@@ -344,6 +408,8 @@ sync_cpu(tw_task_ctx *ctx, void *arg)
                 run = cur;
         }
     }
+    free(from_above);
+    free(from_below);
     twi_job_add_done(e->job, 1);
     return TW_OK;
 }
@@ -529,7 +595,10 @@ store_cpu(tw_task_ctx *ctx, void *arg)
     tw_error err;
     tw_status st;
 
-    if (e->out_file) {
+    if (e->dist) {
+        if ((st = twi_dist_put(e->dist, ctx, 0, sl->x, b->y0, &ov)) != TW_OK)
+            return st;
+    } else if (e->out_file) {
         if ((st = twi_put_cancelable(ctx, e->in.s.assembler, sl->x, b->y0, &ov, &err)) != TW_OK)
             return twi_ctx_fail(ctx, st, "%s", err.message);
     } else {
@@ -538,7 +607,10 @@ store_cpu(tw_task_ctx *ctx, void *arg)
     if (b->idx) {
         tw_tile_view iv = slice_view(twi_ctx_view(ctx, 1), sl->x, sl->w);
 
-        if (e->idx_file) {
+        if (e->dist) {
+            if ((st = twi_dist_put(e->dist, ctx, 1, sl->x, b->y0, &iv)) != TW_OK)
+                return st;
+        } else if (e->idx_file) {
             if ((st = twi_put_cancelable(ctx, e->idx_s.assembler, sl->x, b->y0, &iv, &err)) !=
                 TW_OK)
                 return twi_ctx_fail(ctx, st, "%s", err.message);
@@ -650,7 +722,18 @@ ed_finish(tw_job *job, tw_status st, void *user)
     tw_error err, ierr;
     tw_status ist;
 
-    if (st == TW_OK && atomic_load(&e->background) == 0)
+    if (e->dist) {
+        /* Across ranks: the run's totals, or tell the others; before the outputs are renamed. */
+        tw_status ds = twi_dist_finish(e->dist, st, tw_job_get_error(job), &err);
+
+        if (st == TW_OK && ds != TW_OK) {
+            twi_stream_finish(&e->idx_s, ds, NULL);
+            twi_stream_finish(&e->in.s, ds, NULL);
+            return twi_job_fail(job, ds, "%s", err.message);
+        }
+    }
+    if (st == TW_OK && atomic_load(&e->background) == 0 &&
+        (!e->dist || twi_dist_rank(e->dist) == 0))
         TW_WARN(OP, "no background pixel (none %s the threshold %g): every distance is infinite",
                 e->invert ? "above" : "at or below", e->threshold);
     ist = twi_stream_finish(&e->idx_s, st, &ierr);
@@ -679,6 +762,7 @@ ed_free(void *user)
         return;
     twi_stream_finish(&e->idx_s, TW_E_CANCELED, NULL);
     twi_stream_finish(&e->in.s, TW_E_CANCELED, NULL);
+    twi_dist_destroy(e->dist);
     for (int64_t i = 0; e->bands && i < e->n_bands; i++) {
         twi_tile_release(e->bands[i].bin);
         twi_tile_release(e->bands[i].bounds);
@@ -755,6 +839,14 @@ ed_setup(ed_job *e, tw_runtime *rt, const tw_edt_opts *o, tw_error *err)
     if (pthread_mutex_init(&e->lock, NULL) != 0)
         return twi_error_set(err, TW_E_NOMEM, OP ": out of memory");
     e->lock_init = true;
+    if (e->dist && (o->image.data || !o->output.path || o->indices.data))
+        return twi_error_set(err, TW_E_INVALID,
+                             OP ": a job across MPI ranks reads and writes files, not images in "
+                             "memory");
+    if (e->dist && o->method == TW_EDT_WAVEFRONT)
+        return twi_error_set(err, TW_E_INVALID,
+                             OP ": --method wavefront runs the whole image as one band; across "
+                             "MPI ranks only the exact method runs");
     if ((st = twi_src_open(cfg, OP, TWI_SRC_U8 | TWI_SRC_U16 | TWI_SRC_U32 | TWI_SRC_F32,
                            "input", &o->input, &o->image, &e->in, err)) != TW_OK)
         return st;
@@ -831,6 +923,16 @@ ed_setup(ed_job *e, tw_runtime *rt, const tw_edt_opts *o, tw_error *err)
         e->m3 = (int32_t)v;
     e->tiles_x = (e->W + e->tw - 1) / e->tw;
     e->tiles_y = (e->H + e->th - 1) / e->th;
+    if (e->dist) {
+        int64_t ty1;
+
+        /* This rank's band of rows of tiles; tiles and bands keep their place in the image. */
+        if ((st = twi_dist_partition(e->dist, rt, TW_OK, NULL, e->W, e->H, e->tw, e->th,
+                                     &band_kind, err)) != TW_OK)
+            return st;
+        twi_dist_band(e->dist, &e->ty0, &ty1);
+        e->tiles_y = ty1 - e->ty0;
+    }
     e->n_tiles = e->tiles_x * e->tiles_y;
     e->n_bands = e->method == TW_EDT_WAVEFRONT ? 1 : e->tiles_y;
     if (!(e->bands = calloc((size_t)e->n_bands, sizeof *e->bands)) ||
@@ -856,7 +958,7 @@ ed_setup(ed_job *e, tw_runtime *rt, const tw_edt_opts *o, tw_error *err)
 
         b->e = e;
         b->index = i;
-        b->y0 = i * e->th;
+        b->y0 = (e->ty0 + i) * e->th;
         b->h = e->method == TW_EDT_WAVEFRONT ? (int32_t)e->H
                                              : (int32_t)(e->H - b->y0 < e->th ? e->H - b->y0 : e->th);
     }
@@ -877,7 +979,10 @@ ed_setup(ed_job *e, tw_runtime *rt, const tw_edt_opts *o, tw_error *err)
             sl->w = (int32_t)(e->W - sl->x < e->slice_w ? e->W - sl->x : e->slice_w);
         }
 
-    /* Output files last: on failure before this point nothing was created. */
+    /* Output files last: on failure before this point nothing was created. Across ranks,
+     * rank 0 writes them. */
+    if (e->dist && twi_dist_rank(e->dist) != 0)
+        return TW_OK;
     if (e->out_file &&
         (st = twi_stream_open_output(&e->in.s, cfg, OP, &o->output, 1, e->out_type, err)) !=
             TW_OK)
@@ -1009,8 +1114,10 @@ out:
     return st;
 }
 
-tw_status
-tw_edt_submit(tw_runtime *rt, const tw_edt_opts *o, tw_job **out, tw_error *err)
+/* One process (mpi NULL) or across MPI ranks (tilewave/mpi.h). */
+static tw_status
+edt_submit(tw_runtime *rt, const tw_edt_opts *o, tw_mpi *mpi, tw_mpi_report *report,
+           tw_job **out, tw_error *err)
 {
     tw_status st;
     ed_job *e = NULL;
@@ -1025,7 +1132,12 @@ tw_edt_submit(tw_runtime *rt, const tw_edt_opts *o, tw_job **out, tw_error *err)
     atomic_init(&e->background, 0);
     atomic_init(&e->bands_cpu, 0);
     atomic_init(&e->bands_cuda, 0);
+    if (mpi && (st = twi_dist_create(mpi, OP, report, &e->dist, err)) != TW_OK) {
+        ed_free(e);
+        return st;
+    }
     if ((st = ed_setup(e, rt, o, err)) != TW_OK) {
+        twi_dist_abandon(e->dist, st, err); /* the other ranks fail too, not wait */
         ed_free(e); /* aborts opened writers: nothing is left at the output paths */
         return st;
     }
@@ -1035,7 +1147,27 @@ tw_edt_submit(tw_runtime *rt, const tw_edt_opts *o, tw_job **out, tw_error *err)
     }
     e->job = job;
     twi_job_set_finish(job, ed_finish, e, ed_free); /* the job owns e from here */
-    return twi_ops_job_launch(job, OP, submit_graph(e, rt), out, err);
+    if (e->dist) {
+        twi_stream *outs[2] = {&e->in.s, &e->idx_s};
+
+        st = twi_dist_launch(e->dist, job, outs, e->want_idx ? 2 : 1, err);
+    }
+    return twi_ops_job_launch(job, OP, st == TW_OK ? submit_graph(e, rt) : st, out, err);
+}
+
+tw_status
+tw_edt_submit(tw_runtime *rt, const tw_edt_opts *o, tw_job **out, tw_error *err)
+{
+    return edt_submit(rt, o, NULL, NULL, out, err);
+}
+
+tw_status
+tw_mpi_edt_submit(tw_mpi *c, tw_runtime *rt, const tw_edt_opts *o, tw_mpi_report *report,
+                  tw_job **out, tw_error *err)
+{
+    if (!c)
+        return twi_error_set(err, TW_E_INVALID, OP ": NULL MPI context");
+    return edt_submit(rt, o, c, report, out, err);
 }
 
 /* ---- options and names */

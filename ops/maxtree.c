@@ -488,6 +488,11 @@ struct af_job {
      * blocks' trees. docs/maxtree.md, "Memory". */
     int64_t blk, nbx, nby, n_blocks;
     af_block *blocks;
+    /* Across MPI ranks (docs/mpi.md): this rank's cells are the rows of tiles [ty0, ty0 +
+     * tiles_y) of a grid of all_tiles_y rows; its band is merged in blocks as a whole band
+     * high, and the blocks' trees of every rank are merged on rank 0 (af_dmerge). */
+    twi_dist *dist;
+    int64_t ty0, all_tiles_y;
     int64_t *seq, *seq_pos;      /* pass order of the cells, and each cell's place in it */
     atomic_llong blocks_merged;
     int scratch_fd;
@@ -643,7 +648,7 @@ nomem:
 }
 #endif
 
-static const tw_task_kind af_merge_kind, af_bmerge_kind;
+static const tw_task_kind af_merge_kind, af_bmerge_kind, af_dmerge_kind;
 
 /* TP, pass 1: the tile's max-tree, attributes and border max-tree. */
 static tw_status
@@ -782,7 +787,8 @@ af_bmerge_commit(tw_task_ctx *ctx, void *arg)
     if (atomic_fetch_add(&a->blocks_merged, 1) + 1 != a->n_blocks)
         return TW_OK;
     a->t1 = now_s();
-    if ((st = twi_task_create(a->job, &af_merge_kind, a, NULL, &t)) == TW_OK)
+    if ((st = twi_task_create(a->job, a->dist ? &af_dmerge_kind : &af_merge_kind, a, NULL, &t)) ==
+        TW_OK)
         st = twi_task_submit(t);
     twi_task_release(t);
     if (st != TW_OK)
@@ -878,6 +884,226 @@ af_merge(tw_task_ctx *ctx, void *arg)
                             "%s: merging the border max-trees failed (%s; %lld border nodes)",
                             a->op, tw_status_string(st), (long long)a->border_nodes);
     return TW_OK;
+}
+
+/* ---- BP across MPI ranks: the bands' block trees merged on rank 0 */
+
+/* A border max-tree on the wire: a header, then level, maxv, lparent, own, and each side
+ * present. */
+typedef struct bt_hdr {
+    int64_t n;
+    int32_t w, h;
+    uint32_t sides, pad;
+} bt_hdr;
+
+static size_t
+bt_bytes(const twi_mt_border *b)
+{
+    size_t n = sizeof(bt_hdr) + (size_t)b->n * (2 * sizeof(uint16_t) + 2 * sizeof(uint32_t));
+
+    for (int s = 0; s < 4; s++)
+        if (b->side[s])
+            n += (size_t)(s <= TWI_MT_BOTTOM ? b->w : b->h) * sizeof(uint32_t);
+    return n;
+}
+
+static unsigned char *
+bt_put(unsigned char *p, const void *src, size_t n)
+{
+    memcpy(p, src, n);
+    return p + n;
+}
+
+static unsigned char *
+bt_pack(const twi_mt_border *b, unsigned char *p)
+{
+    bt_hdr h = {b->n, b->w, b->h, 0, 0};
+
+    for (int s = 0; s < 4; s++)
+        h.sides |= b->side[s] ? TWI_MT_SIDE(s) : 0u;
+    p = bt_put(p, &h, sizeof h);
+    p = bt_put(p, b->level, (size_t)b->n * sizeof *b->level);
+    p = bt_put(p, b->maxv, (size_t)b->n * sizeof *b->maxv);
+    p = bt_put(p, b->lparent, (size_t)b->n * sizeof *b->lparent);
+    p = bt_put(p, b->own, (size_t)b->n * sizeof *b->own);
+    for (int s = 0; s < 4; s++)
+        if (b->side[s])
+            p = bt_put(p, b->side[s], (size_t)(s <= TWI_MT_BOTTOM ? b->w : b->h) * 4);
+    return p;
+}
+
+/* Read one tree from p (left bytes there) into b; NULL when malformed or out of memory. */
+static const unsigned char *
+bt_unpack(const unsigned char *p, size_t left, twi_mt_border *b)
+{
+    bt_hdr h;
+    size_t len;
+
+    memset(b, 0, sizeof *b);
+    if (left < sizeof h)
+        return NULL;
+    memcpy(&h, p, sizeof h);
+    p += sizeof h;
+    left -= sizeof h;
+    if (h.n < 1 || h.w < 1 || h.h < 1 || h.sides > 15u ||
+        (uint64_t)h.n > left / (2 * sizeof(uint16_t) + 2 * sizeof(uint32_t)))
+        return NULL;
+    b->n = h.n;
+    b->w = h.w;
+    b->h = h.h;
+    if (!(b->level = malloc((size_t)h.n * sizeof *b->level)) ||
+        !(b->maxv = malloc((size_t)h.n * sizeof *b->maxv)) ||
+        !(b->lparent = malloc((size_t)h.n * sizeof *b->lparent)) ||
+        !(b->own = malloc((size_t)h.n * sizeof *b->own)))
+        return NULL;
+    memcpy(b->level, p, (size_t)h.n * 2);
+    memcpy(b->maxv, p + (size_t)h.n * 2, (size_t)h.n * 2);
+    memcpy(b->lparent, p + (size_t)h.n * 4, (size_t)h.n * 4);
+    memcpy(b->own, p + (size_t)h.n * 8, (size_t)h.n * 4);
+    p += (size_t)h.n * 12;
+    left -= (size_t)h.n * 12;
+    for (int s = 0; s < 4; s++) {
+        if (!(h.sides & TWI_MT_SIDE(s)))
+            continue;
+        len = (size_t)(s <= TWI_MT_BOTTOM ? h.w : h.h) * 4;
+        if (len > left || !(b->side[s] = malloc(len)))
+            return NULL;
+        memcpy(b->side[s], p, len);
+        p += len;
+        left -= len;
+    }
+    return p;
+}
+
+/* Rank 0: the blocks of every rank (nbx per rank, rank by rank: a grid of nbx x size) from
+ * the gathered bytes, merged; the answers cut into each rank's part: its blocks' offsets
+ * (nbx + 1, from 0), then their answers. */
+static tw_status
+dmerge_root(af_job *a, const unsigned char *all, const int64_t *lens, int size, void **parts,
+            int64_t *part_lens)
+{
+    int64_t nbx = a->nbx, n = nbx * size, *off = NULL, bytes = 0;
+    twi_mt_border *bt = calloc((size_t)n, sizeof *bt);
+    twi_mt_border **bts = malloc((size_t)n * sizeof *bts);
+    uint64_t *res = NULL;
+    unsigned char *out = NULL, *q;
+    const unsigned char *p = all;
+    tw_status st = TW_OK;
+
+    if (!bt || !bts) {
+        st = TW_E_NOMEM;
+        goto out;
+    }
+    for (int r = 0; r < size && st == TW_OK; r++) {
+        const unsigned char *end = p + lens[r];
+
+        for (int64_t k = 0; k < nbx; k++) {
+            bts[r * nbx + k] = &bt[r * nbx + k];
+            if (!(p = bt_unpack(p, (size_t)(end - p), &bt[r * nbx + k]))) {
+                st = TW_E_INTERNAL;
+                break;
+            }
+        }
+        p = end;
+    }
+    if (st != TW_OK)
+        goto out;
+    a->border_nodes = 0;
+    for (int64_t i = 0; i < n; i++)
+        a->border_nodes += bt[i].n;
+    if ((st = twi_mt_merge(bts, nbx, size, a->conn, &a->f, &res, &off, &a->border_edges)) !=
+        TW_OK)
+        goto out;
+    for (int r = 0; r < size; r++) {
+        part_lens[r] = (nbx + 1) * 8 + (off[(r + 1) * nbx] - off[r * nbx]) * 8;
+        bytes += part_lens[r];
+    }
+    if (!(out = malloc((size_t)bytes))) {
+        st = TW_E_NOMEM;
+        goto out;
+    }
+    q = out;
+    for (int r = 0; r < size; r++) {
+        for (int64_t k = 0; k <= nbx; k++) {
+            int64_t o = off[r * nbx + k] - off[r * nbx];
+
+            q = bt_put(q, &o, sizeof o);
+        }
+        q = bt_put(q, res + off[r * nbx], (size_t)(off[(r + 1) * nbx] - off[r * nbx]) * 8);
+    }
+    *parts = out;
+    out = NULL;
+out:
+    for (int64_t i = 0; bt && i < n; i++)
+        twi_mt_border_free(&bt[i]);
+    free(bt);
+    free(bts);
+    free(res);
+    free(off);
+    free(out);
+    return st;
+}
+
+/* BP across ranks (CPU): this rank's block trees to rank 0, which merges the grid of all
+ * ranks' blocks; each rank gets its blocks' answers back, as the merge in one process gives
+ * them to its blocks, and pass 2 resolves its cells' deferred answers with them. */
+static tw_status
+af_dmerge(tw_task_ctx *ctx, void *arg)
+{
+    af_job *a = arg;
+    int size = twi_dist_size(a->dist);
+    int64_t mine = 0, *lens = NULL, *part_lens = NULL, got = 0;
+    unsigned char *buf = NULL, *p;
+    void *all = NULL, *parts = NULL, *part = NULL;
+    tw_status st;
+
+    free(a->res);
+    free(a->off);
+    a->res = NULL;
+    a->off = NULL;
+    twi_dist_count_round(a->dist);
+    for (int64_t b = 0; b < a->n_blocks; b++)
+        mine += (int64_t)bt_bytes(&a->blocks[b].bt);
+    if (!(buf = malloc((size_t)mine)) || !(lens = calloc((size_t)size, sizeof *lens)) ||
+        !(part_lens = calloc((size_t)size, sizeof *part_lens))) {
+        st = twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory for the merge", a->op);
+        goto out;
+    }
+    p = buf;
+    a->border_nodes = 0;
+    for (int64_t b = 0; b < a->n_blocks; b++) {
+        p = bt_pack(&a->blocks[b].bt, p);
+        a->border_nodes += a->blocks[b].bt.n;
+    }
+    if ((st = twi_dist_gather(a->dist, ctx, buf, mine, &all, lens)) != TW_OK)
+        goto out;
+    if (twi_dist_rank(a->dist) == 0 &&
+        (st = dmerge_root(a, all, lens, size, &parts, part_lens)) != TW_OK) {
+        st = twi_ctx_fail(ctx, st,
+                          "%s: merging the border max-trees of %d ranks failed (%s; %lld border "
+                          "nodes)",
+                          a->op, size, tw_status_string(st), (long long)a->border_nodes);
+        goto out;
+    }
+    if ((st = twi_dist_scatter(a->dist, ctx, parts, part_lens, &part, &got)) != TW_OK)
+        goto out;
+    if (got < (a->n_blocks + 1) * 8 || !(a->off = malloc((size_t)(a->n_blocks + 1) * 8)) ||
+        !(a->res = malloc((size_t)(got - (a->n_blocks + 1) * 8) + 8))) {
+        st = twi_ctx_fail(ctx, got < (a->n_blocks + 1) * 8 ? TW_E_INTERNAL : TW_E_NOMEM,
+                          "%s: bad or missing answers of the merge", a->op);
+        goto out;
+    }
+    memcpy(a->off, part, (size_t)(a->n_blocks + 1) * 8);
+    memcpy(a->res, (unsigned char *)part + (a->n_blocks + 1) * 8,
+           (size_t)(got - (a->n_blocks + 1) * 8));
+out:
+    free(buf);
+    free(lens);
+    free(part_lens);
+    free(all);
+    free(parts);
+    free(part);
+    return st;
 }
 
 /* After the merge succeeded, wherever it ran: free the border max-trees, start pass 2. */
@@ -986,7 +1212,10 @@ af_store(tw_task_ctx *ctx, void *arg)
         invert_view(&o);
     o.x0 = c->x;
     o.y0 = c->y;
-    if (a->out_file) {
+    if (a->dist) {
+        if ((st = twi_dist_put(a->dist, ctx, 0, c->x, c->y, &o)) != TW_OK)
+            return st;
+    } else if (a->out_file) {
         if ((st = twi_assembler_put(a->in.s.assembler, c->x, c->y, &o, &err)) != TW_OK)
             return twi_ctx_fail(ctx, st, "%s", err.message);
     } else {
@@ -1030,6 +1259,12 @@ static const tw_task_kind af_merge_kind = {
     .cpu = af_merge,
     TWI_CUDA_VARIANT(af_merge),
     .can_run = af_gpu_can_run,
+    .commit = af_merge_commit,
+};
+static const tw_task_kind af_dmerge_kind = {
+    .name = "maxtree.mpi_merge",
+    .devices = TW_DEVICE_CPU,
+    .cpu = af_dmerge,
     .commit = af_merge_commit,
 };
 static const tw_task_kind af_tp2_kind = {
@@ -1087,6 +1322,15 @@ af_finish(tw_job *job, tw_status st, void *user)
     tw_error err;
     double t3 = now_s();
 
+    if (a->dist) {
+        /* Across ranks: the run's totals, or tell the others; before the output is renamed. */
+        tw_status ds = twi_dist_finish(a->dist, st, tw_job_get_error(job), &err);
+
+        if (st == TW_OK && ds != TW_OK) {
+            twi_stream_finish(&a->in.s, ds, NULL);
+            return twi_job_fail(job, ds, "%s", err.message);
+        }
+    }
     st = twi_stream_finish(&a->in.s, st, &err);
     if (a->report) {
         tw_attr_filter_report *r = a->report;
@@ -1116,6 +1360,7 @@ af_free(void *user)
     if (!a)
         return;
     twi_stream_finish(&a->in.s, TW_E_CANCELED, NULL);
+    twi_dist_destroy(a->dist);
     for (int64_t i = 0; a->cells && i < a->n_tiles; i++) {
         twi_tile_release(a->cells[i].img);
         twi_tile_release(a->cells[i].out);
@@ -1163,12 +1408,15 @@ block_bytes(const af_job *a, int64_t g)
  * (runtime.host_mem); then in the smallest blocks (a power of two a side) that keep the trees
  * in a quarter of it. The border max-trees are outside the budget's account (docs/maxtree.md);
  * when no block size fits, or an explicit one does not, the run says so and goes on. */
+static tw_status blocks_make(af_job *a, int64_t gx, int64_t gy, const tw_config *cfg,
+                             tw_error *err);
+static tw_status scratch_open(af_job *a, const tw_config *cfg, tw_error *err);
+
 static tw_status
 af_blocks_setup(af_job *a, const tw_config *cfg, tw_error *err)
 {
     int64_t budget = 0, g = 0, need = border_bytes(a->W, a->H, a->tw, a->th);
-    int64_t gmax = 1, k = 0;
-    const char *dir;
+    int64_t gmax = 1;
 
     if (tw_config_get_int(cfg, "runtime.host_mem", &budget) != TW_OK)
         budget = 0;
@@ -1198,9 +1446,20 @@ af_blocks_setup(af_job *a, const tw_config *cfg, tw_error *err)
                 (double)(g ? block_bytes(a, g) : need) / (1 << 20), (double)budget / (1 << 20));
     if (!g)
         return TW_OK;
-    a->blk = g;
-    a->nbx = (a->tiles_x + g - 1) / g;
-    a->nby = (a->tiles_y + g - 1) / g;
+    return blocks_make(a, g, g, cfg, err);
+}
+
+/* The blocks of gx x gy cells, the pass order and the scratch file of the cells' answers. A
+ * block has a side towards every block next to it, also one of another rank (the cells'
+ * rows are ty0 .. of all_tiles_y). */
+static tw_status
+blocks_make(af_job *a, int64_t gx, int64_t gy, const tw_config *cfg, tw_error *err)
+{
+    int64_t k = 0;
+
+    a->blk = gx;
+    a->nbx = (a->tiles_x + gx - 1) / gx;
+    a->nby = (a->tiles_y + gy - 1) / gy;
     a->n_blocks = a->nbx * a->nby;
     if (!(a->blocks = calloc((size_t)a->n_blocks, sizeof *a->blocks)) ||
         !(a->seq = malloc((size_t)a->n_tiles * sizeof *a->seq)) ||
@@ -1211,12 +1470,12 @@ af_blocks_setup(af_job *a, const tw_config *cfg, tw_error *err)
 
         B->a = a;
         B->b = b;
-        B->x0 = (b % a->nbx) * g;
-        B->y0 = (b / a->nbx) * g;
-        B->w = a->tiles_x - B->x0 < g ? a->tiles_x - B->x0 : g;
-        B->h = a->tiles_y - B->y0 < g ? a->tiles_y - B->y0 : g;
-        B->sides = (B->y0 > 0 ? TWI_MT_SIDE(TWI_MT_TOP) : 0u) |
-                   (B->y0 + B->h < a->tiles_y ? TWI_MT_SIDE(TWI_MT_BOTTOM) : 0u) |
+        B->x0 = (b % a->nbx) * gx;
+        B->y0 = (b / a->nbx) * gy;
+        B->w = a->tiles_x - B->x0 < gx ? a->tiles_x - B->x0 : gx;
+        B->h = a->tiles_y - B->y0 < gy ? a->tiles_y - B->y0 : gy;
+        B->sides = (a->ty0 + B->y0 > 0 ? TWI_MT_SIDE(TWI_MT_TOP) : 0u) |
+                   (a->ty0 + B->y0 + B->h < a->all_tiles_y ? TWI_MT_SIDE(TWI_MT_BOTTOM) : 0u) |
                    (B->x0 > 0 ? TWI_MT_SIDE(TWI_MT_LEFT) : 0u) |
                    (B->x0 + B->w < a->tiles_x ? TWI_MT_SIDE(TWI_MT_RIGHT) : 0u);
         atomic_init(&B->left, B->w * B->h);
@@ -1229,16 +1488,46 @@ af_blocks_setup(af_job *a, const tw_config *cfg, tw_error *err)
                 a->seq[k++] = c;
             }
     }
-    /* The scratch file of the cells' answers: private and nameless. */
-    dir = twi_scratch_dir(cfg);
+    TW_INFO(a->op, "border max-trees merged in %lld blocks of %lldx%lld tiles",
+            (long long)a->n_blocks, (long long)gx, (long long)gy);
+    return a->scratch_fd >= 0 ? TW_OK : scratch_open(a, cfg, err);
+}
+
+/* The scratch file of the cells' answers: private and nameless. */
+static tw_status
+scratch_open(af_job *a, const tw_config *cfg, tw_error *err)
+{
+    const char *dir = twi_scratch_dir(cfg);
+
     if ((a->scratch_fd = twi_scratch_open(dir, "maxtree")) < 0)
         return twi_error_set(err, TW_E_IO,
                              "%s: cannot create a scratch file in '%s' (%s); set "
                              "runtime.scratch_dir to a writable directory",
                              a->op, dir, strerror(errno));
-    TW_INFO(a->op, "border max-trees merged in %lld blocks of %lldx%lld tiles",
-            (long long)a->n_blocks, (long long)g, (long long)g);
     return TW_OK;
+}
+
+/* Across ranks, a rank's band is merged in blocks a band high (so that the blocks of all ranks
+ * make a grid, nbx blocks a rank) and as wide as 32-bit node areas allow for the tallest band
+ * of any rank (maxtree.merge_block, when set, narrows them). */
+static tw_status
+dist_blocks_setup(af_job *a, const tw_config *cfg, tw_error *err)
+{
+    int64_t band_px = twi_dist_max_band(a->dist) * a->th, gx, g = 0;
+
+    if (band_px > a->H)
+        band_px = a->H;
+    gx = (int64_t)UINT32_MAX / (band_px * a->tw);
+    if (gx < 1)
+        return twi_error_set(err, TW_E_INVALID,
+                             "%s: a band of %lld rows and a %d-pixel tile column exceeds 2^32 "
+                             "pixels; use more ranks or narrower tiles",
+                             a->op, (long long)band_px, (int)a->tw);
+    if (tw_config_get_int(cfg, "maxtree.merge_block", &g) == TW_OK && g > 0 && g < gx)
+        gx = g;
+    if (gx > a->tiles_x)
+        gx = a->tiles_x;
+    return blocks_make(a, gx, a->tiles_y, cfg, err);
 }
 
 static const char *const af_names[] = {"area-open", "area-close", "height-open",
@@ -1269,6 +1558,11 @@ af_setup(af_job *a, tw_runtime *rt, const tw_attr_filter_opts *o, tw_error *err)
 #ifdef TW_HAVE_CUDA
     a->on_gpu = twi_runtime_gpu_count(rt) > 0;
 #endif
+    if (a->dist && (o->image.data || !o->output.path))
+        return twi_error_set(err, TW_E_INVALID,
+                             "%s: a job across MPI ranks reads and writes files, not images in "
+                             "memory",
+                             a->op);
     if (o->output.path) {
         if (a->in.path && twi_ops_same_file(a->in.path, o->output.path))
             return twi_error_set(err, TW_E_INVALID, "%s: the output '%s' would overwrite the input",
@@ -1288,13 +1582,27 @@ af_setup(af_job *a, tw_runtime *rt, const tw_attr_filter_opts *o, tw_error *err)
                              "%s: tiles of %dx%d pixels do not fit 32-bit tile indices", a->op,
                              (int)a->tw, (int)a->th);
     a->tiles_x = (a->W + a->tw - 1) / a->tw;
-    a->tiles_y = (a->H + a->th - 1) / a->th;
+    a->tiles_y = a->all_tiles_y = (a->H + a->th - 1) / a->th;
+    if (a->dist) {
+        int64_t ty1;
+
+        /* Across ranks the merge is in blocks: its scratch file is made before the partition,
+         * so that a rank that cannot make it fails there, with every rank knowing. */
+        if ((st = scratch_open(a, cfg, err)) != TW_OK)
+            return st;
+        /* This rank's band of rows of tiles; the cells keep their place in the image. */
+        if ((st = twi_dist_partition(a->dist, rt, TW_OK, NULL, a->W, a->H, a->tw, a->th,
+                                     &af_tp1_kind, err)) != TW_OK)
+            return st;
+        twi_dist_band(a->dist, &a->ty0, &ty1);
+        a->tiles_y = ty1 - a->ty0;
+    }
     a->n_tiles = a->tiles_x * a->tiles_y;
     if (!(a->cells = calloc((size_t)a->n_tiles, sizeof *a->cells)))
         return twi_error_set(err, TW_E_NOMEM, "%s: out of memory", a->op);
     for (int64_t i = 0; i < a->n_tiles; i++) {
         af_cell *c = &a->cells[i];
-        int64_t tx = i % a->tiles_x, ty = i / a->tiles_x;
+        int64_t tx = i % a->tiles_x, ty = a->ty0 + i / a->tiles_x;
 
         c->a = a;
         c->i = i;
@@ -1303,14 +1611,16 @@ af_setup(af_job *a, tw_runtime *rt, const tw_attr_filter_opts *o, tw_error *err)
         c->w = (int32_t)(a->W - c->x < a->tw ? a->W - c->x : a->tw);
         c->h = (int32_t)(a->H - c->y < a->th ? a->H - c->y : a->th);
         c->sides = (ty > 0 ? TWI_MT_SIDE(TWI_MT_TOP) : 0u) |
-                   (ty + 1 < a->tiles_y ? TWI_MT_SIDE(TWI_MT_BOTTOM) : 0u) |
+                   (ty + 1 < a->all_tiles_y ? TWI_MT_SIDE(TWI_MT_BOTTOM) : 0u) |
                    (tx > 0 ? TWI_MT_SIDE(TWI_MT_LEFT) : 0u) |
                    (tx + 1 < a->tiles_x ? TWI_MT_SIDE(TWI_MT_RIGHT) : 0u);
     }
-    if ((st = af_blocks_setup(a, cfg, err)) != TW_OK)
+    if ((st = a->dist ? dist_blocks_setup(a, cfg, err) : af_blocks_setup(a, cfg, err)) != TW_OK)
         return st;
-    if (a->out_file && (st = twi_stream_open_output(&a->in.s, cfg, a->op, &o->output, 1,
-                                                    a->out_type, err)) != TW_OK)
+    /* Across ranks, rank 0 writes the whole image. */
+    if (a->out_file && (!a->dist || twi_dist_rank(a->dist) == 0) &&
+        (st = twi_stream_open_output(&a->in.s, cfg, a->op, &o->output, 1, a->out_type, err)) !=
+            TW_OK)
         return st;
     return TW_OK;
 }
@@ -1319,7 +1629,7 @@ static tw_status
 af_graph(af_job *a, tw_runtime *rt)
 {
     tw_status st = TW_OK;
-    int pass = a->n_tiles > 1 ? 1 : 2;
+    int pass = a->n_tiles > 1 || a->dist ? 1 : 2;
 
     /* Tiles in flight, as for the EDT's bands: enough to keep every worker busy. */
     a->rt = rt;
@@ -1335,8 +1645,8 @@ af_graph(af_job *a, tw_runtime *rt)
 }
 
 static tw_status
-af_submit(tw_runtime *rt, const tw_attr_filter_opts *o, bool area_map, tw_job **out,
-          tw_error *err)
+af_submit(tw_runtime *rt, const tw_attr_filter_opts *o, bool area_map, tw_mpi *mpi,
+          tw_mpi_report *report, tw_job **out, tw_error *err)
 {
     af_job *a;
     tw_job *job = NULL;
@@ -1376,7 +1686,12 @@ af_submit(tw_runtime *rt, const tw_attr_filter_opts *o, bool area_map, tw_job **
     atomic_init(&a->scratch_end, 0);
     atomic_init(&a->tp_cpu, 0);
     atomic_init(&a->tp_cuda, 0);
+    if (mpi && (st = twi_dist_create(mpi, a->op, report, &a->dist, err)) != TW_OK) {
+        af_free(a);
+        return st;
+    }
     if ((st = af_setup(a, rt, o, err)) != TW_OK) {
+        twi_dist_abandon(a->dist, st, err); /* the other ranks fail too, not wait */
         af_free(a);
         return st;
     }
@@ -1386,20 +1701,34 @@ af_submit(tw_runtime *rt, const tw_attr_filter_opts *o, bool area_map, tw_job **
     }
     a->job = job;
     twi_job_set_finish(job, af_finish, a, af_free);
-    return twi_ops_job_launch(job, a->op, af_graph(a, rt), out, err);
+    if (a->dist) {
+        twi_stream *outs[1] = {&a->in.s};
+
+        st = twi_dist_launch(a->dist, job, outs, 1, err);
+    }
+    return twi_ops_job_launch(job, a->op, st == TW_OK ? af_graph(a, rt) : st, out, err);
 }
 
 tw_status
 tw_attr_filter_submit(tw_runtime *rt, const tw_attr_filter_opts *o, tw_job **out,
                       tw_error *err)
 {
-    return af_submit(rt, o, false, out, err);
+    return af_submit(rt, o, false, NULL, NULL, out, err);
+}
+
+tw_status
+tw_mpi_attr_filter_submit(tw_mpi *c, tw_runtime *rt, const tw_attr_filter_opts *o,
+                          tw_mpi_report *report, tw_job **out, tw_error *err)
+{
+    if (!c)
+        return twi_error_set(err, TW_E_INVALID, AF ": NULL MPI context");
+    return af_submit(rt, o, false, c, report, out, err);
 }
 
 tw_status
 twi_area_map_submit(tw_runtime *rt, const tw_attr_filter_opts *o, tw_job **out, tw_error *err)
 {
-    return af_submit(rt, o, true, out, err);
+    return af_submit(rt, o, true, NULL, NULL, out, err);
 }
 
 void

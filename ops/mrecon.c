@@ -68,6 +68,22 @@
  * the first pixel: deterministic whatever the order in which loads ran.
  *
  * Progress counts tasks: loads, preps, TPs, BPs and stores; the total grows as BP adds rounds.
+ *
+ * Across MPI ranks (tw_mpi_mrecon_submit, docs/mpi.md). Each rank runs this job on its band of
+ * rows of tiles (ops/dist_mpi.c), with the band's top and bottom image rows as one more kind of
+ * shared border: the neighbour's edge row is a "ghost" row that BP propagates from, like a
+ * tile across a pair, but full width, so diagonals across tile columns come for free. Every BP
+ * round, after its own pairs, a rank (1) completes the previous round's exchange and
+ * propagates the ghost rows it received into its edge tiles (raised pixels are seeds, as any
+ * BP raise), (2) posts its edge rows to its neighbours, or an empty message where they did not
+ * change since last sent, to arrive while the next round's TPs run, and (3) joins an allreduce
+ * of "active" (seeds, or a row sent). The job converges when no rank is active: then nobody
+ * has seeds, every edge row was received by the neighbour unchanged since, and its propagation
+ * raised nothing, so, with the invariant above inside each band, no update applies anywhere.
+ * A ghost row may be a round old; values only rise, so an old one raises nothing a new one
+ * would not. Rounds are global: a rank with nothing to do runs BP-only rounds until all are
+ * done. The first round also agrees on the marker check (the first bad pixel of the image,
+ * whichever rank found it) and, for h-maxima, on the image's range.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -160,6 +176,15 @@ struct mr_job {
     int64_t bad_x, bad_y; /* first violation (image frame) */
     unsigned bad_j, bad_i;
     unsigned img_min, img_max;
+
+    /* across MPI ranks (NULL: one process): the band starts at row of tiles ty0; edge rows as
+     * W values each: [0] top, [1] bottom now, [2] top, [3] bottom as last sent, [4] the ghost
+     * row above, [5] below; `wire` holds rows packed in the sample type for the exchange. */
+    twi_dist *dist;
+    int64_t ty0;
+    uint16_t *edge;
+    unsigned char *wire;
+    bool edge_sent;
 
     /* BP-owned statistics */
     tw_mrecon_stats stats;
@@ -831,16 +856,215 @@ submit_round(mr_job *m, const struct timespec *bp_t0)
     return st;
 }
 
+/* ---- BP across MPI ranks (the top-of-file essay) */
+
+/* The band's top (bottom) image row, from its first (last) row of tiles, into out[W]. */
+static tw_status
+edge_read(mr_job *m, bool bottom, uint16_t *out)
+{
+    int64_t ty = bottom ? m->tiles_y - 1 : 0;
+    tw_status st;
+
+    for (int64_t tx = 0; tx < m->tiles_x; tx++) {
+        mr_tile *t = &m->tiles[ty * m->tiles_x + tx];
+        tw_tile_view v;
+
+        if ((st = twi_tile_pin_read(t->marker)) != TW_OK)
+            return st;
+        v = twi_tile_host_view(t->marker);
+        for (int32_t x = 0; x < t->w; x++)
+            out[t->x + x] = (uint16_t)pix_get(&v, x, bottom ? t->h - 1 : 0);
+        twi_tile_unpin(t->marker);
+    }
+    return TW_OK;
+}
+
+/* BP from the neighbour's edge row g[W] into the band's top (bottom) row: each pixel q there
+ * gets min(max J over its neighbours p in g, I(q)) when that is above J(q), and is a seed. */
+static tw_status
+ghost_apply(mr_job *m, bool bottom, const uint16_t *g)
+{
+    int64_t ty = bottom ? m->tiles_y - 1 : 0;
+    tw_status st = TW_OK;
+
+    for (int64_t tx = 0; tx < m->tiles_x && st == TW_OK; tx++) {
+        mr_tile *t = &m->tiles[ty * m->tiles_x + tx];
+        int32_t qy = bottom ? t->h - 1 : 0;
+        side b;
+
+        if ((st = twi_tile_pin(t->marker)) != TW_OK)
+            return st;
+        if ((st = twi_tile_pin_read(t->mask)) != TW_OK) {
+            twi_tile_unpin(t->marker);
+            return st;
+        }
+        b = side_of(t);
+        for (int32_t x = 0; x < t->w && st == TW_OK; x++) {
+            int64_t gx = t->x + x, lo = m->conn == 8 && gx > 0 ? gx - 1 : gx;
+            int64_t hi = m->conn == 8 && gx < m->W - 1 ? gx + 1 : gx;
+            unsigned jp = 0, jq = pix_get(&b.j, x, qy), iq, v;
+
+            for (int64_t k = lo; k <= hi; k++)
+                jp = g[k] > jp ? g[k] : jp;
+            if (jp <= jq)
+                continue;
+            iq = pix_get(&b.i, x, qy);
+            if ((v = jp < iq ? jp : iq) <= jq)
+                continue;
+            pix_set(&b.j, x, qy, v);
+            st = add_seed(m, t, (uint32_t)((int64_t)qy * t->w + x));
+        }
+        twi_tile_unpin(t->mask);
+        twi_tile_unpin(t->marker);
+    }
+    return st;
+}
+
+/* Rows travel in the sample type: half the bytes for 8-bit images. */
+static void
+wire_pack(const mr_job *m, const uint16_t *row, unsigned char *out)
+{
+    if (m->type == TW_U16) {
+        memcpy(out, row, (size_t)m->W * sizeof *row);
+        return;
+    }
+    for (int64_t x = 0; x < m->W; x++)
+        out[x] = (unsigned char)row[x];
+}
+
+static void
+wire_unpack(const mr_job *m, const unsigned char *in, uint16_t *row)
+{
+    if (m->type == TW_U16) {
+        memcpy(row, in, (size_t)m->W * sizeof *row);
+        return;
+    }
+    for (int64_t x = 0; x < m->W; x++)
+        row[x] = in[x];
+}
+
+/* Round 0 across ranks: the first marker pixel above the mask of the whole image is in the
+ * band of the first rank that found one (bands are in raster order); every rank then fails
+ * with it, as one process would. h-maxima: the image's range. */
+static tw_status
+dist_first_round(tw_task_ctx *ctx, mr_job *m)
+{
+    int n = twi_dist_size(m->dist);
+    int64_t mine[5] = {0}, *all = malloc((size_t)n * sizeof mine), range[2];
+    tw_status st;
+
+    if (!all)
+        return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory", m->op);
+    pthread_mutex_lock(&m->lock);
+    if (atomic_load(&m->bad)) {
+        mine[0] = 1;
+        mine[1] = m->bad_x;
+        mine[2] = m->bad_y;
+        mine[3] = m->bad_j;
+        mine[4] = m->bad_i;
+    }
+    pthread_mutex_unlock(&m->lock);
+    if ((st = twi_dist_allgather(m->dist, ctx, mine, sizeof mine, all)) != TW_OK)
+        return st; /* `all` may still be written by MPI: left alone */
+    for (int r = 0; r < n; r++) {
+        const int64_t *a = all + 5 * r;
+
+        if (!a[0])
+            continue;
+        pthread_mutex_lock(&m->lock);
+        m->bad_x = a[1];
+        m->bad_y = a[2];
+        m->bad_j = (unsigned)a[3];
+        m->bad_i = (unsigned)a[4];
+        atomic_store(&m->bad, true);
+        pthread_mutex_unlock(&m->lock);
+        twi_dist_failed_everywhere(m->dist, r); /* the rank with the pixel tells */
+        break;
+    }
+    free(all);
+    if (m->prep != TWI_MRECON_PREP_SUB_H)
+        return TW_OK;
+    pthread_mutex_lock(&m->lock);
+    range[0] = m->img_max;
+    range[1] = (int64_t)m->maxv - m->img_min;
+    pthread_mutex_unlock(&m->lock);
+    if ((st = twi_dist_allreduce(m->dist, ctx, range, 2, TWI_DIST_I64, TWI_DIST_MAX)) != TW_OK)
+        return st;
+    pthread_mutex_lock(&m->lock);
+    m->img_max = (unsigned)range[0];
+    m->img_min = (unsigned)((int64_t)m->maxv - range[1]);
+    pthread_mutex_unlock(&m->lock);
+    return TW_OK;
+}
+
+/* The exchange of a BP round across ranks, after the band's own pairs: the ghost rows of the
+ * last round propagated, the edge rows posted, and *active: does any rank have work left? */
+static tw_status
+dist_round(tw_task_ctx *ctx, mr_job *m, bool *active)
+{
+    int64_t W = m->W, flag;
+    size_t bytes = (size_t)W * tw_sample_size(m->type);
+    uint16_t *top = m->edge, *bot = top + W, *sent_top = bot + W, *sent_bot = sent_top + W;
+    uint16_t *g_up = sent_bot + W, *g_down = g_up + W;
+    unsigned char *w_top = m->wire, *w_bot = w_top + bytes, *w_up = w_bot + bytes;
+    unsigned char *w_down = w_up + bytes;
+    int rank = twi_dist_rank(m->dist), size = twi_dist_size(m->dist);
+    bool got_up, got_down, send_top, send_bot;
+    tw_status st;
+
+    twi_dist_count_round(m->dist);
+    if ((st = twi_dist_halo_wait(m->dist, ctx, w_up, w_down, bytes, &got_up, &got_down)) !=
+        TW_OK)
+        return st;
+    if (got_up) {
+        wire_unpack(m, w_up, g_up);
+        if ((st = ghost_apply(m, false, g_up)) != TW_OK)
+            return st;
+    }
+    if (got_down) {
+        wire_unpack(m, w_down, g_down);
+        if ((st = ghost_apply(m, true, g_down)) != TW_OK)
+            return st;
+    }
+    if ((st = edge_read(m, false, top)) != TW_OK || (st = edge_read(m, true, bot)) != TW_OK)
+        return st;
+    send_top = rank > 0 && (!m->edge_sent || memcmp(top, sent_top, (size_t)W * 2) != 0);
+    send_bot = rank < size - 1 && (!m->edge_sent || memcmp(bot, sent_bot, (size_t)W * 2) != 0);
+    m->edge_sent = true;
+    if (send_top) {
+        memcpy(sent_top, top, (size_t)W * 2);
+        wire_pack(m, top, w_top);
+    }
+    if (send_bot) {
+        memcpy(sent_bot, bot, (size_t)W * 2);
+        wire_pack(m, bot, w_bot);
+    }
+    if ((st = twi_dist_halo_post(m->dist, ctx, w_top, w_bot, bytes, send_top, send_bot)) !=
+        TW_OK)
+        return st;
+    flag = m->n_next > 0 || send_top || send_bot;
+    if ((st = twi_dist_allreduce(m->dist, ctx, &flag, 1, TWI_DIST_I64, TWI_DIST_MAX)) != TW_OK)
+        return st;
+    *active = flag != 0;
+    /* The end: what was just posted is empty everywhere; complete it. */
+    if (!*active)
+        st = twi_dist_halo_wait(m->dist, ctx, w_up, w_down, bytes, &got_up, &got_down);
+    return st;
+}
+
 static tw_status
 bp_cpu(tw_task_ctx *ctx, void *arg)
 {
     mr_job *m = arg;
     struct timespec t0;
     tw_status st = TW_OK;
+    bool active = false;
 
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if (twi_ctx_canceled(ctx))
         return TW_OK;
+    if (m->dist && m->round == 0 && (st = dist_first_round(ctx, m)) != TW_OK)
+        return st;
     if (atomic_load(&m->bad)) {
         pthread_mutex_lock(&m->lock);
         st = twi_ctx_fail(ctx, TW_E_INVALID, "%s: marker %u %s mask %u at (%lld, %lld)", m->op,
@@ -856,12 +1080,14 @@ bp_cpu(tw_task_ctx *ctx, void *arg)
     m->n_next = 0;
     for (int64_t k = 0; k < m->n_cur && st == TW_OK; k++)
         st = compare_dirty(m, &m->tiles[m->cur[k]]);
+    if (st == TW_OK && m->dist)
+        st = dist_round(ctx, m, &active);
     if (st == TW_E_IO)
         return twi_ctx_fail(ctx, st, "%s: %s", m->op, twi_tile_pin_message());
     if (st != TW_OK)
         return twi_ctx_fail(ctx, st, "%s: out of memory in border propagation", m->op);
     m->stats.rounds++;
-    if (m->n_next > 0) {
+    if (m->n_next > 0 || active) {
         st = submit_round(m, &t0);
     } else {
         m->t_converged = since(&m->t0);
@@ -943,9 +1169,13 @@ store_cpu(tw_task_ctx *ctx, void *arg)
         });
         break;
     }
-    if (m->out_file &&
-        (st = twi_assembler_put(m->mask.s.assembler, t->x, t->y, &ov, &err)) != TW_OK)
+    if (m->out_file && m->dist) {
+        if ((st = twi_dist_put(m->dist, ctx, 0, t->x, t->y, &ov)) != TW_OK)
+            return st;
+    } else if (m->out_file &&
+               (st = twi_assembler_put(m->mask.s.assembler, t->x, t->y, &ov, &err)) != TW_OK) {
         return twi_ctx_fail(ctx, st, "%s", err.message);
+    }
     /* The task keeps its own references until it ends; the job no longer needs the tile. */
     twi_tile_release(t->marker);
     twi_tile_release(t->mask);
@@ -1102,6 +1332,15 @@ mr_finish(tw_job *job, tw_status st, void *user)
     tw_error err;
 
     twi_stream_finish(&m->marker.s, TW_E_CANCELED, NULL);
+    /* Across ranks: the run's totals, or tell the others; before the output is renamed. */
+    if (m->dist) {
+        tw_status ds = twi_dist_finish(m->dist, st, tw_job_get_error(job), &err);
+
+        if (st == TW_OK && ds != TW_OK) {
+            twi_stream_finish(&m->mask.s, ds, NULL);
+            return twi_job_fail(job, ds, "%s", err.message);
+        }
+    }
     /* The mask's stream holds the writer: closing it renames the output into place. */
     st = twi_stream_finish(&m->mask.s, st, &err);
     if (m->stats_out)
@@ -1130,6 +1369,9 @@ mr_free(void *user)
     free(m->snaps);
     free(m->cur);
     free(m->next);
+    twi_dist_destroy(m->dist);
+    free(m->edge);
+    free(m->wire);
     if (m->lock_init)
         pthread_mutex_destroy(&m->lock);
     free(m);
@@ -1182,6 +1424,17 @@ mr_setup(mr_job *m, tw_runtime *rt, const twi_mrecon_spec *sp, tw_error *err)
     if (pthread_mutex_init(&m->lock, NULL) != 0)
         return twi_error_set(err, TW_E_NOMEM, "%s: out of memory", m->op);
     m->lock_init = true;
+    if (m->dist && ((sp->marker_mem && sp->marker_mem->data) ||
+                    (sp->mask_mem && sp->mask_mem->data) || !sp->out_file))
+        return twi_error_set(err, TW_E_INVALID,
+                             "%s: a job across MPI ranks reads and writes files, not images in "
+                             "memory",
+                             m->op);
+    if (m->dist && sp->prep == TWI_MRECON_PREP_ERODE)
+        return twi_error_set(err, TW_E_INVALID,
+                             "%s: not available across MPI ranks (its marker needs rows of the "
+                             "neighbouring bands)",
+                             m->op);
     if ((st = twi_src_open(cfg, m->op, TWI_SRC_U8 | TWI_SRC_U16,
                            sp->prep == TWI_MRECON_PREP_MARKER ? "mask" : "input", sp->mask_file,
                            sp->mask_mem, &m->mask, err)) != TW_OK)
@@ -1231,6 +1484,19 @@ mr_setup(mr_job *m, tw_runtime *rt, const twi_mrecon_spec *sp, tw_error *err)
         m->qcap = q;
     m->tiles_x = (m->W + m->tw - 1) / m->tw;
     m->tiles_y = (m->H + m->th - 1) / m->th;
+    if (m->dist) {
+        int64_t ty1;
+
+        /* This rank's band of rows of tiles; the tiles keep their place in the image. */
+        if ((st = twi_dist_partition(m->dist, rt, TW_OK, NULL, m->W, m->H, m->tw, m->th,
+                                     &tp_kind, err)) != TW_OK)
+            return st;
+        twi_dist_band(m->dist, &m->ty0, &ty1);
+        m->tiles_y = ty1 - m->ty0;
+        if (!(m->edge = malloc(6 * (size_t)m->W * sizeof *m->edge)) ||
+            !(m->wire = malloc(4 * (size_t)m->W * tw_sample_size(m->type))))
+            return twi_error_set(err, TW_E_NOMEM, "%s: out of memory", m->op);
+    }
     m->n = m->tiles_x * m->tiles_y;
     if (!(m->tiles = calloc((size_t)m->n, sizeof *m->tiles)) ||
         !(m->cur = malloc((size_t)m->n * sizeof *m->cur)) ||
@@ -1244,7 +1510,7 @@ mr_setup(mr_job *m, tw_runtime *rt, const twi_mrecon_spec *sp, tw_error *err)
         t->m = m;
         t->index = i;
         t->x = tx * m->tw;
-        t->y = ty * m->th;
+        t->y = (m->ty0 + ty) * m->th;
         t->w = (int32_t)(m->W - t->x < m->tw ? m->W - t->x : m->tw);
         t->h = (int32_t)(m->H - t->y < m->th ? m->H - t->y : m->th);
         snap_total += 2 * ((int64_t)t->w + t->h);
@@ -1266,7 +1532,8 @@ mr_setup(mr_job *m, tw_runtime *rt, const twi_mrecon_spec *sp, tw_error *err)
         snap += 2 * ((int64_t)m->tiles[i].w + m->tiles[i].h);
     }
     atomic_init(&m->loads_left, m->n * (m->prep == TWI_MRECON_PREP_ERODE ? 2 : 1));
-    if (m->out_file &&
+    /* Across ranks, rank 0 writes the whole image. */
+    if (m->out_file && (!m->dist || twi_dist_rank(m->dist) == 0) &&
         (st = twi_stream_open_output(&m->mask.s, cfg, m->op, sp->out_file, 1, m->out_type,
                                      err)) != TW_OK)
         return st;
@@ -1341,7 +1608,13 @@ twi_mrecon_submit(tw_runtime *rt, const twi_mrecon_spec *sp, tw_job **out, tw_er
     if (!(m = calloc(1, sizeof *m)))
         return twi_error_set(err, TW_E_NOMEM, "%s: out of memory", sp->op);
     clock_gettime(CLOCK_MONOTONIC, &m->t0);
+    if (sp->mpi && (st = twi_dist_create(sp->mpi, sp->op, sp->mpi_report, &m->dist, err)) !=
+                       TW_OK) {
+        mr_free(m);
+        return st;
+    }
     if ((st = mr_setup(m, rt, sp, err)) != TW_OK) {
+        twi_dist_abandon(m->dist, st, err); /* the other ranks fail too, not wait */
         twi_stream_finish(&m->mask.s, st, NULL); /* aborts an opened writer */
         mr_free(m);
         return st;
@@ -1353,7 +1626,12 @@ twi_mrecon_submit(tw_runtime *rt, const twi_mrecon_spec *sp, tw_job **out, tw_er
     }
     m->job = job;
     twi_job_set_finish(job, mr_finish, m, mr_free); /* the job owns m from here */
-    return twi_ops_job_launch(job, m->op, submit_graph(m), out, err);
+    if (m->dist) {
+        twi_stream *outs[1] = {&m->mask.s};
+
+        st = twi_dist_launch(m->dist, job, outs, 1, err);
+    }
+    return twi_ops_job_launch(job, m->op, st == TW_OK ? submit_graph(m) : st, out, err);
 }
 
 /* ---- the public reconstruction */
@@ -1392,8 +1670,9 @@ tw_mrecon_method_parse(const char *name, tw_mrecon_method *out)
     return TW_OK;
 }
 
-tw_status
-tw_mrecon_submit(tw_runtime *rt, const tw_mrecon_opts *o, tw_job **out, tw_error *err)
+static tw_status
+mrecon_submit(tw_runtime *rt, const tw_mrecon_opts *o, tw_mpi *mpi, tw_mpi_report *report,
+              tw_job **out, tw_error *err)
 {
     twi_mrecon_spec sp;
 
@@ -1421,5 +1700,22 @@ tw_mrecon_submit(tw_runtime *rt, const tw_mrecon_opts *o, tw_job **out, tw_error
     sp.tile_h = o->tile_h;
     sp.queue_capacity = o->queue_capacity;
     sp.stats = o->stats;
+    sp.mpi = mpi;
+    sp.mpi_report = report;
     return twi_mrecon_submit(rt, &sp, out, err);
+}
+
+tw_status
+tw_mrecon_submit(tw_runtime *rt, const tw_mrecon_opts *o, tw_job **out, tw_error *err)
+{
+    return mrecon_submit(rt, o, NULL, NULL, out, err);
+}
+
+tw_status
+tw_mpi_mrecon_submit(tw_mpi *c, tw_runtime *rt, const tw_mrecon_opts *o, tw_mpi_report *report,
+                     tw_job **out, tw_error *err)
+{
+    if (!c)
+        return twi_error_set(err, TW_E_INVALID, "mrecon: NULL MPI context");
+    return mrecon_submit(rt, o, c, report, out, err);
 }

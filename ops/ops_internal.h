@@ -5,6 +5,7 @@
 
 #include <stdatomic.h>
 
+#include "tilewave/mpi.h"
 #include "tw_internal.h"
 #include "tw_io.h"
 
@@ -229,6 +230,8 @@ typedef struct twi_mrecon_spec {
     int32_t tile_w, tile_h;          /* 0: mrecon.tile_size, else tile.size */
     int64_t queue_capacity;          /* 0: mrecon.queue_capacity */
     tw_mrecon_stats *stats;          /* optional */
+    tw_mpi *mpi;                     /* distributed over these ranks (docs/mpi.md); NULL: not */
+    tw_mpi_report *mpi_report;       /* optional, with mpi */
 } twi_mrecon_spec;
 
 /* Validate the spec and the inputs, open them and the output, and submit the job. */
@@ -239,5 +242,112 @@ TWI_HIDDEN tw_status twi_mrecon_submit(tw_runtime *rt, const twi_mrecon_spec *sp
  * gets the global area of its node (TW_U64 output), from border max-trees. For tests. */
 TWI_HIDDEN tw_status twi_area_map_submit(tw_runtime *rt, const tw_attr_filter_opts *o,
                                          tw_job **out, tw_error *err);
+
+/* ---- distributed jobs (docs/mpi.md): a job's share of a run over MPI ranks. ops/dist_mpi.c
+ * (builds with TW_ENABLE_MPI) implements them; without MPI ops/dist.c makes twi_dist_create()
+ * fail with TW_E_NODEV, so no job has a twi_dist and the rest is never reached. An operation
+ * calls these only where its job's twi_dist is set.
+ *
+ * Waits inside them poll: they end early, with the task failed, when the job stops (cancel,
+ * another failure) or when another rank reports a failure (TW_E_CANCELED, "mpi: rank K
+ * failed: ..."). Collectives (allreduce, exscan, allgather, gather, scatter) are called by one
+ * task (or thread) of the job at a time, in the same order on every rank. */
+typedef struct twi_dist twi_dist;
+
+/* Outputs (main, secondary) a distributed job writes through rank 0. */
+#define TWI_DIST_MAX_OUTS 2
+
+typedef enum twi_dist_type { TWI_DIST_I32, TWI_DIST_I64, TWI_DIST_U64 } twi_dist_type;
+typedef enum twi_dist_op { TWI_DIST_SUM, TWI_DIST_MIN, TWI_DIST_MAX } twi_dist_op;
+
+/* The share of this rank in a distributed job `op` over the ranks of c (no MPI call yet). */
+TWI_HIDDEN tw_status twi_dist_create(tw_mpi *c, const char *op, tw_mpi_report *report,
+                                     twi_dist **out, tw_error *err);
+
+/* Collective, at submission, once the operation knows its image (W x H) and tiles (tw x th):
+ * every rank says whether its own setup succeeded so far (local_st, with local_err's
+ * message), the ranks check that they see the same image and tiles, and the image's rows of
+ * tiles are split into one band per rank in proportion to the ranks' rates for `kind` on
+ * tw x th tiles (twi_runtime_rate; by rows when a rank does not know it). Returns TW_OK, or
+ * on every rank an error in err: local_st on the rank that failed (err left as local_err),
+ * TW_E_CANCELED "mpi: rank K failed: ..." on the others; TW_E_INVALID when the ranks disagree
+ * or the image has fewer rows of tiles than there are ranks; TW_E_NOMEM. */
+TWI_HIDDEN tw_status twi_dist_partition(twi_dist *d, tw_runtime *rt, tw_status local_st,
+                                        const tw_error *local_err, int64_t W, int64_t H,
+                                        int32_t tw, int32_t th, const tw_task_kind *kind,
+                                        tw_error *err);
+/* A submission that failed: when the partition has not run yet, run it with the failure so
+ * that the other ranks end too; after it, twi_dist_destroy() tells them. */
+TWI_HIDDEN void twi_dist_abandon(twi_dist *d, tw_status st, const tw_error *err);
+TWI_HIDDEN int twi_dist_rank(const twi_dist *d);
+TWI_HIDDEN int twi_dist_size(const twi_dist *d);
+/* This rank's band: rows of tiles [*ty0, *ty1) of the image's grid (after the partition). */
+TWI_HIDDEN void twi_dist_band(const twi_dist *d, int64_t *ty0, int64_t *ty1);
+/* The largest band of any rank, in rows of tiles. */
+TWI_HIDDEN int64_t twi_dist_max_band(const twi_dist *d);
+
+/* Once the job exists: outs[0 .. n_outs) are its output streams, in the same order on every
+ * rank, open on rank 0 only. Rank 0 starts a thread that receives the other ranks' result
+ * tiles and puts them into those streams (one CPU task each), holding the job until all have
+ * come (twi_job_hold). TW_OK, TW_E_NOMEM, TW_E_INVALID (the job already ended). */
+TWI_HIDDEN tw_status twi_dist_launch(twi_dist *d, tw_job *job, twi_stream *const *outs,
+                                     int n_outs, tw_error *err);
+/* In a store task: the pixels of v belong at (x, y) of output `out` (the image's frame):
+ * rank 0 puts them into its stream's assembler, another rank copies them into messages to rank
+ * 0 and returns once they are sent off (waiting only while a window of sends is in flight).
+ * Fails the task with a message on error. */
+TWI_HIDDEN tw_status twi_dist_put(twi_dist *d, tw_task_ctx *ctx, int out, int64_t x, int64_t y,
+                                  const tw_tile_view *v);
+
+/* buf[0 .. n) of type t becomes its reduction `op` over the ranks. */
+TWI_HIDDEN tw_status twi_dist_allreduce(twi_dist *d, tw_task_ctx *ctx, void *buf, int64_t n,
+                                        twi_dist_type t, twi_dist_op op);
+/* Exclusive scan of buf[0 .. n) over the ranks by `op` (TWI_DIST_MIN or _MAX): rank r gets the
+ * reduction over the ranks above it (r' < r), or with `up` over those below it (r' > r); a
+ * rank with none gets `none` everywhere. */
+TWI_HIDDEN tw_status twi_dist_exscan_i32(twi_dist *d, tw_task_ctx *ctx, int32_t *buf, int64_t n,
+                                         bool up, twi_dist_op op, int32_t none);
+/* Every rank's `bytes` bytes at `mine` into all[rank * bytes ...]. */
+TWI_HIDDEN tw_status twi_dist_allgather(twi_dist *d, tw_task_ctx *ctx, const void *mine,
+                                        size_t bytes, void *all);
+/* Rank 0 receives every rank's buf (n bytes, in rank order) in *all (malloc'd: free) with
+ * their sizes in lens[size]; other ranks get *all = NULL. */
+TWI_HIDDEN tw_status twi_dist_gather(twi_dist *d, tw_task_ctx *ctx, const void *buf, int64_t n,
+                                     void **all, int64_t *lens);
+/* Rank 0 sends part r (lens[r] bytes of `all`, parts in rank order) to rank r: *part
+ * (malloc'd: free) and *n on every rank. */
+TWI_HIDDEN tw_status twi_dist_scatter(twi_dist *d, tw_task_ctx *ctx, const void *all,
+                                      const int64_t *lens, void **part, int64_t *n);
+
+/* Edge rows of the bands (reconstruction's BP, ops/mrecon.c). Each round posts this rank's
+ * top and bottom rows (`bytes` each) to the ranks above and below, or an empty message where
+ * the row has not changed since it was last sent (send_top / send_bottom false), and posts
+ * the receives of theirs; the transfers run while the round's TP tasks do. The next round's
+ * twi_dist_halo_wait() completes them: from_up (from_down) receives the bottom (top) row of
+ * the rank above (below), *got_up (*got_down) says whether one came. */
+TWI_HIDDEN tw_status twi_dist_halo_post(twi_dist *d, tw_task_ctx *ctx, const void *top,
+                                        const void *bottom, size_t bytes, bool send_top,
+                                        bool send_bottom);
+TWI_HIDDEN tw_status twi_dist_halo_wait(twi_dist *d, tw_task_ctx *ctx, void *from_up,
+                                        void *from_down, size_t bytes, bool *got_up,
+                                        bool *got_down);
+/* Count an exchange round (report.rounds). */
+TWI_HIDDEN void twi_dist_count_round(twi_dist *d);
+/* Every rank's job fails the same way now, because of rank `rank` (its report says so, and
+ * the ranks need not tell each other). */
+TWI_HIDDEN void twi_dist_failed_everywhere(twi_dist *d, int rank);
+
+/* In the job's finish hook. st == TW_OK: the report's totals (collective; its failure is
+ * returned, with err); else tell the other ranks that this one failed (msg, once). */
+TWI_HIDDEN tw_status twi_dist_finish(twi_dist *d, tw_status st, const char *msg, tw_error *err);
+/* In the job's free hook (NULL is a no-op): a rank that did not finish tells the others it
+ * failed; rank 0's receiver thread is joined. */
+TWI_HIDDEN void twi_dist_destroy(twi_dist *d);
+
+/* (ops/dist.c) Split `rows` rows among n ranks, each at least one, in proportion to
+ * weights[0 .. n) when every weight is > 0, else equally: rank r gets [starts[r],
+ * starts[r + 1]), starts[0] = 0, starts[n] = rows. TW_E_INVALID when rows < n or n < 1. */
+TWI_HIDDEN tw_status twi_dist_split(int64_t rows, int n, const double *weights,
+                                    int64_t *starts);
 
 #endif /* TW_OPS_INTERNAL_H */

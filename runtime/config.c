@@ -49,6 +49,7 @@ static tw_status check_gpus(const char *text, char *canon, size_t n);
 static tw_status check_models(const char *text, char *canon, size_t n);
 static tw_status check_stains(const char *text, char *canon, size_t n);
 static tw_status check_fault_inject(const char *text, char *canon, size_t n);
+static tw_status check_cpu_share(const char *text, char *canon, size_t n);
 
 static const char *const policy_words[] = {"fcfs", "fair", "pats", "locality", NULL};
 static const char *const reader_words[] = {"auto", "openslide", "tiff", NULL};
@@ -64,6 +65,10 @@ static const key_def keys[] = {
      .help = "CPU worker threads; -1 = one per core not reserved for a GPU manager thread."},
     {.key = "runtime.cpu_team", .type = TW_CONFIG_INT, .def = "1", .min = 1, .max = 1024,
      .help = "Cores per CPU worker: each worker runs an OpenMP team confined to its cores."},
+    {.key = "runtime.cpu_share", .type = TW_CONFIG_STRING, .def = "", .check = check_cpu_share,
+     .expect = "empty, or K/N with 0 <= K < N <= 4096 such as 1/4",
+     .help = "Use only part K of the machine's cores cut into N equal parts (N processes "
+             "sharing a node, such as MPI ranks); empty = every core."},
     {.key = "runtime.gpus", .type = TW_CONFIG_STRING, .def = "all", .check = check_gpus,
      .expect = "all, none, or a comma list of distinct GPU ordinals 0..1023 such as 0,1",
      .help = "CUDA devices to use: all, none, or a comma list of device ordinals such as 0,1."},
@@ -292,6 +297,18 @@ check_fault_inject(const char *text, char *canon, size_t n)
     int64_t every;
 
     return twi_fault_parse(text, &every, kind, canon, n);
+}
+
+/* runtime.cpu_share: empty or K/N. */
+static tw_status
+check_cpu_share(const char *text, char *canon, size_t n)
+{
+    int64_t k, parts;
+
+    if (*text && twi_parse_share(text, &k, &parts) != TW_OK)
+        return TW_E_INVALID;
+    snprintf(canon, n, "%s", text);
+    return TW_OK;
 }
 
 /* gray.stain_vectors: empty or 9 numbers (ops/tissue.c parses them). */

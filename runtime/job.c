@@ -252,6 +252,19 @@ twi_job_task_end(tw_job *job)
         job_end(job);
 }
 
+tw_status
+twi_job_hold(tw_job *job)
+{
+    return job ? twi_job_task_begin(job) : TW_E_INVALID;
+}
+
+void
+twi_job_unhold(tw_job *job)
+{
+    if (job)
+        twi_job_task_end(job);
+}
+
 void
 twi_job_add_total(tw_job *job, int64_t n)
 {

@@ -616,6 +616,32 @@ twi_model_speedup(twi_models *ms, const tw_task_kind *kind, int cpu_dev, int gpu
     return g > 0 ? c / g : INFINITY;
 }
 
+/* ---- what a runtime can do (the partition of distributed jobs, ops/dist_mpi.c) */
+
+double
+twi_runtime_rate(tw_runtime *rt, const tw_task_kind *kind, int64_t units)
+{
+    double rate = 0.0;
+
+    if (!rt || !rt->models || !kind || units < 1)
+        return -1.0;
+    for (int i = 0; i < rt->n_workers; i++) {
+        const tw_worker *w = &rt->workers[i];
+        int g = w->g ? (int)(w->g - rt->gpus) : -1;
+        double s;
+
+        if (!(kind->devices & w->runs))
+            continue;
+        /* A device the kind never ran on (EDT bands stay on GPUs when there are any) adds
+         * nothing rather than making the whole rate unknown. */
+        s = twi_model_estimate(rt->models, kind, twi_models_local(rt->models, w->type, g),
+                               units, -1.0);
+        if (s > 0)
+            rate += (double)units / s;
+    }
+    return rate > 0 ? rate : -1.0;
+}
+
 /* ---- tasks */
 
 void

@@ -87,3 +87,23 @@ twi_parse_dims(const char *s, int64_t min, int64_t max, int64_t *w, int64_t *h)
     *h = b;
     return TW_OK;
 }
+
+tw_status
+twi_parse_share(const char *s, int64_t *k, int64_t *n)
+{
+    char buf[32];
+    const char *slash;
+    size_t len;
+
+    if (!s || !k || !n || !(slash = strchr(s, '/')))
+        return TW_E_INVALID;
+    len = (size_t)(slash - s);
+    if (len == 0 || len >= sizeof buf)
+        return TW_E_INVALID;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    if (twi_parse_i64(buf, 0, 4095, k) != TW_OK || twi_parse_i64(slash + 1, 1, 4096, n) != TW_OK ||
+        *k >= *n)
+        return TW_E_INVALID;
+    return TW_OK;
+}

@@ -570,7 +570,7 @@ tw_runtime_create(const tw_config *cfg, tw_runtime **out, tw_error *err)
     tw_status st = TW_OK;
     tw_runtime *rt = NULL;
     int64_t cpu_workers = 0, team = 1;
-    const char *gpus = NULL, *policy = NULL, *trace = NULL, *downloads = NULL;
+    const char *gpus = NULL, *policy = NULL, *trace = NULL, *downloads = NULL, *share = NULL;
     int *ordinals = NULL;
     size_t i;
     int g;
@@ -609,6 +609,16 @@ tw_runtime_create(const tw_config *cfg, tw_runtime **out, tw_error *err)
         goto out;
     if ((st = twi_topo_load(&rt->topo, err)) != TW_OK)
         goto out;
+    /* runtime.cpu_share: processes sharing a node (MPI ranks) take a part of its cores each. */
+    if (tw_config_get_string(rt->cfg, "runtime.cpu_share", &share) == TW_OK && *share) {
+        int64_t k, parts;
+
+        if (twi_parse_share(share, &k, &parts) != TW_OK) {
+            st = twi_error_set(err, TW_E_INVALID, "runtime: bad runtime.cpu_share '%s'", share);
+            goto out;
+        }
+        twi_topo_restrict(&rt->topo, k, parts);
+    }
     if (*trace && (st = twi_trace_open(rt, trace, err)) != TW_OK)
         goto out;
 

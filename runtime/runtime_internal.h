@@ -111,6 +111,9 @@ typedef struct twi_topo {
 } twi_topo;
 
 TWI_HIDDEN tw_status twi_topo_load(twi_topo *tp, tw_error *err);
+/* Keep only part k of the units cut into n equal parts (runtime.cpu_share); with fewer units
+ * than parts, unit k % units. */
+TWI_HIDDEN void twi_topo_restrict(twi_topo *tp, int64_t k, int64_t n);
 TWI_HIDDEN void twi_topo_fini(twi_topo *tp);
 /* Pick one unit inside `near` (NULL or empty: anywhere) for a GPU manager, preferring units not
  * already in `taken`; returns the unit index. */

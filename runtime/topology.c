@@ -54,6 +54,25 @@ out:
 }
 
 void
+twi_topo_restrict(twi_topo *tp, int64_t k, int64_t n)
+{
+    int64_t a, b;
+    int m = 0;
+
+    if (n <= 1 || tp->n_units <= 0)
+        return;
+    a = tp->n_units >= n ? k * tp->n_units / n : k % tp->n_units;
+    b = tp->n_units >= n ? (k + 1) * tp->n_units / n : a + 1;
+    for (int i = 0; i < tp->n_units; i++) {
+        if (i >= a && i < b)
+            tp->unit[m++] = tp->unit[i];
+        else
+            hwloc_bitmap_free(tp->unit[i]);
+    }
+    tp->n_units = m;
+}
+
+void
 twi_topo_fini(twi_topo *tp)
 {
     int i;

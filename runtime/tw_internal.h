@@ -56,6 +56,8 @@ TWI_HIDDEN tw_status twi_stains_parse(const char *s, double out[9]);
 /* "WxH" (also "W" alone meaning WxW), each within [min, max]. */
 TWI_HIDDEN tw_status twi_parse_dims(const char *s, int64_t min, int64_t max, int64_t *w,
                                     int64_t *h);
+/* "K/N" (0 <= K < N <= 4096): part K of N equal parts (runtime.cpu_share). */
+TWI_HIDDEN tw_status twi_parse_share(const char *s, int64_t *k, int64_t *n);
 /* (runtime/config.c) A byte count: digits with an optional K, M, G or T suffix (either case,
  * powers of 1024), within [min, max]; no sign, no blanks. */
 TWI_HIDDEN tw_status twi_parse_bytes(const char *s, int64_t min, int64_t max, int64_t *out);
@@ -233,6 +235,11 @@ TWI_HIDDEN tw_status twi_job_fail(tw_job *job, tw_status st, const char *fmt, ..
     TW_PRINTF(3, 4);
 TWI_HIDDEN bool twi_job_stopping(const tw_job *job); /* canceled or failed */
 TWI_HIDDEN tw_runtime *twi_job_runtime(tw_job *job);
+/* Keep the job from ending while work outside its tasks is still to come (a thread that
+ * receives data and submits tasks for it): one more outstanding count until twi_job_unhold(),
+ * which may end the job on the calling thread. TW_E_INVALID when the job has already ended. */
+TWI_HIDDEN tw_status twi_job_hold(tw_job *job);
+TWI_HIDDEN void twi_job_unhold(tw_job *job);
 
 /* ---- fault injection (runtime/task.c): runtime.fault_inject. "" = off; "cuda" = every CUDA
  * task attempt fails before its variant runs; "cuda:N" = every Nth attempt; "cuda:N:KIND" =
@@ -245,6 +252,11 @@ TWI_HIDDEN tw_status twi_fault_parse(const char *text, int64_t *every,
 
 /* ---- runtime queries used by ops */
 TWI_HIDDEN int twi_runtime_gpu_count(const tw_runtime *rt);
+/* (runtime/model.c) Pixels per second the runtime's workers are expected to process together
+ * in tasks of `kind` with `units` pixels each, from the cost models: the sum over the workers
+ * that can run the kind of units / their device's estimate. -1 when the runtime keeps no
+ * models or a device's model does not know the kind yet. */
+TWI_HIDDEN double twi_runtime_rate(tw_runtime *rt, const tw_task_kind *kind, int64_t units);
 
 #ifdef __cplusplus
 }

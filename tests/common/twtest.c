@@ -214,6 +214,13 @@ slurp_fd(int fd)
 twtest_run
 twtest_cli(const char *const *args, const char *const *env)
 {
+    return twtest_exec(TW_CLI_PATH, args, env, NULL);
+}
+
+twtest_run
+twtest_exec(const char *prog, const char *const *args, const char *const *env,
+            const char *cwd)
+{
     twtest_run r = {-1, NULL, NULL};
     char out_tmpl[] = "/tmp/twtest-out-XXXXXX", err_tmpl[] = "/tmp/twtest-err-XXXXXX";
     int fo = mkstemp(out_tmpl), fe = mkstemp(err_tmpl);
@@ -230,17 +237,19 @@ twtest_cli(const char *const *args, const char *const *env)
         const char **argv = calloc(na + 2, sizeof *argv);
         int devnull = open("/dev/null", O_RDONLY);
 
-        argv[0] = TW_CLI_PATH;
+        argv[0] = prog;
         for (size_t i = 0; i < na; i++)
             argv[i + 1] = args[i];
         /* Cost models in memory only, unless the caller's environment or `env` names a file. */
         setenv("TILEWAVE_RUNTIME_MODELS", "none", 0);
         for (size_t i = 0; env && env[i]; i++)
             putenv((char *)env[i]);
+        if (cwd && chdir(cwd) != 0)
+            _exit(127);
         dup2(devnull, 0);
         dup2(fo, 1);
         dup2(fe, 2);
-        execv(TW_CLI_PATH, (char *const *)argv);
+        execvp(prog, (char *const *)argv);
         _exit(127);
     }
     if (pid > 0 && waitpid(pid, &ws, 0) == pid)
@@ -250,6 +259,39 @@ twtest_cli(const char *const *args, const char *const *env)
     close(fo);
     close(fe);
     return r;
+}
+
+char *
+twtest_slide_list(const char *dir, int n, int w, int h, const char *extra)
+{
+    char *list = twtest_path(dir, "list.txt");
+    FILE *f = fopen(list, "w");
+
+    cr_assert(f != NULL);
+    fprintf(f, "# the slides\n\n");
+    for (int i = 0; i < n; i++) {
+        char name[32], size[32], seed[16], *p;
+        twtest_run r;
+
+        snprintf(name, sizeof name, "slide%d.tif", i);
+        snprintf(size, sizeof size, "%dx%d", w + 40 * i, h + 10 * i);
+        snprintf(seed, sizeof seed, "%d", i + 1);
+        p = twtest_path(dir, name);
+        {
+            const char *const a[] = {"sample", p, "--size", size, "--seed", seed, "--quiet",
+                                     NULL};
+
+            r = twtest_cli(a, NULL);
+        }
+        cr_assert(r.status == 0, "sample %s: %s", size, r.err);
+        twtest_run_free(&r);
+        fprintf(f, " %s \n", p);
+        free(p);
+    }
+    if (extra)
+        fprintf(f, "%s\n", extra);
+    fclose(f);
+    return list;
 }
 
 void

@@ -42,7 +42,16 @@ typedef struct twtest_run {
  * entries "K=V" (NULL-terminated, may be NULL). TILEWAVE_RUNTIME_MODELS is none unless the
  * caller's environment or `env` sets it. */
 twtest_run twtest_cli(const char *const *args, const char *const *env);
+/* The same with any program (searched in PATH unless it has a '/'), run in folder `cwd` (NULL:
+ * this one). */
+twtest_run twtest_exec(const char *prog, const char *const *args, const char *const *env,
+                       const char *cwd);
 void twtest_run_free(twtest_run *r);
+/* In dir: n sample slides slide0.tif ... (w x h, each 40 wider and 10 taller than the one
+ * before, seeds 1 ..), and dir/list.txt naming them, with a comment, a blank line and blanks
+ * around the paths, then `extra` (a line, when not NULL), for --list. Returns the list's path
+ * (malloc'd). Asserts. */
+char *twtest_slide_list(const char *dir, int n, int w, int h, const char *extra);
 /* Number of lines of s (a last line without '\n' counts). */
 int twtest_lines(const char *s);
 

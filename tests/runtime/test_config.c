@@ -27,6 +27,7 @@ typedef struct expect_key {
 static const expect_key expected[] = {
     {"runtime.cpu_workers", TW_CONFIG_INT, "-1", "-1..4096", "TILEWAVE_RUNTIME_CPU_WORKERS"},
     {"runtime.cpu_team", TW_CONFIG_INT, "1", "1..1024", "TILEWAVE_RUNTIME_CPU_TEAM"},
+    {"runtime.cpu_share", TW_CONFIG_STRING, "", "", "TILEWAVE_RUNTIME_CPU_SHARE"},
     {"runtime.gpus", TW_CONFIG_STRING, "all", "", "TILEWAVE_RUNTIME_GPUS"},
     {"runtime.policy", TW_CONFIG_ENUM, "fcfs", "fcfs|fair|pats|locality",
      "TILEWAVE_RUNTIME_POLICY"},
@@ -846,6 +847,7 @@ Test(config, environment_names_and_errors)
                *expected[k].def                                         ? expected[k].def
                : strcmp(expected[k].key, "runtime.fault_inject") == 0 ? "cuda"
                : strcmp(expected[k].key, "gray.stain_vectors") == 0   ? "1,0,0,0,1,0,0,0,1"
+               : strcmp(expected[k].key, "runtime.cpu_share") == 0    ? "1/2"
                                                                          : "x.json",
                1);
         cr_assert(eq(int, tw_config_load_env(c, NULL), TW_OK));

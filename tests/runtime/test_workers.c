@@ -250,6 +250,48 @@ Test(workers, cpu_workers_three)
     tw_runtime_destroy(rt);
 }
 
+Test(workers, cpu_share_takes_a_part_of_the_cores)
+{
+    /* runtime.cpu_share=K/N (processes sharing a node: MPI ranks) gives one worker per core of
+     * part K of the cores cut into N, and the parts of one machine do not overlap; with more
+     * parts than cores, part K gets core K % cores. */
+    int cores = machine_cores();
+    char seen[4096] = "", share[16];
+
+    for (int k = 0; k < 2; k++) {
+        tw_runtime *rt = NULL;
+        tw_error err = {0};
+        const char *kv[] = {"runtime.gpus", "none", "runtime.cpu_share", share, NULL};
+        int want = cores >= 2 ? (k + 1) * cores / 2 - k * cores / 2 : 1;
+
+        snprintf(share, sizeof share, "%d/2", k);
+        cr_assert(eq(int, create(&rt, &err, kv), TW_OK), "%s", err.message);
+        cr_assert(eq(int, tw_runtime_get_worker_count(rt), want), "part %s", share);
+        for (int i = 0; i < want; i++) {
+            tw_worker_info wi;
+
+            cr_assert(eq(int, tw_runtime_get_worker(rt, i, &wi), TW_OK));
+            cr_assert(eq(int, cores_in(wi.cpuset), 1));
+            if (cores >= 2)
+                cr_assert(strstr(seen, wi.cpuset) == NULL || strlen(wi.cpuset) == 0,
+                          "cores %s are in both parts", wi.cpuset);
+            strncat(seen, wi.cpuset, sizeof seen - strlen(seen) - 2);
+            strcat(seen, ";");
+        }
+        tw_runtime_destroy(rt);
+    }
+    {
+        tw_runtime *rt = NULL;
+        tw_error err = {0};
+        const char *const kv[] = {"runtime.gpus", "none", "runtime.cpu_share", "4095/4096",
+                                  NULL};
+
+        cr_assert(eq(int, create(&rt, &err, kv), TW_OK), "%s", err.message);
+        cr_assert(eq(int, tw_runtime_get_worker_count(rt), 1));
+        tw_runtime_destroy(rt);
+    }
+}
+
 Test(workers, cpu_team_two)
 {
     /* runtime.cpu_team=2 gives workers whose cpusets hold 2 cores each (when the machine has
