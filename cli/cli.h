@@ -324,6 +324,14 @@ const char *cli_list_arg(int argc, char **argv);
 int cli_list_run(const char *prog_path, const char *cmd, int (*fn)(int, char **), int argc,
                  char **argv, const char *file);
 
+/* The subcommands, in the order `tilewave --help` lists them (cli/commands.c). */
+typedef struct cli_command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+} cli_command;
+extern const cli_command cli_commands[];
+extern const size_t cli_n_commands;
+
 int cmd_info(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_sample(int argc, char **argv);

@@ -48,33 +48,6 @@ static const char usage[] =
     "Exit status: 0 success, 1 failure, 2 usage error, 130 / 143 interrupted by SIGINT /\n"
     "SIGTERM (the job is canceled and no output is left).\n";
 
-static const struct {
-    const char *name;
-    int (*fn)(int argc, char **argv);
-} commands[] = {
-    {"info", cmd_info},
-    {"devices", cmd_devices},
-    {"sample", cmd_sample},
-    {"convert", cmd_convert},
-    {"gray", cmd_gray},
-    {"config", cmd_config},
-    {"reconstruct", cmd_reconstruct},
-    {"fill-holes", cmd_fill_holes},
-    {"hmax", cmd_hmax},
-    {"regional-max", cmd_regional_max},
-    {"open-rec", cmd_open_rec},
-    {"close-rec", cmd_close_rec},
-    {"edt", cmd_edt},
-    {"maxtree", cmd_maxtree},
-    {"area-open", cmd_area_open},
-    {"area-close", cmd_area_close},
-    {"height-open", cmd_height_open},
-    {"height-close", cmd_height_close},
-    {"grain", cmd_grain},
-    {"tos", cmd_tos},
-    {"tune", cmd_tune},
-};
-
 int
 main(int argc, char **argv)
 {
@@ -96,11 +69,13 @@ main(int argc, char **argv)
         return CLI_OK;
     }
     cli_set_command_line(argc, argv);
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
-        if (strcmp(argv[1], commands[i].name) == 0) {
-            snprintf(prog, sizeof prog, "tilewave %s", commands[i].name);
+    for (size_t i = 0; i < cli_n_commands; i++) {
+        const cli_command *c = &cli_commands[i];
+
+        if (strcmp(argv[1], c->name) == 0) {
+            snprintf(prog, sizeof prog, "tilewave %s", c->name);
             cli_prog = prog;
-            return cli_run_command(argv[0], commands[i].name, commands[i].fn, argc - 1, argv + 1);
+            return cli_run_command(argv[0], c->name, c->fn, argc - 1, argv + 1);
         }
     }
     return cli_usage_error("unknown command '%s'", argv[1]);

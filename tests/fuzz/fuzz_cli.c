@@ -8,33 +8,6 @@
 #include "cli.h"
 #include "fuzz_common.h"
 
-static const struct {
-    const char *name;
-    int (*fn)(int argc, char **argv);
-} commands[] = {
-    {"info", cmd_info},
-    {"devices", cmd_devices},
-    {"sample", cmd_sample},
-    {"convert", cmd_convert},
-    {"gray", cmd_gray},
-    {"config", cmd_config},
-    {"reconstruct", cmd_reconstruct},
-    {"fill-holes", cmd_fill_holes},
-    {"hmax", cmd_hmax},
-    {"regional-max", cmd_regional_max},
-    {"open-rec", cmd_open_rec},
-    {"close-rec", cmd_close_rec},
-    {"edt", cmd_edt},
-    {"maxtree", cmd_maxtree},
-    {"area-open", cmd_area_open},
-    {"area-close", cmd_area_close},
-    {"height-open", cmd_height_open},
-    {"height-close", cmd_height_close},
-    {"grain", cmd_grain},
-    {"tos", cmd_tos},
-    {"tune", cmd_tune},
-};
-#define N_COMMANDS (sizeof commands / sizeof commands[0])
 #define MAX_ARGS 64
 
 /* The process as the CLI sees it: a scratch folder as the working directory holding two
@@ -89,7 +62,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (size < 1 || size > 4096)
         return 0;
-    cmd = data[0] % N_COMMANDS;
+    cmd = data[0] % cli_n_commands;
     /* Paths stay inside the scratch folder: no '/' (nothing like /dev/stdin or /proc). */
     if (memchr(data + 1, '/', size - 1))
         return 0;
@@ -97,7 +70,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FZ_CHECK(buf != NULL);
     memcpy(buf, data + 1, size - 1);
     buf[size - 1] = '\0';
-    argv[argc++] = (char *)commands[cmd].name;
+    argv[argc++] = (char *)cli_commands[cmd].name;
     /* NUL-separated arguments, empty ones included; a trailing NUL ends the last one */
     for (i = 0, start = 0; i < size - 1 && argc < MAX_ARGS; i++)
         if (buf[i] == '\0') {
@@ -110,7 +83,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fz_getopt_reset();
     cli_set_command_line(argc, argv);
     FZ_CHECK(cli_command_line() != NULL);
-    rc = commands[cmd].fn(argc, argv);
+    rc = cli_commands[cmd].fn(argc, argv);
     /* every exit is one of the documented codes */
     FZ_CHECK(rc == CLI_OK || rc == CLI_FAIL || rc == CLI_USAGE || rc == CLI_FUZZ_STOP);
     free(buf);
