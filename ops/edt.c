@@ -719,8 +719,7 @@ static tw_status
 ed_finish(tw_job *job, tw_status st, void *user)
 {
     ed_job *e = user;
-    tw_error err, ierr;
-    tw_status ist;
+    tw_error err;
 
     if (e->dist) {
         /* Across ranks: the run's totals, or tell the others; before the outputs are renamed. */
@@ -736,9 +735,6 @@ ed_finish(tw_job *job, tw_status st, void *user)
         (!e->dist || twi_dist_rank(e->dist) == 0))
         TW_WARN(OP, "no background pixel (none %s the threshold %g): every distance is infinite",
                 e->invert ? "above" : "at or below", e->threshold);
-    ist = twi_stream_finish(&e->idx_s, st, &ierr);
-    /* The input's stream holds the writer: closing it renames the output into place. */
-    st = twi_stream_finish(&e->in.s, st == TW_OK ? ist : st, &err);
     if (e->report) {
         e->report->threshold = e->threshold;
         e->report->background = atomic_load(&e->background);
@@ -746,11 +742,8 @@ ed_finish(tw_job *job, tw_status st, void *user)
         e->report->bands_cpu = atomic_load(&e->bands_cpu);
         e->report->bands_cuda = atomic_load(&e->bands_cuda);
     }
-    if (ist != TW_OK && ist != TW_E_CANCELED && st == ist)
-        return twi_job_fail(job, ist, "%s", ierr.message);
-    if (st != TW_OK && st != TW_E_CANCELED)
-        return twi_job_fail(job, st, "%s", err.message);
-    return st;
+    /* The input's stream holds the writer: closing it renames the output into place. */
+    return twi_stream_finish_two(job, &e->in.s, &e->idx_s, st);
 }
 
 static void

@@ -248,16 +248,8 @@ static tw_status
 mx_finish(tw_job *job, tw_status st, void *user)
 {
     mx_job *m = user;
-    tw_error err, aerr;
-    tw_status ast;
 
-    ast = twi_stream_finish(&m->area_s, st, &aerr);
-    st = twi_stream_finish(&m->in.s, st == TW_OK ? ast : st, &err);
-    if (ast != TW_OK && ast != TW_E_CANCELED && st == ast)
-        return twi_job_fail(job, ast, "%s", aerr.message);
-    if (st != TW_OK && st != TW_E_CANCELED)
-        return twi_job_fail(job, st, "%s", err.message);
-    return st;
+    return twi_stream_finish_two(job, &m->in.s, &m->area_s, st);
 }
 
 static void

@@ -93,6 +93,11 @@ TWI_HIDDEN tw_status twi_ops_job_launch(tw_job *job, const char *op, tw_status s
 /* Finish: on TW_OK close the writer (rename into place), otherwise abort it; close the
  * slide. Returns the status of the close. */
 TWI_HIDDEN tw_status twi_stream_finish(twi_stream *s, tw_status st, tw_error *err);
+/* A job's end with two outputs: `second` (an area or indices image) is finished first, then
+ * `main` (whose writer renames the main output into place only if the second succeeded).
+ * The first failure fails the job (twi_job_fail) with its message; returns the job's status. */
+TWI_HIDDEN tw_status twi_stream_finish_two(tw_job *job, twi_stream *main, twi_stream *second,
+                                           tw_status st);
 
 /* ---- tile pipelines (ops/stream.c), the driver of the per-pixel operations (gray, convert).
  * Each processing tile is a pipeline of tasks sharing one twi_pipe_tile argument:

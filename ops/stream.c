@@ -368,6 +368,20 @@ twi_stream_tile_rect(const twi_stream *s, int64_t i, int64_t *x, int64_t *y, int
 }
 
 tw_status
+twi_stream_finish_two(tw_job *job, twi_stream *main, twi_stream *second, tw_status st)
+{
+    tw_error err, serr;
+    tw_status sst = twi_stream_finish(second, st, &serr);
+
+    st = twi_stream_finish(main, st == TW_OK ? sst : st, &err);
+    if (sst != TW_OK && sst != TW_E_CANCELED && st == sst)
+        return twi_job_fail(job, sst, "%s", serr.message);
+    if (st != TW_OK && st != TW_E_CANCELED)
+        return twi_job_fail(job, st, "%s", err.message);
+    return st;
+}
+
+tw_status
 twi_stream_finish(twi_stream *s, tw_status st, tw_error *err)
 {
     /* the overlay (if any) goes into place first, so a failed one fails the run */

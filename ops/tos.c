@@ -651,8 +651,6 @@ static tw_status
 tos_end(tw_job *job, tw_status st, void *user)
 {
     tos_job *j = user;
-    tw_error err, aerr;
-    tw_status ast;
 
     if (st == TW_OK && j->report) {
         tw_tos_report *r = j->report;
@@ -678,13 +676,7 @@ tos_end(tw_job *job, tw_status st, void *user)
         r->tree_s = j->t_tree - j->t_sorted;
         r->attr_s = j->t_end - j->t_tree;
     }
-    ast = twi_stream_finish(&j->area_s, st, &aerr);
-    st = twi_stream_finish(&j->in.s, st == TW_OK ? ast : st, &err);
-    if (ast != TW_OK && ast != TW_E_CANCELED && st == ast)
-        return twi_job_fail(job, ast, "%s", aerr.message);
-    if (st != TW_OK && st != TW_E_CANCELED)
-        return twi_job_fail(job, st, "%s", err.message);
-    return st;
+    return twi_stream_finish_two(job, &j->in.s, &j->area_s, st);
 }
 
 static void
