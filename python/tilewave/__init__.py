@@ -14,7 +14,7 @@ from ._core import (Canceled, Error, Job, Runtime, area_close, area_open, attr_f
                     height_close, height_open, hmax, info, maxtree, open_rec, read,
                     reconstruct, regional_max, sample, version)
 
-__version__ = "0.3.0"
+__version__ = "0.6.0"
 __all__ = ["Canceled", "Error", "Job", "Runtime", "area_close", "area_open", "attr_filter",
            "build_has_cuda", "close_rec", "convert", "default_runtime", "edt", "fill_holes",
            "gray", "height_close", "height_open", "hmax", "info", "maxtree", "open_rec", "read",

@@ -50,7 +50,7 @@ def _is_path(x):
 
 
 def version():
-    """Version string of the loaded library, e.g. "0.3.0"."""
+    """Version string of the loaded library, e.g. "0.6.0"."""
     return lib.tw_version_string().decode()
 
 
