@@ -213,6 +213,39 @@ def test_maxtree_equals_cli(rt, tmp_path):
     np.testing.assert_array_equal(only_area, tw.read(str(tmp_path / "c-area32.tif")))
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16])
+def test_tos_and_grain_equal_cli(rt, tmp_path, dtype):
+    # The tree of shapes (parent and area images) and the grain filter through the binding,
+    # from arrays and from the file, equal the CLI's outputs; the parent image is a tree over
+    # the pixels (every chain ends at a self-pointing canonical pixel); the grain filter with
+    # area 1 is the identity and with the whole image's area a constant image.
+    img = (rng(41).random((70, 95)) * (250 if dtype == np.uint8 else 60000)).astype(dtype)
+    p = tiff_write(tmp_path / "in.tif", img)
+    c_par, c_area, c_grain = tmp_path / "c-par.tif", tmp_path / "c-area.tif", tmp_path / "g.tif"
+    cli("tos", p, "-o", c_par, "--area", c_area)
+    cli("grain", p, "--area", 30, "-o", c_grain)
+    par, area = tw.tos(img, area=True, runtime=rt)
+    assert par.dtype == np.uint32 and area.dtype == np.uint32
+    np.testing.assert_array_equal(par, tw.read(str(c_par)))
+    np.testing.assert_array_equal(area, tw.read(str(c_area)))
+    np.testing.assert_array_equal(tw.tos(p, runtime=rt), par)
+    flat = par.ravel().astype(np.int64)
+    roots = np.flatnonzero(flat == np.arange(flat.size))
+    assert roots.size >= 1
+    hop = flat.copy()
+    for _ in range(64):
+        hop = flat[hop]
+    assert np.all(np.isin(hop, roots))
+    g = tw.grain(img, 30, runtime=rt)
+    assert g.dtype == img.dtype
+    np.testing.assert_array_equal(g, tw.read(str(c_grain)))
+    np.testing.assert_array_equal(tw.grain(p, 30, runtime=rt), g)
+    np.testing.assert_array_equal(tw.grain(img, 1, runtime=rt), img)
+    assert np.unique(tw.grain(img, img.size, runtime=rt)).size == 1
+    with pytest.raises(ValueError):
+        tw.grain(img, 0, runtime=rt)
+
+
 @pytest.mark.parametrize("op", ["height-open", "height-close"])
 def test_height_filters_equal_cli(rt, tmp_path, op):
     # height_open / height_close of a 16-bit TIFF equal `tilewave height-open/close` (files
@@ -503,11 +536,11 @@ def test_every_options_struct_matches_the_library():
     # size the library's _init writes into struct_size: the binding and the headers agree.
     from tilewave import _core, _lib
     from tilewave._lib import lib
-    for name in ("gray", "mrecon", "rfilter", "edt", "attr_filter", "maxtree", "convert",
-                 "sample"):
+    for name in ("gray", "mrecon", "rfilter", "edt", "attr_filter", "maxtree", "tos", "grain",
+                 "convert", "sample"):
         cls = {"gray": _lib.GrayOpts, "mrecon": _lib.MreconOpts, "rfilter": _lib.RfilterOpts,
                "edt": _lib.EdtOpts, "attr_filter": _lib.AttrFilterOpts,
-               "maxtree": _lib.MaxtreeOpts, "convert": _lib.ConvertOpts,
-               "sample": _lib.SampleOpts}[name]
+               "maxtree": _lib.MaxtreeOpts, "tos": _lib.TosOpts, "grain": _lib.GrainOpts,
+               "convert": _lib.ConvertOpts, "sample": _lib.SampleOpts}[name]
         o = _core._init(getattr(lib, f"tw_{name}_opts_init"), cls)
         assert o.struct_size == ctypes.sizeof(cls)

@@ -972,6 +972,61 @@ def maxtree(image, out=None, *, area=False, conn=4, index_bits=0, level=0, compr
                 _report_filler([rep] if rep else [], inopts.get("input_report")))
 
 
+def tos(image, out=None, *, area=False, level=0, compression=None, runtime=None,
+        progress=None, progress_interval=0.05, wait=True, **options):
+    """Tree of shapes of a uint8/uint16 image in memory (docs/tos.md, `tilewave tos`) as a
+    uint32 parent image: every pixel holds the raster index of its node's canonical pixel (the
+    node's largest index), which holds its parent node's; the root points to itself (with an
+    implicit root, its children do). ``area=True`` also returns each pixel's node area,
+    ``area=PATH`` writes it there. Returns the parent array (``out=None``), the area array,
+    both as (parent, area), or None when everything went to files."""
+    inopts, outopts = _options("tos", options, _IN_ALL, _OUT_ALL)
+    _input_used("tos", inopts, _is_path(image), level)
+    o = _init(lib.tw_tos_opts_init, _lib.TosOpts)
+    keep = []
+    arr, shape, _, rep = _src("tos", "image", image, _U8_U16, o.input, o.image, level, inopts,
+                              keep)
+    res = _dst("tos", o.output, o.parent, out, compression, outopts, shape, np.uint32,
+               _is_path(image))
+    ar = None
+    if _is_path(area):
+        if out is not None and os.fsdecode(area) == os.fsdecode(out):
+            raise ValueError("tilewave.tos: area and out are the same file")
+        o.area_path = _enc(area)
+    elif area is True:
+        ar = np.empty(shape, dtype=np.uint32)
+        h = _host(ar)
+        ctypes.memmove(ctypes.addressof(o.area), ctypes.addressof(h), ctypes.sizeof(h))
+    elif area is not False and area is not None:
+        raise TypeError(f"tilewave.tos: area must be True, False or a path, not {area!r}")
+    got = [a for a in (res, ar) if a is not None]
+    result = None if not got else got[0] if len(got) == 1 else tuple(got)
+    return _run(runtime, lib.tw_tos_submit, o, (arr, res, ar, keep), result, progress, wait,
+                progress_interval,
+                _report_filler([rep] if rep else [], inopts.get("input_report")))
+
+
+def grain(image, area, out=None, *, level=0, compression=None, runtime=None, progress=None,
+          progress_interval=0.05, wait=True, **options):
+    """Grain filter, the self-dual area filter (`tilewave grain`): every shape of the tree of
+    shapes with fewer than ``area`` pixels is removed (= Higra's reconstruct_leaf_data on its
+    tree of shapes with attribute_area < area). uint8/uint16, in memory."""
+    inopts, outopts = _options("grain", options, _IN_ALL, _OUT_ALL)
+    _input_used("grain", inopts, _is_path(image), level)
+    if not (_is_number(area) and int(area) == area and area >= 1):
+        raise ValueError(f"tilewave.grain: the area must be an integer >= 1 (got {area!r})")
+    o = _init(lib.tw_grain_opts_init, _lib.GrainOpts)
+    keep = []
+    arr, shape, dt, rep = _src("grain", "image", image, _U8_U16, o.input, o.image, level,
+                               inopts, keep)
+    o.area = int(area)
+    res = _dst("grain", o.output, o.result, out, compression, outopts, shape, dt,
+               _is_path(image))
+    return _run(runtime, lib.tw_grain_submit, o, (arr, res, keep), res, progress, wait,
+                progress_interval, _report_filler([rep] if rep else [],
+                                                  inopts.get("input_report")))
+
+
 def attr_filter(image, filter, value, /, out=None, *, conn=4, level=0, tile=None,
                 compression=None, runtime=None, progress=None, progress_interval=0.05,
                 wait=True, **options):

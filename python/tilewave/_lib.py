@@ -106,6 +106,18 @@ class MaxtreeOpts(ctypes.Structure):
                 ("area", HostImage), ("connectivity", c_int), ("index_bits", c_int)]
 
 
+class TosOpts(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("input", Input), ("image", HostImage),
+                ("output", Output), ("parent", HostImage), ("area_path", c_char_p),
+                ("area", HostImage), ("report", c_void_p)]
+
+
+class GrainOpts(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("input", Input), ("image", HostImage),
+                ("output", Output), ("result", HostImage), ("area", c_uint64),
+                ("report", c_void_p)]
+
+
 class ConvertOpts(ctypes.Structure):
     _fields_ = [("struct_size", c_size_t), ("input", Input), ("output", Output),
                 ("tile_w", c_int32), ("tile_h", c_int32)]
@@ -186,6 +198,10 @@ _PROTOS = {
     "tw_attr_filter_submit": (c_int, [c_void_p, _P(AttrFilterOpts), _P(c_void_p), _E]),
     "tw_maxtree_opts_init": (None, [_P(MaxtreeOpts)]),
     "tw_maxtree_submit": (c_int, [c_void_p, _P(MaxtreeOpts), _P(c_void_p), _E]),
+    "tw_tos_opts_init": (None, [_P(TosOpts)]),
+    "tw_tos_submit": (c_int, [c_void_p, _P(TosOpts), _P(c_void_p), _E]),
+    "tw_grain_opts_init": (None, [_P(GrainOpts)]),
+    "tw_grain_submit": (c_int, [c_void_p, _P(GrainOpts), _P(c_void_p), _E]),
     "tw_convert_opts_init": (None, [_P(ConvertOpts)]),
     "tw_convert_submit": (c_int, [c_void_p, _P(ConvertOpts), _P(c_void_p), _E]),
     "tw_sample_opts_init": (None, [_P(SampleOpts)]),
