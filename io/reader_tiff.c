@@ -237,19 +237,17 @@ raw_uint(const raw_file *f, const uint8_t *b, int n)
  * libtiff refuses more tiles than a 32-bit tile number reaches with only "Integer overflow",
  * so say it in the slide's terms first. */
 static tw_status
-check_tile_grid(const raw_file *f, const char *path, int d, uint64_t off, uint64_t count,
-                tw_error *err)
+check_tile_grid(const raw_file *f, const char *path, int d, const uint8_t *entries,
+                uint64_t count, tw_error *err)
 {
-    const uint64_t entry = f->big ? 20 : 12, first = off + (f->big ? 8 : 2);
+    const uint64_t entry = f->big ? 20 : 12;
     uint64_t w = 0, h = 0, tw = 0, th = 0, spp = 1, planar = 1, tiles;
-    uint8_t e[20];
 
     for (uint64_t i = 0; i < count; i++) {
+        const uint8_t *e = entries + i * entry;
         unsigned tag, type;
         uint64_t n, v;
 
-        if (!raw_read(f, first + i * entry, e, (size_t)entry))
-            return TW_OK; /* the directory's own check names it */
         tag = (unsigned)raw_uint(f, e, 2);
         type = (unsigned)raw_uint(f, e + 2, 2);
         n = raw_uint(f, e + 4, f->big ? 8 : 4);
@@ -290,6 +288,8 @@ walk_directories(const char *path, int *n_dirs, tw_error *err)
     struct stat sb;
     uint64_t off, count, entry, end;
     char ebuf[128];
+    uint8_t *dir = NULL;
+    size_t dir_cap = 0, need;
     int n = 0;
 
     if ((f.fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(f.fd, &sb) != 0) {
@@ -327,20 +327,40 @@ walk_directories(const char *path, int *n_dirs, tw_error *err)
         }
         count = raw_uint(&f, b, f.big ? 8 : 2);
         end = off + (f.big ? 8 : 2) + count * entry;
-        if (count > 65535 || !raw_read(&f, end, b, f.big ? 8 : 4)) {
+        /* the entries and the next directory's offset, in one read (at most 1.3 MB, and
+         * only once the file is known to hold them) */
+        need = (size_t)(count * entry) + (f.big ? 8 : 4);
+        if (count > 65535 || end > f.size || f.size - end < (f.big ? 8 : 4)) {
             st = twi_error_set(err, TW_E_FORMAT,
                                "io.tiff: '%s' is truncated (directory %d ends at byte %" PRIu64
                                ", the file has %" PRIu64 ")",
                                path, n, end + (f.big ? 8 : 4), f.size);
             goto out;
         }
-        if ((st = check_tile_grid(&f, path, n, off, count, err)) != TW_OK)
+        if (need > dir_cap) {
+            uint8_t *grown = realloc(dir, need);
+
+            if (!grown) {
+                st = twi_error_set(err, TW_E_NOMEM,
+                                   "io.tiff: out of memory reading directory %d of '%s'", n, path);
+                goto out;
+            }
+            dir = grown;
+            dir_cap = need;
+        }
+        if (!raw_read(&f, off + (f.big ? 8 : 2), dir, need)) {
+            st = twi_error_set(err, TW_E_IO, "io.tiff: cannot read directory %d of '%s'", n,
+                               path);
             goto out;
-        off = raw_uint(&f, b, f.big ? 8 : 4);
+        }
+        if ((st = check_tile_grid(&f, path, n, dir, count, err)) != TW_OK)
+            goto out;
+        off = raw_uint(&f, dir + count * entry, f.big ? 8 : 4);
         n++;
     }
     *n_dirs = n;
 out:
+    free(dir);
     if (f.fd >= 0)
         close(f.fd);
     return st;
@@ -923,18 +943,25 @@ tiff_read_region(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_
             const int64_t cx0 = x > ox ? x : ox, cy0 = y > oy ? y : oy;
             const int64_t cx1 = x + w < ox + lv->tw ? x + w : ox + lv->tw;
             const int64_t cy1 = y + h < oy + lv->th ? y + h : oy + lv->th;
+            /* the bytes of the rows copied out below */
+            const size_t z0 = (size_t)(cy0 - oy) * src_row;
+            const size_t z1 = (size_t)(cy1 - oy) * src_row < lv->strile_bytes
+                                  ? (size_t)(cy1 - oy) * src_row
+                                  : lv->strile_bytes;
             int64_t row;
 
             if (TIFFGetStrileOffset(hd->tif, idx) == 0 &&
                 TIFFGetStrileByteCount(hd->tif, idx) == 0) {
-                memset(hd->scratch, 0, lv->strile_bytes);
+                memset(hd->scratch + z0, 0, z1 - z0);
             } else {
                 tmsize_t got;
 
                 /* libtiff can report a whole tile yet leave its end unwritten (a deflate
                  * stream that ends early, found by tests/fuzz): stale bytes of the previous
-                 * tile must never reach dst, so start from zeros. */
-                memset(hd->scratch, 0, lv->strile_bytes);
+                 * tile must never reach dst, so the rows read start from zeros (only those:
+                 * zeroing all of a large tile to read a few rows of it cost more than the
+                 * decode). */
+                memset(hd->scratch + z0, 0, z1 - z0);
                 hd->msg[0] = '\0';
                 got = lv->tiled ? TIFFReadEncodedTile(hd->tif, idx, hd->scratch,
                                                       (tmsize_t)lv->strile_bytes)
