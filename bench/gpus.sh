@@ -9,9 +9,10 @@
 #   source .devdeps/use-deps.sh && bash bench/gpus.sh
 # Environment: OPS (default "mrecon edt area-open"), VARIANTS (default "gpu both"), MAX_GPUS
 # (default: all), REPEAT (default 1 timed run after a warm-up), MRECON_SIZE / EDT_SIZE
-# (default 65536), AO_SIZE (default 100000x100000), TILE (default 4096x4096). Results land in
-# $OUT (or ./gpus-out): gpus.jsonl (one tw_bench JSON line per run, plus "gpus" and the copy
-# share from its trace), gpus.log, env.txt.
+# (default 65536), AO_SIZE (default 100000x100000), TILE (default 4096x4096), KEEP_TRACES (set:
+# keep each run's trace as trace-LABEL.json.gz). Results land in $OUT (or ./gpus-out):
+# gpus.jsonl (one tw_bench JSON line per run, plus "gpus" and the copy share from its trace),
+# gpus.log, env.txt.
 set -uo pipefail
 # shellcheck source=bench/device_env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
@@ -73,6 +74,10 @@ run() { # label, gpus, tw_bench args...
         line=$(printf '%s' "$line" | tail -1 | python3 -c "$annotate" "$gpus" "$trace")
         echo "$line" >> "$res"
         printf '%s' "$line" | python3 -c "$summary" "$label"
+        if [ -n "${KEEP_TRACES:-}" ] && [ -f "$trace" ]; then
+            local name=${label// /_}
+            gzip -c "$trace" > "$out/trace-${name//,/-}.json.gz"
+        fi
     else
         echo "$label: FAILED (see the log)"
         tail -3 "$log"
