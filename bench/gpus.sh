@@ -8,7 +8,8 @@
 # From the repo root on the GPU machine (device tool: carry [".devdeps"], timeout 600 s):
 #   source .devdeps/use-deps.sh && bash bench/gpus.sh
 # Environment: OPS (default "mrecon edt area-open"), VARIANTS (default "gpu both"), MAX_GPUS
-# (default: all), REPEAT (default 1 timed run after a warm-up), MRECON_SIZE / EDT_SIZE
+# (default: all), COUNTS (the GPU counts to run, default "1 2 ... MAX_GPUS"), REPEAT (default 1
+# timed run after a warm-up), MRECON_SIZE / EDT_SIZE
 # (default 65536), AO_SIZE (default 100000x100000), TILE (default 4096x4096), KEEP_TRACES (set:
 # keep each run's trace as trace-LABEL.json.gz). Results land in $OUT (or ./gpus-out):
 # gpus.jsonl (one tw_bench JSON line per run, plus "gpus" and the copy share from its trace),
@@ -75,8 +76,7 @@ run() { # label, gpus, tw_bench args...
         echo "$line" >> "$res"
         printf '%s' "$line" | python3 -c "$summary" "$label"
         if [ -n "${KEEP_TRACES:-}" ] && [ -f "$trace" ]; then
-            local name=${label// /_}
-            gzip -c "$trace" > "$out/trace-${name//,/-}.json.gz"
+            gzip -c "$trace" > "$out/trace-$(printf '%s' "$label" | tr ' =,' '_--').json.gz"
         fi
     else
         echo "$label: FAILED (see the log)"
@@ -88,6 +88,7 @@ for op in ${OPS:-mrecon edt area-open}; do
     list=""
     for ((g = 0; g < max; g++)); do
         list="${list:+$list,}$g"
+        case " ${COUNTS:-$(seq -s ' ' 1 "$max")} " in *" $((g + 1)) "*) ;; *) continue ;; esac
         for variant in ${VARIANTS:-gpu both}; do
             label="$op gpus=$list $variant"
             case $op in

@@ -116,6 +116,8 @@ def main():
                     r = tw_bench(args, budget, tw, mode, t, path)
                     r.update(variant=mode, threads=t)
                     rows.append(r)
+                    print(f"tos.py:   {mode} {t} threads: {r.get('median_s')} s", file=sys.stderr,
+                          flush=True)
             grain_dump = os.path.join(build, "bench-out-tos-grain.raw")
             g = tw_bench(args, budget, tw, "job", threads[-1], path,
                          ["--grain", str(args.grain_area), "--dump", grain_dump])
