@@ -103,6 +103,10 @@ static const key_def keys[] = {
     {.key = "runtime.scratch_dir", .type = TW_CONFIG_STRING, .def = "",
      .help = "Directory of the spill file of runtime.host_mem (created and unlinked at start); "
              "empty = $TMPDIR, else /tmp."},
+    {.key = "runtime.pinned_cache", .type = TW_CONFIG_BYTES, .def = "0", .min = 0,
+     .max = (int64_t)1 << 50,
+     .help = "With GPUs, pinned host memory kept for reuse after tiles are freed, in bytes "
+             "(pinning costs about 0.4 s a GB); 0 = 1/16 of the host's memory, at least 1G."},
     {.key = "tile.size", .type = TW_CONFIG_DIMS, .def = "1024x1024", .min = 1, .max = 65536,
      .help = "Processing tile size in pixels, WxH (a single number means a square tile)."},
     {.key = "gray.tile_size", .type = TW_CONFIG_DIMS, .def = "0x0", .min = 1, .max = 65536,

@@ -161,7 +161,7 @@ twi_devpool_class_bytes(size_t bytes)
 }
 
 static tw_status
-pool_create(int ordinal, bool host, size_t budget, twi_devpool **out)
+pool_create(int ordinal, bool host, size_t budget, size_t cache_cap, twi_devpool **out)
 {
     twi_devpool *p = calloc(1, sizeof *p);
 
@@ -171,8 +171,8 @@ pool_create(int ordinal, bool host, size_t budget, twi_devpool **out)
     p->host = host;
     p->budget = budget;
     /* Device blocks stay cached until an allocation needs the room; pinned host memory is
-     * taken from the whole machine, so keep at most 1 GiB of it idle. */
-    p->cache_cap = host ? (size_t)1 << 30 : SIZE_MAX;
+     * taken from the whole machine, so only cache_cap of it stays idle. */
+    p->cache_cap = cache_cap;
     atomic_init(&p->hard, 0);
     atomic_init(&p->high, 0);
     atomic_init(&p->evictions, 0);
@@ -187,13 +187,13 @@ pool_create(int ordinal, bool host, size_t budget, twi_devpool **out)
 tw_status
 twi_devpool_create(int ordinal, size_t budget, twi_devpool **out)
 {
-    return pool_create(ordinal, false, budget ? budget : SIZE_MAX, out);
+    return pool_create(ordinal, false, budget ? budget : SIZE_MAX, SIZE_MAX, out);
 }
 
 tw_status
-twi_hostpool_create(int ordinal, twi_devpool **out)
+twi_hostpool_create(int ordinal, size_t cache_cap, twi_devpool **out)
 {
-    return pool_create(ordinal, true, SIZE_MAX, out);
+    return pool_create(ordinal, true, SIZE_MAX, cache_cap, out);
 }
 
 static cudaError_t
@@ -682,9 +682,10 @@ twi_devpool_create(int ordinal, size_t budget, twi_devpool **out)
 }
 
 tw_status
-twi_hostpool_create(int ordinal, twi_devpool **out)
+twi_hostpool_create(int ordinal, size_t cache_cap, twi_devpool **out)
 {
     (void)ordinal;
+    (void)cache_cap;
     *out = NULL;
     return TW_E_NODEV;
 }

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime_internal.h"
 
@@ -426,6 +427,24 @@ worker_main(void *arg)
     return NULL;
 }
 
+/* runtime.pinned_cache in bytes; 0 picks 1/16 of the host's memory, at least 1 GiB. Bands of
+ * the EDT and other large tiles are freed and made again job after job (and within a job):
+ * each new one would pin its pages again (cudaHostAlloc, about 0.4 s a GB) when the pool kept
+ * too little. */
+static size_t
+pinned_cache_bytes(const tw_config *cfg)
+{
+    int64_t v = 0;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    size_t cap = (size_t)1 << 30;
+
+    if (tw_config_get_int(cfg, "runtime.pinned_cache", &v) == TW_OK && v > 0)
+        return (size_t)v;
+    if (pages > 0 && page > 0 && (uint64_t)pages * (uint64_t)page / 16 > cap)
+        cap = (size_t)((uint64_t)pages * (uint64_t)page / 16);
+    return cap;
+}
+
 /* Fill the workers' device roles and core sets. */
 static tw_status
 plan_workers(tw_runtime *rt, int64_t cpu_workers, int team, tw_error *err)
@@ -637,7 +656,9 @@ tw_runtime_create(const tw_config *cfg, tw_runtime **out, tw_error *err)
         }
     }
     /* Host tiles are pinned when GPUs take part, so their copies run asynchronously. */
-    if (rt->n_gpus > 0 && twi_hostpool_create(rt->gpus[0].ordinal, &rt->host_pool) != TW_OK)
+    if (rt->n_gpus > 0 &&
+        twi_hostpool_create(rt->gpus[0].ordinal, pinned_cache_bytes(rt->cfg), &rt->host_pool) !=
+            TW_OK)
         rt->host_pool = NULL;
     if ((st = plan_workers(rt, cpu_workers, (int)team, err)) != TW_OK ||
         (st = twi_budget_create(rt, err)) != TW_OK)

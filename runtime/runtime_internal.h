@@ -183,8 +183,9 @@ TWI_HIDDEN void twi_host_free(twi_devpool *pinned_pool, void *p, size_t bytes, b
 TWI_HIDDEN tw_status twi_devpool_create(int ordinal, size_t budget, twi_devpool **out);
 TWI_HIDDEN void twi_devpool_destroy(twi_devpool *p);
 /* The same allocator over pinned host memory (cudaHostAlloc, portable), keeping at most
- * 1 GiB idle; one per runtime with GPUs, for host tiles. No budget, no replicas. */
-TWI_HIDDEN tw_status twi_hostpool_create(int ordinal, twi_devpool **out);
+ * `cache_cap` bytes idle (runtime.pinned_cache); one per runtime with GPUs, for host tiles.
+ * No budget, no replicas. */
+TWI_HIDDEN tw_status twi_hostpool_create(int ordinal, size_t cache_cap, twi_devpool **out);
 TWI_HIDDEN void *twi_devpool_alloc(twi_devpool *p, size_t bytes); /* NULL: out of memory */
 TWI_HIDDEN void twi_devpool_free(twi_devpool *p, void *d_ptr, size_t bytes);
 /* The block size the pool hands out for a request of `bytes` (its size class). */

@@ -39,6 +39,7 @@ static const expect_key expected[] = {
     {"runtime.models", TW_CONFIG_STRING, "auto", "", "TILEWAVE_RUNTIME_MODELS"},
     {"runtime.host_mem", TW_CONFIG_BYTES, "0", "0..1024T", "TILEWAVE_RUNTIME_HOST_MEM"},
     {"runtime.scratch_dir", TW_CONFIG_STRING, "", "", "TILEWAVE_RUNTIME_SCRATCH_DIR"},
+    {"runtime.pinned_cache", TW_CONFIG_BYTES, "0", "0..1024T", "TILEWAVE_RUNTIME_PINNED_CACHE"},
     {"tile.size", TW_CONFIG_DIMS, "1024x1024", "1x1..65536x65536", "TILEWAVE_TILE_SIZE"},
     {"gray.tile_size", TW_CONFIG_DIMS, "0x0", "0x0 or 1x1..65536x65536",
      "TILEWAVE_GRAY_TILE_SIZE"},
