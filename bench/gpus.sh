@@ -76,7 +76,7 @@ run() { # label, gpus, tw_bench args...
         echo "$line" >> "$res"
         printf '%s' "$line" | python3 -c "$summary" "$label"
         if [ -n "${KEEP_TRACES:-}" ] && [ -f "$trace" ]; then
-            gzip -c "$trace" > "$out/trace-$(printf '%s' "$label" | tr ' =,' '_--').json.gz"
+            gzip -c "$trace" > "$out/trace-$(printf '%s' "$label" | tr ' ,' '_-' | tr -d '=').json.gz"
         fi
     else
         echo "$label: FAILED (see the log)"

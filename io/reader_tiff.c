@@ -943,25 +943,21 @@ tiff_read_region(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_
             const int64_t cx0 = x > ox ? x : ox, cy0 = y > oy ? y : oy;
             const int64_t cx1 = x + w < ox + lv->tw ? x + w : ox + lv->tw;
             const int64_t cy1 = y + h < oy + lv->th ? y + h : oy + lv->th;
-            /* the bytes of the rows copied out below */
-            const size_t z0 = (size_t)(cy0 - oy) * src_row;
-            const size_t z1 = (size_t)(cy1 - oy) * src_row < lv->strile_bytes
-                                  ? (size_t)(cy1 - oy) * src_row
-                                  : lv->strile_bytes;
             int64_t row;
 
             if (TIFFGetStrileOffset(hd->tif, idx) == 0 &&
                 TIFFGetStrileByteCount(hd->tif, idx) == 0) {
-                memset(hd->scratch + z0, 0, z1 - z0);
+                memset(hd->scratch, 0, lv->strile_bytes);
             } else {
                 tmsize_t got;
 
                 /* libtiff can report a whole tile yet leave its end unwritten (a deflate
                  * stream that ends early, found by tests/fuzz): stale bytes of the previous
-                 * tile must never reach dst, so the rows read start from zeros (only those:
-                 * zeroing all of a large tile to read a few rows of it cost more than the
-                 * decode). */
-                memset(hd->scratch + z0, 0, z1 - z0);
+                 * tile must never reach dst, so start from zeros. All of the tile: zeroing
+                 * only the rows copied out is not enough, what libtiff leaves in them can
+                 * depend on the rest of the buffer (tests/fuzz/regress/
+                 * tiff_deflate_rows_depend_on_buffer.tif). */
+                memset(hd->scratch, 0, lv->strile_bytes);
                 hd->msg[0] = '\0';
                 got = lv->tiled ? TIFFReadEncodedTile(hd->tif, idx, hd->scratch,
                                                       (tmsize_t)lv->strile_bytes)

@@ -55,6 +55,30 @@ Test(fuzz_findings, tiff_tile_decoded_short_gives_zeros_not_stale_bytes)
     tw_slide_close(s);
 }
 
+Test(fuzz_findings, tiff_tile_rows_do_not_depend_on_the_rows_not_read)
+{
+    /* fuzz_tiff finding (2026-11-27, a change that zeroed only the rows of the scratch buffer
+     * a read copies out, reverted): in this deflate tile (2, 0) of level 0, what libtiff leaves
+     * in row 15 depends on what rows 0..10 of the buffer held before the decode, so a region
+     * read alone (rows 11..27) differed from the same pixels inside the whole level. The whole
+     * buffer is zeroed before every decode again. */
+    tw_slide *s = NULL;
+    tw_error err;
+    uint8_t *all, *part;
+
+    cr_assert_eq(tw_slide_open(REGRESS "tiff_deflate_rows_depend_on_buffer.tif", TW_READER_TIFF,
+                               &s, &err),
+                 TW_OK, "%s", err.message);
+    all = read_rgb(s, 0, 0, 0, 40, 34);
+    part = read_rgb(s, 0, 13, 11, 20, 17);
+    for (int r = 0; r < 17; r++)
+        cr_assert(memcmp(part + r * 20 * 3, all + ((11 + r) * 40 + 13) * 3, 20 * 3) == 0,
+                  "row %d of the region read alone differs", 11 + r);
+    free(all);
+    free(part);
+    tw_slide_close(s);
+}
+
 Test(fuzz_findings, pyramid_levels_end_for_tiny_tiles_and_huge_sizes)
 {
     /* fuzz_region findings: twi_io_pyramid_levels(w, h, 1, 1) never ended (a 1x1 level
