@@ -707,7 +707,7 @@ twi_tiff_precheck(const char *path, const char *domain, size_t px_bytes, tw_erro
     uint64_t file_size = UINT64_MAX; /* unknown: no strile is found beyond it */
     tw_error werr = {0};
     int n_dirs = 0, fd;
-    uint32_t w0 = 0, h0 = 0;
+    uint32_t w0 = 0, h0 = 0, tw0 = 0, th0 = 0;
     int64_t got;
 
     if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
@@ -743,8 +743,9 @@ twi_tiff_precheck(const char *path, const char *domain, size_t px_bytes, tw_erro
                                domain, d, path, handle_msg(&h));
             goto out;
         }
-        /* A tiled directory after the first is a pyramid level: one larger than the base makes
-         * OpenSlide 3.4.1 divide by zero when it opens the slide (fuzz finding T3). */
+        /* A tiled directory after the first is a pyramid level: one larger than the base is
+         * no reduced level (the inputs of fuzz finding T3 were such levels; what made
+         * OpenSlide divide by zero on them is their tile size, checked below). */
         TIFFGetField(h.tif, TIFFTAG_IMAGEWIDTH, &w);
         TIFFGetField(h.tif, TIFFTAG_IMAGELENGTH, &ht);
         if (d == 0) {
@@ -767,6 +768,23 @@ twi_tiff_precheck(const char *path, const char *domain, size_t px_bytes, tw_erro
                                domain, (unsigned)tw, (unsigned)th, d, path,
                                (unsigned long long)(TWI_IO_MAX_STRILE_BYTES >> 20));
             goto out;
+        }
+        /* OpenSlide 3.4.1 divides by round(level 0's tile side / this level's): zero when a
+         * level's tiles are more than twice as wide or tall as level 0's (SIGFPE in
+         * openslide_open; fuzz findings T3 and T4). Real pyramids keep one tile size. */
+        if (TIFFIsTiled(h.tif)) {
+            if (d == 0) {
+                tw0 = tw;
+                th0 = th;
+            } else if (tw0 && th0 && ((uint64_t)tw > 2 * (uint64_t)tw0 ||
+                                      (uint64_t)th > 2 * (uint64_t)th0)) {
+                st = twi_error_set(err, TW_E_FORMAT,
+                                   "%s: the tiles of directory %d of '%s' (%ux%u) are more "
+                                   "than twice the base image's (%ux%u)",
+                                   domain, d, path, (unsigned)tw, (unsigned)th, (unsigned)tw0,
+                                   (unsigned)th0);
+                goto out;
+            }
         }
         if ((st = precheck_striles(h.tif, path, domain, d, file_size, err)) != TW_OK)
             goto out;

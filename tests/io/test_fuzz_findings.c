@@ -95,6 +95,51 @@ Test(fuzz_findings, pyramid_levels_end_for_tiny_tiles_and_huge_sizes)
     cr_assert_eq(twi_io_max_levels(5, 3), 4);
 }
 
+Test(fuzz_findings, level_tiles_over_twice_the_base_tiles_are_refused_before_openslide)
+{
+    /* fuzz_tiff finding T4 (the 64-core GPU machine, 2026-11-27): an Aperio-described TIFF
+     * whose level 1 (39x8, under a 40x48 base) has 5x16 tiles where level 0 has 16x3 made
+     * OpenSlide 3.4.1 divide by round(3 / 16) = 0 inside openslide_open: SIGFPE. Refused now
+     * before OpenSlide, through the automatic reader and OpenSlide alike; the same file still
+     * opens with the libtiff reader (its level 1 is a plain reduced level there). */
+    const char *file = REGRESS "openslide_level_tiles_taller_than_twice_base.tif";
+
+    for (int k = 0; k < 2; k++) {
+        tw_reader_kind kind = k ? TW_READER_OPENSLIDE : TW_READER_AUTO;
+        tw_slide *s = NULL;
+        tw_error err = {0};
+
+        cr_assert_eq(tw_slide_open(file, kind, &s, &err), TW_E_FORMAT, "%s", err.message);
+        cr_assert_null(s);
+        cr_assert(strstr(err.message, "the tiles of directory 1 of") != NULL, "%s",
+                  err.message);
+        cr_assert(strstr(err.message, "(5x16) are more than twice the base image's (16x3)") !=
+                      NULL,
+                  "%s", err.message);
+        cr_assert(strchr(err.message, '\n') == NULL);
+    }
+    {
+        /* the same finding from the 2-core run: 16x16 tiles under 1296x3 ones */
+        tw_slide *s = NULL;
+        tw_error err = {0};
+
+        cr_assert_eq(tw_slide_open(REGRESS "openslide_level_tiles_taller_than_twice_base_2.tif",
+                                   TW_READER_AUTO, &s, &err),
+                     TW_E_FORMAT, "%s", err.message);
+        cr_assert(strstr(err.message, "(16x16) are more than twice the base image's (1296x3)") !=
+                      NULL,
+                  "%s", err.message);
+    }
+    {
+        tw_slide *s = NULL;
+        tw_error err = {0};
+
+        cr_assert_eq(tw_slide_open(file, TW_READER_TIFF, &s, &err), TW_OK, "%s", err.message);
+        cr_assert_eq(tw_slide_get_level_count(s), 2);
+        tw_slide_close(s);
+    }
+}
+
 Test(fuzz_findings, pyramid_level_larger_than_its_base_is_refused_before_openslide)
 {
     /* fuzz_tiff finding T3 (on the 64-core GPU machine): an Aperio-described BigTIFF whose
