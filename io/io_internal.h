@@ -47,6 +47,11 @@ struct tw_slide {
     char **prop_values;     /* n_props values */
     size_t n_props, cap_props;
     bool layout_unsupported; /* set by a failing open: a valid file of a layout not kept */
+    /* For twi_tiff_open_levels only (NULL otherwise): the TIFF backend takes as level k the
+     * directory of exactly want[k]'s size, and sets want_map[k] to it or -1. */
+    const tw_level_info *want;
+    int n_want;
+    int *want_map;
 };
 
 /* Add (or replace) property `name` = `value` on s; copies both. TW_OK or TW_E_NOMEM. */
@@ -55,6 +60,14 @@ TWI_HIDDEN tw_status twi_slide_set_property(tw_slide *s, const char *name, const
 /* The writer as the assembler sees it (writer_tiff.c): its options and level sizes. */
 TWI_HIDDEN const tw_writer_opts *twi_writer_opts(const tw_writer *wr);
 TWI_HIDDEN void twi_writer_level_size(const tw_writer *wr, int level, int64_t *w, int64_t *h);
+
+/* Open `path` with the libtiff backend, taking as levels the directories whose sizes are those
+ * of want[0..n_want) (an OpenSlide slide's levels), whatever else the file holds (an Aperio
+ * thumbnail between them, labels): map[k] is the new slide's level of want[k], or -1 when no
+ * directory of that size has the base's sample layout. For levels OpenSlide 3.4.1 resamples
+ * (non-integer downsamples: docs/reliability.md, T2). */
+TWI_HIDDEN tw_status twi_tiff_open_levels(const char *path, const tw_level_info *want,
+                                          int n_want, int *map, tw_slide **out, tw_error *err);
 
 /* The most bytes one decoded tile or strip may take: 2 GiB, a 16384 x 16384 tile of 8-byte
  * pixels (the largest tw_writer writes). A header that claims more is corrupt or beyond what

@@ -14,6 +14,11 @@
 
 typedef struct os_reader {
     openslide_t *osr; /* thread-safe: one handle shared by every reading thread */
+    /* Levels read through libtiff instead (non-integer downsamples of TIFF-based vendors,
+     * below): the libtiff slide of the same file and, per OpenSlide level, its level there or
+     * -1. NULL when none is. */
+    tw_slide *tiff;
+    int *tiff_level;
 } os_reader;
 
 static void
@@ -25,6 +30,8 @@ os_close(tw_slide *s)
         return;
     if (r->osr)
         openslide_close(r->osr);
+    tw_slide_close(r->tiff);
+    free(r->tiff_level);
     free(r);
     s->priv = NULL;
 }
@@ -50,6 +57,48 @@ prop_f64(openslide_t *osr, const char *name)
     if (!v || twi_parse_f64(v, &d) != TW_OK || d < 0)
         return 0;
     return d;
+}
+
+/*
+ * OpenSlide 3.4.1 takes a region's corner in level-0 pixels and, at a level whose downsample
+ * is not an integer (Aperio's 4.0003, 16.0012 ...), resamples the level at the fractional
+ * offset that corner maps back to: the same level pixel differs (by a few grey levels) with
+ * the region's origin, so tiles of a job would not match a whole-level read (fuzz finding
+ * T2, docs/reliability.md). The levels of TIFF-based vendors are plain TIFF directories:
+ * such levels are read from their directory with libtiff instead, exactly, when it decodes
+ * them as 8-bit RGB (JPEG, deflate, LZW ...; not Aperio's JPEG 2000, which stays with
+ * OpenSlide). Levels at integer downsamples, level 0 included, stay with OpenSlide.
+ */
+static void
+os_attach_tiff(tw_slide *s, os_reader *r, const char *path, const char *vendor)
+{
+    tw_error terr;
+    bool any = false;
+
+    if (!vendor || (strcmp(vendor, "aperio") != 0 && strcmp(vendor, "generic-tiff") != 0))
+        return;
+    for (int i = 1; i < s->n_levels; i++)
+        any = any || s->levels[i].downsample != floor(s->levels[i].downsample);
+    if (!any || !(r->tiff_level = malloc((size_t)s->n_levels * sizeof *r->tiff_level)))
+        return;
+    if (twi_tiff_open_levels(path, s->levels, s->n_levels, r->tiff_level, &r->tiff, &terr) !=
+            TW_OK ||
+        tw_slide_get_channels(r->tiff) != 3 || tw_slide_get_sample_type(r->tiff) != TW_U8) {
+        TW_DEBUG("io.openslide", "'%s': levels at non-integer downsamples stay with OpenSlide",
+                 path);
+        tw_slide_close(r->tiff);
+        r->tiff = NULL;
+        free(r->tiff_level);
+        r->tiff_level = NULL;
+        return;
+    }
+    for (int i = 0; i < s->n_levels; i++) {
+        if (s->levels[i].downsample == floor(s->levels[i].downsample))
+            r->tiff_level[i] = -1;
+        else if (r->tiff_level[i] >= 0)
+            TW_DEBUG("io.openslide", "'%s': level %d (downsample %.4f) read with libtiff", path,
+                     i, s->levels[i].downsample);
+    }
 }
 
 static tw_status
@@ -129,6 +178,7 @@ os_open(tw_slide *s, const char *path, tw_error *err)
     }
     if ((e = openslide_get_error(r->osr)))
         return twi_error_set(err, TW_E_FORMAT, "io.openslide: cannot open '%s' (%s)", path, e);
+    os_attach_tiff(s, r, path, vendor);
     return TW_OK;
 }
 
@@ -174,6 +224,9 @@ os_read_region(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_t 
     const char *e;
     int64_t cx, cy, row;
 
+    if (r->tiff && r->tiff_level[level] >= 0)
+        return twi_reader_tiff_ops.read_region(r->tiff, r->tiff_level[level], x, y, w, h, dst,
+                                               stride, err);
     if (!(buf = malloc((size_t)cw * (size_t)(h < ch_max ? h : ch_max) * sizeof *buf)))
         return twi_error_set(err, TW_E_NOMEM, "io.openslide: out of memory reading '%s'",
                              s->path);

@@ -897,7 +897,18 @@ tiff_open(tw_slide *s, const char *path, tw_error *err)
             st = TW_OK;
             continue;
         }
-        if (d > 0) {
+        if (s->want) {
+            /* the directory of one wanted level's size, the first one only */
+            int k;
+
+            for (k = 0; k < s->n_want; k++)
+                if (s->want_map[k] < 0 && s->want[k].w == (int64_t)lv.w &&
+                    s->want[k].h == (int64_t)lv.h)
+                    break;
+            if (k == s->n_want)
+                continue;
+            s->want_map[k] = r->n_levels;
+        } else if (d > 0) {
             const tiff_level *prev = &r->levels[r->n_levels - 1];
 
             if (lv.w > prev->w || lv.h > prev->h || (lv.w == prev->w && lv.h == prev->h))
@@ -917,6 +928,11 @@ tiff_open(tw_slide *s, const char *path, tw_error *err)
         goto out;
     }
     s->n_levels = r->n_levels;
+    if (r->n_levels == 0) {
+        st = twi_error_set(err, TW_E_FORMAT, "io.tiff: no directory of '%s' has a wanted size",
+                           path);
+        goto out;
+    }
     for (i = 0; i < r->n_levels; i++) {
         const tiff_level *lv = &r->levels[i];
 
@@ -1021,3 +1037,34 @@ const twi_reader_ops twi_reader_tiff_ops = {
     .read_region = tiff_read_region,
     .close = tiff_close,
 };
+
+tw_status
+twi_tiff_open_levels(const char *path, const tw_level_info *want, int n_want, int *map,
+                     tw_slide **out, tw_error *err)
+{
+    tw_slide *s = NULL;
+    tw_status st;
+
+    *out = NULL;
+    for (int k = 0; k < n_want; k++)
+        map[k] = -1;
+    if (!(s = calloc(1, sizeof *s)) || !(s->path = strdup(path))) {
+        free(s);
+        return twi_error_set(err, TW_E_NOMEM, "io.tiff: out of memory opening '%s'", path);
+    }
+    s->ops = &twi_reader_tiff_ops;
+    s->want = want;
+    s->n_want = n_want;
+    s->want_map = map;
+    st = tiff_open(s, path, err);
+    s->want = NULL;
+    s->want_map = NULL;
+    if (st != TW_OK) {
+        for (int k = 0; k < n_want; k++)
+            map[k] = -1;
+        tw_slide_close(s);
+        return st;
+    }
+    *out = s;
+    return TW_OK;
+}

@@ -36,7 +36,8 @@ fz_level(tw_slide *s, int level, const tw_level_info *li, size_t px)
         /* A sub-region read alone gives the same pixels as inside the bigger read. Not
          * through OpenSlide at a non-integer downsample: it takes level-0 coordinates and
          * resamples at the fractional level offset they map to (finding T2,
-         * docs/reliability.md). */
+         * docs/reliability.md); tilewave reads such levels with libtiff where it can, but
+         * not every input here allows it (JPEG 2000, gray levels). */
         if (w >= 2 && h >= 2 &&
             (tw_slide_get_reader(s) != TW_READER_OPENSLIDE ||
              li->downsample == (double)(int64_t)li->downsample)) {

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave tests: the slide readers: libtiff (tiled, striped, JPEG, pyramids) and OpenSlide. */
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -389,16 +390,17 @@ Test(reader_tiff, properties_and_inch_resolution)
     free(dir);
 }
 
-/* A generic tiled RGB pyramid from our writer. */
+/* A generic tiled RGB pyramid from our writer, w x h. */
 static void
-write_pyramid(const char *path, tw_compression c, const char *description)
+write_pyramid_sized(const char *path, int64_t w, int64_t h, tw_compression c,
+                    const char *description)
 {
     tw_writer_opts o;
     tw_error err = {0};
 
     tw_writer_opts_init(&o);
-    o.w = 1024;
-    o.h = 768;
+    o.w = w;
+    o.h = h;
     o.channels = 3;
     /* 128: every level is at least one tile in both directions. OpenSlide 3.4.1 with
      * libtiff 4.5 misplaces the rows of a level smaller than one tile (its TIFFRGBAImage
@@ -409,6 +411,54 @@ write_pyramid(const char *path, tw_compression c, const char *description)
     o.mpp_x = o.mpp_y = 0.25;
     o.description = description;
     cr_assert_eq(tu_write(path, &o, 11, &err), TW_OK, "%s", err.message);
+}
+
+static void
+write_pyramid(const char *path, tw_compression c, const char *description)
+{
+    write_pyramid_sized(path, 1024, 768, c, description);
+}
+
+Test(reader_openslide, non_integer_downsample_levels_are_read_exactly)
+{
+    /* Fuzz finding T2: OpenSlide 3.4.1 resamples a level whose downsample is not an integer
+     * at the fractional offset a region's level-0 corner maps back to, so the same pixel
+     * differed with the region's origin. Such levels of TIFF-based vendors are read from their
+     * directory with libtiff: a 1000x750 pyramid has level 2 at 250x188, downsample
+     * (4 + 3.989) / 2 for OpenSlide, and every region of it, at any origin, is now exactly the
+     * pixels written there; generic-tiff (--reader openslide) and aperio (automatic) alike. */
+    const char *const desc[2] = {NULL, "Aperio Image Library vTEST\r\n1000x750 -> 1000x750|"
+                                       "AppMag = 20|MPP = 0.5"};
+    char *dir = twtest_tmpdir();
+    char *path = twtest_path(dir, "nonint.tif");
+
+    for (int k = 0; k < 2; k++) {
+        tw_slide *s = NULL;
+        tw_error err = {0};
+        tw_level_info li;
+
+        write_pyramid_sized(path, 1000, 750, TW_COMPRESS_DEFLATE, desc[k]);
+        cr_assert_eq(tw_slide_open(path, k ? TW_READER_AUTO : TW_READER_OPENSLIDE, &s, &err),
+                     TW_OK, "%s", err.message);
+        cr_assert_eq(tw_slide_get_reader(s), TW_READER_OPENSLIDE);
+        cr_assert_str_eq(tw_slide_get_format(s), k ? "aperio" : "generic-tiff");
+        cr_assert_eq(tw_slide_get_level_count(s), 3);
+        cr_assert_eq(tw_slide_get_level(s, 2, &li), TW_OK);
+        cr_assert_eq(li.w, 250);
+        cr_assert_eq(li.h, 188);
+        cr_assert(li.downsample != floor(li.downsample), "downsample %.6f", li.downsample);
+        tu_check_region(s, 2, 0, 0, 250, 188, tu_level_seed(11, 2));
+        for (int64_t y = 0; y < 60; y += 7)
+            for (int64_t x = 0; x < 60; x += 13)
+                tu_check_region(s, 2, x, y, 48 + x % 5, 40 + y % 3, tu_level_seed(11, 2));
+        /* levels at integer downsamples still come from OpenSlide, equal to the writer's */
+        tu_check_region(s, 1, 33, 17, 100, 90, tu_level_seed(11, 1));
+        tu_check_region(s, 0, 301, 5, 64, 64, tu_level_seed(11, 0));
+        tw_slide_close(s);
+    }
+    twtest_rmtree(dir);
+    free(path);
+    free(dir);
 }
 
 Test(reader_openslide, generic_tiff_matches_tiff_reader)
