@@ -74,14 +74,21 @@ TWI_HIDDEN tw_status twi_tiff_open_levels(const char *path, const tw_level_info 
  * tilewave reads, and is refused at open, before a buffer that size is allocated. */
 #define TWI_IO_MAX_STRILE_BYTES ((uint64_t)1 << 31)
 
+/* The most bytes one tile OpenSlide decodes may take: 256 MiB of ARGB, an 8192 x 8192 tile.
+ * OpenSlide 3.4.1 allocates each tile it reads whole (g_malloc, which aborts the process when
+ * the allocation fails) and keeps it in its cache: vendor slides use tiles of 240-1024 pixels,
+ * and a header claiming gigabyte tiles is refused before OpenSlide sees it. */
+#define TWI_OPENSLIDE_MAX_TILE_BYTES ((uint64_t)1 << 28)
+
 /* For backends that hand a TIFF-based file to another library (OpenSlide), which would print
  * libtiff's errors to stderr or allocate what a corrupt header claims: when `path` starts with
  * a TIFF header, walk its directories with libtiff under our own silent handlers and check
- * each tile's size (at `px_bytes` per decoded pixel), that every tile or strip ends inside the
- * file and that an uncompressed one holds all its bytes. TW_OK when it is not a TIFF or looks
- * sound; TW_E_FORMAT "<domain>: ... '<path>' ..." otherwise (reader_tiff.c). */
+ * each tile's size (at most `max_tile_bytes` at `px_bytes` per decoded pixel), that every
+ * tile or strip ends inside the file and that an uncompressed one holds all its bytes. TW_OK
+ * when it is not a TIFF or looks sound; TW_E_FORMAT "<domain>: ... '<path>' ..." otherwise
+ * (reader_tiff.c). */
 TWI_HIDDEN tw_status twi_tiff_precheck(const char *path, const char *domain, size_t px_bytes,
-                                       tw_error *err);
+                                       uint64_t max_tile_bytes, tw_error *err);
 
 /* libtiff per-handle handlers share these (tiff_common.c). Keep libtiff's first error in
  * `buf` as one line, dropping the module name when it only repeats `path`; later messages are

@@ -116,7 +116,8 @@ os_open(tw_slide *s, const char *path, tw_error *err)
     s->priv = r;
     /* OpenSlide's libtiff prints errors to stderr and allocates whole tiles of what a header
      * claims: check a TIFF-based file's structure first, silently (4 bytes per ARGB pixel) */
-    if ((st = twi_tiff_precheck(path, "io.openslide", 4, err)) != TW_OK)
+    if ((st = twi_tiff_precheck(path, "io.openslide", 4, TWI_OPENSLIDE_MAX_TILE_BYTES, err)) !=
+        TW_OK)
         return st;
     if (!(r->osr = openslide_open(path)))
         return twi_error_set(err, TW_E_FORMAT,
@@ -141,12 +142,12 @@ os_open(tw_slide *s, const char *path, tw_error *err)
         snprintf(key, sizeof key, "openslide.level[%d].tile-height", (int)i);
         l->tile_h = (int32_t)prop_i64(r->osr, key);
         /* OpenSlide decodes whole tiles as ARGB: refuse what no buffer should hold */
-        if ((uint64_t)l->tile_w * (uint64_t)l->tile_h * 4 > TWI_IO_MAX_STRILE_BYTES)
+        if ((uint64_t)l->tile_w * (uint64_t)l->tile_h * 4 > TWI_OPENSLIDE_MAX_TILE_BYTES)
             return twi_error_set(err, TW_E_FORMAT,
                                  "io.openslide: tile of %dx%d pixels in level %d of '%s' is too "
                                  "large (more than %llu MiB decoded)",
                                  (int)l->tile_w, (int)l->tile_h, (int)i, path,
-                                 (unsigned long long)(TWI_IO_MAX_STRILE_BYTES >> 20));
+                                 (unsigned long long)(TWI_OPENSLIDE_MAX_TILE_BYTES >> 20));
     }
     s->n_levels = (int)n;
     s->channels = 3;

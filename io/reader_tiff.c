@@ -697,7 +697,8 @@ precheck_striles(TIFF *tif, const char *path, const char *domain, int dir, uint6
 }
 
 tw_status
-twi_tiff_precheck(const char *path, const char *domain, size_t px_bytes, tw_error *err)
+twi_tiff_precheck(const char *path, const char *domain, size_t px_bytes,
+                  uint64_t max_tile_bytes, tw_error *err)
 {
     tw_status st = TW_OK;
     tiff_handle h = {.level = -1, .path = path};
@@ -761,12 +762,12 @@ twi_tiff_precheck(const char *path, const char *domain, size_t px_bytes, tw_erro
         }
         if (TIFFIsTiled(h.tif) && TIFFGetField(h.tif, TIFFTAG_TILEWIDTH, &tw) &&
             TIFFGetField(h.tif, TIFFTAG_TILELENGTH, &th) &&
-            (uint64_t)tw * th > TWI_IO_MAX_STRILE_BYTES / (px_bytes ? px_bytes : 1)) {
+            (uint64_t)tw * th > max_tile_bytes / (px_bytes ? px_bytes : 1)) {
             st = twi_error_set(err, TW_E_FORMAT,
                                "%s: tile of %ux%u pixels in directory %d of '%s' is too large "
                                "(more than %llu MiB decoded)",
                                domain, (unsigned)tw, (unsigned)th, d, path,
-                               (unsigned long long)(TWI_IO_MAX_STRILE_BYTES >> 20));
+                               (unsigned long long)(max_tile_bytes >> 20));
             goto out;
         }
         /* OpenSlide 3.4.1 divides by round(level 0's tile side / this level's): zero when a

@@ -112,10 +112,14 @@ Test(bad_slides, bad_tile_sizes)
     expect_bad(p, TW_READER_OPENSLIDE, "tile of 2147483648x2147483648 pixels");
     twtest_bad_image(p, 65536, 65536, 3, 8, 8, 65536, TWTEST_PIXELS_AT, 16);
     expect_bad(p, TW_READER_AUTO, "is too large (more than 2048 MiB decoded)");
-    expect_bad(p, TW_READER_OPENSLIDE, "is too large (more than 2048 MiB decoded)");
+    expect_bad(p, TW_READER_OPENSLIDE, "is too large (more than 256 MiB decoded)");
     twtest_bad_image(p, 16384, 16384, 1, 8, 1, 16384, TWTEST_PIXELS_AT, 16);
     expect_bad(p, TW_READER_AUTO, "tile 0 of level 0");
     expect_bad(p, TW_READER_AUTO, "has 16 bytes, uncompressed it needs 268435456");
+    /* 256 MiB of gray is within what libtiff's reader decodes, 1 GiB of ARGB is not what
+     * OpenSlide should allocate per tile (it aborts when g_malloc fails) */
+    expect_bad(p, TW_READER_OPENSLIDE, "tile of 16384x16384 pixels in directory 0 of");
+    expect_bad(p, TW_READER_OPENSLIDE, "is too large (more than 256 MiB decoded)");
     free(p);
 }
 
@@ -202,7 +206,7 @@ static const char *const expected[TWTEST_N_BAD_SLIDES][3] = {
      "more than a TIFF can number"},
     {"zero number of tiles", "zero number of tiles", "zero number of tiles"},
     {"is too large (more than 2048 MiB decoded)", "is too large (more than 2048 MiB decoded)",
-     "is too large (more than 2048 MiB decoded)"},
+     "is too large (more than 256 MiB decoded)"},
     {"has 16 bytes, uncompressed it needs 50331648", "has 16 bytes, uncompressed it needs 50331648",
      "has 16 bytes, uncompressed it needs 50331648"},
     {"unsupported compression 12345", "unsupported compression 12345",
