@@ -11,7 +11,7 @@
 # (default: all), COUNTS (the GPU counts to run, default "1 2 ... MAX_GPUS"), REPEAT (default 1
 # timed run after a warm-up), MRECON_SIZE / EDT_SIZE
 # (default 65536), AO_SIZE (default 100000x100000), TILE (default 4096x4096), KEEP_TRACES (set:
-# keep each run's trace as trace-LABEL.json.gz). Results land in $OUT (or ./gpus-out):
+# keep each run's trace as trace-LABEL.json.gz, gathered into traces.tar at the end). Results land in $OUT (or ./gpus-out):
 # gpus.jsonl (one tw_bench JSON line per run, plus "gpus" and the copy share from its trace),
 # gpus.log, env.txt.
 set -uo pipefail
@@ -107,4 +107,9 @@ for op in ${OPS:-mrecon edt area-open}; do
         done
     done
 done
+# one file for the traces: the device tool brings back a limited number of files
+if [ -n "${KEEP_TRACES:-}" ] && ls "$out"/trace-*.json.gz > /dev/null 2>&1; then
+    tar -C "$out" -cf "$out/traces.tar" $(cd "$out" && ls trace-*.json.gz) &&
+        rm -f "$out"/trace-*.json.gz
+fi
 echo "gpus.sh: total $((SECONDS - t0)) s" | tee -a "$log"
