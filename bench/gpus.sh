@@ -9,11 +9,11 @@
 #   source .devdeps/use-deps.sh && bash bench/gpus.sh
 # Environment: OPS (default "mrecon edt area-open"), VARIANTS (default "gpu both"), MAX_GPUS
 # (default: all), COUNTS (the GPU counts to run, default "1 2 ... MAX_GPUS"), REPEAT (default 1
-# timed run after a warm-up), MRECON_SIZE / EDT_SIZE
-# (default 65536), AO_SIZE (default 100000x100000), TILE (default 4096x4096), KEEP_TRACES (set:
-# keep each run's trace as trace-LABEL.json.gz, gathered into traces.tar at the end). Results land in $OUT (or ./gpus-out):
-# gpus.jsonl (one tw_bench JSON line per run, plus "gpus" and the copy share from its trace),
-# gpus.log, env.txt.
+# timed run after a warm-up), MRECON_SIZE / EDT_SIZE (default 65536), AO_SIZE (default
+# 100000x100000), TILE (default 4096x4096), KEEP_TRACES (set: keep each run's trace as
+# trace-LABEL.json.gz, gathered into traces.tar at the end). Results land in $OUT (or
+# ./gpus-out): gpus.jsonl (one tw_bench JSON line per run, plus "gpus" and the copy share from
+# its trace), gpus.log, env.txt.
 set -uo pipefail
 # shellcheck source=bench/device_env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/device_env.sh"
