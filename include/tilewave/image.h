@@ -34,7 +34,11 @@ extern "C" {
 /** An opened slide or TIFF. Thread-safe: regions may be read from several threads. @since 0.1 */
 typedef struct tw_slide tw_slide;
 
-/** Which library reads a slide. @since 0.1 */
+/** Which library reads a slide. #TW_READER_AUTO: OpenSlide for the vendor formats it
+ *  recognises, libtiff for other TIFFs. Through OpenSlide, the levels of aperio and
+ *  generic-tiff slides whose downsample is not an integer are read from their TIFF directory
+ *  with libtiff when it decodes them (OpenSlide 3.4.1 resamples such levels at a region's
+ *  fractional offset, so tiles would not match a whole-level read; since 0.6). @since 0.1 */
 typedef enum tw_reader_kind {
     TW_READER_AUTO = 0,
     TW_READER_OPENSLIDE,
