@@ -708,7 +708,9 @@ twi_tiff_precheck(const char *path, const char *domain, size_t px_bytes,
     uint64_t file_size = UINT64_MAX; /* unknown: no strile is found beyond it */
     tw_error werr = {0};
     int n_dirs = 0, fd;
-    uint32_t w0 = 0, h0 = 0, tw0 = 0, th0 = 0;
+    uint32_t w0 = 0, h0 = 0;
+    uint64_t prev_across = 0, prev_down = 0;
+    int prev_dir = -1;
     int64_t got;
 
     if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
@@ -746,7 +748,7 @@ twi_tiff_precheck(const char *path, const char *domain, size_t px_bytes,
         }
         /* A tiled directory after the first is a pyramid level: one larger than the base is
          * no reduced level (the inputs of fuzz finding T3 were such levels; what made
-         * OpenSlide divide by zero on them is their tile size, checked below). */
+         * OpenSlide divide by zero on them is their tile count, checked below). */
         TIFFGetField(h.tif, TIFFTAG_IMAGEWIDTH, &w);
         TIFFGetField(h.tif, TIFFTAG_IMAGELENGTH, &ht);
         if (d == 0) {
@@ -770,22 +772,26 @@ twi_tiff_precheck(const char *path, const char *domain, size_t px_bytes,
                                (unsigned long long)(max_tile_bytes >> 20));
             goto out;
         }
-        /* OpenSlide 3.4.1 divides by round(level 0's tile side / this level's): zero when a
-         * level's tiles are more than twice as wide or tall as level 0's (SIGFPE in
-         * openslide_open; fuzz findings T3 and T4). Real pyramids keep one tile size. */
-        if (TIFFIsTiled(h.tif)) {
-            if (d == 0) {
-                tw0 = tw;
-                th0 = th;
-            } else if (tw0 && th0 && ((uint64_t)tw > 2 * (uint64_t)tw0 ||
-                                      (uint64_t)th > 2 * (uint64_t)th0)) {
+        /* OpenSlide 3.4.1 (aperio) maps the missing tiles of a level onto the next tiled
+         * directory's grid dividing by round(its tiles across / the next's), and the same
+         * down: zero when the next level has more than twice as many tiles across or down,
+         * a SIGFPE in openslide_open (fuzz findings T3, T4). Real pyramids have fewer tiles
+         * level after level. */
+        if (TIFFIsTiled(h.tif) && tw && th) {
+            uint64_t across = ((uint64_t)w + tw - 1) / tw, down = ((uint64_t)ht + th - 1) / th;
+
+            if (prev_dir >= 0 && (across > 2 * prev_across || down > 2 * prev_down)) {
                 st = twi_error_set(err, TW_E_FORMAT,
-                                   "%s: the tiles of directory %d of '%s' (%ux%u) are more "
-                                   "than twice the base image's (%ux%u)",
-                                   domain, d, path, (unsigned)tw, (unsigned)th, (unsigned)tw0,
-                                   (unsigned)th0);
+                                   "%s: directory %d of '%s' has %" PRIu64 "x%" PRIu64
+                                   " tiles, more than twice as many across or down as "
+                                   "directory %d (%" PRIu64 "x%" PRIu64 ")",
+                                   domain, d, path, across, down, prev_dir, prev_across,
+                                   prev_down);
                 goto out;
             }
+            prev_dir = d;
+            prev_across = across;
+            prev_down = down;
         }
         if ((st = precheck_striles(h.tif, path, domain, d, file_size, err)) != TW_OK)
             goto out;
