@@ -52,6 +52,7 @@ typedef struct tiff_handle {
     uint8_t *scratch;         /* one decoded tile or strip */
     size_t scratch_bytes;
     char msg[256];            /* libtiff's first error since the last clear */
+    unsigned warnings;        /* libtiff warnings so far (corrupt data while decoding) */
     struct tiff_handle *next; /* free list */
 } tiff_handle;
 
@@ -84,8 +85,11 @@ on_error(TIFF *tif, void *user, const char *module, const char *fmt, va_list ap)
 static int
 on_warning(TIFF *tif, void *user, const char *module, const char *fmt, va_list ap)
 {
+    tiff_handle *h = user;
+
     (void)tif;
-    (void)user;
+    if (h)
+        h->warnings++;
     twi_tiff_log_warning("io.tiff", module, fmt, ap);
     return 1;
 }
@@ -958,6 +962,15 @@ out:
     return st;
 }
 
+/* One tile or strip of a level into the handle's scratch buffer: its decoded size or -1. */
+static tmsize_t
+decode(tiff_handle *hd, const tiff_level *lv, uint32_t idx)
+{
+    return lv->tiled
+               ? TIFFReadEncodedTile(hd->tif, idx, hd->scratch, (tmsize_t)lv->strile_bytes)
+               : TIFFReadEncodedStrip(hd->tif, idx, hd->scratch, (tmsize_t)lv->strile_bytes);
+}
+
 static tw_status
 tiff_read_region(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_t h,
                  uint8_t *dst, size_t stride, tw_error *err)
@@ -972,6 +985,7 @@ tiff_read_region(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_
     int64_t tx0 = x / lv->tw, tx1 = (x + w - 1) / lv->tw;
     int64_t ty0 = y / lv->th, ty1 = (y + h - 1) / lv->th;
     int64_t tx, ty;
+    unsigned warned;
 
     if ((st = handle_acquire(r, &hd, err)) != TW_OK)
         return st;
@@ -998,12 +1012,25 @@ tiff_read_region(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_
                  * only the rows copied out is not enough, what libtiff leaves in them can
                  * depend on the rest of the buffer (tests/fuzz/regress/
                  * tiff_deflate_rows_depend_on_buffer.tif). */
+                if ((st = handle_select(r, hd, level, err)) != TW_OK)
+                    goto out;
                 memset(hd->scratch, 0, lv->strile_bytes);
                 hd->msg[0] = '\0';
-                got = lv->tiled ? TIFFReadEncodedTile(hd->tif, idx, hd->scratch,
-                                                      (tmsize_t)lv->strile_bytes)
-                                : TIFFReadEncodedStrip(hd->tif, idx, hd->scratch,
-                                                       (tmsize_t)lv->strile_bytes);
+                warned = hd->warnings;
+                got = decode(hd, lv, idx);
+                if (got >= 0 && hd->warnings != warned) {
+                    /* Corrupt data the codec went past (libjpeg's "extraneous bytes" ...):
+                     * its output can depend on the decoder state earlier tiles left (JPEG
+                     * tables a corrupt tile redefined: fuzz finding T6), so decode it again
+                     * from a freshly selected directory, and leave the next tile a fresh
+                     * one too. */
+                    hd->level = -1;
+                    if ((st = handle_select(r, hd, level, err)) != TW_OK)
+                        goto out;
+                    memset(hd->scratch, 0, lv->strile_bytes);
+                    got = decode(hd, lv, idx);
+                    hd->level = -1;
+                }
                 if (got < 0) {
                     st = twi_error_set(err, TW_E_FORMAT,
                                        "io.tiff: cannot decode %s %u of level %d of '%s' (%s)",

@@ -79,6 +79,35 @@ Test(fuzz_findings, tiff_tile_rows_do_not_depend_on_the_rows_not_read)
     tw_slide_close(s);
 }
 
+Test(fuzz_findings, corrupt_jpeg_tiles_do_not_depend_on_the_tiles_decoded_before)
+{
+    /* fuzz_tiff finding T6 (2026-11-27): in this 32x32 YCbCr JPEG TIFF, tile 3's corrupt
+     * stream redefines Huffman tables inside libtiff's decoder, and tile 0 (corrupt too:
+     * "extraneous bytes before marker") decoded after it gave other pixels (511 of 768 bytes)
+     * than decoded first. A tile whose decode warns is now decoded again from a freshly
+     * selected directory, and the next tile starts from one too. */
+    tw_slide *s = NULL;
+    tw_error err;
+    uint8_t *all, *part, *first;
+
+    cr_assert_eq(tw_slide_open(REGRESS "tiff_jpeg_tables_redefined_by_corrupt_tile.tif",
+                               TW_READER_TIFF, &s, &err),
+                 TW_OK, "%s", err.message);
+    first = read_rgb(s, 0, 10, 10, 16, 16); /* tile 0 decoded first */
+    all = read_rgb(s, 0, 0, 0, 32, 32);     /* tiles 0-3, tile 3 last */
+    part = read_rgb(s, 0, 10, 10, 16, 16);  /* tile 0 again, after tile 3 */
+    for (int r = 0; r < 16; r++) {
+        cr_assert(memcmp(part + r * 16 * 3, all + ((10 + r) * 32 + 10) * 3, 16 * 3) == 0,
+                  "row %d of the region read alone differs from the whole level's", 10 + r);
+        cr_assert(memcmp(part + r * 16 * 3, first + r * 16 * 3, 16 * 3) == 0,
+                  "row %d differs between the first read and a later one", 10 + r);
+    }
+    free(first);
+    free(all);
+    free(part);
+    tw_slide_close(s);
+}
+
 Test(fuzz_findings, pyramid_levels_end_for_tiny_tiles_and_huge_sizes)
 {
     /* fuzz_region findings: twi_io_pyramid_levels(w, h, 1, 1) never ended (a 1x1 level
