@@ -781,7 +781,9 @@ write_row(sample_writer *sw, int k, int64_t ty, tw_error *err)
             if (next && glass)
                 next->nglass[tx / 2]++;
         }
+        TWI_OMP_TSAN_RELEASE(sw); /* the thread buffers are freed after the region */
     }
+    TWI_OMP_TSAN_ACQUIRE(sw);
     if (st == TW_OK && next && (ty % 2 == 1 || ty == lv->nty - 1)) {
         st = write_row(sw, k + 1, ty / 2, err);
         memset(next->nglass, 0, (size_t)next->ntx);

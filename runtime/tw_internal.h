@@ -27,6 +27,30 @@ extern "C" {
 #define TW_ASSERT(c) ((void)0)
 #endif
 
+/* ---- ThreadSanitizer and OpenMP. libgomp is not built with TSan, so the barrier that ends a
+ * parallel region is invisible to it: memory a team's thread wrote inside the region and the
+ * encountering thread frees after it shows as a race whose team-side stack TSan often cannot
+ * restore (so tests/sanitize/tsan.supp's `_omp_fn` rule cannot match it). Where that happens,
+ * each iteration ends with TWI_OMP_TSAN_RELEASE(obj) and the encountering thread does
+ * TWI_OMP_TSAN_ACQUIRE(obj) after the region: the barrier's happens-before, told to TSan.
+ * Nothing in other builds. */
+#if defined(__SANITIZE_THREAD__)
+#define TWI_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TWI_TSAN 1
+#endif
+#endif
+#ifdef TWI_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+#define TWI_OMP_TSAN_RELEASE(obj) __tsan_release((void *)(obj))
+#define TWI_OMP_TSAN_ACQUIRE(obj) __tsan_acquire((void *)(obj))
+#else
+#define TWI_OMP_TSAN_RELEASE(obj) ((void)0)
+#define TWI_OMP_TSAN_ACQUIRE(obj) ((void)0)
+#endif
+
 /* ---- logging (runtime/log.c). The level check sits in the macro so that suppressed
  * messages are never formatted. */
 TWI_HIDDEN int twi_log_level_get(void);
