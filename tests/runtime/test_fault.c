@@ -222,10 +222,11 @@ retried(tw_runtime *rt, const tw_worker *gw)
     return n;
 }
 
-/* Hand n tasks of `kind` (values 1..n into their own tiles) to gw; returns the tiles. */
+/* Hand n tasks of `kind` (values 1..n into their own tiles) to gw; returns the tiles. With
+ * `first`, the first task's reference is kept there (for a dependent; release it). */
 static tw_tile **
 run_fill_tasks(tw_runtime *rt, tw_job *job, tw_worker *gw, const tw_task_kind *kind, int n,
-               fill_arg *args)
+               fill_arg *args, tw_task **first)
 {
     tw_tile **tiles = calloc((size_t)n, sizeof *tiles);
 
@@ -237,7 +238,10 @@ run_fill_tasks(tw_runtime *rt, tw_job *job, tw_worker *gw, const tw_task_kind *k
         cr_assert(eq(int, twi_task_create(job, kind, &args[i], NULL, &t), TW_OK));
         cr_assert(eq(int, twi_task_add_tile(t, tiles[i], TW_W), TW_OK));
         run_on_gpu(gw, t);
-        twi_task_release(t);
+        if (first && i == 0)
+            *first = t;
+        else
+            twi_task_release(t);
     }
     return tiles;
 }
@@ -308,15 +312,19 @@ Test(fault, injected_gpu_failures_rerun_on_cpu_logged_once)
     tw_job *job = gpu_job(rt, &gw, "retry");
     fill_arg args[8];
     tw_tile **tiles, *copy = new_tile(rt);
-    tw_task *dep = NULL;
+    tw_task *dep = NULL, *first = NULL;
 
-    tiles = run_fill_tasks(rt, job, &gw, &fill_kind, 8, args);
-    /* Submitted after the first was handed over: it may already be done (then no wait). */
+    tiles = run_fill_tasks(rt, job, &gw, &fill_kind, 8, args, &first);
+    /* Depends on the first, declared after it was handed over: it may already be done (then
+     * nothing to wait for). Without the edge the copy could run before the retry (a race
+     * the TSan run caught once in about 40). */
     cr_assert(eq(int, twi_task_create(job, &copy_kind, NULL, NULL, &dep), TW_OK));
     cr_assert(eq(int, twi_task_add_tile(dep, tiles[0], TW_R), TW_OK));
     cr_assert(eq(int, twi_task_add_tile(dep, copy, TW_W), TW_OK));
+    cr_assert(eq(int, twi_task_depend(dep, first), TW_OK));
     cr_assert(eq(int, twi_task_submit(dep), TW_OK));
     twi_task_release(dep);
+    twi_task_release(first);
     twi_job_seal(job);
     cr_assert(eq(int, tw_job_wait(job, 10000), TW_OK), "%s", tw_job_get_error(job));
     cr_assert(tw_job_get_error(job) == NULL);
@@ -347,7 +355,7 @@ Test(fault, retry_runs_on_cpu_even_when_can_run_prefers_the_gpu)
     fill_arg args[3];
     tw_tile **tiles;
 
-    tiles = run_fill_tasks(rt, job, &gw, &picky_kind, 3, args);
+    tiles = run_fill_tasks(rt, job, &gw, &picky_kind, 3, args, NULL);
     twi_job_seal(job);
     cr_assert(eq(int, tw_job_wait(job, 10000), TW_OK), "hung or failed: %s",
               tw_job_get_error(job));
@@ -387,8 +395,8 @@ Test(fault, every_nth_attempt_of_a_kind_is_injected)
         log_n = 0;
         pthread_mutex_unlock(&log_lock);
         job = gpu_job(rt, &gw, "nth");
-        t1 = run_fill_tasks(rt, job, &gw, &fill_kind, cases[c].n_fill, a1);
-        t2 = run_fill_tasks(rt, job, &gw, &other_kind, cases[c].n_other, a2);
+        t1 = run_fill_tasks(rt, job, &gw, &fill_kind, cases[c].n_fill, a1, NULL);
+        t2 = run_fill_tasks(rt, job, &gw, &other_kind, cases[c].n_other, a2, NULL);
         twi_job_seal(job);
         cr_assert(eq(int, tw_job_wait(job, 10000), TW_OK), "%s", tw_job_get_error(job));
         for (int i = 0; i < cases[c].n_fill; i++)
@@ -477,7 +485,7 @@ Test(fault, stopping_job_is_not_retried)
     tw_tile **tiles;
 
     tw_job_cancel(job);
-    tiles = run_fill_tasks(rt, job, &gw, &fill_kind, 1, args);
+    tiles = run_fill_tasks(rt, job, &gw, &fill_kind, 1, args, NULL);
     twi_job_seal(job);
     cr_assert(eq(int, tw_job_wait(job, 10000), TW_E_CANCELED));
     cr_assert(tile_is(tiles[0], 0));
