@@ -504,6 +504,13 @@ def test_bad_options_raise_clear_errors(rt, slide, tmp_path):
         tw.gray(slide, reader="vips", runtime=rt)
     with pytest.raises(ValueError, match="index_bits must be 0, 32 or 64"):
         tw.maxtree(img, index_bits=16, runtime=rt)
+    for op in (tw.maxtree, tw.tos):
+        name = op.__name__
+        with pytest.raises(TypeError, match=f"tilewave.{name}: area must be True, False or a "
+                                            "path, not 3"):
+            op(img, area=3, runtime=rt)
+        with pytest.raises(ValueError, match=f"tilewave.{name}: area and out are the same file"):
+            op(img, out, area=out, runtime=rt)
     with pytest.raises(ValueError, match="overlay needs a slide path"):
         tw.area_open(img, 3, out, overlay=str(tmp_path / "ov.tif"), runtime=rt)
     with pytest.raises(TypeError, match="input_report must be a dict"):

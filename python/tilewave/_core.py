@@ -931,6 +931,24 @@ def edt(image, out=None, *, threshold=0.0, otsu=False, invert=False, spacing=Non
                                                   inopts.get("input_report")))
 
 
+def _area_out(op, o, area, out, shape, dtype):
+    """The optional per-pixel node area of maxtree() and tos(): ``area=True`` returns a new
+    array (set into o.area), a path writes it there (o.area_path), False or None nothing."""
+    if _is_path(area):
+        if out is not None and os.fsdecode(area) == os.fsdecode(out):
+            raise ValueError(f"tilewave.{op}: area and out are the same file")
+        o.area_path = _enc(area)
+        return None
+    if area is True:
+        ar = np.empty(shape, dtype=dtype)
+        h = _host(ar)
+        ctypes.memmove(ctypes.addressof(o.area), ctypes.addressof(h), ctypes.sizeof(h))
+        return ar
+    if area is not False and area is not None:
+        raise TypeError(f"tilewave.{op}: area must be True, False or a path, not {area!r}")
+    return None
+
+
 def maxtree(image, out=None, *, area=False, conn=4, index_bits=0, level=0, compression=None,
             runtime=None, progress=None, progress_interval=0.05, wait=True, **options):
     """Canonical max-tree of a uint8/uint16 image as a parent image: every pixel holds the
@@ -954,17 +972,7 @@ def maxtree(image, out=None, *, area=False, conn=4, index_bits=0, level=0, compr
     o.connectivity = int(conn)
     res = _dst("maxtree", o.output, o.parent, out, compression, outopts, shape, pdt,
                _is_path(image))
-    ar = None
-    if _is_path(area):
-        if out is not None and os.fsdecode(area) == os.fsdecode(out):
-            raise ValueError("tilewave.maxtree: area and out are the same file")
-        o.area_path = _enc(area)
-    elif area is True:
-        ar = np.empty(shape, dtype=pdt)
-        h = _host(ar)
-        ctypes.memmove(ctypes.addressof(o.area), ctypes.addressof(h), ctypes.sizeof(h))
-    elif area is not False and area is not None:
-        raise TypeError(f"tilewave.maxtree: area must be True, False or a path, not {area!r}")
+    ar = _area_out("maxtree", o, area, out, shape, pdt)
     got = [a for a in (res, ar) if a is not None]
     result = None if not got else got[0] if len(got) == 1 else tuple(got)
     return _run(runtime, lib.tw_maxtree_submit, o, (arr, res, ar, keep), result, progress,
@@ -988,17 +996,7 @@ def tos(image, out=None, *, area=False, level=0, compression=None, runtime=None,
                               keep)
     res = _dst("tos", o.output, o.parent, out, compression, outopts, shape, np.uint32,
                _is_path(image))
-    ar = None
-    if _is_path(area):
-        if out is not None and os.fsdecode(area) == os.fsdecode(out):
-            raise ValueError("tilewave.tos: area and out are the same file")
-        o.area_path = _enc(area)
-    elif area is True:
-        ar = np.empty(shape, dtype=np.uint32)
-        h = _host(ar)
-        ctypes.memmove(ctypes.addressof(o.area), ctypes.addressof(h), ctypes.sizeof(h))
-    elif area is not False and area is not None:
-        raise TypeError(f"tilewave.tos: area must be True, False or a path, not {area!r}")
+    ar = _area_out("tos", o, area, out, shape, np.uint32)
     got = [a for a in (res, ar) if a is not None]
     result = None if not got else got[0] if len(got) == 1 else tuple(got)
     return _run(runtime, lib.tw_tos_submit, o, (arr, res, ar, keep), result, progress, wait,
