@@ -42,8 +42,7 @@ extern "C" {
 #endif
 #endif
 #ifdef TWI_TSAN
-void __tsan_acquire(void *addr);
-void __tsan_release(void *addr);
+#include <sanitizer/tsan_interface.h>
 #define TWI_OMP_TSAN_RELEASE(obj) __tsan_release((void *)(obj))
 #define TWI_OMP_TSAN_ACQUIRE(obj) __tsan_acquire((void *)(obj))
 #else
