@@ -86,5 +86,6 @@ int bench_maxtree(int argc, char **argv);
 /* area-open, area-close, height-open, height-close: argv[0] names the filter. */
 int bench_attr_filter(int argc, char **argv);
 int bench_tos(int argc, char **argv);
+int bench_codec(int argc, char **argv);
 
 #endif /* TW_BENCH_H */

@@ -30,6 +30,8 @@ static const char help[] =
     "  area-open    attribute filters through the whole tiled job (also area-close,\n"
     "               height-open, height-close)\n"
     "  tos          tree of shapes (parent image) or grain filter: the kernel or the job\n"
+    "  codec        deflate of a TIFF's tiles, zlib and libdeflate at every level: a table\n"
+    "               (JSON with --json)\n"
     "\n"
     "'tw_bench COMMAND --help' describes each. Exit status: 0 success, 1 failure (one line\n"
     "on stderr), 2 usage error. bench/run.py drives these and compares with peers.\n";
@@ -321,7 +323,8 @@ main(int argc, char **argv)
                 {"area-close", bench_attr_filter},
                 {"height-open", bench_attr_filter},
                 {"height-close", bench_attr_filter},
-                {"tos", bench_tos}};
+                {"tos", bench_tos},
+                {"codec", bench_codec}};
     static char prog[64];
 
     if (argc < 2)

@@ -12,8 +12,9 @@
 extern "C" {
 #endif
 
-/* Deflate level of the sample's tiles: level 1 writes the default slide about twice as fast
- * as zlib's default 6 for a file a few percent larger; the sample is test data, not an archive. */
+/* Deflate level of the sample's tiles: 1, libdeflate's fastest; the sample is test data, not an
+ * archive. The default 8192x6144 slide takes 64 MB, 7% more than with zlib's level 1 (before
+ * libdeflate), and is written about 1.3x as fast (2 cores). */
 #define TWI_SAMPLE_DEFLATE_LEVEL 1
 /* zstd level of the sample's tiles: zstd's own default, already fast. */
 #define TWI_SAMPLE_ZSTD_LEVEL 3

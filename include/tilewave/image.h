@@ -153,8 +153,8 @@ typedef struct tw_writer_opts {
     int32_t tile_w, tile_h;      /**< multiples of 16 (TIFF rule), default 512 */
     int n_levels;                /**< >= 1; level k is ceil(w / 2^k) x ceil(h / 2^k) */
     tw_compression compression;  /**< default deflate */
-    int level_of_compression;    /**< 0 = codec default (deflate 6, zstd 3); deflate 1..9,
-                                      zstd 1..22 */
+    int level_of_compression;    /**< 0 = codec default (deflate 1, zstd 3); deflate 1..12
+                                      (libdeflate's; zlib's 1..9 up to 0.6), zstd 1..22 */
     double mpp_x, mpp_y;         /**< 0 = unknown (no resolution tags) */
     const char *description;     /**< ImageDescription (TW_LAYOUT_OME: the OME Image's
                                       Description; the ImageDescription is the OME-XML), may

@@ -395,7 +395,7 @@ static void edit_type(tw_writer_opts *o) { o->type = (tw_sample_type)99; }
 static void edit_size(tw_writer_opts *o) { o->w = 0; }
 static void edit_levels(tw_writer_opts *o) { o->n_levels = 12; }
 static void edit_levels0(tw_writer_opts *o) { o->n_levels = 0; }
-static void edit_deflate(tw_writer_opts *o) { o->level_of_compression = 10; }
+static void edit_deflate(tw_writer_opts *o) { o->level_of_compression = 13; }
 static void
 edit_zstd(tw_writer_opts *o)
 {
@@ -424,7 +424,7 @@ Test(writer, validates_options)
         {edit_size, "image size 0x800"},
         {edit_levels, "12 levels requested, a 1000x800 image allows 1..11"},
         {edit_levels0, "0 levels requested"},
-        {edit_deflate, "deflate level 10"},
+        {edit_deflate, "deflate level 13 is out of range (1..12"},
         {edit_zstd, "zstd level 23"},
         {edit_codec, "unknown compression 7"},
         {edit_mpp, "mpp -1"},
@@ -568,6 +568,163 @@ Test(writer, opts_init_defaults)
     cr_assert_eq(o.level_of_compression, 0);
     cr_assert_null(o.description);
     cr_assert_null(o.software);
+}
+
+/* ---- deflate (libdeflate, zlib streams): every level keeps every pixel */
+
+typedef struct dcase {
+    tw_sample_type type;
+    int channels;
+} dcase;
+
+ParameterizedTestParameters(writer, deflate_levels_keep_every_pixel)
+{
+    static dcase cases[] = {
+        {TW_U8, 1}, {TW_U16, 1}, {TW_F32, 1}, {TW_U8, 3}, {TW_U16, 3},
+    };
+
+    return cr_make_param_array(dcase, cases, sizeof cases / sizeof cases[0]);
+}
+
+enum { DK_RANDOM, DK_FLAT, DK_GRADIENT, DK_MASK, DK_KINDS };
+
+/* The bits of sample c of (x, y) in a tile of content `kind`: incompressible noise, one
+ * value, a ramp, or a sparse 0/max mask (what thresholded operations write). */
+static uint64_t
+deflate_bits(int kind, int64_t x, int64_t y, int c)
+{
+    switch (kind) {
+    case DK_RANDOM: return tu_sample_bits(77, x, y, c);
+    case DK_FLAT: return 0x3c5a6b7d8e9fa1b2ULL;
+    case DK_GRADIENT: return (uint64_t)(3 * x + 5 * y + 11 * c);
+    default: return tu_sample_bits(78, x, y, 0) % 61 == 0 ? UINT64_MAX : 0;
+    }
+}
+
+/* Tile (tx, ty) of content `kind`, zeros at and beyond (w, h) when those are given. */
+static void
+deflate_fill(uint8_t *tile, const tw_writer_opts *o, int64_t tx, int64_t ty, int kind,
+             int64_t w, int64_t h)
+{
+    const size_t ss = tw_sample_size(o->type), px = ss * (size_t)o->channels;
+
+    for (int64_t y = 0; y < o->tile_h; y++)
+        for (int64_t x = 0; x < o->tile_w; x++)
+            for (int c = 0; c < o->channels; c++) {
+                const int64_t gx = tx * o->tile_w + x, gy = ty * o->tile_h + y;
+                uint8_t *p = tile + (size_t)(y * o->tile_w + x) * px + (size_t)c * ss;
+
+                if (gx >= w || gy >= h)
+                    memset(p, 0, ss);
+                else
+                    tu_store(p, o->type, deflate_bits(kind, gx, gy, c));
+            }
+}
+
+ParameterizedTest(dcase *c, writer, deflate_levels_keep_every_pixel)
+{
+    /* Deflate at the default level (0), the extremes (1 and 12: libdeflate's range) and
+     * levels between, on tiles of noise, one value, a ramp and a sparse mask, edge tiles
+     * padded: libtiff reads back every pixel exactly; the compression tag is 8 (Adobe
+     * deflate) and every tile is a zlib stream (CM 8, header check), what every TIFF reader
+     * decodes; a flat tile takes a small fraction of its raw size. */
+    static const int levels[] = {0, 1, 2, 6, 9, 10, 12};
+    char *dir = twtest_tmpdir();
+    char *path = twtest_path(dir, "deflate.tif");
+    tw_writer_opts o;
+    tw_error err = {0};
+
+    tw_writer_opts_init(&o);
+    o.type = c->type;
+    o.channels = c->channels;
+    o.tile_w = 128;
+    o.tile_h = 64;
+    o.w = 4 * 128 - 13; /* the last column and row of tiles is partial */
+    o.h = 2 * 64 - 5;
+    o.compression = TW_COMPRESS_DEFLATE;
+    for (size_t l = 0; l < sizeof levels / sizeof levels[0]; l++) {
+        const size_t tbytes =
+            (size_t)o.tile_w * (size_t)o.tile_h * (size_t)o.channels * tw_sample_size(o.type);
+        uint8_t *tile = malloc(tbytes), *got = malloc(tbytes), *raw = malloc(2 * tbytes);
+        tw_writer *wr = NULL;
+        TIFF *tif;
+        uint16_t comp = 0;
+
+        cr_assert(tile && got && raw);
+        o.level_of_compression = levels[l];
+        cr_assert_eq(tw_writer_open(path, &o, &wr, &err), TW_OK, "%s", err.message);
+        for (int64_t ty = 0; ty < 2; ty++)
+            for (int64_t tx = 0; tx < 4; tx++) {
+                /* beyond the image the content goes on: the writer pads with zeros */
+                deflate_fill(tile, &o, tx, ty, (int)((tx + ty) % DK_KINDS), INT64_MAX,
+                             INT64_MAX);
+                cr_assert_eq(tw_writer_write_tile(wr, 0, tx, ty, tile,
+                                                  tbytes / (size_t)o.tile_h, &err),
+                             TW_OK, "%s", err.message);
+            }
+        cr_assert_eq(tw_writer_close(wr, &err), TW_OK, "level %d: %s", levels[l], err.message);
+
+        cr_assert_not_null(tif = TIFFOpen(path, "r"));
+        cr_assert(TIFFGetField(tif, TIFFTAG_COMPRESSION, &comp));
+        cr_assert_eq(comp, COMPRESSION_ADOBE_DEFLATE);
+        cr_assert_eq(comp, 8);
+        for (int64_t ty = 0; ty < 2; ty++)
+            for (int64_t tx = 0; tx < 4; tx++) {
+                const int kind = (int)((tx + ty) % DK_KINDS);
+                const uint32_t idx = (uint32_t)(ty * 4 + tx);
+                tmsize_t n = TIFFReadRawTile(tif, idx, raw, (tmsize_t)(2 * tbytes));
+
+                cr_assert_gt(n, 2);
+                cr_assert_eq(raw[0] & 0x0f, 8, "level %d tile %u: not a zlib stream",
+                             levels[l], idx);
+                cr_assert_eq((raw[0] * 256 + raw[1]) % 31, 0);
+                if (kind == DK_FLAT)
+                    cr_assert_lt((size_t)n, tbytes / 50, "level %d: a flat tile of %zu "
+                                 "bytes took %ld", levels[l], tbytes, (long)n);
+                cr_assert_eq(TIFFReadEncodedTile(tif, idx, got, (tmsize_t)tbytes),
+                             (tmsize_t)tbytes);
+                deflate_fill(tile, &o, tx, ty, kind, o.w, o.h);
+                cr_assert(memcmp(got, tile, tbytes) == 0,
+                          "level %d: tile (%ld,%ld) differs (padding included)", levels[l],
+                          (long)tx, (long)ty);
+            }
+        TIFFClose(tif);
+        free(tile);
+        free(got);
+        free(raw);
+    }
+    twtest_rmtree(dir);
+    free(path);
+    free(dir);
+}
+
+Test(writer, deflate_from_many_threads)
+{
+    /* Four threads compress deflate tiles at once, directly and through the writer thread,
+     * at the default level and at 12 (libdeflate's slowest, largest compressor): the writer's
+     * compressor pool hands each thread its own, and the file holds exactly the reference at
+     * every level. */
+    static const int levels[] = {0, 12};
+
+    for (size_t l = 0; l < 2 * (sizeof levels / sizeof levels[0]); l++) {
+        char *dir = twtest_tmpdir();
+        char *path = twtest_path(dir, "pd.tif");
+        tw_writer_opts o;
+
+        tw_writer_opts_init(&o);
+        o.w = 517;
+        o.h = 301;
+        o.channels = 3;
+        o.tile_w = 64;
+        o.tile_h = 32;
+        o.n_levels = 3;
+        o.compression = TW_COMPRESS_DEFLATE;
+        o.level_of_compression = levels[l / 2];
+        write_from_four_threads(path, &o, l % 2 == 1);
+        twtest_rmtree(dir);
+        free(path);
+        free(dir);
+    }
 }
 
 /* ---- the writer thread (twi_writer_start_thread: the operations' outputs) */
