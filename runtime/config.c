@@ -59,6 +59,8 @@ static const char *const layout_words[] = {"tiff", "ome", NULL};
 static const char *const partial_words[] = {"auto", "memory", "file", NULL};
 static const char *const log_words[] = {"error", "warn", "info", "debug", NULL};
 static const char *const download_words[] = {"lazy", "eager", NULL};
+static const char *const keep_words[] = {"auto", "gpu", "host", "scratch", "reread", NULL};
+static const char *const yes_no[] = {"yes", "no", NULL};
 
 static const key_def keys[] = {
     {.key = "runtime.cpu_workers", .type = TW_CONFIG_INT, .def = "-1", .min = -1, .max = 4096,
@@ -84,6 +86,10 @@ static const key_def keys[] = {
      .words = download_words,
      .help = "When a tile a GPU task wrote comes back to the host: lazy (only when a host "
              "consumer needs it; eager under runtime.host_mem) or eager (as the task ends)."},
+    {.key = "runtime.keep_input", .type = TW_CONFIG_ENUM, .def = "auto", .words = keep_words,
+     .help = "Where multi-pass operations keep their decoded input between passes: auto (GPU, "
+             "else host memory, else a scratch file: the first that holds it), gpu, host, "
+             "scratch, reread."},
     {.key = "runtime.trace", .type = TW_CONFIG_STRING, .def = "",
      .help = "Write a Chrome/Perfetto trace of every task and GPU copy to this file when the "
              "runtime ends; empty = no trace."},
@@ -107,6 +113,9 @@ static const key_def keys[] = {
      .max = (int64_t)1 << 50,
      .help = "With GPUs, pinned host memory kept for reuse after tiles are freed, in bytes "
              "(pinning costs about 0.4 s a GB); 0 = 1/16 of the host's memory, at least 1G."},
+    {.key = "runtime.pinned_tiles", .type = TW_CONFIG_ENUM, .def = "yes", .words = yes_no,
+     .help = "With GPUs, allocate host tiles pinned (yes: copies run asynchronously) or "
+             "pageable (no: no pinning cost; each copy waits)."},
     {.key = "tile.size", .type = TW_CONFIG_DIMS, .def = "1024x1024", .min = 1, .max = 65536,
      .help = "Processing tile size in pixels, WxH (a single number means a square tile)."},
     {.key = "gray.tile_size", .type = TW_CONFIG_DIMS, .def = "0x0", .min = 1, .max = 65536,

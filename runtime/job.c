@@ -80,6 +80,7 @@ twi_job_create(tw_runtime *rt, const char *name, tw_job **out)
     atomic_init(&job->total, 0);
     atomic_init(&job->done, 0);
     atomic_init(&job->has_progress, false);
+    atomic_init(&job->streaming, false);
     atomic_init(&job->progress_interval_ns, 0);
     atomic_init(&job->progress_last_ns, 0);
     clock_gettime(CLOCK_MONOTONIC, &job->t0);
@@ -111,6 +112,7 @@ twi_job_release(tw_job *job)
         return;
     if (job->finish_user_free)
         job->finish_user_free(job->finish_user);
+    twi_window_free_all(job);
     pthread_cond_destroy(&job->cond);
     pthread_mutex_destroy(&job->lock);
     free(job->name);
@@ -301,9 +303,19 @@ tw_job_set_progress_callback(tw_job *job, tw_progress_fn fn, void *user, int64_t
     return TW_OK;
 }
 
+/* A job with streaming windows stopped: its windows hold it until a worker closes them, and
+ * the workers may all be asleep (runtime/window.c). */
+static void
+wake_windows(tw_job *job)
+{
+    if (atomic_load(&job->streaming))
+        twi_sched_wake_idle(job->rt);
+}
+
 tw_status
 twi_job_fail(tw_job *job, tw_status st, const char *fmt, ...)
 {
+    bool stopped = false;
     va_list ap;
 
     if (!job || st == TW_OK)
@@ -316,9 +328,43 @@ twi_job_fail(tw_job *job, tw_status st, const char *fmt, ...)
         va_end(ap);
         job->has_message = true;
         atomic_store(&job->stopping, true);
+        stopped = true;
     }
     pthread_mutex_unlock(&job->lock);
+    if (stopped)
+        wake_windows(job);
     return st;
+}
+
+twi_io_counts *
+twi_job_io(tw_job *job)
+{
+    return job ? &job->io : NULL;
+}
+
+void
+tw_job_get_io(tw_job *job, tw_job_io *out)
+{
+    if (!out)
+        return;
+    memset(out, 0, sizeof *out);
+    if (!job)
+        return;
+    out->bytes_read = atomic_load(&job->io.bytes_read);
+    out->bytes_decoded = atomic_load(&job->io.bytes_decoded);
+    out->tiles_decoded = atomic_load(&job->io.tiles_decoded);
+    out->tiles_redecoded = atomic_load(&job->io.tiles_redecoded);
+    out->bytes_encoded = atomic_load(&job->io.bytes_encoded);
+    out->bytes_written = atomic_load(&job->io.bytes_written);
+    out->kept = (tw_keep)atomic_load(&job->io.kept);
+}
+
+const char *
+tw_keep_name(tw_keep k)
+{
+    static const char *const names[] = {"none", "gpu", "host", "scratch", "reread"};
+
+    return (unsigned)k < sizeof names / sizeof names[0] ? names[k] : "unknown";
 }
 
 bool
@@ -336,14 +382,19 @@ twi_job_runtime(tw_job *job)
 void
 tw_job_cancel(tw_job *job)
 {
+    bool stopped = false;
+
     if (!job)
         return;
     pthread_mutex_lock(&job->lock);
     if (!job->finished && job->stop_status == TW_OK) {
         job->stop_status = TW_E_CANCELED;
         atomic_store(&job->stopping, true);
+        stopped = true;
     }
     pthread_mutex_unlock(&job->lock);
+    if (stopped)
+        wake_windows(job);
 }
 
 tw_status

@@ -298,6 +298,21 @@ copy_to_host(const twi_devpool *p, void *dst, const void *src, size_t bytes)
     return e;
 }
 
+/* The host pixels of a tile whose host copy was dropped (twi_tile_drop_host), allocated
+ * again before a copy back. Only while the tile's one current replica is kept from moving:
+ * pinned by the caller, or idle under its pool's lock (a sync pins it under that lock), so
+ * never twice at once. false when out of memory. */
+static bool
+host_ensure(tw_tile *t)
+{
+    if (t->h_data)
+        return true;
+    if (!(t->h_data = twi_host_alloc(t->rt->host_pool, t->bytes, &t->pinned)))
+        return false;
+    twi_mem_count(t->rt, (int64_t)t->bytes);
+    return true;
+}
+
 /* Lazy downloads: an idle replica about to lose its block may hold the only copy of its tile's
  * current pixels; copy them to the host first. Under p->lock. A twi_tile_sync_host() of the
  * same tile pins the replica while it copies, so it is never this one. */
@@ -311,6 +326,11 @@ write_back(twi_devpool *p, twi_replica *r)
     if (!t->rt->lazy_down || v == 0 || v != atomic_load_explicit(&t->version, memory_order_relaxed) ||
         atomic_load_explicit(&t->host_version, memory_order_acquire) == v)
         return;
+    if (!host_ensure(t)) {
+        TW_WARN("cuda", "GPU %d: no host memory to write back a %zu-byte tile before evicting it",
+                p->ordinal, t->bytes);
+        return;
+    }
     if ((e = copy_to_host(p, t->h_data, r->d_ptr, t->bytes)) != cudaSuccess) {
         (void)cudaGetLastError();
         /* The tile's readers then fail with twi_tile_sync_host()'s message. */
@@ -613,7 +633,12 @@ twi_tile_sync_host(tw_tile *t, char *msg, size_t n)
         for (gi = 0; gi < t->n_rep; gi++)
             if (rt->gpus[gi].pool && (d = pin_current(rt->gpus[gi].pool, t, gi)))
                 break;
-        if (d) {
+        if (d && !host_ensure(t)) {
+            twi_replica_unpin(rt->gpus[gi].pool, t, gi, v);
+            snprintf(msg, n, "cuda: no host memory for a %zu-byte tile coming back from GPU %d",
+                     t->bytes, rt->gpus[gi].ordinal);
+            st = TW_E_NOMEM;
+        } else if (d) {
             twi_devpool *p = rt->gpus[gi].pool;
             int64_t t0 = twi_trace_now();
             cudaError_t e = copy_to_host(p, t->h_data, d, t->bytes);
@@ -646,6 +671,41 @@ twi_tile_sync_host(tw_tile *t, char *msg, size_t n)
     }
     pthread_mutex_unlock(l);
     return st;
+}
+
+bool
+twi_tile_drop_host(tw_tile *t)
+{
+    tw_runtime *rt = t->rt;
+    pthread_mutex_t *l;
+    bool dropped = false;
+    int holder = -1, current = 0;
+    uint64_t v;
+
+    if (!rt->lazy_down || rt->budget || !t->h_data)
+        return false;
+    l = &rt->sync_lock[((uintptr_t)t >> 6) % (sizeof rt->sync_lock / sizeof rt->sync_lock[0])];
+    pthread_mutex_lock(l);
+    v = atomic_load_explicit(&t->version, memory_order_relaxed);
+    for (int gi = 0; gi < t->n_rep; gi++)
+        if (atomic_load_explicit(&t->rep[gi].version, memory_order_relaxed) == v) {
+            holder = gi;
+            current++;
+        }
+    /* One current replica, and the host copy current too: pinned, the replica cannot be
+     * evicted while the host copy goes; afterwards its eviction writes it back. */
+    if (current == 1 && t->h_data &&
+        atomic_load_explicit(&t->host_version, memory_order_acquire) == v &&
+        rt->gpus[holder].pool && pin_current(rt->gpus[holder].pool, t, holder)) {
+        atomic_store_explicit(&t->host_version, 0, memory_order_release);
+        twi_host_free(rt->host_pool, t->h_data, t->bytes, t->pinned);
+        t->h_data = NULL;
+        twi_mem_count(rt, -(int64_t)t->bytes);
+        twi_replica_unpin(rt->gpus[holder].pool, t, holder, v);
+        dropped = true;
+    }
+    pthread_mutex_unlock(l);
+    return dropped;
 }
 
 void
@@ -771,6 +831,13 @@ twi_devpool_count_downloads(twi_devpool *p, atomic_uint_fast64_t *counter)
 {
     (void)p;
     (void)counter;
+}
+
+bool
+twi_tile_drop_host(tw_tile *t)
+{
+    (void)t;
+    return false;
 }
 
 tw_status

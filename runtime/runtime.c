@@ -223,6 +223,35 @@ sched_unlock(tw_runtime *rt)
 }
 
 void
+twi_sched_lock(tw_runtime *rt)
+{
+    sched_lock(rt);
+}
+
+void
+twi_sched_unlock(tw_runtime *rt)
+{
+    sched_unlock(rt);
+}
+
+void
+twi_sched_wake_all_locked(tw_runtime *rt)
+{
+    wake_all_idle(rt);
+}
+
+void
+twi_sched_wake_one_locked(tw_runtime *rt)
+{
+    if (rt->n_idle > 0) {
+        tw_worker *w = rt->idle[--rt->n_idle];
+
+        w->idle = false;
+        pthread_cond_signal(&w->cond);
+    }
+}
+
+void
 twi_sched_wake_idle(tw_runtime *rt)
 {
     if (lock_held == rt) {
@@ -340,6 +369,7 @@ worker_loop(tw_worker *w)
 
     sched_lock(rt);
     while (!rt->stopping || w->pf_task) {
+        twi_window_claim claim;
         tw_task *t;
         int i;
 
@@ -354,16 +384,27 @@ worker_loop(tw_worker *w)
             /* can_run() hooks are promised the lock, so the variant is chosen here. */
             unsigned variant = worker_dispatch(w, t);
 
+            if (variant == TW_DEVICE_CPU && w->type == TW_DEVICE_CPU)
+                twi_cpu_borrow(w, t);
             /* Never hold the scheduler lock while a variant runs. */
             sched_unlock(rt);
             run_task(w, t, variant);
             sched_lock(rt);
+            if (w->n_lent)
+                twi_cpu_return(w);
             continue;
         }
         if (atomic_exchange(&rt->wake_pending, false)) {
             /* memory was freed while this worker held the lock: look again, and wake the
              * others so that they look too */
             wake_all_idle(rt);
+            continue;
+        }
+        if (rt->windows && twi_window_take(rt, w, &claim)) {
+            /* Nothing to run: admit the next unit of a job's stream (runtime/window.c). */
+            sched_unlock(rt);
+            twi_window_admit(&claim);
+            sched_lock(rt);
             continue;
         }
         w->idle = true;
@@ -510,10 +551,14 @@ plan_workers(tw_runtime *rt, int64_t cpu_workers, int team, tw_error *err)
         atomic_init(&w->bytes_hit, 0);
         atomic_init(&w->tasks_retried, 0);
         w->start_ns = twi_trace_now();
+        if (!(w->lent = calloc((size_t)rt->n_workers, sizeof *w->lent))) {
+            st = twi_error_set(err, TW_E_NOMEM, "runtime: out of memory");
+            goto out;
+        }
         if (i < n_cpu) {
             w->type = TW_DEVICE_CPU;
             w->gpu = -1;
-            w->team = team;
+            w->team = w->team_now = team;
             w->runs = TW_DEVICE_CPU;
             w->cpuset = cpu_sets[i];
             cpu_sets[i] = NULL;
@@ -521,7 +566,7 @@ plan_workers(tw_runtime *rt, int64_t cpu_workers, int team, tw_error *err)
             w->type = TW_DEVICE_CUDA;
             w->g = &rt->gpus[i - n_cpu];
             w->gpu = w->g->ordinal;
-            w->team = 1;
+            w->team = w->team_now = 1;
             /* With no CPU worker, GPU managers also run CPU-only kinds (e.g. I/O tasks) on
              * their host thread, so such jobs still complete. */
             w->runs = TW_DEVICE_CUDA | (n_cpu == 0 ? TW_DEVICE_CPU : 0u);
@@ -590,6 +635,7 @@ tw_runtime_create(const tw_config *cfg, tw_runtime **out, tw_error *err)
     tw_runtime *rt = NULL;
     int64_t cpu_workers = 0, team = 1;
     const char *gpus = NULL, *policy = NULL, *trace = NULL, *downloads = NULL, *share = NULL;
+    const char *pinned = NULL;
     int *ordinals = NULL;
     size_t i;
     int g;
@@ -655,8 +701,10 @@ tw_runtime_create(const tw_config *cfg, tw_runtime **out, tw_error *err)
                 goto out;
         }
     }
-    /* Host tiles are pinned when GPUs take part, so their copies run asynchronously. */
-    if (rt->n_gpus > 0 &&
+    /* Host tiles are pinned when GPUs take part, so their copies run asynchronously (unless
+     * runtime.pinned_tiles = no). */
+    if (rt->n_gpus > 0 && tw_config_get_string(rt->cfg, "runtime.pinned_tiles", &pinned) == TW_OK &&
+        strcmp(pinned, "yes") == 0 &&
         twi_hostpool_create(rt->gpus[0].ordinal, pinned_cache_bytes(rt->cfg), &rt->host_pool) !=
             TW_OK)
         rt->host_pool = NULL;
@@ -726,6 +774,7 @@ tw_runtime_destroy(tw_runtime *rt)
         if (rt->workers[i].cond_init)
             pthread_cond_destroy(&rt->workers[i].cond);
         hwloc_bitmap_free(rt->workers[i].cpuset);
+        free(rt->workers[i].lent);
     }
     if (rt->lock_init) {
         pthread_cond_destroy(&rt->ctl);
@@ -811,4 +860,29 @@ int
 twi_runtime_gpu_count(const tw_runtime *rt)
 {
     return rt ? rt->n_gpus : 0;
+}
+
+int64_t
+twi_runtime_keep_gpu_bytes(const tw_runtime *rt)
+{
+    int64_t n = 0;
+
+    if (!rt || !rt->lazy_down)
+        return 0;
+    for (int i = 0; i < rt->n_gpus; i++)
+        n += (int64_t)(rt->gpus[i].budget / 2);
+    return n;
+}
+
+int64_t
+twi_runtime_keep_host_bytes(const tw_runtime *rt)
+{
+    int64_t budget = 0;
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+
+    if (!rt)
+        return 0;
+    if (tw_config_get_int(rt->cfg, "runtime.host_mem", &budget) == TW_OK && budget > 0)
+        return budget / 4;
+    return pages > 0 && page > 0 ? (int64_t)pages * page / 8 : 0;
 }

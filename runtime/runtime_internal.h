@@ -282,10 +282,23 @@ struct tw_worker {
     bool prefetching;       /* under rt->lock: the pop of twi_worker_prefetch() is under way */
 
     twi_trace_lane trace[TWI_TRACE_LANES]; /* written by the worker's thread only */
+
+    /* Lending cores (runtime/worker_cpu.c): idle CPU workers lent to this one while it runs a
+     * task of a `team` kind, under rt->lock; the team of the task it runs; whether its OpenMP
+     * threads were bound to lent cores (to bind them back). */
+    tw_worker **lent;       /* n_workers slots */
+    int n_lent;
+    int team_now;           /* its own thread: w->team plus the lent workers' teams */
+    bool rebound;
 };
 
 /* Per-thread OpenMP setup of any worker (team size), and execution of a CPU variant. */
 TWI_HIDDEN void twi_cpu_worker_start(tw_worker *w);
+/* Under rt->lock, as CPU worker w starts task t with its CPU variant: lend it the idle CPU
+ * workers when t's kind runs a team (they leave the idle list and stay asleep), and give them
+ * back, awake, after the run (twi_cpu_return). */
+TWI_HIDDEN void twi_cpu_borrow(tw_worker *w, const tw_task *t);
+TWI_HIDDEN void twi_cpu_return(tw_worker *w);
 TWI_HIDDEN tw_status twi_cpu_run(tw_worker *w, tw_task_ctx *ctx);
 
 /* The variant w would run for t: TW_DEVICE_CPU, TW_DEVICE_CUDA, or 0 when it has none (or
@@ -393,7 +406,37 @@ struct tw_runtime {
      * (NULL: runtime.host_mem = 0, unlimited) */
     atomic_int_fast64_t host_live, host_peak;
     twi_budget *budget;
+
+    /* streaming windows with units left to admit (runtime/window.c), under rt->lock */
+    twi_window *windows;
 };
+
+/* ---- the streaming window (runtime/window.c) */
+typedef struct twi_window_claim {
+    twi_window *w;          /* NULL: nothing to do */
+    int64_t unit;           /* the unit to admit, -1 none (the window closed) */
+    bool unhold;            /* the window closed: release its hold on the job */
+} twi_window_claim;
+
+/* Under the scheduler lock, for worker wk about to go idle: claim the next unit of an open
+ * window with room, or close a window whose job stopped. false: nothing. */
+TWI_HIDDEN bool twi_window_take(tw_runtime *rt, const tw_worker *wk, twi_window_claim *c);
+/* Outside every lock: admit the claimed unit (a failure fails the job), then release the
+ * job's hold if the claim closed the window (which may end the job on this thread). */
+TWI_HIDDEN void twi_window_admit(twi_window_claim *c);
+/* A new task of job: the window unit whose admission is making it, if any (t->win). */
+TWI_HIDDEN void twi_window_tag(tw_task *t);
+/* Task t (t->win set) starts: the first of its unit makes the unit no longer waiting. */
+TWI_HIDDEN void twi_window_task_starts(tw_task *t);
+/* The job is being freed: its windows too (all closed by then). */
+TWI_HIDDEN void twi_window_free_all(tw_job *job);
+
+/* The scheduler lock (runtime/runtime.c), for the files of runtime/ that share its state. */
+TWI_HIDDEN void twi_sched_lock(tw_runtime *rt);
+TWI_HIDDEN void twi_sched_unlock(tw_runtime *rt);
+/* Under the scheduler lock: wake every idle worker, or the most recently idle one. */
+TWI_HIDDEN void twi_sched_wake_all_locked(tw_runtime *rt);
+TWI_HIDDEN void twi_sched_wake_one_locked(tw_runtime *rt);
 
 /* Read runtime.fault_inject into rt (tw_runtime_create). */
 TWI_HIDDEN tw_status twi_fault_setup(tw_runtime *rt, tw_error *err);
@@ -436,6 +479,8 @@ struct tw_task {
     tw_task *next;
     uint64_t seq;           /* push order */
     int16_t model_key;      /* cost-model buckets, -1 until twi_model_task_key() (model.c) */
+    twi_window *win;        /* made by the admission of unit win_unit of that window, or NULL */
+    int64_t win_unit;
     twi_task_mem mem;       /* host budget (runtime/budget.c) */
 };
 
@@ -560,6 +605,10 @@ struct tw_job {
     atomic_bool has_progress;
     bool final_taken;        /* job_end read the callback for its last call (guarded by lock) */
     atomic_int_fast64_t progress_interval_ns, progress_last_ns;
+
+    twi_window *windows;     /* its streaming windows, freed with it (under rt->lock) */
+    atomic_bool streaming;   /* it opened a window: a stop wakes the idle workers */
+    twi_io_counts io;        /* tw_job_get_io */
 };
 
 TWI_HIDDEN void twi_job_acquire(tw_job *job);

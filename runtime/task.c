@@ -65,6 +65,7 @@ twi_task_create(tw_job *job, const tw_task_kind *kind, void *arg, void (*arg_fre
     t->seq = 0;
     t->model_key = -1;
     t->mem.dispatched = false; /* host budget (runtime/budget.c) */
+    twi_window_tag(t);
     twi_job_acquire(job);
     *out = t;
     return TW_OK;
@@ -294,6 +295,8 @@ twi_task_execute(tw_worker *w, tw_task *t, unsigned variant)
     tw_status st;
     bool ran = false;
 
+    if (t->win)
+        twi_window_task_starts(t);
     if (variant && !twi_job_stopping(t->job)) {
         /* The message buffer is written only on failure; skip clearing it. */
         ctx.task = t;
@@ -398,8 +401,9 @@ twi_ctx_worker(const tw_task_ctx *ctx)
 int
 twi_ctx_team(const tw_task_ctx *ctx)
 {
-    /* A GPU manager running a CPU variant has only its own core. */
-    return ctx->w->type == TW_DEVICE_CPU ? ctx->w->team : 1;
+    /* A GPU manager running a CPU variant has only its own core; a CPU worker its own and any
+     * lent to it for this task (twi_cpu_borrow). */
+    return ctx->w->type == TW_DEVICE_CPU ? ctx->w->team_now : 1;
 }
 
 void *

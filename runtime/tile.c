@@ -101,8 +101,9 @@ twi_tile_release(tw_tile *t)
     if (t->rt->budget) { /* runtime/budget.c: pixels, scratch copy, accounting */
         twi_budget_tile_free(t);
     } else {
+        if (t->h_data) /* NULL: dropped while a GPU held it (twi_tile_drop_host) */
+            twi_mem_count(t->rt, -(int64_t)t->bytes);
         twi_host_free(t->rt->host_pool, t->h_data, t->bytes, t->pinned);
-        twi_mem_count(t->rt, -(int64_t)t->bytes);
     }
     free(t);
 }

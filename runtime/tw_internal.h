@@ -4,6 +4,7 @@
 #define TW_INTERNAL_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "tilewave.h"
@@ -100,6 +101,20 @@ TWI_HIDDEN int twi_scratch_open(const char *dir, const char *hint);
 TWI_HIDDEN int twi_pwrite_all(int fd, const void *buf, size_t n, int64_t off);
 TWI_HIDDEN int twi_pread_all(int fd, void *buf, size_t n, int64_t off);
 
+/* ---- I/O counts (tw_job_io): the readers and writers a job's streams use add into its
+ * counts (io/reader_tiff.c, io/writer_tiff.c; attached by ops/stream.c). Lock-free. */
+typedef struct twi_io_counts {
+    atomic_uint_fast64_t bytes_read, bytes_decoded, tiles_decoded, tiles_redecoded;
+    atomic_uint_fast64_t bytes_encoded, bytes_written;
+    atomic_int kept;          /* tw_keep */
+} twi_io_counts;
+
+static inline void
+twi_io_add(atomic_uint_fast64_t *c, uint64_t n)
+{
+    atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
 /* ---- tiles (runtime/tile.c): reference-counted pixel buffers the runtime moves between host
  * and devices. The host copy is pinned when the runtime has GPUs. After a task that wrote a
  * tile ends, the host copy is current (GPU tasks download W/RW tiles when they end). GPUs keep
@@ -138,6 +153,12 @@ TWI_HIDDEN bool twi_tile_is_pinned(const tw_tile *t);
  * budget such code holds a twi_tile_pin() (not _pin_read), which also keeps the tile's scratch
  * copy from passing for current. */
 TWI_HIDDEN void twi_tile_host_written(tw_tile *t);
+/* Lazy downloads, no host budget: when exactly one GPU holds t's current pixels and the host
+ * copy is current too, free the host copy (host memory for data that lives on the GPU between
+ * passes); it comes back, allocated again, with the next twi_tile_sync_host() or when the
+ * replica is evicted. true when it was dropped. Thread-safe; callers follow the task graph
+ * (no task uses t meanwhile) (runtime/mem_cuda.c). */
+TWI_HIDDEN bool twi_tile_drop_host(tw_tile *t);
 
 /* The C locale for numbers in files (runtime/parse.c): twi_parse_f64 reads with it; code that
  * prints numbers into files brackets the printing with uselocale(twi_c_locale()). */
@@ -182,6 +203,11 @@ typedef struct tw_task_kind {
      * host budget it waits for free room rather than spill other tiles while tasks run: the
      * reader never runs ahead of the workers. (@since 0.4) */
     bool load;
+    /* Its CPU variant runs an OpenMP team of twi_ctx_team() threads (a kernel parallel inside
+     * one tile): when it starts while other CPU workers are idle, the runtime lends it their
+     * cores for the run, so that a job of fewer tiles than workers still uses every core
+     * (runtime/worker_cpu.c). (@since 0.7) */
+    bool team;
     /* Optional content feature for the cost models (runtime/model.c): a number in [0, 1] that
      * the run time depends on beyond the tile size (a reconstruction TP's initial wavefront
      * over its pixels, a foreground fraction), < 0 when unknown. Called once per task, when it
@@ -263,6 +289,29 @@ TWI_HIDDEN tw_runtime *twi_job_runtime(tw_job *job);
  * which may end the job on the calling thread. TW_E_INVALID when the job has already ended. */
 TWI_HIDDEN tw_status twi_job_hold(tw_job *job);
 TWI_HIDDEN void twi_job_unhold(tw_job *job);
+/* The job's I/O counts, for its streams' readers and writers (tw_job_get_io). */
+TWI_HIDDEN twi_io_counts *twi_job_io(tw_job *job);
+
+/* ---- the streaming window (runtime/window.c, docs/runtime.md "Streaming window"): a job's
+ * stream of n units (tiles, bands, the cells of a pass) admitted by the runtime, in order,
+ * when a worker would otherwise go idle and while fewer than the window's cap are admitted and
+ * not retired. `admit(arg, k)` creates and submits unit k's tasks; it runs on a worker thread,
+ * outside every lock, possibly at the same time as the admission of unit k + 1, never after
+ * the job stopped. The op calls twi_window_retire() once per admitted unit, when its last task
+ * is done (usually from that task: the unit's memory is about to be freed). `unit_bytes`:
+ * host bytes a unit holds, for the cap. *out is set before any unit is admitted (the units'
+ * tasks may retire before this returns). The window keeps the job from ending until every unit
+ * is admitted; it is freed with the job. */
+typedef struct twi_window twi_window;
+typedef tw_status (*twi_window_admit_fn)(void *arg, int64_t unit);
+
+TWI_HIDDEN tw_status twi_window_open(tw_job *job, int64_t n_units, int64_t unit_bytes,
+                                     twi_window_admit_fn admit, void *arg, twi_window **out);
+TWI_HIDDEN void twi_window_retire(twi_window *w); /* NULL is a no-op */
+/* Units admitted and not retired (tests, summaries). */
+TWI_HIDDEN int64_t twi_window_in_flight(twi_window *w);
+/* The most units a window over units of `unit_bytes` admits at once on rt. */
+TWI_HIDDEN int64_t twi_window_cap(const tw_runtime *rt, int64_t unit_bytes);
 
 /* ---- fault injection (runtime/task.c): runtime.fault_inject. "" = off; "cuda" = every CUDA
  * task attempt fails before its variant runs; "cuda:N" = every Nth attempt; "cuda:N:KIND" =
@@ -275,6 +324,13 @@ TWI_HIDDEN tw_status twi_fault_parse(const char *text, int64_t *every,
 
 /* ---- runtime queries used by ops */
 TWI_HIDDEN int twi_runtime_gpu_count(const tw_runtime *rt);
+/* Where a multi-pass op may keep its decoded input between passes (docs/runtime.md,
+ * "Streaming window"): bytes of tiles its GPUs may hold for it (half their pools' budgets,
+ * 0 when tiles written by the host cannot stay there alone: no GPU, eager downloads or a host
+ * budget, see twi_tile_drop_host), and bytes of host memory (a quarter of runtime.host_mem,
+ * else 1/8 of the machine's memory). */
+TWI_HIDDEN int64_t twi_runtime_keep_gpu_bytes(const tw_runtime *rt);
+TWI_HIDDEN int64_t twi_runtime_keep_host_bytes(const tw_runtime *rt);
 /* (runtime/model.c) Pixels per second the runtime's workers are expected to process together
  * in tasks of `kind` with `units` pixels each, from the cost models: the sum over the workers
  * that can run the kind of units / their device's estimate. -1 when the runtime keeps no

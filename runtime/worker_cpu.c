@@ -16,6 +16,90 @@ twi_cpu_worker_start(tw_worker *w)
     omp_set_num_threads(w->team);
 }
 
+/*
+ * Lending cores. A job of fewer tiles than workers (a 1024^2 image in memory is one tile)
+ * would leave all but one worker idle while a kernel that can run a team works on one core.
+ * So when a CPU worker starts a task whose kind runs a team (tw_task_kind.team) and other CPU
+ * workers are idle, they are lent to it for that run: they leave the idle list (no task is
+ * handed to them; they sleep on), the task's team grows by their teams (twi_ctx_team), and the
+ * worker's OpenMP threads are bound to the lent cores for the run, one team thread per core,
+ * so nothing is oversubscribed. They come back awake when the task ends and look for work.
+ * Workers idle while a task runs found nothing to run; work that appears meanwhile waits for
+ * the run to end (or for the workers still in the idle list).
+ */
+
+void
+twi_cpu_borrow(tw_worker *w, const tw_task *t)
+{
+    tw_runtime *rt = w->rt;
+    int i = 0;
+
+    w->team_now = w->team;
+    if (!t->kind->team)
+        return;
+    while (i < rt->n_idle) {
+        tw_worker *o = rt->idle[i];
+
+        if (o->type != TW_DEVICE_CPU) {
+            i++;
+            continue;
+        }
+        rt->idle[i] = rt->idle[--rt->n_idle];
+        /* o->idle stays true: it sleeps on, out of the list */
+        w->lent[w->n_lent++] = o;
+        w->team_now += o->team;
+    }
+}
+
+void
+twi_cpu_return(tw_worker *w)
+{
+    for (int i = 0; i < w->n_lent; i++) {
+        tw_worker *o = w->lent[i];
+
+        o->idle = false;
+        pthread_cond_signal(&o->cond);
+    }
+    w->n_lent = 0;
+    w->team_now = w->team;
+}
+
+/* The cores of team thread k of w: its own for k < w->team, then the lent workers' in turn. */
+static hwloc_const_bitmap_t
+thread_cores(const tw_worker *w, int k)
+{
+    if (k < w->team)
+        return w->cpuset;
+    k -= w->team;
+    for (int i = 0; i < w->n_lent; i++) {
+        if (k < w->lent[i]->team)
+            return w->lent[i]->cpuset;
+        k -= w->lent[i]->team;
+    }
+    return w->cpuset;
+}
+
+/* Bind w's OpenMP team threads for a run of team_now threads: the lent cores, or back to its
+ * own after a run that had lent ones. */
+static void
+bind_team(tw_worker *w)
+{
+    int n = w->n_lent ? w->team_now : w->team;
+    hwloc_topology_t topo = w->rt->topo.topo;
+
+    if (!w->n_lent && !w->rebound)
+        return;
+#pragma omp parallel num_threads(n) default(none) shared(w, topo)
+    {
+        int k = omp_get_thread_num();
+
+        /* thread 0 is the worker's own thread, bound to its cores already */
+        if (k > 0)
+            (void)hwloc_set_cpubind(topo, thread_cores(w, k), HWLOC_CPUBIND_THREAD);
+    }
+    w->rebound = w->n_lent > 0;
+}
+
 tw_status
 twi_cpu_run(tw_worker *w, tw_task_ctx *ctx)
 {
@@ -23,7 +107,8 @@ twi_cpu_run(tw_worker *w, tw_task_ctx *ctx)
     tw_status st;
     int i;
 
-    (void)w;
+    if (t->kind->team)
+        bind_team(w);
     for (i = 0; i < t->n_tiles; i++)
         ctx->views[i] = twi_tile_host_view(t->tiles[i]);
     st = t->kind->cpu(ctx, t->arg);

@@ -210,6 +210,38 @@ typedef struct tw_progress {
  *  Thread-safe. @since 0.1 */
 TW_API void tw_job_get_progress(tw_job *job, tw_progress *out);
 
+/** Where a job that reads its input in several passes kept the decoded input between them
+ *  (runtime.keep_input). @since 0.7 */
+typedef enum tw_keep {
+    TW_KEEP_NONE = 0,   /**< one pass: nothing to keep */
+    TW_KEEP_GPU,        /**< in GPU memory (host copies freed) */
+    TW_KEEP_HOST,       /**< in host memory (spilled to scratch under runtime.host_mem) */
+    TW_KEEP_SCRATCH,    /**< raw pixels in a scratch file */
+    TW_KEEP_REREAD      /**< nowhere: the input was read and decoded again */
+} tw_keep;
+
+/** What a job read, decoded and wrote: counted as its input and output files are used, final
+ *  once the job ended. Reads made while the job was being set up (a low level read for Otsu's
+ *  threshold or the tissue mask) are not counted. GPU copies are per worker
+ *  (::tw_worker_info). @since 0.7 */
+typedef struct tw_job_io {
+    uint64_t bytes_read;      /**< compressed bytes of the input tiles and strips decoded */
+    uint64_t bytes_decoded;   /**< pixel bytes decoded from them */
+    uint64_t tiles_decoded;   /**< tile or strip decodes (OpenSlide reads count 0) */
+    uint64_t tiles_redecoded; /**< distinct input tiles decoded more than once */
+    uint64_t bytes_encoded;   /**< pixel bytes handed to the output encoders */
+    uint64_t bytes_written;   /**< bytes of encoded tiles written to output files */
+    tw_keep kept;             /**< where a multi-pass job kept its decoded input */
+} tw_job_io;
+
+/** Read the job's I/O counts into @p out (zeroed for a NULL job; a NULL @p out is a no-op).
+ *  Thread-safe. @since 0.7 */
+TW_API void tw_job_get_io(tw_job *job, tw_job_io *out);
+
+/** Static name of a ::tw_keep ("none", "gpu", "host", "scratch", "reread"). Thread-safe.
+ *  @since 0.7 */
+TW_API const char *tw_keep_name(tw_keep k);
+
 /** Progress callback of tw_job_set_progress_callback(); @p p is valid during the call only.
  *  @since 0.4 */
 typedef void (*tw_progress_fn)(tw_job *job, const tw_progress *p, void *user);
