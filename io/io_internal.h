@@ -47,6 +47,7 @@ struct tw_slide {
     char **prop_values;     /* n_props values */
     size_t n_props, cap_props;
     bool layout_unsupported; /* set by a failing open: a valid file of a layout not kept */
+    twi_io_counts *io;      /* where reads are counted (a job's, twi_slide_set_io), or NULL */
     /* For twi_tiff_open_levels only (NULL otherwise): the TIFF backend takes as level k the
      * directory of exactly want[k]'s size, and sets want_map[k] to it or -1. */
     const tw_level_info *want;

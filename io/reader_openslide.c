@@ -225,9 +225,11 @@ os_read_region(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_t 
     const char *e;
     int64_t cx, cy, row;
 
-    if (r->tiff && r->tiff_level[level] >= 0)
+    if (r->tiff && r->tiff_level[level] >= 0) {
+        r->tiff->io = s->io; /* its decodes count as this slide's */
         return twi_reader_tiff_ops.read_region(r->tiff, r->tiff_level[level], x, y, w, h, dst,
                                                stride, err);
+    }
     if (!(buf = malloc((size_t)cw * (size_t)(h < ch_max ? h : ch_max) * sizeof *buf)))
         return twi_error_set(err, TW_E_NOMEM, "io.openslide: out of memory reading '%s'",
                              s->path);
@@ -249,6 +251,8 @@ os_read_region(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_t 
             }
             for (row = 0; row < ch; row++)
                 argb_to_rgb(buf + row * ww, ww, dst + (size_t)(cy + row) * stride + (size_t)cx * 3);
+            if (s->io) /* OpenSlide decodes out of sight: its pixels are what is known */
+                twi_io_add(&s->io->bytes_decoded, (uint64_t)(ww * ch) * 4);
         }
     }
 out:

@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +44,9 @@ typedef struct tiff_level {
     uint32_t n_across;   /* tiles per row (1 for strips) */
     uint32_t n_striles;  /* tiles or strips */
     size_t strile_bytes; /* decoded bytes of a full tile or strip */
+    /* Decodes of each tile or strip while reads are counted (twi_slide_set_io): 0, 1, 2 =
+     * more than once; made at the first counted decode (under the reader's lock). */
+    _Atomic(atomic_uchar *) decodes;
 } tiff_level;
 
 typedef struct tiff_handle {
@@ -53,6 +57,11 @@ typedef struct tiff_handle {
     size_t scratch_bytes;
     char msg[256];            /* libtiff's first error since the last clear */
     unsigned warnings;        /* libtiff warnings so far (corrupt data while decoding) */
+    /* What `scratch` holds: tile or strip cached_idx of level cached_level, decoded cleanly
+     * (cached_level -1: nothing). A region read that needs it again (the next tile of a
+     * striped file, a processing tile that shares the file tile) does not decode it again. */
+    int cached_level;
+    uint32_t cached_idx;
     struct tiff_handle *next; /* free list */
 } tiff_handle;
 
@@ -123,6 +132,7 @@ handle_open(tiff_reader *r, tiff_handle **out, tw_error *err)
         goto out;
     }
     h->level = -1;
+    h->cached_level = -1;
     h->path = r->path;
     TIFFOpenOptionsSetErrorHandlerExtR(opts, on_error, h);
     TIFFOpenOptionsSetWarningHandlerExtR(opts, on_warning, h);
@@ -824,10 +834,37 @@ tiff_close(tw_slide *s)
     }
     if (r->lock_init)
         pthread_mutex_destroy(&r->lock);
+    for (int i = 0; r->levels && i < r->n_levels; i++)
+        free(atomic_load(&r->levels[i].decodes));
     free(r->levels);
     free(r->path);
     free(r);
     s->priv = NULL;
+}
+
+/* Count a decode of tile idx of level `level` (twi_slide_set_io): its compressed and decoded
+ * bytes, and whether the tile was decoded before. */
+static void
+count_decode(tw_slide *s, tiff_reader *r, tiff_handle *hd, int level, uint32_t idx)
+{
+    tiff_level *lv = &r->levels[level];
+    atomic_uchar *seen = atomic_load(&lv->decodes);
+
+    twi_io_add(&s->io->bytes_read, TIFFGetStrileByteCount(hd->tif, idx));
+    twi_io_add(&s->io->bytes_decoded, lv->strile_bytes);
+    twi_io_add(&s->io->tiles_decoded, 1);
+    if (!seen) {
+        pthread_mutex_lock(&r->lock);
+        if (!(seen = atomic_load(&lv->decodes)) &&
+            (seen = calloc(lv->n_striles ? lv->n_striles : 1, sizeof *seen)))
+            atomic_store(&lv->decodes, seen);
+        pthread_mutex_unlock(&r->lock);
+        if (!seen)
+            return; /* out of memory: the repeats go uncounted */
+    }
+    if (idx < lv->n_striles && atomic_load_explicit(&seen[idx], memory_order_relaxed) < 2 &&
+        atomic_fetch_add_explicit(&seen[idx], 1, memory_order_relaxed) == 1)
+        twi_io_add(&s->io->tiles_redecoded, 1);
 }
 
 static tw_status
@@ -1000,8 +1037,11 @@ tiff_read_region(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_
             const int64_t cy1 = y + h < oy + lv->th ? y + h : oy + lv->th;
             int64_t row;
 
-            if (TIFFGetStrileOffset(hd->tif, idx) == 0 &&
-                TIFFGetStrileByteCount(hd->tif, idx) == 0) {
+            if (hd->cached_level == level && hd->cached_idx == idx) {
+                /* still in the scratch buffer from this handle's last decode */
+            } else if (TIFFGetStrileOffset(hd->tif, idx) == 0 &&
+                       TIFFGetStrileByteCount(hd->tif, idx) == 0) {
+                hd->cached_level = -1;
                 memset(hd->scratch, 0, lv->strile_bytes);
             } else {
                 tmsize_t got;
@@ -1012,6 +1052,7 @@ tiff_read_region(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_
                  * only the rows copied out is not enough, what libtiff leaves in them can
                  * depend on the rest of the buffer (tests/fuzz/regress/
                  * tiff_deflate_rows_depend_on_buffer.tif). */
+                hd->cached_level = -1;
                 if ((st = handle_select(r, hd, level, err)) != TW_OK)
                     goto out;
                 memset(hd->scratch, 0, lv->strile_bytes);
@@ -1038,6 +1079,12 @@ tiff_read_region(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_
                                        handle_msg(hd));
                     goto out;
                 }
+                if (s->io)
+                    count_decode(s, r, hd, level, idx);
+                if (hd->level == level) { /* decoded cleanly (a warning resets hd->level) */
+                    hd->cached_level = level;
+                    hd->cached_idx = idx;
+                }
                 /* a short tile (corrupt or last strip) is zero beyond what was decoded */
             }
             for (row = cy0; row < cy1; row++) {
@@ -1057,8 +1104,10 @@ tiff_read_region(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_
         }
     }
 out:
-    if (st != TW_OK && hd)
+    if (st != TW_OK && hd) {
         hd->level = -1; /* reselect the directory next time: libtiff's state may be off */
+        hd->cached_level = -1;
+    }
     if (hd)
         handle_release(r, hd);
     return st;

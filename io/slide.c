@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "io_internal.h"
+#include "tw_io.h"
 
 const char *
 twi_io_strerror(int errnum, char *buf, size_t n)
@@ -287,6 +288,13 @@ const char *const *
 tw_slide_get_property_names(const tw_slide *s)
 {
     return s ? (const char *const *)s->prop_names : NULL;
+}
+
+void
+twi_slide_set_io(tw_slide *s, twi_io_counts *io)
+{
+    if (s)
+        s->io = io;
 }
 
 tw_status

@@ -21,6 +21,12 @@ extern "C" {
  */
 typedef struct twi_assembler twi_assembler;
 
+/* Count the slide's reads (bytes, decodes, tiles decoded again) into `io` from now on (NULL:
+ * stop). Not thread-safe against reads in flight: set it before the job reads. */
+TWI_HIDDEN void twi_slide_set_io(tw_slide *s, twi_io_counts *io);
+/* Count the writer's encoded and written bytes into `io` (as twi_slide_set_io). */
+TWI_HIDDEN void twi_writer_set_io(tw_writer *wr, twi_io_counts *io);
+
 /* An assembler for `level` (level_w x level_h pixels) of `wr`, whose tiles are tile_w x
  * tile_h with `channels` samples of `type`: all must equal what wr was opened with.
  * TW_OK, TW_E_INVALID (a mismatch, with a message in no error: the caller's bug), TW_E_NOMEM. */

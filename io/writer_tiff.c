@@ -110,6 +110,7 @@ struct tw_writer {
     int spill_fd;             /* the scratch file of early tiles, -1 until needed */
     int64_t spill_end;        /* bytes in it */
     char *ome_xml;            /* TW_LAYOUT_OME: level 0's ImageDescription */
+    twi_io_counts *io;        /* where tiles encoded and written are counted, or NULL */
     /* The writer thread (twi_writer_start_thread): encoded tiles wait in a ring for it */
     pthread_mutex_t q_lock;   /* guards the ring and q_stop */
     pthread_cond_t q_ready;   /* a tile or the stop arrived */
@@ -912,6 +913,8 @@ append_tile(tw_writer *wr, int64_t idx, uint8_t *src, size_t n, tw_error *err)
         return append_failed(wr, wr->cur_level, idx, err);
     lv->state[idx] = TILE_WRITTEN;
     lv->n_written++;
+    if (wr->io)
+        twi_io_add(&wr->io->bytes_written, TIFFGetStrileByteCount(wr->tif, (uint32_t)idx));
     return TW_OK;
 }
 
@@ -1138,6 +1141,8 @@ twi_writer_encode(tw_writer *wr, int level, int64_t tx, int64_t ty, const void *
         return st;
     t->level = level;
     t->idx = idx;
+    if (wr->io)
+        twi_io_add(&wr->io->bytes_encoded, wr->tile_bytes);
 
     /* Outside the lock: gather the tile (padding edges with zeros) and compress it. libtiff's
      * codecs may change the buffer they encode, so they always get our copy. */
@@ -1212,6 +1217,13 @@ twi_writer_append(tw_writer *wr, twi_wr_tile *t, tw_error *err)
         unclaim(wr, t->level, t->idx);
     wr_tile_free(t);
     return st;
+}
+
+void
+twi_writer_set_io(tw_writer *wr, twi_io_counts *io)
+{
+    if (wr)
+        wr->io = io;
 }
 
 void
