@@ -257,8 +257,34 @@ format_bytes(char *buf, size_t n, double b)
         snprintf(buf, n, "%.2f GB", b / 1e9);
 }
 
+/* The job's reads and writes (tw_job_get_io). */
 static void
-print_summary(tw_runtime *rt, double wall_s)
+print_io(tw_job *job)
+{
+    static const char *const where[] = {
+        [TW_KEEP_GPU] = "kept on the GPU between passes",
+        [TW_KEEP_HOST] = "kept in host memory between passes",
+        [TW_KEEP_SCRATCH] = "kept in a scratch file between passes",
+        [TW_KEEP_REREAD] = "decoded again in the second pass (runtime.keep_input)",
+    };
+    tw_job_io io;
+    char rd[32], dec[32], enc[32], wr[32];
+
+    tw_job_get_io(job, &io);
+    format_bytes(rd, sizeof rd, (double)io.bytes_read);
+    format_bytes(dec, sizeof dec, (double)io.bytes_decoded);
+    format_bytes(enc, sizeof enc, (double)io.bytes_encoded);
+    format_bytes(wr, sizeof wr, (double)io.bytes_written);
+    fprintf(stderr, "  io: read %s, decoded %s (%llu tiles, %llu decoded more than once), "
+            "encoded %s, wrote %s", rd, dec, (unsigned long long)io.tiles_decoded,
+            (unsigned long long)io.tiles_redecoded, enc, wr);
+    if (io.kept != TW_KEEP_NONE && (unsigned)io.kept < sizeof where / sizeof where[0])
+        fprintf(stderr, "; input %s", where[io.kept]);
+    fputc('\n', stderr);
+}
+
+static void
+print_summary(tw_runtime *rt, tw_job *job, double wall_s)
 {
     int n = tw_runtime_get_worker_count(rt);
     tw_memory_info mi;
@@ -300,6 +326,7 @@ print_summary(tw_runtime *rt, double wall_s)
             fprintf(stderr, ", %llu allocations over it", (unsigned long long)mi.over_budget);
         fputc('\n', stderr);
     }
+    print_io(job);
 }
 
 static void
@@ -352,7 +379,7 @@ cli_job_run(tw_job *job, const char *what, bool quiet)
     sig = interrupted;
     if (want_summary && summary_rt && !quiet && !sig) {
         tw_job_get_progress(job, &p);
-        print_summary(summary_rt, p.elapsed_s);
+        print_summary(summary_rt, job, p.elapsed_s);
     }
     restore_handlers();
     /* Interrupted: the job was canceled (a failure meanwhile may be the interrupt's doing);

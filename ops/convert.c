@@ -93,6 +93,8 @@ tw_convert_submit(tw_runtime *rt, const tw_convert_opts *o, tw_job **out, tw_err
         return st;
     }
     c->out_channels = c->s.in_channels;
+    if (twi_ops_tile_implicit(cfg, NULL, o->tile_w))
+        twi_stream_align_tile(&c->s, &tw, &th);
     c->s.tile_w = tw;
     c->s.tile_h = th;
     c->s.tiles_x = (c->s.w + tw - 1) / tw;

@@ -40,9 +40,11 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cuda_kernels.h"
 #include "omp_kernels.h"
@@ -110,7 +112,20 @@ struct ed_job {
     atomic_llong bands_cpu, bands_cuda;
     tw_edt_report *report;
     tw_runtime *rt;
-    int64_t in_flight;   /* bands whose tiles and tasks exist at once (K) */
+    twi_window *window;  /* the bands, admitted by the runtime as workers free up */
+    tw_task *after;      /* what every band's load waits for: sync, otsu or nothing (a
+                            reference, released when the job finishes) */
+    /* Each input tile decoded once (runtime.keep_input; file inputs): scan keeps its
+     * foreground flags for the loads, packed 8 a byte, th rows of bits_row bytes a tile; with
+     * Otsu, the histogram pass keeps the tiles it read for the scan, in memory (gray[i]) or in
+     * a scratch file (gray_fd, tile i at i * tile_bytes). NULL / -1: read them again. */
+    uint8_t *bits;
+    int64_t bits_row;
+    uint8_t *bits_ok;    /* per tile: its flags are in `bits` */
+    void **gray;
+    uint8_t *gray_ok;    /* per tile: in gray[i] or the scratch file */
+    int gray_fd;
+    int64_t tile_bytes;  /* a full tile of the input's type */
     twi_dist *dist;      /* across MPI ranks: this rank's band starts at row of tiles ty0; the
                             tiles, bands and column tables above are the band's */
     int64_t ty0;
@@ -118,7 +133,6 @@ struct ed_job {
 
 static const tw_task_kind hist_kind, otsu_kind, scan_kind, sync_kind, load_kind, band_kind,
     wave_kind, store_kind;
-static tw_status submit_band(ed_job *e, ed_band *b, tw_task *after);
 
 /* Run BODY with T the C type of `type` (the input's sample type). */
 #define IN_TYPED(type, ...)                                                                    \
@@ -190,6 +204,175 @@ tile_rect(const ed_job *e, int64_t i, int64_t *x, int64_t *y, int32_t *w, int32_
     *h = (int32_t)(e->H - *y < e->th ? e->H - *y : e->th);
 }
 
+/* ---- decoding each input tile once */
+
+/* Keep tile i's pixels (the view read by the histogram pass) for the scan: in memory or in
+ * the scratch file; a tile that cannot be kept is read again. */
+static void
+keep_gray(ed_job *e, int64_t i, const tw_tile_view *v)
+{
+    size_t bytes = (size_t)v->stride * (size_t)v->h;
+
+    if (!e->gray_ok)
+        return;
+    if (e->gray) {
+        if ((e->gray[i] = malloc(bytes))) {
+            memcpy(e->gray[i], v->data, bytes);
+            e->gray_ok[i] = 1;
+        }
+    } else if (twi_pwrite_all(e->gray_fd, v->data, bytes, i * e->tile_bytes) == 0) {
+        e->gray_ok[i] = 1;
+    }
+}
+
+/* Tile i as the histogram pass kept it, into *v (of the tile's rectangle); false when it was
+ * not kept (then read it). The memory copy is handed over to v->data's owner: rd->px is not
+ * used; the caller frees it with drop_gray. */
+static tw_status
+kept_gray(tw_task_ctx *ctx, ed_job *e, int64_t i, const reader *rd, int64_t x, int64_t y,
+          int32_t w, int32_t h, tw_tile_view *v, bool *got)
+{
+    size_t bytes = (size_t)w * (size_t)h * tw_sample_size(e->in.s.in_type);
+
+    *got = e->gray_ok && e->gray_ok[i];
+    if (!*got)
+        return TW_OK;
+    memset(v, 0, sizeof *v);
+    v->w = w;
+    v->h = h;
+    v->channels = 1;
+    v->type = e->in.s.in_type;
+    v->stride = (int64_t)((size_t)w * tw_sample_size(v->type));
+    v->x0 = x;
+    v->y0 = y;
+    if (e->gray) {
+        v->data = e->gray[i];
+        return TW_OK;
+    }
+    v->data = rd->px;
+    if (twi_pread_all(e->gray_fd, v->data, bytes, i * e->tile_bytes) != 0)
+        return twi_ctx_fail(ctx, TW_E_IO, OP ": cannot read tile %lld back from the scratch "
+                            "file (%s)", (long long)i, strerror(errno));
+    return TW_OK;
+}
+
+static void
+drop_gray(ed_job *e, int64_t i)
+{
+    if (e->gray) {
+        free(e->gray[i]);
+        e->gray[i] = NULL;
+    }
+}
+
+/* Read tile i's rectangle: as the histogram pass kept it, else from the input. */
+static tw_status
+tile_pixels(tw_task_ctx *ctx, ed_job *e, int64_t i, const reader *rd, int64_t x, int64_t y,
+            int32_t w, int32_t h, tw_tile_view *v)
+{
+    bool got;
+    tw_status st = kept_gray(ctx, e, i, rd, x, y, w, h, v, &got);
+
+    if (st != TW_OK || got)
+        return st;
+    return read_rect(ctx, e, rd, x, y, w, h, v);
+}
+
+/* Row r of tile i's foreground flags, packed, and back: 0/1 bytes <-> bits, LSB first. */
+static void
+pack_row(const uint8_t *restrict fg, int32_t w, uint8_t *restrict out)
+{
+    int32_t c = 0;
+
+    for (; c + 8 <= w; c += 8) {
+        uint8_t b = 0;
+
+        for (int k = 0; k < 8; k++)
+            b |= (uint8_t)(fg[c + k] << k);
+        out[c >> 3] = b;
+    }
+    if (c < w) {
+        uint8_t b = 0;
+
+        for (int k = 0; c + k < w; k++)
+            b |= (uint8_t)(fg[c + k] << k);
+        out[c >> 3] = b;
+    }
+}
+
+/* Eight flags of each byte value, as 8 bytes (little-endian: bit k is byte k). */
+static uint64_t unpack_lut[256];
+static pthread_once_t unpack_once = PTHREAD_ONCE_INIT;
+
+static void
+unpack_lut_init(void)
+{
+    for (int v = 0; v < 256; v++)
+        for (int k = 0; k < 8; k++)
+            unpack_lut[v] |= (uint64_t)((v >> k) & 1) << (8 * k);
+}
+
+static void
+unpack_row(const uint8_t *restrict in, int32_t w, uint8_t *restrict fg)
+{
+    int32_t c = 0;
+
+    pthread_once(&unpack_once, unpack_lut_init);
+    for (; c + 8 <= w; c += 8) {
+        uint64_t v = unpack_lut[in[c >> 3]];
+
+        memcpy(fg + c, &v, 8); /* little-endian hosts (x86-64, arm64) */
+    }
+    for (; c < w; c++)
+        fg[c] = (uint8_t)((in[c >> 3] >> (c & 7)) & 1);
+}
+
+static uint8_t *
+bits_of(const ed_job *e, int64_t i, int32_t r)
+{
+    return e->bits + (i * e->th + r) * e->bits_row;
+}
+
+/* Where the input is kept between its passes (runtime.keep_input), file inputs only: the
+ * scan's flags in memory when they fit the host room; with Otsu, the histogram pass's tiles in
+ * memory when they fit it too, else in a scratch file. */
+static void
+keep_setup(ed_job *e, tw_runtime *rt, const tw_config *cfg)
+{
+    const char *want = "auto";
+    int64_t room = twi_runtime_keep_host_bytes(rt), bits;
+
+    e->gray_fd = -1;
+    e->tile_bytes = (int64_t)e->tw * e->th * (int64_t)tw_sample_size(e->in.s.in_type);
+    if (!e->in.s.slide)
+        return; /* an image in memory: reading it again costs a copy, no decode */
+    if (tw_config_get_string(cfg, "runtime.keep_input", &want) != TW_OK)
+        want = "auto";
+    if (strcmp(want, "reread") == 0)
+        return;
+    e->bits_row = (e->tw + 7) / 8;
+    bits = e->n_tiles * e->th * e->bits_row;
+    if (e->method == TW_EDT_EXACT && (bits <= room || strcmp(want, "host") == 0)) {
+        if ((e->bits = malloc((size_t)bits)) && (e->bits_ok = calloc((size_t)e->n_tiles, 1)))
+            room -= bits;
+        else {
+            free(e->bits);
+            e->bits = NULL;
+        }
+    }
+    if (!e->otsu || !(e->gray_ok = calloc((size_t)e->n_tiles, 1)))
+        return;
+    if ((e->n_tiles * e->tile_bytes <= room && strcmp(want, "scratch") != 0) ||
+        strcmp(want, "host") == 0) {
+        if ((e->gray = calloc((size_t)e->n_tiles, sizeof *e->gray)))
+            return;
+    } else if ((e->gray_fd = twi_scratch_open(twi_scratch_dir(cfg), "edt")) >= 0) {
+        return;
+    }
+    free(e->gray_ok);
+    e->gray_ok = NULL;
+}
+
 /* ---- Otsu's threshold (scikit-image threshold_otsu on integer images: twi_otsu) */
 
 static tw_status
@@ -208,6 +391,7 @@ hist_cpu(tw_task_ctx *ctx, void *arg)
     if ((st = reader_init(ctx, e, &rd)) != TW_OK ||
         (st = read_rect(ctx, e, &rd, x, y, w, h, &v)) != TW_OK)
         return st;
+    keep_gray(e, cell->i, &v);
     if (!(local = twi_ctx_scratch(ctx, e->n_bins * sizeof *local)))
         return twi_ctx_fail(ctx, TW_E_NOMEM, OP ": out of memory");
     memset(local, 0, e->n_bins * sizeof *local);
@@ -317,7 +501,7 @@ scan_cpu(tw_task_ctx *ctx, void *arg)
     first = e->first + ty * e->W + x;
     last = e->last + ty * e->W + x;
     if ((st = reader_init(ctx, e, &rd)) != TW_OK ||
-        (st = read_rect(ctx, e, &rd, x, y, w, h, &v)) != TW_OK)
+        (st = tile_pixels(ctx, e, cell->i, &rd, x, y, w, h, &v)) != TW_OK)
         return st;
     if (!(fg = twi_ctx_scratch(ctx, (size_t)w)))
         return twi_ctx_fail(ctx, TW_E_NOMEM, OP ": out of memory");
@@ -326,7 +510,12 @@ scan_cpu(tw_task_ctx *ctx, void *arg)
     for (int32_t r = 0; r < h; r++) {
         bg += threshold_row(&v, r, e->threshold, e->invert, fg);
         scan_row(fg, first, last, w, (int32_t)(y + r));
+        if (e->bits)
+            pack_row(fg, w, bits_of(e, cell->i, r));
     }
+    if (e->bits)
+        e->bits_ok[cell->i] = 1;
+    drop_gray(e, cell->i);
     atomic_fetch_add(&e->background, bg);
     twi_job_add_done(e->job, 1);
     return TW_OK;
@@ -439,12 +628,19 @@ load_cpu(tw_task_ctx *ctx, void *arg)
          * (for the wavefront's single band, every tile row of it). */
         for (int64_t y = b->y0; y < b->y0 + b->h; y += e->th) {
             int32_t h = (int32_t)(b->y0 + b->h - y < e->th ? b->y0 + b->h - y : e->th);
+            int64_t i = (y / e->th - e->ty0) * e->tiles_x + tx;
 
-            if ((st = read_rect(ctx, e, &rd, x, y, w, h, &v)) != TW_OK)
+            if (e->bits && e->bits_ok[i]) { /* the scan's flags: no read, no threshold */
+                for (int32_t r = 0; r < h; r++)
+                    unpack_row(bits_of(e, i, r), w, ROW(&bv, uint8_t, y - b->y0 + r) + x);
+                continue;
+            }
+            if ((st = tile_pixels(ctx, e, i, &rd, x, y, w, h, &v)) != TW_OK)
                 return st;
             for (int32_t r = 0; r < h; r++)
                 bg += threshold_row(&v, r, e->threshold, e->invert,
                                     ROW(&bv, uint8_t, y - b->y0 + r) + x);
+            drop_gray(e, i);
         }
     }
     if (e->method == TW_EDT_WAVEFRONT)
@@ -627,12 +823,10 @@ store_cpu(tw_task_ctx *ctx, void *arg)
     twi_tile_release(b->out);
     twi_tile_release(b->idx);
     b->bin = b->bounds = b->out = b->idx = NULL;
-    /* Only now may band index + K exist: memory holds K bands whatever the image height. */
-    if (b->index + e->in_flight < e->n_bands &&
-        (st = submit_band(e, &e->bands[b->index + e->in_flight], NULL)) != TW_OK)
-        return twi_ctx_fail(ctx, st, OP ": cannot submit the band tasks (%s)",
-                            tw_status_string(st));
+    /* Only now may another band be admitted: memory holds the window's bands whatever the
+     * image height. */
     twi_job_add_done(e->job, 1);
+    twi_window_retire(e->window);
     return TW_OK;
 }
 
@@ -699,6 +893,7 @@ static const tw_task_kind band_kind = {
     TWI_CUDA_VARIANT(band_cuda),
     .can_run = band_can_run,
     .commit = band_commit,
+    .team = true,
 };
 static const tw_task_kind wave_kind = {
     .name = "edt.wavefront",
@@ -706,6 +901,7 @@ static const tw_task_kind wave_kind = {
     TWI_CUDA_VARIANT(band_cuda),
     .can_run = band_can_run,
     .commit = band_commit,
+    .team = true,
 };
 static const tw_task_kind store_kind = {
     .name = "edt.store",
@@ -721,6 +917,9 @@ ed_finish(tw_job *job, tw_status st, void *user)
     ed_job *e = user;
     tw_error err;
 
+    /* Every band was admitted (or none will be): the task holds a reference on the job. */
+    twi_task_release(e->after);
+    e->after = NULL;
     if (e->dist) {
         /* Across ranks: the run's totals, or tell the others; before the outputs are renamed. */
         tw_status ds = twi_dist_finish(e->dist, st, tw_job_get_error(job), &err);
@@ -762,6 +961,14 @@ ed_free(void *user)
         twi_tile_release(e->bands[i].out);
         twi_tile_release(e->bands[i].idx);
     }
+    for (int64_t i = 0; e->gray && i < e->n_tiles; i++)
+        free(e->gray[i]);
+    free(e->gray);
+    free(e->gray_ok);
+    if (e->gray_fd >= 0)
+        close(e->gray_fd);
+    free(e->bits);
+    free(e->bits_ok);
     free(e->bands);
     free(e->slices);
     free(e->cells);
@@ -908,6 +1115,8 @@ ed_setup(ed_job *e, tw_runtime *rt, const tw_edt_opts *o, tw_error *err)
     if ((st = twi_ops_tile_size(cfg, "edt.tile_size", o->tile_w, o->tile_h, &e->tw, &e->th,
                                 err)) != TW_OK)
         return st;
+    if (twi_ops_tile_implicit(cfg, "edt.tile_size", o->tile_w))
+        twi_stream_align_tile(&e->in.s, &e->tw, &e->th);
     if (tw_config_get_int(cfg, "edt.pba_m1", &v) == TW_OK)
         e->m1 = (int32_t)v;
     if (tw_config_get_int(cfg, "edt.pba_m2", &v) == TW_OK)
@@ -935,6 +1144,7 @@ ed_setup(ed_job *e, tw_runtime *rt, const tw_edt_opts *o, tw_error *err)
         e->cells[i].e = e;
         e->cells[i].i = i;
     }
+    keep_setup(e, rt, cfg);
     if (e->method == TW_EDT_EXACT &&
         (!(e->first = malloc((size_t)(e->tiles_y * e->W) * sizeof *e->first)) ||
          !(e->last = malloc((size_t)(e->tiles_y * e->W) * sizeof *e->last))))
@@ -998,12 +1208,15 @@ ed_setup(ed_job *e, tw_runtime *rt, const tw_edt_opts *o, tw_error *err)
     return TW_OK;
 }
 
-/* Create the band's tiles and its load, band and store tasks; load waits for `after` (sync,
- * otsu or nothing). The first K bands are made with the graph, each later one by the store of
- * the band K before it, so at most K bands of tiles exist at a time. */
+/* Create band k's tiles and its load, band and store tasks; load waits for e->after (sync,
+ * otsu or nothing). The bands are the units of the job's streaming window: the runtime admits
+ * them as workers free up, and the last store of a band retires it. */
 static tw_status
-submit_band(ed_job *e, ed_band *b, tw_task *after)
+submit_band(void *arg, int64_t k)
 {
+    ed_job *e = arg;
+    ed_band *b = &e->bands[k];
+    tw_task *after = e->after;
     tw_task *ld = NULL, *bd = NULL, *sto = NULL;
     bool wave = e->method == TW_EDT_WAVEFRONT;
     int32_t W = (int32_t)e->W;
@@ -1058,14 +1271,7 @@ submit_graph(ed_job *e, tw_runtime *rt)
     tw_task *otsu = NULL, *sync = NULL;
     tw_status st = TW_OK;
 
-    /* Bands in flight: enough to keep every worker that runs them busy while others are read
-     * and written; with bands on the GPUs a few per GPU (one computing, one loading, one
-     * storing), so that taller bands do not multiply the memory held. */
     e->rt = rt;
-    e->in_flight = e->bands_on_gpu ? 3 * (int64_t)twi_runtime_gpu_count(rt) + 1
-                                   : (int64_t)tw_runtime_get_worker_count(rt) + 1;
-    if (e->in_flight < 2)
-        e->in_flight = 2;
     twi_job_add_total(e->job, 3 * e->n_bands + (exact ? e->n_tiles + 1 : 0) +
                                   (e->otsu ? e->n_tiles + 1 : 0));
     if (e->otsu) {
@@ -1102,8 +1308,20 @@ submit_graph(ed_job *e, tw_runtime *rt)
         st = twi_task_submit(otsu);
     if (st == TW_OK && sync)
         st = twi_task_submit(sync);
-    for (int64_t i = 0; i < e->n_bands && i < e->in_flight && st == TW_OK; i++)
-        st = submit_band(e, &e->bands[i], exact ? sync : otsu);
+    if (st == TW_OK) {
+        int64_t px = e->W * (int64_t)e->th;
+
+        /* the reference moves to e */
+        e->after = exact ? sync : otsu;
+        if (exact)
+            sync = NULL;
+        else
+            otsu = NULL;
+        st = twi_window_open(e->job, e->n_bands,
+                             px * (1 + (int64_t)tw_sample_size(e->out_type) +
+                                   (e->want_idx ? 8 : 0)),
+                             submit_band, e, &e->window);
+    }
 out:
     twi_task_release(otsu);
     twi_task_release(sync);
@@ -1125,6 +1343,7 @@ edt_submit(tw_runtime *rt, const tw_edt_opts *o, tw_mpi *mpi, tw_mpi_report *rep
         return st;
     if (!(e = calloc(1, sizeof *e)))
         return twi_error_set(err, TW_E_NOMEM, OP ": out of memory");
+    e->gray_fd = -1;
     atomic_init(&e->background, 0);
     atomic_init(&e->bands_cpu, 0);
     atomic_init(&e->bands_cuda, 0);
@@ -1143,6 +1362,8 @@ edt_submit(tw_runtime *rt, const tw_edt_opts *o, tw_mpi *mpi, tw_mpi_report *rep
     }
     e->job = job;
     twi_job_set_finish(job, ed_finish, e, ed_free); /* the job owns e from here */
+    twi_stream_attach_io(&e->in.s, job);
+    twi_stream_attach_io(&e->idx_s, job);
     if (e->dist) {
         twi_stream *outs[2] = {&e->in.s, &e->idx_s};
 

@@ -52,6 +52,7 @@ static const tw_task_kind gray_kind = {
     .name = "gray.tp",
     .cpu = gray_cpu,
     TWI_CUDA_VARIANT(gray_cuda),
+    .team = true,
 };
 
 tw_status
@@ -104,7 +105,8 @@ tw_gray_submit(tw_runtime *rt, const tw_gray_opts *o, tw_job **out, tw_error *er
     g->tp = &gray_kind;
     g->out_channels = 1;
     /* Output: one channel of the input's sample type (0 = same as the input). */
-    if ((st = twi_stream_open(&g->s, cfg, "gray", &o->input, &o->output, tw, th, 1,
+    if ((st = twi_stream_open(&g->s, cfg, "gray", &o->input, &o->output, tw, th,
+                              twi_ops_tile_implicit(cfg, "gray.tile_size", o->tile_w), 1,
                               (tw_sample_type)0, err)) != TW_OK) {
         free(g);
         return st;

@@ -237,6 +237,7 @@ static const tw_task_kind mx_tree_kind = {
     TWI_CUDA_VARIANT(mx_tree),
     .can_run = mx_tree_can_run,
     .commit = mx_tree_commit,
+    .team = true,
 };
 static const tw_task_kind mx_store_kind = {
     .name = "maxtree.store",
@@ -404,6 +405,8 @@ tw_maxtree_submit(tw_runtime *rt, const tw_maxtree_opts *o, tw_job **out, tw_err
     }
     m->job = job;
     twi_job_set_finish(job, mx_finish, m, mx_free);
+    twi_stream_attach_io(&m->in.s, job);
+    twi_stream_attach_io(&m->area_s, job);
     return twi_ops_job_launch(job, MX, mx_graph(m, rt), out, err);
 }
 
@@ -430,7 +433,10 @@ typedef struct af_cell {
     int64_t x, y;
     int32_t w, h;
     unsigned sides;
-    tw_tile *img, *out;          /* the job's references while the cell's pass runs */
+    tw_tile *img, *out;          /* the job's references while the cell's pass runs (img also
+                                    from pass 1 to pass 2 when kept in memory) */
+    int pass;                    /* the pass its tasks belong to */
+    bool saved;                  /* AF_KEEP_SCRATCH: pass 1 wrote its tile to the keep file */
     twi_mt_border bt;            /* pass 1's border max-tree, until the merge */
     int64_t block;               /* merge in blocks: the cell's block */
     int64_t res_at, res_n;       /* merge in blocks: where its nodes' answers are in the
@@ -448,6 +454,18 @@ typedef struct af_block {
     twi_mt_border bt;            /* the block's border max-tree, until the merge */
 } af_block;
 
+/* Where pass 1's decoded (and, for closings, inverted) tiles wait for pass 2, so that each
+ * input tile is read and decoded once (runtime.keep_input): on the GPU that ran pass 1 (its
+ * host copy freed), in host memory (spilled under runtime.host_mem like any idle tile), in a
+ * scratch file of raw pixels, or nowhere (pass 2 decodes them again). */
+typedef enum af_keep {
+    AF_KEEP_NONE,                /* one pass (a single tile) */
+    AF_KEEP_GPU,
+    AF_KEEP_HOST,
+    AF_KEEP_SCRATCH,
+    AF_KEEP_REREAD
+} af_keep;
+
 struct af_job {
     tw_job *job;
     const char *op;              /* "area-open" ... for messages */
@@ -464,7 +482,7 @@ struct af_job {
     tw_sample_type out_type;
     twi_mt_filter f;
     bool on_gpu;                 /* tile passes (and the merge) run on GPU workers only */
-    int64_t in_flight;
+    twi_window *win[3];          /* the cells of pass 1 and pass 2 (win[pass]) */
     tw_runtime *rt;
     atomic_llong extracted;
     atomic_llong tp_cpu, tp_cuda;
@@ -485,26 +503,44 @@ struct af_job {
      * high, and the blocks' trees of every rank are merged on rank 0 (af_dmerge). */
     twi_dist *dist;
     int64_t ty0, all_tiles_y;
-    int64_t *seq, *seq_pos;      /* pass order of the cells, and each cell's place in it */
+    int64_t *seq;                /* pass order of the cells */
     atomic_llong blocks_merged;
     int scratch_fd;
     atomic_llong scratch_end;
+    af_keep keep;
+    int keep_fd;                 /* AF_KEEP_SCRATCH: tile i at i * keep_bytes */
+    int64_t keep_bytes;          /* a full tile's bytes */
+    atomic_llong kept_on_gpu;    /* tiles whose host copy went while a GPU held them */
 };
 
 static tw_status af_submit_cell(af_job *a, af_cell *c, int pass);
 
+/* Read (pass 1, or pass 2 re-reading) or fetch from the keep file (pass 2) a cell's tile,
+ * inverted for closings. Pass 1 with a keep file writes it there; a tile that could not be
+ * written is read again in pass 2. */
 static tw_status
 af_load(tw_task_ctx *ctx, void *arg)
 {
     af_cell *c = arg;
+    af_job *a = c->a;
     tw_tile_view v = twi_ctx_view(ctx, 0);
+    size_t bytes = (size_t)v.stride * (size_t)v.h;
     tw_status st;
 
-    if ((st = read_rows(ctx, c->a->op, &c->a->in, c->x, c->y, &v)) != TW_OK)
+    if (c->pass == 2 && c->saved) {
+        if (twi_pread_all(a->keep_fd, v.data, bytes, c->i * a->keep_bytes) != 0)
+            return twi_ctx_fail(ctx, TW_E_IO, "%s: cannot read tile %lld back from the scratch "
+                                "file (%s)", a->op, (long long)c->i, strerror(errno));
+        twi_job_add_done(a->job, 1);
+        return TW_OK;
+    }
+    if ((st = read_rows(ctx, a->op, &a->in, c->x, c->y, &v)) != TW_OK)
         return st;
-    if (c->a->invert)
+    if (a->invert)
         invert_view(&v);
-    twi_job_add_done(c->a->job, 1);
+    if (c->pass == 1 && a->keep == AF_KEEP_SCRATCH)
+        c->saved = twi_pwrite_all(a->keep_fd, v.data, bytes, c->i * a->keep_bytes) == 0;
+    twi_job_add_done(a->job, 1);
     return TW_OK;
 }
 
@@ -562,36 +598,56 @@ af_count_tp(tw_task_ctx *ctx, af_job *a)
     atomic_fetch_add(twi_ctx_device(ctx) == TW_DEVICE_CUDA ? &a->tp_cuda : &a->tp_cpu, 1);
 }
 
-/* The cell in place k of the pass order, and a cell's place (raster order without blocks). */
+/* The cell in place k of the pass order (raster order without blocks). */
 static int64_t
 cell_at(const af_job *a, int64_t k)
 {
     return a->seq ? a->seq[k] : k;
 }
 
-static int64_t
-cell_pos(const af_job *a, int64_t i)
-{
-    return a->seq_pos ? a->seq_pos[i] : i;
-}
-
-/* Let go of a cell's tiles and start the cell K places later in the same pass. */
-static tw_status
-af_cell_done(tw_task_ctx *ctx, af_cell *c, int pass)
+/* Let go of a cell's tiles and retire it from its pass's window (the runtime admits the
+ * next cells as workers free up). */
+static void
+af_cell_done(af_cell *c, int pass)
 {
     af_job *a = c->a;
-    tw_status st;
 
-    twi_tile_release(c->img);
+    /* Kept in memory for pass 2 (af_keep): its tile stays. */
+    if (pass == 2 || (a->keep != AF_KEEP_GPU && a->keep != AF_KEEP_HOST)) {
+        twi_tile_release(c->img);
+        c->img = NULL;
+    }
     twi_tile_release(c->out);
-    c->img = c->out = NULL;
-    if (cell_pos(a, c->i) + a->in_flight < a->n_tiles &&
-        (st = af_submit_cell(a, &a->cells[cell_at(a, cell_pos(a, c->i) + a->in_flight)],
-                             pass)) != TW_OK)
-        return twi_ctx_fail(ctx, st, "%s: cannot submit the tile tasks (%s)", a->op,
-                            tw_status_string(st));
+    c->out = NULL;
     twi_job_add_done(a->job, 1);
-    return TW_OK;
+    twi_window_retire(a->win[pass]);
+}
+
+/* The windows' admit callbacks: the cell in place k of the pass order. */
+static tw_status
+af_admit1(void *arg, int64_t k)
+{
+    af_job *a = arg;
+
+    return af_submit_cell(a, &a->cells[cell_at(a, k)], 1);
+}
+
+static tw_status
+af_admit2(void *arg, int64_t k)
+{
+    af_job *a = arg;
+
+    return af_submit_cell(a, &a->cells[cell_at(a, k)], 2);
+}
+
+/* Host bytes a cell holds while its pass runs: its tile, and in pass 2 the filtered tile. */
+static int64_t
+af_unit_bytes(const af_job *a, int pass)
+{
+    int64_t px = (int64_t)a->tw * a->th;
+
+    return px * (int64_t)tw_sample_size(a->in.s.in_type) +
+           (pass == 2 ? px * (int64_t)tw_sample_size(a->out_type) : 0);
 }
 
 #ifdef TW_HAVE_CUDA
@@ -687,8 +743,12 @@ af_tp1_commit(tw_task_ctx *ctx, void *arg)
     tw_status st;
 
     af_count_tp(ctx, a);
-    if ((st = af_cell_done(ctx, c, 1)) != TW_OK)
-        return st;
+    /* Kept on the GPU that ran the pass: the host copy goes (it comes back if the GPU must
+     * evict it, or another device needs it). */
+    if (a->keep == AF_KEEP_GPU && twi_ctx_device(ctx) == TW_DEVICE_CUDA &&
+        twi_tile_drop_host(c->img))
+        atomic_fetch_add(&a->kept_on_gpu, 1);
+    af_cell_done(c, 1);
     /* In blocks: the last border max-tree of a block starts its merge. */
     if (a->blk) {
         af_block *b = &a->blocks[c->block];
@@ -1110,10 +1170,10 @@ af_merge_commit(tw_task_ctx *ctx, void *arg)
     a->merge_dev = twi_ctx_device(ctx);
     a->t2 = now_s();
     twi_job_add_done(a->job, 1);
-    for (int64_t k = 0; k < a->n_tiles && k < a->in_flight; k++)
-        if ((st = af_submit_cell(a, &a->cells[cell_at(a, k)], 2)) != TW_OK)
-            return twi_ctx_fail(ctx, st, "%s: cannot submit the tile tasks (%s)", a->op,
-                                tw_status_string(st));
+    if ((st = twi_window_open(a->job, a->n_tiles, af_unit_bytes(a, 2), af_admit2, a,
+                              &a->win[2])) != TW_OK)
+        return twi_ctx_fail(ctx, st, "%s: cannot submit the tile tasks (%s)", a->op,
+                            tw_status_string(st));
     return TW_OK;
 }
 
@@ -1213,7 +1273,8 @@ af_store(tw_task_ctx *ctx, void *arg)
     } else {
         twi_host_image_put(&a->result, &o, c->x, c->y);
     }
-    return af_cell_done(ctx, c, 2);
+    af_cell_done(c, 2);
+    return TW_OK;
 }
 
 /* Host budget (runtime.host_mem): a load waits until its tile and, in pass 2, the filtered
@@ -1239,6 +1300,7 @@ static const tw_task_kind af_tp1_kind = {
     TWI_CUDA_VARIANT(af_tp1),
     .can_run = af_cell_can_run,
     .commit = af_tp1_commit,
+    .team = true,
 };
 static const tw_task_kind af_bmerge_kind = {
     .name = "maxtree.block_merge",
@@ -1265,6 +1327,7 @@ static const tw_task_kind af_tp2_kind = {
     TWI_CUDA_VARIANT(af_tp2),
     .can_run = af_cell_can_run,
     .commit = af_tp2_commit,
+    .team = true,
 };
 static const tw_task_kind af_store_kind = {
     .name = "maxtree.store",
@@ -1277,28 +1340,33 @@ static tw_status
 af_submit_cell(af_job *a, af_cell *c, int pass)
 {
     tw_task *ld = NULL, *tp = NULL, *sto = NULL;
+    bool kept = pass == 2 && c->img; /* pass 1's tile, kept in memory: no load */
     tw_status st;
 
-    if ((st = twi_tile_create(a->rt, c->w, c->h, 1, a->in.s.in_type, &c->img)) != TW_OK ||
+    c->pass = pass;
+    if ((!kept &&
+         (st = twi_tile_create(a->rt, c->w, c->h, 1, a->in.s.in_type, &c->img)) != TW_OK) ||
         (pass == 2 && (st = twi_tile_create(a->rt, c->w, c->h, 1, a->out_type, &c->out)) != TW_OK))
         return st;
     twi_tile_set_origin(c->img, c->x, c->y);
     if (c->out)
         twi_tile_set_origin(c->out, c->x, c->y);
-    if ((st = twi_task_create(a->job, &af_load_kind, c, NULL, &ld)) != TW_OK ||
-        (st = twi_task_add_tile(ld, c->img, TW_W)) != TW_OK ||
+    if (kept)
+        twi_job_add_done(a->job, 1); /* the load it does not need */
+    if ((!kept && ((st = twi_task_create(a->job, &af_load_kind, c, NULL, &ld)) != TW_OK ||
+                   (st = twi_task_add_tile(ld, c->img, TW_W)) != TW_OK)) ||
         (st = twi_task_create(a->job, pass == 1 ? &af_tp1_kind : &af_tp2_kind, c, NULL, &tp)) !=
             TW_OK ||
         (st = twi_task_add_tile(tp, c->img, TW_R)) != TW_OK ||
         (pass == 2 && (st = twi_task_add_tile(tp, c->out, TW_W)) != TW_OK) ||
-        (st = twi_task_depend(tp, ld)) != TW_OK)
+        (ld && (st = twi_task_depend(tp, ld)) != TW_OK))
         goto out;
     if (pass == 2 && ((st = twi_task_create(a->job, &af_store_kind, c, NULL, &sto)) != TW_OK ||
                       (st = twi_task_add_tile(sto, c->out, TW_RW)) != TW_OK ||
                       (st = twi_task_depend(sto, tp)) != TW_OK ||
                       (st = twi_task_submit(sto)) != TW_OK))
         goto out;
-    if ((st = twi_task_submit(tp)) == TW_OK)
+    if ((st = twi_task_submit(tp)) == TW_OK && ld)
         st = twi_task_submit(ld);
 out:
     twi_task_release(ld);
@@ -1363,9 +1431,10 @@ af_free(void *user)
         twi_mt_border_free(&a->blocks[b].bt);
     if (a->scratch_fd >= 0)
         close(a->scratch_fd);
+    if (a->keep_fd >= 0)
+        close(a->keep_fd);
     free(a->blocks);
     free(a->seq);
-    free(a->seq_pos);
     free(a->cells);
     free(a->res);
     free(a->off);
@@ -1454,8 +1523,7 @@ blocks_make(af_job *a, int64_t gx, int64_t gy, const tw_config *cfg, tw_error *e
     a->nby = (a->tiles_y + gy - 1) / gy;
     a->n_blocks = a->nbx * a->nby;
     if (!(a->blocks = calloc((size_t)a->n_blocks, sizeof *a->blocks)) ||
-        !(a->seq = malloc((size_t)a->n_tiles * sizeof *a->seq)) ||
-        !(a->seq_pos = malloc((size_t)a->n_tiles * sizeof *a->seq_pos)))
+        !(a->seq = malloc((size_t)a->n_tiles * sizeof *a->seq)))
         return twi_error_set(err, TW_E_NOMEM, "%s: out of memory", a->op);
     for (int64_t b = 0; b < a->n_blocks; b++) {
         af_block *B = &a->blocks[b];
@@ -1476,7 +1544,6 @@ blocks_make(af_job *a, int64_t gx, int64_t gy, const tw_config *cfg, tw_error *e
                 int64_t c = (B->y0 + j) * a->tiles_x + B->x0 + i;
 
                 a->cells[c].block = b;
-                a->seq_pos[c] = k;
                 a->seq[k++] = c;
             }
     }
@@ -1525,6 +1592,41 @@ dist_blocks_setup(af_job *a, const tw_config *cfg, tw_error *err)
 static const char *const af_names[] = {"area-open", "area-close", "height-open",
                                        "height-close"};
 
+/* Where pass 1's tiles wait for pass 2 (af_keep; runtime.keep_input): the first place that
+ * holds the whole input, in the order GPU, host, scratch file. */
+static void
+af_keep_setup(af_job *a, tw_runtime *rt, const tw_config *cfg)
+{
+    const char *want = "auto";
+    int64_t bytes = a->n_tiles * (int64_t)a->tw * a->th * (int64_t)tw_sample_size(a->in.s.in_type);
+    bool any;
+
+    if (tw_config_get_string(cfg, "runtime.keep_input", &want) != TW_OK)
+        want = "auto";
+    any = strcmp(want, "auto") == 0;
+    a->keep_bytes = (int64_t)a->tw * a->th * (int64_t)tw_sample_size(a->in.s.in_type);
+    if (strcmp(want, "reread") == 0) {
+        a->keep = AF_KEEP_REREAD;
+        return;
+    }
+    if ((any || strcmp(want, "gpu") == 0) && a->on_gpu &&
+        bytes <= twi_runtime_keep_gpu_bytes(rt)) {
+        a->keep = AF_KEEP_GPU;
+        return;
+    }
+    if (((any || strcmp(want, "gpu") == 0) && bytes <= twi_runtime_keep_host_bytes(rt)) ||
+        strcmp(want, "host") == 0) {
+        a->keep = AF_KEEP_HOST;
+        return;
+    }
+    a->keep = AF_KEEP_SCRATCH;
+    if ((a->keep_fd = twi_scratch_open(twi_scratch_dir(cfg), "keep")) < 0) {
+        TW_WARN(a->op, "cannot create a scratch file in '%s' (%s): the input is decoded again "
+                "in the second pass", twi_scratch_dir(cfg), strerror(errno));
+        a->keep = AF_KEEP_REREAD;
+    }
+}
+
 static tw_status
 af_setup(af_job *a, tw_runtime *rt, const tw_attr_filter_opts *o, tw_error *err)
 {
@@ -1569,6 +1671,8 @@ af_setup(af_job *a, tw_runtime *rt, const tw_attr_filter_opts *o, tw_error *err)
     if ((st = twi_ops_tile_size(cfg, "maxtree.tile_size", o->tile_w, o->tile_h, &a->tw, &a->th,
                                 err)) != TW_OK)
         return st;
+    if (twi_ops_tile_implicit(cfg, "maxtree.tile_size", o->tile_w))
+        twi_stream_align_tile(&a->in.s, &a->tw, &a->th);
     if ((int64_t)a->tw * a->th > (int64_t)UINT32_MAX)
         return twi_error_set(err, TW_E_INVALID,
                              "%s: tiles of %dx%d pixels do not fit 32-bit tile indices", a->op,
@@ -1609,6 +1713,8 @@ af_setup(af_job *a, tw_runtime *rt, const tw_attr_filter_opts *o, tw_error *err)
     }
     if ((st = a->dist ? dist_blocks_setup(a, cfg, err) : af_blocks_setup(a, cfg, err)) != TW_OK)
         return st;
+    if (a->n_tiles > 1 || a->dist)
+        af_keep_setup(a, rt, cfg);
     /* Across ranks, rank 0 writes the whole image. */
     if (a->out_file && (!a->dist || twi_dist_rank(a->dist) == 0) &&
         (st = twi_stream_open_output(&a->in.s, cfg, a->op, &o->output, 1, a->out_type, err)) !=
@@ -1620,20 +1726,15 @@ af_setup(af_job *a, tw_runtime *rt, const tw_attr_filter_opts *o, tw_error *err)
 static tw_status
 af_graph(af_job *a, tw_runtime *rt)
 {
-    tw_status st = TW_OK;
     int pass = a->n_tiles > 1 || a->dist ? 1 : 2;
 
-    /* Tiles in flight, as for the EDT's bands: enough to keep every worker busy. */
+    /* The cells of the first pass stream through a window (runtime/window.c); the merge
+     * opens the second. */
     a->rt = rt;
-    a->in_flight = a->on_gpu ? 3 * (int64_t)twi_runtime_gpu_count(rt) + 1
-                                   : (int64_t)tw_runtime_get_worker_count(rt) + 1;
-    if (a->in_flight < 2)
-        a->in_flight = 2;
     twi_job_add_total(a->job, 3 * a->n_tiles + (pass == 1 ? 2 * a->n_tiles + 1 : 0));
     a->t0 = now_s();
-    for (int64_t k = 0; k < a->n_tiles && k < a->in_flight && st == TW_OK; k++)
-        st = af_submit_cell(a, &a->cells[cell_at(a, k)], pass);
-    return st;
+    return twi_window_open(a->job, a->n_tiles, af_unit_bytes(a, pass),
+                           pass == 1 ? af_admit1 : af_admit2, a, &a->win[pass]);
 }
 
 static tw_status
@@ -1673,6 +1774,8 @@ af_submit(tw_runtime *rt, const tw_attr_filter_opts *o, bool area_map, tw_mpi *m
     a->conn = o->connectivity;
     a->report = o->report;
     a->scratch_fd = -1;
+    a->keep_fd = -1;
+    atomic_init(&a->kept_on_gpu, 0);
     atomic_init(&a->extracted, 0);
     atomic_init(&a->blocks_merged, 0);
     atomic_init(&a->scratch_end, 0);
@@ -1693,6 +1796,8 @@ af_submit(tw_runtime *rt, const tw_attr_filter_opts *o, bool area_map, tw_mpi *m
     }
     a->job = job;
     twi_job_set_finish(job, af_finish, a, af_free);
+    twi_stream_attach_io(&a->in.s, job);
+    atomic_store(&twi_job_io(job)->kept, (int)a->keep);
     if (a->dist) {
         twi_stream *outs[1] = {&a->in.s};
 

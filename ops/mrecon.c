@@ -1283,6 +1283,7 @@ static const tw_task_kind tp_kind = {
     TWI_CUDA_VARIANT(tp_cuda),
     .feature = tp_feature,
     .commit = tp_commit,
+    .team = true,
 };
 
 static const tw_task_kind bp_kind = {
@@ -1479,6 +1480,8 @@ mr_setup(mr_job *m, tw_runtime *rt, const twi_mrecon_spec *sp, tw_error *err)
     if ((st = twi_ops_tile_size(cfg, "mrecon.tile_size", sp->tile_w, sp->tile_h, &m->tw, &m->th,
                                 err)) != TW_OK)
         return st;
+    if (twi_ops_tile_implicit(cfg, "mrecon.tile_size", sp->tile_w))
+        twi_stream_align_tile(&m->mask.s, &m->tw, &m->th);
     m->qcap = sp->queue_capacity;
     if (m->qcap == 0 && tw_config_get_int(cfg, "mrecon.queue_capacity", &q) == TW_OK)
         m->qcap = q;
@@ -1626,6 +1629,8 @@ twi_mrecon_submit(tw_runtime *rt, const twi_mrecon_spec *sp, tw_job **out, tw_er
     }
     m->job = job;
     twi_job_set_finish(job, mr_finish, m, mr_free); /* the job owns m from here */
+    twi_stream_attach_io(&m->marker.s, job);
+    twi_stream_attach_io(&m->mask.s, job);
     if (m->dist) {
         twi_stream *outs[1] = {&m->mask.s};
 

@@ -46,13 +46,22 @@ typedef struct twi_stream {
 TWI_HIDDEN tw_status twi_ops_tile_size(const tw_config *cfg, const char *op_key, int32_t w,
                                        int32_t h, int32_t *out_w, int32_t *out_h, tw_error *err);
 
+/* Was the processing tile size left to the defaults (no size given to the call, tile.size and
+ * the op's key at their built-in values)? Then twi_stream_align_tile may round it. */
+TWI_HIDDEN bool twi_ops_tile_implicit(const tw_config *cfg, const char *op_key, int32_t given_w);
+/* Round a default processing tile size (tw, th) to the nearest multiple of the input level's
+ * file tiles (at least one), when the region starts on a file tile: then no file tile is
+ * decoded by two processing tiles (a 1024 default over 240-pixel SVS tiles becomes 960). The
+ * result does not depend on the tiling, only the reads do. No-op without a tiled file input. */
+TWI_HIDDEN void twi_stream_align_tile(const twi_stream *s, int32_t *tw, int32_t *th);
+
 /* Open the input, check level and region, open the writer for an output of `out_channels`
  * samples of `out_type` (0: the input's type) over the region (tiles from io.tiff_tile, compression from the
  * output or io.compression, mpp scaled to the level). */
 TWI_HIDDEN tw_status twi_stream_open(twi_stream *s, const tw_config *cfg, const char *op,
                                      const tw_input *in, const tw_output *out,
-                                     int32_t tile_w, int32_t tile_h, int out_channels,
-                                     tw_sample_type out_type, tw_error *err);
+                                     int32_t tile_w, int32_t tile_h, bool align,
+                                     int out_channels, tw_sample_type out_type, tw_error *err);
 
 /* The two halves of twi_stream_open(), for operations with several inputs or with inputs and
  * outputs in memory. open_input fills slide, level, x, y, w, h, in_channels, in_type,
@@ -90,6 +99,10 @@ TWI_HIDDEN void twi_stream_tile_rect(const twi_stream *s, int64_t i, int64_t *x,
 TWI_HIDDEN tw_status twi_ops_job_launch(tw_job *job, const char *op, tw_status st, tw_job **out,
                                         tw_error *err);
 
+/* Count the stream's reads and writes (its slide and writer, when open) into the job's I/O
+ * counts (tw_job_get_io); before the job's first task. */
+TWI_HIDDEN void twi_stream_attach_io(twi_stream *s, tw_job *job);
+
 /* Finish: on TW_OK close the writer (rename into place), otherwise abort it; close the
  * slide. Returns the status of the close. */
 TWI_HIDDEN tw_status twi_stream_finish(twi_stream *s, tw_status st, tw_error *err);
@@ -106,17 +119,17 @@ TWI_HIDDEN tw_status twi_stream_finish_two(tw_job *job, twi_stream *main, twi_st
  *       [in: W]          [in: R, out: W]                  [out: R, or in: R without tp]
  *
  * io.read decodes the tile's rectangle of the slide (with --tissue, a tile without tissue
- * becomes the glass colour unread); io.write hands its tile to the output assembler. Only a
- * window of a few pipelines per worker is in flight and each io.write submits the next one, so
- * tiles are read no faster than they are written and memory stays bounded whatever the slide's
- * size. */
+ * becomes the glass colour unread); io.write hands its tile to the output assembler. The
+ * pipelines are the units of a streaming window (runtime/window.c): the runtime admits the
+ * next one when a worker would otherwise idle, and io.write retires its own, so tiles are read
+ * no faster than they are written and memory stays bounded whatever the slide's size. */
 typedef struct twi_pipes {
     twi_stream s;               /* opened by the operation */
     const char *op;             /* job name and message domain */
     const tw_task_kind *tp;     /* NULL: io.write takes io.read's tile (a copy) */
     int out_channels;           /* of the tile io.write takes (the input's sample type) */
     int64_t n_tiles;
-    atomic_llong next;          /* next tile index without a pipeline */
+    twi_window *window;         /* the pipelines, admitted by the runtime */
     tw_job *job;                /* borrowed: the job owns this struct */
 } twi_pipes;
 

@@ -50,6 +50,34 @@ twi_ops_tile_size(const tw_config *cfg, const char *op_key, int32_t w, int32_t h
     return TW_OK;
 }
 
+bool
+twi_ops_tile_implicit(const tw_config *cfg, const char *op_key, int32_t given_w)
+{
+    int64_t cw = 0, ch = 0;
+
+    if (given_w > 0 || key_source(cfg, "tile.size") != TW_CONFIG_DEFAULT)
+        return false;
+    return !op_key || key_source(cfg, op_key) == TW_CONFIG_DEFAULT ||
+           tw_config_get_dims(cfg, op_key, &cw, &ch) != TW_OK || cw <= 0 || ch <= 0;
+}
+
+void
+twi_stream_align_tile(const twi_stream *s, int32_t *tw, int32_t *th)
+{
+    tw_level_info li;
+
+    if (!s->slide || tw_slide_get_level(s->slide, s->level, &li) != TW_OK || li.tile_w < 1 ||
+        li.tile_h < 1 || s->x % li.tile_w != 0 || s->y % li.tile_h != 0)
+        return;
+    /* the nearest multiple, at least one file tile */
+    *tw = (int32_t)(*tw + li.tile_w / 2) / li.tile_w * li.tile_w;
+    *th = (int32_t)(*th + li.tile_h / 2) / li.tile_h * li.tile_h;
+    if (*tw < li.tile_w)
+        *tw = li.tile_w;
+    if (*th < li.tile_h)
+        *th = li.tile_h;
+}
+
 /* Compared by device and inode so that "./a.tif" and "a.tif" match. */
 int
 twi_ops_same_file(const char *a, const char *b)
@@ -326,8 +354,8 @@ out:
 
 tw_status
 twi_stream_open(twi_stream *s, const tw_config *cfg, const char *op, const tw_input *in,
-                const tw_output *out, int32_t tile_w, int32_t tile_h, int out_channels,
-                tw_sample_type out_type, tw_error *err)
+                const tw_output *out, int32_t tile_w, int32_t tile_h, bool align,
+                int out_channels, tw_sample_type out_type, tw_error *err)
 {
     tw_status st = TW_OK;
 
@@ -342,6 +370,8 @@ twi_stream_open(twi_stream *s, const tw_config *cfg, const char *op, const tw_in
                              op, out->path);
     if ((st = twi_stream_open_input(s, cfg, op, in, err)) != TW_OK)
         return st;
+    if (align)
+        twi_stream_align_tile(s, &tile_w, &tile_h);
     s->tile_w = tile_w;
     s->tile_h = tile_h;
     s->tiles_x = (s->w + tile_w - 1) / tile_w;
@@ -379,6 +409,13 @@ twi_stream_finish_two(tw_job *job, twi_stream *main, twi_stream *second, tw_stat
     if (st != TW_OK && st != TW_E_CANCELED)
         return twi_job_fail(job, st, "%s", err.message);
     return st;
+}
+
+void
+twi_stream_attach_io(twi_stream *s, tw_job *job)
+{
+    twi_slide_set_io(s->slide, twi_job_io(job));
+    twi_writer_set_io(s->writer, twi_job_io(job));
 }
 
 tw_status
@@ -538,7 +575,6 @@ twi_ops_job_launch(tw_job *job, const char *op, tw_status st, tw_job **out, tw_e
 
 /* ---- tile pipelines */
 
-static tw_status pipes_submit(twi_pipes *p, int64_t i);
 
 static tw_status
 pipes_read_cpu(tw_task_ctx *ctx, void *arg)
@@ -569,17 +605,12 @@ pipes_write_cpu(tw_task_ctx *ctx, void *arg)
     tw_tile_view v = twi_ctx_view(ctx, 0);
     tw_error err;
     tw_status st;
-    int64_t next;
 
     st = twi_assembler_put(p->s.assembler, t->x - p->s.x, t->y - p->s.y, &v, &err);
     if (st != TW_OK)
         return twi_ctx_fail(ctx, st, "%s", err.message);
     twi_job_add_done(p->job, 1);
-    if (twi_ctx_canceled(ctx))
-        return TW_OK;
-    next = atomic_fetch_add(&p->next, 1);
-    if (next < p->n_tiles && (st = pipes_submit(p, next)) != TW_OK)
-        return twi_ctx_fail(ctx, st, "%s: cannot submit tile %lld", p->op, (long long)next);
+    twi_window_retire(p->window);
     return TW_OK;
 }
 
@@ -609,10 +640,11 @@ static const tw_task_kind pipes_write_kind = {
     .cpu = pipes_write_cpu,
 };
 
-/* Submit the pipeline of processing tile i. */
+/* Submit the pipeline of processing tile i (the window's admit callback). */
 static tw_status
-pipes_submit(twi_pipes *p, int64_t i)
+pipes_submit(void *arg, int64_t i)
 {
+    twi_pipes *p = arg;
     tw_status st = TW_OK;
     tw_runtime *rt = twi_job_runtime(p->job);
     twi_pipe_tile *t = NULL;
@@ -688,7 +720,7 @@ twi_pipes_launch(tw_runtime *rt, twi_pipes *p, tw_job **out, tw_error *err)
     const char *op = p->op;
     tw_status st = TW_OK;
     tw_job *job = NULL;
-    int64_t window;
+    int64_t unit_bytes;
 
     p->n_tiles = p->s.tiles_x * p->s.tiles_y;
     if ((st = twi_job_create(rt, op, &job)) != TW_OK) {
@@ -698,13 +730,12 @@ twi_pipes_launch(tw_runtime *rt, twi_pipes *p, tw_job **out, tw_error *err)
     }
     p->job = job;
     twi_job_set_finish(job, pipes_finish, p, pipes_free); /* the job owns p from here */
+    twi_stream_attach_io(&p->s, job);
     twi_job_add_total(job, p->n_tiles);
-    window = 2 * (int64_t)tw_runtime_get_worker_count(rt) + 2;
-    if (window > p->n_tiles)
-        window = p->n_tiles;
-    atomic_store(&p->next, window);
-    for (int64_t i = 0; i < window && st == TW_OK; i++)
-        st = pipes_submit(p, i);
+    /* The runtime admits the pipelines as workers free up (runtime/window.c). */
+    unit_bytes = (int64_t)p->s.tile_w * p->s.tile_h * (int64_t)tw_sample_size(p->s.in_type) *
+                 (p->s.in_channels + (p->tp ? p->out_channels : 0));
+    st = twi_window_open(job, p->n_tiles, unit_bytes, pipes_submit, p, &p->window);
     return twi_ops_job_launch(job, op, st, out, err);
 }
 

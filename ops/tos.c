@@ -852,6 +852,8 @@ submit(tos_job *j, tw_runtime *rt, tw_job **out, tw_error *err)
     }
     j->job = job;
     twi_job_set_finish(job, tos_end, j, tos_free);
+    twi_stream_attach_io(&j->in.s, job);
+    twi_stream_attach_io(&j->area_s, job);
     return twi_ops_job_launch(job, j->op, graph(j), out, err);
 }
 
