@@ -98,15 +98,18 @@ def main(argv):
     date = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(f"slide.py {date}, {os.cpu_count()} cores, work {work}", flush=True)
     size = f"{a.size}x{a.size}"
-    rc, wall, _, err = run([a.tw, "sample", s, "--size", size], log)
-    print(f"sample {size}: {wall:.1f} s, {os.path.getsize(s) / 1e9:.2f} GB", flush=True)
-    if rc != 0:
-        print(err)
-        return 1
-    for path, mode in ((g, "luminance"), (m, "b")):
-        if run([a.tw, "gray", s, "--mode", mode, "-o", path], log)[0] != 0:
-            print("slide.py: cannot make the gray inputs")
+    stamp = os.path.join(work, f"inputs-{a.size}")
+    if not os.path.exists(stamp):  # a --work folder keeps the inputs of an earlier run
+        rc, wall, _, err = run([a.tw, "sample", s, "--size", size], log)
+        print(f"sample {size}: {wall:.1f} s, {os.path.getsize(s) / 1e9:.2f} GB", flush=True)
+        if rc != 0:
+            print(err)
             return 1
+        for path, mode in ((g, "luminance"), (m, "b")):
+            if run([a.tw, "gray", s, "--mode", mode, "-o", path], log)[0] != 0:
+                print("slide.py: cannot make the gray inputs")
+                return 1
+        open(stamp, "w").close()
     rows = []
     for op in a.ops.split(","):
         for mode in a.modes.split(","):
@@ -140,7 +143,9 @@ def main(argv):
                     print(err[-2000:])
     if a.big:
         big = os.path.join(work, "big.tif")
-        os.unlink(s)
+        for f in (s, g, m, stamp):
+            if os.path.exists(f):
+                os.unlink(f)
         size = f"{a.big}x{a.big}"
         rc, wall, _, err = run([a.tw, "sample", big, "--size", size], log)
         print(f"sample {size}: {wall:.1f} s, rc={rc}", flush=True)

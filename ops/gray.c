@@ -48,10 +48,24 @@ gray_cuda(tw_task_ctx *ctx, void *arg)
 }
 #endif
 
+/* The conversion costs a CPU worker less than its tile's copies to and from a GPU cost the
+ * pipeline: the 1 GPix sample's gray took 1.63 s on 16 CPU workers and 1.90 s when the H100
+ * took its share of the tiles (2026-11-28, docs/benchmarks.md). The GPU variant is for
+ * runtimes without CPU workers. */
+static bool
+gray_can_run(const void *arg, tw_device_type dev)
+{
+    const twi_pipe_tile *t = arg;
+    tw_runtime *rt = twi_job_runtime(t->p->job);
+
+    return dev == TW_DEVICE_CPU || tw_runtime_get_worker_count(rt) == twi_runtime_gpu_count(rt);
+}
+
 static const tw_task_kind gray_kind = {
     .name = "gray.tp",
     .cpu = gray_cpu,
     TWI_CUDA_VARIANT(gray_cuda),
+    .can_run = gray_can_run,
     .team = true,
 };
 

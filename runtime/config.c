@@ -114,8 +114,8 @@ static const key_def keys[] = {
      .help = "With GPUs, pinned host memory kept for reuse after tiles are freed, in bytes "
              "(pinning costs about 0.4 s a GB); 0 = 1/16 of the host's memory, at least 1G."},
     {.key = "runtime.pinned_tiles", .type = TW_CONFIG_ENUM, .def = "yes", .words = yes_no,
-     .help = "With GPUs, allocate host tiles pinned (yes: copies run asynchronously) or "
-             "pageable (no: no pinning cost; each copy waits)."},
+     .help = "With GPUs, allocate host tiles pinned (yes: copies run asynchronously, pinning "
+             "costs) or pageable (no)."},
     {.key = "tile.size", .type = TW_CONFIG_DIMS, .def = "1024x1024", .min = 1, .max = 65536,
      .help = "Processing tile size in pixels, WxH (a single number means a square tile)."},
     {.key = "gray.tile_size", .type = TW_CONFIG_DIMS, .def = "0x0", .min = 1, .max = 65536,
