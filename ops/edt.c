@@ -177,20 +177,30 @@ reader_init(tw_task_ctx *ctx, const ed_job *e, reader *rd)
     return TW_OK;
 }
 
-/* Read w x h (at most a tile) input pixels at (x, y): a view of the input's type. */
+/* A view of w x h input pixels at (x, y) held in `data`, rows packed, the input's type. */
+static tw_tile_view
+rect_view(const ed_job *e, int64_t x, int64_t y, int32_t w, int32_t h, void *data)
+{
+    tw_tile_view v;
+
+    memset(&v, 0, sizeof v);
+    v.w = w;
+    v.h = h;
+    v.channels = 1;
+    v.type = e->in.s.in_type;
+    v.stride = (int64_t)((size_t)w * tw_sample_size(v.type));
+    v.x0 = x;
+    v.y0 = y;
+    v.data = data;
+    return v;
+}
+
+/* Read w x h (at most a tile) input pixels at (x, y) into rd's buffer. */
 static tw_status
 read_rect(tw_task_ctx *ctx, const ed_job *e, const reader *rd, int64_t x, int64_t y, int32_t w,
           int32_t h, tw_tile_view *v)
 {
-    memset(v, 0, sizeof *v);
-    v->w = w;
-    v->h = h;
-    v->channels = 1;
-    v->type = e->in.s.in_type;
-    v->stride = (int64_t)((size_t)w * tw_sample_size(v->type));
-    v->x0 = x;
-    v->y0 = y;
-    v->data = rd->px;
+    *v = rect_view(e, x, y, w, h, rd->px);
     return twi_src_read(ctx, OP, &e->in, x, y, v, rd->rgb);
 }
 
@@ -225,37 +235,6 @@ keep_gray(ed_job *e, int64_t i, const tw_tile_view *v)
     }
 }
 
-/* Tile i as the histogram pass kept it, into *v (of the tile's rectangle); false when it was
- * not kept (then read it). The memory copy is handed over to v->data's owner: rd->px is not
- * used; the caller frees it with drop_gray. */
-static tw_status
-kept_gray(tw_task_ctx *ctx, ed_job *e, int64_t i, const reader *rd, int64_t x, int64_t y,
-          int32_t w, int32_t h, tw_tile_view *v, bool *got)
-{
-    size_t bytes = (size_t)w * (size_t)h * tw_sample_size(e->in.s.in_type);
-
-    *got = e->gray_ok && e->gray_ok[i];
-    if (!*got)
-        return TW_OK;
-    memset(v, 0, sizeof *v);
-    v->w = w;
-    v->h = h;
-    v->channels = 1;
-    v->type = e->in.s.in_type;
-    v->stride = (int64_t)((size_t)w * tw_sample_size(v->type));
-    v->x0 = x;
-    v->y0 = y;
-    if (e->gray) {
-        v->data = e->gray[i];
-        return TW_OK;
-    }
-    v->data = rd->px;
-    if (twi_pread_all(e->gray_fd, v->data, bytes, i * e->tile_bytes) != 0)
-        return twi_ctx_fail(ctx, TW_E_IO, OP ": cannot read tile %lld back from the scratch "
-                            "file (%s)", (long long)i, strerror(errno));
-    return TW_OK;
-}
-
 static void
 drop_gray(ed_job *e, int64_t i)
 {
@@ -265,17 +244,23 @@ drop_gray(ed_job *e, int64_t i)
     }
 }
 
-/* Read tile i's rectangle: as the histogram pass kept it, else from the input. */
+/* Tile i's rectangle: as the histogram pass kept it (its memory copy, which drop_gray frees,
+ * or read back from the scratch file into rd's buffer), else read from the input. */
 static tw_status
 tile_pixels(tw_task_ctx *ctx, ed_job *e, int64_t i, const reader *rd, int64_t x, int64_t y,
             int32_t w, int32_t h, tw_tile_view *v)
 {
-    bool got;
-    tw_status st = kept_gray(ctx, e, i, rd, x, y, w, h, v, &got);
-
-    if (st != TW_OK || got)
-        return st;
-    return read_rect(ctx, e, rd, x, y, w, h, v);
+    if (!e->gray_ok || !e->gray_ok[i])
+        return read_rect(ctx, e, rd, x, y, w, h, v);
+    if (e->gray) {
+        *v = rect_view(e, x, y, w, h, e->gray[i]);
+        return TW_OK;
+    }
+    *v = rect_view(e, x, y, w, h, rd->px);
+    if (twi_pread_all(e->gray_fd, v->data, (size_t)v->stride * (size_t)h, i * e->tile_bytes) != 0)
+        return twi_ctx_fail(ctx, TW_E_IO, OP ": cannot read tile %lld back from the scratch "
+                            "file (%s)", (long long)i, strerror(errno));
+    return TW_OK;
 }
 
 /* Row r of tile i's foreground flags, packed, and back: 0/1 bytes <-> bits, LSB first. */
