@@ -294,6 +294,7 @@ twi_sched_push_list(tw_runtime *rt, tw_task *head)
 
         head = t->next;
         rt->sched.policy->push(&rt->sched, t);
+        rt->n_ready++;
         if (rt->n_idle > 0)
             wake_for(rt, t);
     }
@@ -313,8 +314,10 @@ twi_worker_prefetch(tw_worker *w, unsigned *variant)
     *variant = 0;
     sched_lock(rt);
     w->prefetching = true;
-    if (!rt->stopping && (t = rt->sched.policy->pop(&rt->sched, w)))
+    if (!rt->stopping && (t = rt->sched.policy->pop(&rt->sched, w))) {
+        rt->n_ready--;
         *variant = worker_dispatch(w, t);
+    }
     w->prefetching = false;
     sched_unlock(rt);
     return t;
@@ -359,6 +362,8 @@ worker_pop(tw_worker *w)
         t = rt->sched.policy->pop(&rt->sched, w);
         twi_budget_stall(rt, false);
     }
+    if (t)
+        rt->n_ready--;
     return t;
 }
 
@@ -373,6 +378,13 @@ worker_loop(tw_worker *w)
         tw_task *t;
         int i;
 
+        if (w->on_loan) {
+            /* Lent to a worker running a team task (runtime/worker_cpu.c): sleep until it
+             * gives this one back. */
+            while (w->on_loan && !rt->stopping)
+                pthread_cond_wait(&w->cond, &rt->lock);
+            continue;
+        }
         if (w->pf_task) {
             /* Popped while the previous task ran; run it even when the runtime stops. */
             sched_unlock(rt);
@@ -386,10 +398,12 @@ worker_loop(tw_worker *w)
 
             if (variant == TW_DEVICE_CPU && w->type == TW_DEVICE_CPU)
                 twi_cpu_borrow(w, t);
+            w->running = true;
             /* Never hold the scheduler lock while a variant runs. */
             sched_unlock(rt);
             run_task(w, t, variant);
             sched_lock(rt);
+            w->running = false;
             if (w->n_lent)
                 twi_cpu_return(w);
             continue;
@@ -402,9 +416,11 @@ worker_loop(tw_worker *w)
         }
         if (rt->windows && twi_window_take(rt, w, &claim)) {
             /* Nothing to run: admit the next unit of a job's stream (runtime/window.c). */
+            w->running = true;
             sched_unlock(rt);
             twi_window_admit(&claim);
             sched_lock(rt);
+            w->running = false;
             continue;
         }
         w->idle = true;

@@ -290,13 +290,16 @@ struct tw_worker {
     int n_lent;
     int team_now;           /* its own thread: w->team plus the lent workers' teams */
     bool rebound;
+    bool running;           /* under rt->lock: running a task or admitting a unit */
+    bool on_loan;           /* under rt->lock: lent to another worker; sleeps until returned */
 };
 
 /* Per-thread OpenMP setup of any worker (team size), and execution of a CPU variant. */
 TWI_HIDDEN void twi_cpu_worker_start(tw_worker *w);
-/* Under rt->lock, as CPU worker w starts task t with its CPU variant: lend it the idle CPU
- * workers when t's kind runs a team (they leave the idle list and stay asleep), and give them
- * back, awake, after the run (twi_cpu_return). */
+/* Under rt->lock, as CPU worker w starts task t with its CPU variant: when t's kind runs a
+ * team and no other task is ready, lend it every CPU worker that runs nothing (idle, or woken
+ * and not yet looking: they sleep until given back), and give them back, awake, after the run
+ * (twi_cpu_return). */
 TWI_HIDDEN void twi_cpu_borrow(tw_worker *w, const tw_task *t);
 TWI_HIDDEN void twi_cpu_return(tw_worker *w);
 TWI_HIDDEN tw_status twi_cpu_run(tw_worker *w, tw_task_ctx *ctx);
@@ -385,6 +388,7 @@ struct tw_runtime {
     twi_models *models;     /* when the policy uses them, else NULL */
     tw_worker **idle;       /* idle workers, most recent last */
     int n_idle;
+    int64_t n_ready;        /* tasks in the policy's queues */
     atomic_bool wake_pending; /* memory was freed under the lock: wake the idle workers
                                  before releasing it */
     bool lazy_down;          /* runtime.gpu_downloads = lazy, with GPUs and no host budget */

@@ -19,33 +19,37 @@ twi_cpu_worker_start(tw_worker *w)
 /*
  * Lending cores. A job of fewer tiles than workers (a 1024^2 image in memory is one tile)
  * would leave all but one worker idle while a kernel that can run a team works on one core.
- * So when a CPU worker starts a task whose kind runs a team (tw_task_kind.team) and other CPU
- * workers are idle, they are lent to it for that run: they leave the idle list (no task is
- * handed to them; they sleep on), the task's team grows by their teams (twi_ctx_team), and the
- * worker's OpenMP threads are bound to the lent cores for the run, one team thread per core,
- * so nothing is oversubscribed. They come back awake when the task ends and look for work.
- * Workers idle while a task runs found nothing to run; work that appears meanwhile waits for
- * the run to end (or for the workers still in the idle list).
+ * So when a CPU worker starts a task whose kind runs a team (tw_task_kind.team) and no other
+ * task is ready, the CPU workers that run nothing are lent to it for that run: idle ones leave
+ * the idle list, ones just woken (by the push of this very task, usually) sleep again before
+ * they look for work; the task's team grows by their teams (twi_ctx_team), and the worker's
+ * OpenMP threads are bound to the lent cores for the run, one team thread per core, so nothing
+ * is oversubscribed. They come back awake when the task ends and look for work. Work that
+ * appears meanwhile waits for the run to end (or for workers that were busy).
  */
 
 void
 twi_cpu_borrow(tw_worker *w, const tw_task *t)
 {
     tw_runtime *rt = w->rt;
-    int i = 0;
 
     w->team_now = w->team;
-    if (!t->kind->team)
+    if (!t->kind->team || rt->n_ready > 0)
         return;
-    while (i < rt->n_idle) {
-        tw_worker *o = rt->idle[i];
+    for (int i = 0; i < rt->n_cpu_workers; i++) {
+        tw_worker *o = &rt->workers[i];
 
-        if (o->type != TW_DEVICE_CPU) {
-            i++;
+        if (o == w || o->running || o->on_loan)
             continue;
+        if (o->idle) { /* out of the idle list; it sleeps on, as woken workers will */
+            for (int k = 0; k < rt->n_idle; k++)
+                if (rt->idle[k] == o) {
+                    rt->idle[k] = rt->idle[--rt->n_idle];
+                    break;
+                }
+            o->idle = false;
         }
-        rt->idle[i] = rt->idle[--rt->n_idle];
-        /* o->idle stays true: it sleeps on, out of the list */
+        o->on_loan = true;
         w->lent[w->n_lent++] = o;
         w->team_now += o->team;
     }
@@ -57,7 +61,7 @@ twi_cpu_return(tw_worker *w)
     for (int i = 0; i < w->n_lent; i++) {
         tw_worker *o = w->lent[i];
 
-        o->idle = false;
+        o->on_loan = false;
         pthread_cond_signal(&o->cond);
     }
     w->n_lent = 0;

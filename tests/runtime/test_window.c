@@ -294,3 +294,87 @@ Test(window, units_waiting_on_a_dependency_are_not_admitted_ahead)
     stream_free(s);
     tw_runtime_destroy(rt);
 }
+
+/* ---- lending idle cores to a task that runs a team (runtime/worker_cpu.c) */
+
+static atomic_int team_seen[4];
+static atomic_int team_runs;
+
+static tw_status
+team_cpu(tw_task_ctx *ctx, void *arg)
+{
+    int k = atomic_fetch_add(&team_runs, 1);
+
+    (void)arg;
+    if (k < 4)
+        atomic_store(&team_seen[k], twi_ctx_team(ctx));
+    twtest_sleep_ms(20);
+    return TW_OK;
+}
+
+static const tw_task_kind team_kind = {.name = "test.team", .devices = TW_DEVICE_CPU,
+                                       .cpu = team_cpu, .team = true};
+static const tw_task_kind solo_kind = {.name = "test.solo", .devices = TW_DEVICE_CPU,
+                                       .cpu = team_cpu};
+
+static tw_status
+nothing_cpu(tw_task_ctx *ctx, void *arg)
+{
+    (void)ctx;
+    (void)arg;
+    return TW_OK;
+}
+
+static const tw_task_kind gate0_kind = {.name = "test.gate0", .devices = TW_DEVICE_CPU,
+                                        .cpu = nothing_cpu};
+
+/* n tasks of `kind`, all made ready at once by the end of one gate task. */
+static void
+run_tasks(tw_runtime *rt, const tw_task_kind *kind, int n)
+{
+    tw_job *job = NULL;
+    tw_task *gate = NULL;
+
+    atomic_store(&team_runs, 0);
+    cr_assert(eq(int, twi_job_create(rt, "team", &job), TW_OK));
+    cr_assert(eq(int, twi_task_create(job, &gate0_kind, NULL, NULL, &gate), TW_OK));
+    for (int i = 0; i < n; i++) {
+        tw_task *t = NULL;
+
+        cr_assert(eq(int, twi_task_create(job, kind, NULL, NULL, &t), TW_OK));
+        cr_assert(eq(int, twi_task_depend(t, gate), TW_OK));
+        cr_assert(eq(int, twi_task_submit(t), TW_OK));
+        twi_task_release(t);
+    }
+    cr_assert(eq(int, twi_task_submit(gate), TW_OK));
+    twi_task_release(gate);
+    twi_job_seal(job);
+    cr_assert(eq(int, tw_job_wait(job, -1), TW_OK));
+    tw_job_destroy(job);
+}
+
+Test(lending, a_lone_team_task_gets_the_idle_workers)
+{
+    /* On 3 CPU workers, a team task alone in the queue runs with a team of 2 or 3 (the workers
+     * that run nothing lent); a kind without `team` keeps 1; of two team tasks made ready at once, the first
+     * to start borrows nobody (another task is ready), so it has at most 2 (the second may
+     * borrow the third worker). */
+    tw_runtime *rt = make_runtime(3);
+
+    twtest_sleep_ms(50); /* the workers asleep */
+    run_tasks(rt, &team_kind, 1);
+    /* the worker that ran the gate may still be finishing it: at least one is lent */
+    cr_assert(ge(int, atomic_load(&team_seen[0]), 2));
+    run_tasks(rt, &solo_kind, 1);
+    cr_assert(eq(int, atomic_load(&team_seen[0]), 1));
+    run_tasks(rt, &team_kind, 2);
+    cr_assert(le(int, atomic_load(&team_seen[0]), 2));
+    cr_assert(eq(int, atomic_load(&team_runs), 2));
+    /* and the lent workers came back: a stream afterwards uses them */
+    stream *s = stream_start(rt, 60, -1, 1);
+
+    cr_assert(eq(int, tw_job_wait(s->job, -1), TW_OK));
+    cr_assert(eq(i64, atomic_load(&s->written), 60));
+    stream_free(s);
+    tw_runtime_destroy(rt);
+}
