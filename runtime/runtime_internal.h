@@ -284,12 +284,10 @@ struct tw_worker {
     twi_trace_lane trace[TWI_TRACE_LANES]; /* written by the worker's thread only */
 
     /* Lending cores (runtime/worker_cpu.c): idle CPU workers lent to this one while it runs a
-     * task of a `team` kind, under rt->lock; the team of the task it runs; whether its OpenMP
-     * threads were bound to lent cores (to bind them back). */
+     * task of a `team` kind, under rt->lock; the team of the task it runs. */
     tw_worker **lent;       /* n_workers slots */
     int n_lent;
     int team_now;           /* its own thread: w->team plus the lent workers' teams */
-    bool rebound;
     bool running;           /* under rt->lock: running a task or admitting a unit */
     bool on_loan;           /* under rt->lock: lent to another worker; sleeps until returned */
 };

@@ -83,25 +83,36 @@ thread_cores(const tw_worker *w, int k)
     return w->cpuset;
 }
 
+/* The calling worker's OpenMP threads are bound to lent cores (to bind them back). A thread
+ * variable, not a field of tw_worker: other workers read that struct under the scheduler lock,
+ * and a wider load of its neighbours would race with this unlocked write. */
+static _Thread_local bool rebound;
+
 /* Bind w's OpenMP team threads for a run of team_now threads: the lent cores, or back to its
- * own after a run that had lent ones. */
+ * own after a run that had lent ones. On w's thread. */
 static void
 bind_team(tw_worker *w)
 {
     int n = w->n_lent ? w->team_now : w->team;
     hwloc_topology_t topo = w->rt->topo.topo;
 
-    if (!w->n_lent && !w->rebound)
+    if (!w->n_lent && !rebound)
         return;
+    /* libgomp's fork and join, told to ThreadSanitizer (tw_internal.h): the team reads w's
+     * lent workers, which the runtime frees at its end. */
+    TWI_OMP_TSAN_RELEASE(w);
 #pragma omp parallel num_threads(n) default(none) shared(w, topo)
     {
         int k = omp_get_thread_num();
 
+        TWI_OMP_TSAN_ACQUIRE(w);
         /* thread 0 is the worker's own thread, bound to its cores already */
         if (k > 0)
             (void)hwloc_set_cpubind(topo, thread_cores(w, k), HWLOC_CPUBIND_THREAD);
+        TWI_OMP_TSAN_RELEASE(&w->lent);
     }
-    w->rebound = w->n_lent > 0;
+    TWI_OMP_TSAN_ACQUIRE(&w->lent);
+    rebound = w->n_lent > 0;
 }
 
 tw_status
