@@ -492,13 +492,12 @@ static size_t
 pinned_cache_bytes(const tw_config *cfg)
 {
     int64_t v = 0;
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     size_t cap = (size_t)1 << 30;
 
     if (tw_config_get_int(cfg, "runtime.pinned_cache", &v) == TW_OK && v > 0)
         return (size_t)v;
-    if (pages > 0 && page > 0 && (uint64_t)pages * (uint64_t)page / 16 > cap)
-        cap = (size_t)((uint64_t)pages * (uint64_t)page / 16);
+    if ((size_t)(twi_phys_bytes() / 16) > cap)
+        cap = (size_t)(twi_phys_bytes() / 16);
     return cap;
 }
 
@@ -894,11 +893,18 @@ int64_t
 twi_runtime_keep_host_bytes(const tw_runtime *rt)
 {
     int64_t budget = 0;
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
 
     if (!rt)
         return 0;
     if (tw_config_get_int(rt->cfg, "runtime.host_mem", &budget) == TW_OK && budget > 0)
         return budget / 4;
-    return pages > 0 && page > 0 ? (int64_t)pages * page / 8 : 0;
+    return twi_phys_bytes() / 8;
+}
+
+int64_t
+twi_phys_bytes(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+
+    return pages > 0 && page > 0 ? (int64_t)pages * page : 0;
 }

@@ -433,6 +433,9 @@ TWI_HIDDEN void twi_window_task_starts(tw_task *t);
 /* The job is being freed: its windows too (all closed by then). */
 TWI_HIDDEN void twi_window_free_all(tw_job *job);
 
+/* The machine's memory in bytes, 0 when unknown (runtime/runtime.c). */
+TWI_HIDDEN int64_t twi_phys_bytes(void);
+
 /* The scheduler lock (runtime/runtime.c), for the files of runtime/ that share its state. */
 TWI_HIDDEN void twi_sched_lock(tw_runtime *rt);
 TWI_HIDDEN void twi_sched_unlock(tw_runtime *rt);

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: the streaming window: which units of a job's stream are admitted, and when. */
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "runtime_internal.h"
 
@@ -58,15 +57,6 @@ struct twi_window {
     twi_window *job_next;   /* job->windows: freed with the job */
 };
 
-/* The machine's memory in bytes (0 when unknown). */
-static int64_t
-phys_bytes(void)
-{
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-
-    return pages > 0 && page > 0 ? (int64_t)pages * page : 0;
-}
-
 int64_t
 twi_window_cap(const tw_runtime *rt, int64_t unit_bytes)
 {
@@ -75,7 +65,7 @@ twi_window_cap(const tw_runtime *rt, int64_t unit_bytes)
     if (tw_config_get_int(rt->cfg, "runtime.host_mem", &budget) == TW_OK && budget > 0)
         room = budget / 2;
     else
-        room = phys_bytes() / 16;
+        room = twi_phys_bytes() / 16;
     if (unit_bytes > 0 && room > 0 && room / unit_bytes < cap)
         cap = room / unit_bytes;
     return cap < 2 ? 2 : cap;
