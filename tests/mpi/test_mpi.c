@@ -535,16 +535,18 @@ Test(mpi, a_rank_that_cannot_start_fails_every_rank_at_once)
 Test(mpi, a_killed_rank_ends_the_run)
 {
     /* A rank killed (SIGKILL) in the middle of a long reconstruction: mpirun ends the others,
-     * the run fails within a bound, and no output is left. */
+     * the run fails within a bound, and no output is left. The image is large enough (8x8
+     * tiles of 4096x4096: seconds of work per rank on a fast machine) that the kill at 0.3 s
+     * comes before the rank could finish; a kill before its start ends the run the same way. */
     char *g = IN("g.tif"), *out = twtest_path(dir, "out.tif");
     const char *const args[] = {"fill-holes", g, "-o", out, "--tile", "8", "--cpu-workers", "1",
                                 NULL};
-    const char *const dying[] = {"timeout", "-s", "KILL", "0.5", TW_CLI_PATH, "fill-holes", g,
+    const char *const dying[] = {"timeout", "-s", "KILL", "0.3", TW_CLI_PATH, "fill-holes", g,
                                  "-o", out, "--tile", "8", "--cpu-workers", "1", NULL};
     double t0;
     twtest_run r;
 
-    make_inputs("1024x768");
+    make_inputs("4096x4096");
     t0 = now_s();
     r = run_np(2, dir, args, dying);
     cr_assert(r.status != 0 && r.status != 124, "exit %d: %s", r.status, r.err);
