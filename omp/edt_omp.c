@@ -58,6 +58,7 @@
  * of squared distances to the output format.
  */
 #include <limits.h>
+#include <stdatomic.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -220,7 +221,26 @@ typedef struct edt_job {
     int32_t *chunk;        /* 4 rows of w int32 per chunk: last, first, from-above, from-below */
     uint8_t *tbuf;         /* per-thread row buffers, tbytes each */
     size_t tbytes;
+    const twi_stop *stop;  /* NULL: never */
+    atomic_bool *stopped;  /* set once stop said so */
 } edt_job;
+
+/* Rows of a thread's chunk between two cancel checks. */
+#define STOP_ROWS 64
+
+/* True once the run is to stop (the caller's hook said so, now or before). */
+static bool
+edt_stopped(const edt_job *j)
+{
+    if (!j->stop)
+        return false;
+    if (atomic_load_explicit(j->stopped, memory_order_relaxed))
+        return true;
+    if (!j->stop->stop(j->stop->user))
+        return false;
+    atomic_store_explicit(j->stopped, true, memory_order_relaxed);
+    return true;
+}
 
 /* Per-thread buffers for one row of phases 2 and 3. */
 typedef struct row_bufs {
@@ -636,6 +656,9 @@ pass_a(const edt_job *j, int32_t ya, int32_t yb, int32_t *restrict last, int32_t
         int32_t *restrict sr = (int32_t *)(void *)((uint8_t *)j->scr + (int64_t)y * j->sstride);
         int32_t yi = j->y0 + y;
 
+        if ((y - ya) % STOP_ROWS == 0 && edt_stopped(j))
+            return;
+
 #pragma omp simd
         for (x = 0; x < w; x++) {
             int32_t v = b[x] == 0 ? yi : last[x];
@@ -672,6 +695,9 @@ pass_b(const edt_job *j, int32_t ya, int32_t yb, const int32_t *restrict from_ab
         double gmax = 0;
         uint32_t *irow = j->idx ? (uint32_t *)(void *)(j->idx + (int64_t)y * j->istride) : NULL;
         int32_t yi = j->y0 + y, n, m, nosite = 0;
+
+        if ((yb - 1 - y) % STOP_ROWS == 0 && edt_stopped(j))
+            return;
 
 #pragma omp simd reduction(| : nosite)
         for (x = 0; x < w; x++) {
@@ -757,7 +783,15 @@ tw_status
 twi_omp_edt(const tw_tile_view *bin, const twi_edt_band *band, tw_tile_view *out,
             tw_tile_view *idx, int nthreads)
 {
+    return twi_omp_edt_stop(bin, band, out, idx, nthreads, NULL);
+}
+
+tw_status
+twi_omp_edt_stop(const tw_tile_view *bin, const twi_edt_band *band, tw_tile_view *out,
+                 tw_tile_view *idx, int nthreads, const twi_stop *stop)
+{
     tw_status st;
+    atomic_bool stopped;
     edt_job j;
     int32_t *own = NULL;
     int team = nthreads > 1 ? nthreads : 1;
@@ -782,6 +816,9 @@ twi_omp_edt(const tw_tile_view *bin, const twi_edt_band *band, tw_tile_view *out
     j.sx2 = band->sx * band->sx;
     j.sy2 = band->sy * band->sy;
     j.format = band->format;
+    atomic_init(&stopped, false);
+    j.stop = stop && stop->stop ? stop : NULL;
+    j.stopped = &stopped;
     /* No more threads than rows: a chunk per thread. */
     if (team > j.h)
         team = j.h;
@@ -809,6 +846,8 @@ twi_omp_edt(const tw_tile_view *bin, const twi_edt_band *band, tw_tile_view *out
     }
 #pragma omp parallel num_threads(team) if(team > 1) default(none) shared(j)
     edt_team(&j);
+    if (j.stop && atomic_load(&stopped))
+        st = TW_E_CANCELED;
 
 out:
     free(j.tbuf);

@@ -54,6 +54,7 @@
  * still a level root. Rows are then flattened in parallel: a pixel whose parent was demoted
  * takes the level root of its parent. That gives the same bytes as the one-block path.
  */
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -80,6 +81,8 @@
 #define BLOCKS_PER_THREAD_16 1
 /* Most blocks in a grid (keeps the block table and the task tree small). */
 #define MAX_GRID_BLOCKS (1 << 24)
+/* Rows flattened between two cancel checks. */
+#define FLATTEN_ROWS 64
 
 #if defined(__GNUC__)
 #define ALWAYS_INLINE inline __attribute__((always_inline))
@@ -109,7 +112,23 @@ typedef struct mtree {
     char *scratch;           /* one slot per thread of the team */
     size_t fspan, bspan;     /* largest framed block ((w + 2) (h + 2)), largest block, pixels */
     size_t slot_bytes;       /* bytes of a thread's slot (slot_size()) */
+    const twi_stop *stop;    /* NULL: never */
+    atomic_bool *stopped;    /* set once stop said so: every later step is skipped */
 } mtree;
+
+/* True once the run is to stop (the caller's stop hook said so, now or before). */
+static bool
+mt_stopped(const mtree *m)
+{
+    if (!m->stop)
+        return false;
+    if (atomic_load_explicit(m->stopped, memory_order_relaxed))
+        return true;
+    if (!m->stop->stop(m->stop->user))
+        return false;
+    atomic_store_explicit(m->stopped, true, memory_order_relaxed);
+    return true;
+}
 
 /* CLZ64 without GCC builtins: leading zero bits of x (not 0). */
 #ifndef CLZ64
@@ -882,6 +901,8 @@ twi_radix_u64(uint64_t *a, uint64_t *tmp, size_t n, unsigned first_bit)
         if (i1 - i0 == 1 && j1 - j0 == 1) {                                                      \
             size_t t_ = m->team ? (size_t)omp_get_thread_num() : 0;                              \
                                                                                                  \
+            if (mt_stopped(m))                                                                   \
+                return;                                                                          \
             build_##SFX(m, &m->blocks[(size_t)j0 * (size_t)m->gx + (size_t)i0],                  \
                         m->scratch + t_ * m->slot_bytes);                                        \
             return;                                                                              \
@@ -893,6 +914,8 @@ twi_radix_u64(uint64_t *a, uint64_t *tmp, size_t n, unsigned first_bit)
             region_##SFX(m, i0, mid, j0, j1);                                                    \
             region_##SFX(m, mid, i1, j0, j1);                                                    \
             _Pragma("omp taskwait")                                                              \
+            if (mt_stopped(m)) /* a block below may be missing */                                \
+                return;                                                                          \
             mergeany_##SFX(m, (IT)(y0 * m->w + x - 1), (IT)m->w, 1, m->ys[j1] - y0);             \
         } else {                                                                                 \
             int64_t y = m->ys[(mid = j0 + (j1 - j0) / 2)], x0 = m->xs[i0];                       \
@@ -901,6 +924,8 @@ twi_radix_u64(uint64_t *a, uint64_t *tmp, size_t n, unsigned first_bit)
             region_##SFX(m, i0, i1, j0, mid);                                                    \
             region_##SFX(m, i0, i1, mid, j1);                                                    \
             _Pragma("omp taskwait")                                                              \
+            if (mt_stopped(m))                                                                   \
+                return;                                                                          \
             mergeany_##SFX(m, (IT)((y - 1) * m->w + x0), 1, (IT)m->w, m->xs[i1] - x0);           \
         }                                                                                        \
     }                                                                                            \
@@ -1094,7 +1119,7 @@ slot_size(size_t fspan, size_t bspan, size_t is, size_t ls)
  * fits), a team of nthreads. */
 static tw_status
 maxtree(const tw_tile_view *in, int conn, tw_tile_view *parent, int nthreads, int32_t gx,
-        int32_t gy)
+        int32_t gy, const twi_stop *stop)
 {
     tw_status st = TW_OK;
     const bool wide = in->type == TW_U16;
@@ -1113,6 +1138,7 @@ maxtree(const tw_tile_view *in, int conn, tw_tile_view *parent, int nthreads, in
     int64_t *xs = NULL, *ys = NULL;
     size_t n, nb = (size_t)gx * (size_t)gy, fspan = 0, bspan = 0;
     int nteam = nthreads < 1 ? 1 : nthreads;
+    atomic_bool stopped;
     mtree m;
     int32_t i, j;
 
@@ -1129,6 +1155,9 @@ maxtree(const tw_tile_view *in, int conn, tw_tile_view *parent, int nthreads, in
     m.c8 = conn == 8;
     m.gx = gx;
     m.gy = gy;
+    atomic_init(&stopped, false);
+    m.stop = stop && stop->stop ? stop : NULL;
+    m.stopped = &stopped;
     if (!(blocks = malloc(nb * sizeof *blocks)) ||
         !(xs = malloc(((size_t)gx + 1) * sizeof *xs)) ||
         !(ys = malloc(((size_t)gy + 1) * sizeof *ys))) {
@@ -1199,7 +1228,8 @@ maxtree(const tw_tile_view *in, int conn, tw_tile_view *parent, int nthreads, in
         /* No team: the tasks of the recursion are undeferred, run on this thread in order
          * (even when the caller is itself inside a parallel region). */
         ops->region(&m, 0, gx, 0, gy);
-        ops->flatten(&m, parent, 0, h);
+        for (int64_t y = 0; y < h && !mt_stopped(&m); y += FLATTEN_ROWS)
+            ops->flatten(&m, parent, y, y + FLATTEN_ROWS < h ? y + FLATTEN_ROWS : h);
     } else {
         const mtree *mp = &m;
 
@@ -1213,9 +1243,13 @@ maxtree(const tw_tile_view *in, int conn, tw_tile_view *parent, int nthreads, in
             ops->region(mp, 0, gx, 0, gy);
 #pragma omp for schedule(static)
             for (y = 0; y < h; y++)
-                ops->flatten(mp, parent, y, y + 1);
+                if (!(y % FLATTEN_ROWS ? atomic_load_explicit(mp->stopped, memory_order_relaxed)
+                                       : mt_stopped(mp)))
+                    ops->flatten(mp, parent, y, y + 1);
         }
     }
+    if (st == TW_OK && m.stop && atomic_load(&stopped))
+        st = TW_E_CANCELED;
 
 out:
     free(scratch);
@@ -1268,11 +1302,18 @@ twi_omp_maxtree_grid(const tw_tile_view *in, int conn, tw_tile_view *parent, int
         return TW_E_INVALID;
     if (in->type == TW_U32)
         return maxtree_u32(in, conn, parent, nthreads, gx, gy);
-    return maxtree(in, conn, parent, nthreads, gx, gy);
+    return maxtree(in, conn, parent, nthreads, gx, gy, NULL);
 }
 
 tw_status
 twi_omp_maxtree(const tw_tile_view *in, int conn, tw_tile_view *parent, int nthreads)
+{
+    return twi_omp_maxtree_stop(in, conn, parent, nthreads, NULL);
+}
+
+tw_status
+twi_omp_maxtree_stop(const tw_tile_view *in, int conn, tw_tile_view *parent, int nthreads,
+                     const twi_stop *stop)
 {
     tw_status st;
     int32_t gx, gy;
@@ -1287,5 +1328,5 @@ twi_omp_maxtree(const tw_tile_view *in, int conn, tw_tile_view *parent, int nthr
         choose_grid(in->w, in->h, BLOCK_PIXELS_8, BLOCKS_PER_THREAD_8, nthreads, &gx, &gy);
     else
         choose_grid(in->w, in->h, BLOCK_PIXELS_1, 1, nthreads, &gx, &gy);
-    return maxtree(in, conn, parent, nthreads, gx, gy);
+    return maxtree(in, conn, parent, nthreads, gx, gy, stop);
 }

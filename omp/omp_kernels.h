@@ -19,6 +19,15 @@ extern "C" {
  * beyond what they document; they return TW_E_INVALID for views that break their contract.
  */
 
+/* A long kernel's cancellation (the *_stop variants): stop(user) true ends the run early with
+ * TW_E_CANCELED, the output then unusable. The kernel asks between its steps (blocks, merges,
+ * every few dozen rows) from any thread of its team: stop must be cheap and thread safe, and
+ * once it said true it must keep saying so. NULL, or a NULL stop: never stops. */
+typedef struct twi_stop {
+    bool (*stop)(const void *user);
+    const void *user;
+} twi_stop;
+
 /*
  * gray: one channel from `in` into `out` (1 channel, same sample type, same w and h).
  * `in` has 3 channels (TW_U8 or TW_U16): `mode` is a tw_gray_mode, luminance being
@@ -108,6 +117,10 @@ tw_status twi_omp_mrecon_grid(tw_tile_view *marker, const tw_tile_view *mask, in
  */
 tw_status twi_omp_edt(const tw_tile_view *bin, const twi_edt_band *band, tw_tile_view *out,
                       tw_tile_view *idx, int nthreads);
+/* twi_omp_edt that stops when `stop` says so (checked every 64 rows of each thread's chunk):
+ * also TW_E_CANCELED. */
+tw_status twi_omp_edt_stop(const tw_tile_view *bin, const twi_edt_band *band, tw_tile_view *out,
+                           tw_tile_view *idx, int nthreads, const twi_stop *stop);
 /* The argument check of twi_omp_edt, shared with its CUDA twin: TW_OK or TW_E_INVALID. */
 tw_status twi_edt_check(const tw_tile_view *bin, const twi_edt_band *band,
                         const tw_tile_view *out, const tw_tile_view *idx);
@@ -146,6 +159,10 @@ tw_status twi_omp_edt_wavefront(const tw_tile_view *bin, const twi_edt_band *ban
  * pixels), TW_E_NOMEM.
  */
 tw_status twi_omp_maxtree(const tw_tile_view *in, int conn, tw_tile_view *parent, int nthreads);
+/* twi_omp_maxtree that stops when `stop` says so (levels TW_U8 / TW_U16; TW_U32 levels run to
+ * the end): also TW_E_CANCELED. */
+tw_status twi_omp_maxtree_stop(const tw_tile_view *in, int conn, tw_tile_view *parent,
+                               int nthreads, const twi_stop *stop);
 /* TW_U32 levels (omp/maxtree_u32.c): fewer than 2^31 pixels; sorted union-find per block and
  * CONNECT on nodes, in place: `parent` may be the very view `in` (TW_U32, same data and
  * stride), and the levels are then replaced by the parent image (else the levels are copied

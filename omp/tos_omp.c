@@ -566,14 +566,14 @@ twi_tos_sort_run(twi_tos_sort *s, twi_tos_part *p, const twi_tos_hooks *hk)
             TOS_VISIT((int64_t)face - 1, X - 1, Y);
             TOS_VISIT((int64_t)face + 1, X + 1, Y);
             TOS_VISIT((int64_t)face + kw, X, Y + 1);
-            since++;
-        }
-        if (since >= PROGRESS_FACES) {
-            if (hk && hk->progress && !hk->progress(hk->user, since)) {
-                st = TW_E_CANCELED;
-                goto out;
+            /* inside the batch: one level can hold most of the faces */
+            if (++since >= PROGRESS_FACES) {
+                if (hk && hk->progress && !hk->progress(hk->user, since)) {
+                    st = TW_E_CANCELED;
+                    goto out;
+                }
+                since = 0;
             }
-            since = 0;
         }
         /* an independent sub-propagation for an idle worker: the side with more faces */
         if (hk && hk->want_split && p->top && hk->want_split(hk->user)) {

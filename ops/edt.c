@@ -704,8 +704,14 @@ band_cpu(tw_task_ctx *ctx, void *arg)
     if (e->method == TW_EDT_WAVEFRONT)
         st = twi_omp_edt_wavefront(&v.bin, &a, &v.out, v.has_idx ? &v.idx : NULL,
                                    twi_ctx_team(ctx));
-    else
-        st = twi_omp_edt(&v.bin, &a, &v.out, v.has_idx ? &v.idx : NULL, twi_ctx_team(ctx));
+    else {
+        const twi_stop stop = {twi_ops_ctx_stop, ctx};
+
+        st = twi_omp_edt_stop(&v.bin, &a, &v.out, v.has_idx ? &v.idx : NULL, twi_ctx_team(ctx),
+                              &stop);
+    }
+    if (st == TW_E_CANCELED)
+        return st;
     if (st != TW_OK)
         return band_fail(ctx, b, st);
     return TW_OK;

@@ -100,7 +100,13 @@ tree_run(tw_task_ctx *ctx, int conn, const char *op, const char *what, const tw_
         st = twi_cuda_maxtree(in, conn, par, scratch, bytes, twi_ctx_stream(ctx));
     } else
 #endif
-        st = twi_omp_maxtree(in, conn, par, twi_ctx_team(ctx));
+    {
+        const twi_stop stop = {twi_ops_ctx_stop, ctx};
+
+        st = twi_omp_maxtree_stop(in, conn, par, twi_ctx_team(ctx), &stop);
+        if (st == TW_E_CANCELED)
+            return st;
+    }
     if (st != TW_OK)
         return twi_ctx_fail(ctx, st, "%s: the max-tree of %s failed (%s)", op, what,
                             tw_status_string(st));

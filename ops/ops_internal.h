@@ -46,6 +46,10 @@ typedef struct twi_stream {
 TWI_HIDDEN tw_status twi_ops_tile_size(const tw_config *cfg, const char *op_key, int32_t w,
                                        int32_t h, int32_t *out_w, int32_t *out_h, tw_error *err);
 
+/* The cancel check of a CPU kernel's twi_stop (omp_kernels.h), its user the task's context:
+ * the job canceled or failed. */
+TWI_HIDDEN bool twi_ops_ctx_stop(const void *ctx);
+
 /* Was the processing tile size left to the defaults (no size given to the call, tile.size and
  * the op's key at their built-in values)? Then twi_stream_align_tile may round it. */
 TWI_HIDDEN bool twi_ops_tile_implicit(const tw_config *cfg, const char *op_key, int32_t given_w);

@@ -51,6 +51,12 @@ twi_ops_tile_size(const tw_config *cfg, const char *op_key, int32_t w, int32_t h
 }
 
 bool
+twi_ops_ctx_stop(const void *ctx)
+{
+    return twi_ctx_canceled(ctx);
+}
+
+bool
 twi_ops_tile_implicit(const tw_config *cfg, const char *op_key, int32_t given_w)
 {
     int64_t cw = 0, ch = 0;

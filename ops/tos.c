@@ -39,8 +39,10 @@
 
 #define TOS "tos"
 #define GRAIN "grain"
-/* Bands of rows a worker gets in each band phase. */
+/* Bands of rows a worker gets in each band phase, at least; and at most this many pixels a
+ * band: a band task is also the wait of a cancel (a tenth of a second or so). */
 #define BANDS_PER_WORKER 4
+#define BAND_PIXELS ((int64_t)1 << 21)
 
 static double
 now_s(void)
@@ -805,6 +807,8 @@ setup(tos_job *j, tw_runtime *rt, const tw_input *in, const tw_host_image *image
     }
     j->rule.exterior = 0;
     j->rows = j->H / (BANDS_PER_WORKER * (int64_t)j->cpu_workers);
+    if (j->W > 0 && j->rows > BAND_PIXELS / j->W)
+        j->rows = BAND_PIXELS / j->W;
     j->rows = j->rows < 1 ? 1 : j->rows;
     j->bands = (j->H + j->rows - 1) / j->rows;
     j->rt = rt;

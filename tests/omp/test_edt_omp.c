@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave tests: the CPU distance transforms (exact and wavefront) against brute force. */
 #include <math.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1240,4 +1242,62 @@ Test(edt_omp, check_rejects_bad_arguments)
     free(ix.buf);
     free(o16.buf);
     free(o32.buf);
+}
+
+/* ---- cancellation ------------------------------------------------------------------------- */
+
+typedef struct stop_after {
+    atomic_int asked;
+    int after; /* answers "stop" from this call on (0: never) */
+} stop_after;
+
+static bool
+stop_after_n(const void *user)
+{
+    stop_after *c = (stop_after *)(uintptr_t)user;
+    int n = atomic_fetch_add(&c->asked, 1) + 1;
+
+    return c->after > 0 && n >= c->after;
+}
+
+Test(edt_omp, a_stop_hook_ends_the_run_within_a_few_rows)
+{
+    /* A 1500 x 1000 random mask, f32 with indices, 1 and 2 threads: a hook that never stops
+     * gives the same bytes as twi_omp_edt and is asked every 64 rows of both sweeps; one that
+     * says stop at its 3rd answer ends the run with TW_E_CANCELED, asked at most once more by
+     * the other thread. */
+    const int32_t w = 1500, h = 1000;
+    uint8_t *img = malloc((size_t)w * h);
+    uint64_t rng = 0x45445453ull;
+
+    cr_assert(img != NULL);
+    for (size_t i = 0; i < (size_t)w * h; i++)
+        img[i] = rnd(&rng, 100) < 3 ? 0 : 1;
+    for (int nt = 1; nt <= 2; nt++) {
+        image b = image_bin(img, w, h, 0), want = image_new(w, h, 1, TW_F32, 0),
+              wix = image_new(w, h, 2, TW_U32, 0), got = image_new(w, h, 1, TW_F32, 0),
+              gix = image_new(w, h, 2, TW_U32, 0);
+        twi_edt_band band = band_whole(TWI_EDT_F32, 1.0, 1.0);
+        stop_after never = { 0, 0 }, soon = { 0, 3 };
+        twi_stop hn = { stop_after_n, &never }, hs = { stop_after_n, &soon };
+
+        cr_assert(eq(int, twi_omp_edt(&b.v, &band, &want.v, &wix.v, nt), TW_OK));
+        cr_assert(eq(int, twi_omp_edt_stop(&b.v, &band, &got.v, &gix.v, nt, &hn), TW_OK));
+        cr_assert(eq(int, memcmp(want.buf, got.buf, want.bytes), 0), "%d threads", nt);
+        cr_assert(eq(int, memcmp(wix.buf, gix.buf, wix.bytes), 0), "%d threads", nt);
+        /* both sweeps, every 64 rows of each chunk */
+        cr_assert(ge(int, atomic_load(&never.asked), 2 * (h / 64)), "asked %d times",
+                  atomic_load(&never.asked));
+        cr_assert(eq(int, twi_omp_edt_stop(&b.v, &band, &got.v, &gix.v, nt, &hs),
+                     TW_E_CANCELED));
+        cr_assert(ge(int, atomic_load(&soon.asked), 3));
+        cr_assert(le(int, atomic_load(&soon.asked), 3 + nt - 1), "asked %d times",
+                  atomic_load(&soon.asked));
+        free(b.buf);
+        free(want.buf);
+        free(wix.buf);
+        free(got.buf);
+        free(gix.buf);
+    }
+    free(img);
 }

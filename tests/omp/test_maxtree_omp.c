@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave tests: the CPU max-tree (sequential and block-parallel) against naive references. */
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -699,4 +701,65 @@ Test(maxtree_omp, bad_arguments_are_invalid)
     bp.type = TW_U64;
     bp.stride = 560000;
     cr_assert(eq(int, twi_maxtree_check(&bi, 4, &bp), TW_OK));
+}
+
+/* ---- cancellation ------------------------------------------------------------------------- */
+
+typedef struct stop_after {
+    atomic_int asked;
+    int after; /* answers "stop" from this call on (0: never) */
+} stop_after;
+
+static bool
+stop_after_n(const void *user)
+{
+    stop_after *c = (stop_after *)(uintptr_t)user;
+    int n = atomic_fetch_add(&c->asked, 1) + 1;
+
+    return c->after > 0 && n >= c->after;
+}
+
+Test(maxtree_omp, a_stop_hook_ends_the_run_between_blocks_and_rows)
+{
+    /* A 3000 x 2000 image in blocks (8-bit on 1 and 3 threads, 16-bit on 3): a hook that never
+     * stops gives the same bytes as twi_omp_maxtree and is asked at least once a block; a hook
+     * that says stop at its 5th answer ends the run with TW_E_CANCELED, asked at most once
+     * more by each other thread of the team (none goes on building or merging). */
+    static const struct { tw_sample_type t; int threads; } runs[] = {
+        {TW_U8, 1}, {TW_U8, 3}, {TW_U16, 3}};
+    const int w = 3000, h = 2000;
+    const size_t n = (size_t)w * h;
+    uint64_t rng = 0x53544f50ull;
+    uint16_t *img = malloc(n * 2);
+    uint32_t *want = malloc(n * 4), *got = malloc(n * 4);
+
+    cr_assert(img && want && got);
+    for (int r = 0; r < 3; r++) {
+        tw_sample_type t = runs[r].t;
+        int threads = runs[r].threads;
+        tw_tile_view vi = { .data = img, .stride = (int64_t)(w * tw_sample_size(t)), .w = w,
+                            .h = h, .channels = 1, .type = t },
+                     vw = { .data = want, .stride = 4 * w, .w = w, .h = h, .channels = 1,
+                            .type = TW_U32 },
+                     vg = vw;
+        stop_after never = { 0, 0 }, soon = { 0, 5 };
+        twi_stop hn = { stop_after_n, &never }, hs = { stop_after_n, &soon };
+
+        vg.data = got;
+        twtest_mt_random_image(&rng, img, t, w, h, t == TW_U16 ? 300 : 20);
+        cr_assert(eq(int, twi_omp_maxtree(&vi, 4, &vw, threads), TW_OK));
+        memset(got, 0xff, n * 4);
+        cr_assert(eq(int, twi_omp_maxtree_stop(&vi, 4, &vg, threads, &hn), TW_OK));
+        cr_assert(eq(int, memcmp(want, got, n * 4), 0), "run %d", r);
+        cr_assert(ge(int, atomic_load(&never.asked), 2), "run %d: asked %d times", r,
+                  atomic_load(&never.asked));
+        cr_assert(eq(int, twi_omp_maxtree_stop(&vi, 4, &vg, threads, &hs), TW_E_CANCELED),
+                  "run %d", r);
+        cr_assert(ge(int, atomic_load(&soon.asked), 5));
+        cr_assert(le(int, atomic_load(&soon.asked), 5 + threads - 1), "run %d: asked %d times",
+                  r, atomic_load(&soon.asked));
+    }
+    free(got);
+    free(want);
+    free(img);
 }

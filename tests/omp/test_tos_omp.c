@@ -733,3 +733,51 @@ Test(tos_omp, bad_arguments)
     cr_assert(eq(int, twi_omp_tos(&bad, NULL, NULL, NULL, 0, NULL), TW_OK));
     cr_assert(eq(u32, twi_tos_exterior(&vi), 2)); /* (1 + 2 + 3 + 4) / 4 */
 }
+
+/* The hooks of a sort that is canceled at its first progress report. */
+typedef struct stop_count {
+    int calls;
+    int64_t faces;
+} stop_count;
+
+static bool
+stop_at_first(void *user, int64_t faces)
+{
+    stop_count *c = user;
+
+    c->calls++;
+    c->faces += faces;
+    return false;
+}
+
+Test(tos_omp, a_cancel_stops_the_sort_inside_a_level)
+{
+    /* A constant 1024 x 1024 image: its 2047 x 2047 faces are all one level, one batch of the
+     * propagation. The progress hook (the cancel check) is asked every 2^18 faces or so inside
+     * that batch: the run stops at its first answer, long before the 4.2 M faces of the level
+     * are done (it was asked only between levels, so a cancel waited for the whole level). */
+    const int w = 1024, h = 1024;
+    const int64_t kw = 2 * w - 1, kh = 2 * h - 1;
+    uint8_t *img = malloc((size_t)w * h);
+    uint32_t *a = malloc((size_t)(kw * kh) * 4);
+    uint64_t *seen = malloc(twi_tos_seen_words(w, h) * 8);
+    tw_tile_view vi = { .data = img, .stride = w, .w = w, .h = h, .channels = 1,
+                        .type = TW_U8 };
+    stop_count c = {0, 0};
+    const twi_tos_hooks hk = { .user = &c, .progress = stop_at_first };
+    twi_tos_sort *s = NULL;
+    twi_tos_part *root = NULL;
+
+    cr_assert(img && a && seen);
+    memset(img, 77, (size_t)w * h);
+    cr_assert(eq(int, twi_tos_sort_create(&vi, a, seen, &s, &root), TW_OK));
+    cr_assert(eq(int, twi_tos_sort_run(s, root, &hk), TW_E_CANCELED));
+    cr_assert(eq(int, c.calls, 1));
+    cr_assert(le(i64, c.faces, (int64_t)1 << 18), "%lld faces before the first check",
+              (long long)c.faces);
+    cr_assert(gt(i64, c.faces, 0));
+    twi_tos_sort_destroy(s);
+    free(seen);
+    free(a);
+    free(img);
+}
