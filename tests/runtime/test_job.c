@@ -186,7 +186,7 @@ Test(job, first_error_sticks)
 Test(job, cancel_returns_quickly)
 {
     /* 1000 tasks of 20 ms each on 2 workers (10 s of work): canceled after 50 ms, the wait
-     * returns TW_E_CANCELED well within a second, not every task ran, and there is no error
+     * returns TW_E_CANCELED soon (tens of ms; the bound is generous), not every task ran, and there is no error
      * message. */
     tw_runtime *rt = make_runtime(2);
     tw_job *job = submit_work(rt, 1000, -1, 20);
@@ -196,7 +196,9 @@ Test(job, cancel_returns_quickly)
     t0 = twtest_now_s();
     tw_job_cancel(job);
     cr_assert(eq(int, tw_job_wait(job, -1), TW_E_CANCELED));
-    cr_assert(lt(dbl, twtest_now_s() - t0, 1.0));
+    /* a generous bound (a loaded machine under sanitizers), the time in the message */
+    cr_assert(lt(dbl, twtest_now_s() - t0, 5.0 * TWTEST_SLOWDOWN), "canceled after %.2f s",
+              twtest_now_s() - t0);
     cr_assert(lt(int, atomic_load(&ran), 1000));
     cr_assert(eq(ptr, (void *)tw_job_get_error(job), NULL));
     cr_assert(eq(int, tw_job_wait(job, 0), TW_E_CANCELED)); /* final status stays */
@@ -233,7 +235,8 @@ Test(job, destroy_cancels_an_unfinished_job)
     twtest_sleep_ms(20);
     t0 = twtest_now_s();
     tw_job_destroy(job);
-    cr_assert(lt(dbl, twtest_now_s() - t0, 1.0));
+    cr_assert(lt(dbl, twtest_now_s() - t0, 5.0 * TWTEST_SLOWDOWN), "destroyed after %.2f s",
+              twtest_now_s() - t0);
     job = submit_work(rt, 10, -1, 0);
     cr_assert(eq(int, tw_job_wait(job, -1), TW_OK));
     tw_job_destroy(job);
