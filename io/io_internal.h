@@ -48,12 +48,20 @@ struct tw_slide {
     size_t n_props, cap_props;
     bool layout_unsupported; /* set by a failing open: a valid file of a layout not kept */
     twi_io_counts *io;      /* where reads are counted (a job's, twi_slide_set_io), or NULL */
+    /* io.on_bad_tile (twi_slide_set_bad_tiles): false = a tile that does not decode cleanly
+     * fails the read; true = it reads as zeros and is counted in bad_tiles (and io). */
+    bool fill_bad_tiles;
+    atomic_uint_fast64_t bad_tiles;
     /* For twi_tiff_open_levels only (NULL otherwise): the TIFF backend takes as level k the
      * directory of exactly want[k]'s size, and sets want_map[k] to it or -1. */
     const tw_level_info *want;
     int n_want;
     int *want_map;
 };
+
+/* Count one bad tile that was filled with zeros (fill_bad_tiles); `what` says which and why,
+ * logged at debug level (the caller reports the count). */
+TWI_HIDDEN void twi_slide_count_bad_tile(tw_slide *s, const char *what);
 
 /* Add (or replace) property `name` = `value` on s; copies both. TW_OK or TW_E_NOMEM. */
 TWI_HIDDEN tw_status twi_slide_set_property(tw_slide *s, const char *name, const char *value);

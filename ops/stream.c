@@ -116,9 +116,13 @@ twi_stream_open_input(twi_stream *s, const tw_config *cfg, const char *op, const
 
     if (!in || !in->path)
         return twi_error_set(err, TW_E_INVALID, "%s: an input path is required", op);
+    const char *bad_tile = NULL;
+
     reader_from_config(cfg, in->reader, &reader);
     if ((st = tw_slide_open(in->path, reader, &s->slide, err)) != TW_OK)
         return st;
+    if (tw_config_get_string(cfg, "io.on_bad_tile", &bad_tile) == TW_OK && bad_tile)
+        twi_slide_set_bad_tiles(s->slide, strcmp(bad_tile, "fill") == 0);
     if (in->level < 0 || in->level >= tw_slide_get_level_count(s->slide)) {
         st = twi_error_set(err, TW_E_INVALID, "%s: level %d does not exist ('%s' has %d)", op,
                            in->level, in->path, tw_slide_get_level_count(s->slide));
@@ -415,6 +419,9 @@ void
 twi_stream_attach_io(twi_stream *s, tw_job *job)
 {
     twi_slide_set_io(s->slide, twi_job_io(job));
+    /* tiles filled while the job was set up (a low level read for Otsu, the tissue mask) */
+    if (twi_job_io(job))
+        twi_io_add(&twi_job_io(job)->tiles_bad, twi_slide_get_bad_tiles(s->slide));
     twi_writer_set_io(s->writer, twi_job_io(job));
 }
 
