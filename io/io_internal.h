@@ -25,6 +25,8 @@ typedef struct twi_reader_ops {
      * apart, stride >= w * channels * sample size). Called concurrently from any thread. */
     tw_status (*read_region)(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_t h,
                              uint8_t *dst, size_t stride, tw_error *err);
+    /* Bytes one decoded tile or strip of `level` takes in the reader (NULL: not known). */
+    uint64_t (*decoded_tile_bytes)(const tw_slide *s, int level);
     /* Free s->priv (may be NULL). */
     void (*close)(tw_slide *s);
 } twi_reader_ops;
@@ -82,6 +84,10 @@ TWI_HIDDEN tw_status twi_tiff_open_levels(const char *path, const tw_level_info 
  * pixels (the largest tw_writer writes). A header that claims more is corrupt or beyond what
  * tilewave reads, and is refused at open, before a buffer that size is allocated. */
 #define TWI_IO_MAX_STRILE_BYTES ((uint64_t)1 << 31)
+
+/* Tiles or strips that decode to more than this (16 MiB, a 2048 x 2048 RGBA tile) are read
+ * through one libtiff handle per slide, decoded once for all the threads reading them. */
+#define TWI_IO_SHARED_STRILE_BYTES ((size_t)16 << 20)
 
 /* The most bytes one tile OpenSlide decodes may take: 256 MiB of ARGB, an 8192 x 8192 tile.
  * OpenSlide 3.4.1 allocates each tile it reads whole (g_malloc, which aborts the process when

@@ -76,10 +76,16 @@ typedef struct tiff_reader {
     bool jpeg_rgb;            /* YCbCr JPEG decoded to RGB by libjpeg */
     int n_levels;
     tiff_level *levels;
-    size_t max_strile_bytes;
     pthread_mutex_t lock;     /* guards free_list */
     bool lock_init;
     tiff_handle *free_list;
+    /* Levels of tiles or strips over TWI_IO_SHARED_STRILE_BYTES decoded are read through this
+     * one handle, under shared_lock: one buffer of that size per reader, not one per reading
+     * thread, and a tile decoded once serves every region read that overlaps it (a 32768^2
+     * 16-bit tile is 2 GiB: 4.3 GB RSS with two workers before issue 26). */
+    pthread_mutex_t shared_lock;
+    bool shared_lock_init;
+    tiff_handle *shared;
 } tiff_reader;
 
 /* ---- libtiff's messages, per handle */
@@ -175,15 +181,23 @@ handle_select(tiff_reader *r, tiff_handle *h, int level, tw_error *err)
     if (r->jpeg_rgb && !TIFFSetField(h->tif, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB))
         return twi_error_set(err, TW_E_FORMAT, "io.tiff: cannot decode JPEG as RGB in '%s' (%s)",
                              r->path, handle_msg(h));
-    if (h->scratch_bytes < r->max_strile_bytes) {
-        uint8_t *p = realloc(h->scratch, r->max_strile_bytes);
+    /* the level's size, not the largest of any level: only the shared handle holds a tile
+     * of a level read through it */
+    if (h->scratch_bytes < r->levels[level].strile_bytes) {
+        const size_t need = r->levels[level].strile_bytes;
+        uint8_t *p = NULL;
 
-        if (!p)
+        /* no realloc: the old contents are not needed, and both at once could be 2 x 2 GiB */
+        free(h->scratch);
+        h->scratch = NULL;
+        h->scratch_bytes = 0;
+        h->cached_level = -1;
+        if (!(p = malloc(need)))
             return twi_error_set(err, TW_E_NOMEM,
-                                 "io.tiff: out of memory for a %zu-byte tile of '%s'",
-                                 r->max_strile_bytes, r->path);
+                                 "io.tiff: out of memory for a %zu-byte tile of '%s'", need,
+                                 r->path);
         h->scratch = p;
-        h->scratch_bytes = r->max_strile_bytes;
+        h->scratch_bytes = need;
     }
     h->level = level;
     return TW_OK;
@@ -878,6 +892,9 @@ tiff_close(tw_slide *s)
         r->free_list = h->next;
         handle_close(h);
     }
+    handle_close(r->shared);
+    if (r->shared_lock_init)
+        pthread_mutex_destroy(&r->shared_lock);
     if (r->lock_init)
         pthread_mutex_destroy(&r->lock);
     for (int i = 0; r->levels && i < r->n_levels; i++) {
@@ -934,6 +951,9 @@ tiff_open(tw_slide *s, const char *path, tw_error *err)
     if (pthread_mutex_init(&r->lock, NULL) != 0)
         return twi_error_set(err, TW_E_NOMEM, "io.tiff: cannot create a mutex");
     r->lock_init = true;
+    if (pthread_mutex_init(&r->shared_lock, NULL) != 0)
+        return twi_error_set(err, TW_E_NOMEM, "io.tiff: cannot create a mutex");
+    r->shared_lock_init = true;
     if (stat(path, &sb) != 0) {
         int e = errno;
         return twi_error_set(err, TW_E_IO, "io.tiff: cannot open '%s' (%s)", path,
@@ -1013,8 +1033,6 @@ tiff_open(tw_slide *s, const char *path, tw_error *err)
         r->levels[r->n_levels] = lv;
         if ((st = check_striles(h->tif, r, r->n_levels, (uint64_t)sb.st_size, err)) != TW_OK)
             goto out;
-        if (lv.strile_bytes > r->max_strile_bytes)
-            r->max_strile_bytes = lv.strile_bytes;
         r->n_levels++;
     }
 
@@ -1160,9 +1178,18 @@ tiff_read_region(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_
     int64_t tx0 = x / lv->tw, tx1 = (x + w - 1) / lv->tw;
     int64_t ty0 = y / lv->th, ty1 = (y + h - 1) / lv->th;
     int64_t tx, ty;
+    const bool shared = lv->strile_bytes > TWI_IO_SHARED_STRILE_BYTES;
 
-    if ((st = handle_acquire(r, &hd, err)) != TW_OK)
+    if (shared) {
+        pthread_mutex_lock(&r->shared_lock);
+        if (!r->shared && (st = handle_open(r, &r->shared, err)) != TW_OK) {
+            pthread_mutex_unlock(&r->shared_lock);
+            return st;
+        }
+        hd = r->shared;
+    } else if ((st = handle_acquire(r, &hd, err)) != TW_OK) {
         return st;
+    }
     if ((st = handle_select(r, hd, level, err)) != TW_OK)
         goto out;
     for (ty = ty0; ty <= ty1; ty++) {
@@ -1200,9 +1227,19 @@ out:
         hd->level = -1; /* reselect the directory next time: libtiff's state may be off */
         hd->cached_level = -1;
     }
-    if (hd)
+    if (shared)
+        pthread_mutex_unlock(&r->shared_lock);
+    else if (hd)
         handle_release(r, hd);
     return st;
+}
+
+static uint64_t
+tiff_decoded_tile_bytes(const tw_slide *s, int level)
+{
+    const tiff_reader *r = s->priv;
+
+    return r && level >= 0 && level < r->n_levels ? r->levels[level].strile_bytes : 0;
 }
 
 const twi_reader_ops twi_reader_tiff_ops = {
@@ -1210,6 +1247,7 @@ const twi_reader_ops twi_reader_tiff_ops = {
     .kind = TW_READER_TIFF,
     .open = tiff_open,
     .read_region = tiff_read_region,
+    .decoded_tile_bytes = tiff_decoded_tile_bytes,
     .close = tiff_close,
 };
 

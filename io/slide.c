@@ -305,6 +305,14 @@ twi_slide_set_bad_tiles(tw_slide *s, bool fill)
 }
 
 uint64_t
+twi_slide_decoded_tile_bytes(const tw_slide *s, int level)
+{
+    if (!s || !s->ops->decoded_tile_bytes || level < 0 || level >= s->n_levels)
+        return 0;
+    return s->ops->decoded_tile_bytes(s, level);
+}
+
+uint64_t
 twi_slide_get_bad_tiles(const tw_slide *s)
 {
     return s ? atomic_load(&((tw_slide *)s)->bad_tiles) : 0;

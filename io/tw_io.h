@@ -29,6 +29,9 @@ TWI_HIDDEN void twi_slide_set_io(tw_slide *s, twi_io_counts *io);
  * and tile) or fill it with zeros (true) and count it (twi_slide_get_bad_tiles, and the
  * io counts' tiles_bad). Set it before reads start. */
 TWI_HIDDEN void twi_slide_set_bad_tiles(tw_slide *s, bool fill);
+/* Bytes one decoded tile or strip of `level` takes while it is read (the libtiff reader; 0
+ * when the backend does not say). Thread-safe. */
+TWI_HIDDEN uint64_t twi_slide_decoded_tile_bytes(const tw_slide *s, int level);
 /* Bad tiles filled so far. Thread-safe. */
 TWI_HIDDEN uint64_t twi_slide_get_bad_tiles(const tw_slide *s);
 /* Count the writer's encoded and written bytes into `io` (as twi_slide_set_io). */

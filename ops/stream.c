@@ -134,6 +134,32 @@ twi_stream_open_input(twi_stream *s, const tw_config *cfg, const char *op, const
     }
     s->level = in->level;
     s->downsample = li.downsample;
+    /* A tile is decoded whole (libtiff has no partial decode of a tile), outside the budget's
+     * account: one larger than the whole budget is refused before anything is read. */
+    {
+        int64_t budget = 0;
+        uint64_t tile = twi_slide_decoded_tile_bytes(s->slide, in->level);
+
+        if (tw_config_get_int(cfg, "runtime.host_mem", &budget) == TW_OK && budget > 0 &&
+            tile > (uint64_t)budget) {
+            if (li.tile_w > 0)
+                st = twi_error_set(err, TW_E_INVALID,
+                                   "%s: a %dx%d tile of level %d of '%s' decodes to %.1f MiB, "
+                                   "more than the host memory budget runtime.host_mem (%.1f "
+                                   "MiB); raise the budget or rewrite the slide with smaller "
+                                   "tiles",
+                                   op, (int)li.tile_w, (int)li.tile_h, in->level, in->path,
+                                   (double)tile / 1048576.0, (double)budget / 1048576.0);
+            else
+                st = twi_error_set(err, TW_E_INVALID,
+                                   "%s: a strip of level %d of '%s' decodes to %.1f MiB, more "
+                                   "than the host memory budget runtime.host_mem (%.1f MiB); "
+                                   "raise the budget or rewrite the slide with smaller strips",
+                                   op, in->level, in->path, (double)tile / 1048576.0,
+                                   (double)budget / 1048576.0);
+            goto out;
+        }
+    }
     if (in->w == 0 && in->h == 0 && in->x == 0 && in->y == 0) {
         s->x = 0;
         s->y = 0;
