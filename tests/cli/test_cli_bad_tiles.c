@@ -340,6 +340,8 @@ Test(cli_bad_tiles, tile_without_offset_fails)
     bad = clean_copy(clean, "bad.tif");
     set_elem(bad, TIFFTAG_TILEOFFSETS, BAD_IDX, 0);
     expect_bad_tile(bad, clean, "no offset");
+    /* a value --on-bad-tile does not know: a usage error naming the key's values */
+    ERR_RUN(("convert", bad, "-o", clean, "--on-bad-tile", "skip"), 2, "--on-bad-tile", NULL);
     free(clean);
     free(bad);
 }
@@ -385,4 +387,47 @@ Test(cli_bad_tiles, directory_loop_is_named)
     cr_assert(strstr(r.err, "no message from libtiff") == NULL, "stderr: %s", r.err);
     twtest_run_free(&r);
     free(p);
+}
+
+Test(cli_bad_tiles, openslide_path_prints_nothing_of_libtiff)
+{
+    /* OpenSlide's libtiff printed its warnings to stderr ("TIFFReadDirectory: Warning, Unknown
+     * field with tag ...", up to 32 lines a slide): a clean tiled TIFF whose PlanarConfig tag
+     * is renumbered 65001 (unknown, and the directory out of order) opened through OpenSlide
+     * prints nothing; at log.level=debug the warnings come through tilewave's log. */
+    char *p = twtest_path(dir, "odd.tif"), *out = twtest_path(dir, "out.tif");
+    twtest_run r;
+    FILE *f;
+    tiff_dir d;
+    uint64_t count, e;
+    bool done = false;
+
+    write_clean(p, SIDE, SIDE, TILE, 8, COMPRESSION_ADOBE_DEFLATE, false, 1);
+    f = fopen(p, "r+b");
+    cr_assert(f != NULL);
+    d = dir0(f);
+    count = rd(f, d.first, 2);
+    for (e = d.first + 2; e < d.first + 2 + count * 12; e += 12)
+        if (rd(f, e, 2) == TIFFTAG_PLANARCONFIG) {
+            wr(f, e, 2, 65001);
+            done = true;
+        }
+    fclose(f);
+    cr_assert(done);
+    r = RUN("info", p, "--reader", "openslide");
+    cr_assert(eq(int, r.status, 0), "exit %d; stderr: %s", r.status, r.err);
+    cr_assert(eq(str, r.err, ""), "stderr: %s", r.err);
+    twtest_run_free(&r);
+    r = RUN("convert", p, "-o", out, "--reader", "openslide", "--quiet");
+    cr_assert(eq(int, r.status, 0), "exit %d; stderr: %s", r.status, r.err);
+    cr_assert(eq(str, r.err, ""), "stderr: %s", r.err);
+    twtest_run_free(&r);
+    r = RUN("convert", p, "-o", out, "--reader", "openslide", "--set", "log.level=debug");
+    cr_assert(eq(int, r.status, 0), "exit %d; stderr: %s", r.status, r.err);
+    cr_assert(strstr(r.err, "io.openslide: libtiff warning: TIFFReadDirectory: Unknown field "
+                            "with tag 65001") != NULL,
+              "stderr: %s", r.err);
+    twtest_run_free(&r);
+    free(p);
+    free(out);
 }
