@@ -371,7 +371,7 @@ Test(bad_input, regions_outside_or_empty)
 Test(bad_input, corrupt_tile_data)
 {
     /* A deflate tile overwritten with garbage: the file opens, reading that tile is
-     * TW_E_FORMAT "cannot decode tile 0 of level 0" with libtiff's reason; other tiles read. */
+     * TW_E_FORMAT "level 0 tile (0, 0) at x=0, y=0: corrupt data" with libtiff's reason; other tiles read. */
     char *p = tmp_path("corrupt.tif");
     uint8_t junk[32], *buf = malloc(300 * 200);
     tw_slide *s = NULL;
