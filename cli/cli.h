@@ -30,6 +30,7 @@ typedef struct cli_common {
     const char *trace;       /* --trace FILE */
     const char *gpu_mem;     /* --gpu-mem BYTES */
     const char *mem_budget;  /* --mem-budget SIZE */
+    const char *on_bad_tile; /* --on-bad-tile fail|fill (io.on_bad_tile) */
     bool summary;            /* --summary */
     bool quiet;
 } cli_common;
@@ -47,6 +48,7 @@ enum {
     CLI_OPT_MEM_BUDGET,
     CLI_OPT_SUMMARY,
     CLI_OPT_QUIET,
+    CLI_OPT_ON_BAD_TILE,
     CLI_OPT_HELP,
     CLI_OPT_END
 };
@@ -60,7 +62,9 @@ enum {
         {"gpu-mem", required_argument, NULL, CLI_OPT_GPU_MEM},                                 \
         {"mem-budget", required_argument, NULL, CLI_OPT_MEM_BUDGET},                           \
         {"summary", no_argument, NULL, CLI_OPT_SUMMARY},                                       \
-        {"quiet", no_argument, NULL, CLI_OPT_QUIET}, {"help", no_argument, NULL, CLI_OPT_HELP}
+        {"quiet", no_argument, NULL, CLI_OPT_QUIET},                                           \
+        {"on-bad-tile", required_argument, NULL, CLI_OPT_ON_BAD_TILE},                         \
+        {"help", no_argument, NULL, CLI_OPT_HELP}
 
 #define CLI_COMMON_HELP                                                                        \
     "Common options:\n"                                                                        \
@@ -75,6 +79,8 @@ enum {
     "                       (runtime.host_mem, runtime.scratch_dir)\n"                         \
     "  --summary            after the run: tasks, busy time and GPU copies of every worker\n" \
     "  --quiet              no progress or summary, errors only\n"                            \
+    "  --on-bad-tile fail|fill  an input tile that does not decode cleanly fails the run\n"  \
+    "                       (default) or reads as 0, counted (io.on_bad_tile)\n"             \
     "  --help               this help\n"
 
 /* The program name used in messages ("tilewave gray"). */

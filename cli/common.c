@@ -92,6 +92,7 @@ cli_common_option(cli_common *c, int opt, const char *arg)
     case CLI_OPT_GPU_MEM: c->gpu_mem = arg; return 0;
     case CLI_OPT_MEM_BUDGET: c->mem_budget = arg; return 0;
     case CLI_OPT_SUMMARY: c->summary = true; return 0;
+    case CLI_OPT_ON_BAD_TILE: c->on_bad_tile = arg; return 0;
     case CLI_OPT_QUIET: c->quiet = true; return 0;
     default: return -1;
     }
@@ -154,7 +155,9 @@ cli_config_build(const cli_common *c, tw_config **out)
         (c->gpu_mem &&
          (rc = set_flag(cfg, "--gpu-mem", "runtime.gpu_mem", c->gpu_mem)) != CLI_OK) ||
         (c->mem_budget &&
-         (rc = set_flag(cfg, "--mem-budget", "runtime.host_mem", c->mem_budget)) != CLI_OK))
+         (rc = set_flag(cfg, "--mem-budget", "runtime.host_mem", c->mem_budget)) != CLI_OK) ||
+        (c->on_bad_tile &&
+         (rc = set_flag(cfg, "--on-bad-tile", "io.on_bad_tile", c->on_bad_tile)) != CLI_OK))
         goto out;
     for (int i = 0; i < c->n_sets; i++) {
         char key[256];
@@ -285,6 +288,8 @@ print_io(tw_job *job)
     fprintf(stderr, "  io: read %s, decoded %s (%llu tiles, %llu decoded more than once), "
             "encoded %s, wrote %s", rd, dec, (unsigned long long)io.tiles_decoded,
             (unsigned long long)io.tiles_redecoded, enc, wr);
+    if (io.tiles_bad > 0)
+        fprintf(stderr, "; %llu bad filled with 0", (unsigned long long)io.tiles_bad);
     if (io.kept != TW_KEEP_NONE && (unsigned)io.kept < sizeof where / sizeof where[0])
         fprintf(stderr, "; input %s", where[io.kept]);
     fputc('\n', stderr);
@@ -416,6 +421,15 @@ cli_job_run(tw_job *job, const char *what, bool quiet)
     }
     if (!quiet)
         print_input_report();
+    {
+        /* pixels the user asked to be made up: said even with --quiet */
+        tw_job_io io;
+
+        tw_job_get_io(job, &io);
+        if (io.tiles_bad > 0)
+            cli_error("warning: %llu bad input tile%s filled with 0 (--on-bad-tile fill)",
+                      (unsigned long long)io.tiles_bad, io.tiles_bad == 1 ? "" : "s");
+    }
     return CLI_OK;
 }
 

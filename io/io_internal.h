@@ -25,6 +25,8 @@ typedef struct twi_reader_ops {
      * apart, stride >= w * channels * sample size). Called concurrently from any thread. */
     tw_status (*read_region)(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_t h,
                              uint8_t *dst, size_t stride, tw_error *err);
+    /* Bytes one decoded tile or strip of `level` takes in the reader (NULL: not known). */
+    uint64_t (*decoded_tile_bytes)(const tw_slide *s, int level);
     /* Free s->priv (may be NULL). */
     void (*close)(tw_slide *s);
 } twi_reader_ops;
@@ -48,12 +50,20 @@ struct tw_slide {
     size_t n_props, cap_props;
     bool layout_unsupported; /* set by a failing open: a valid file of a layout not kept */
     twi_io_counts *io;      /* where reads are counted (a job's, twi_slide_set_io), or NULL */
+    /* io.on_bad_tile (twi_slide_set_bad_tiles): false = a tile that does not decode cleanly
+     * fails the read; true = it reads as zeros and is counted in bad_tiles (and io). */
+    bool fill_bad_tiles;
+    atomic_uint_fast64_t bad_tiles;
     /* For twi_tiff_open_levels only (NULL otherwise): the TIFF backend takes as level k the
      * directory of exactly want[k]'s size, and sets want_map[k] to it or -1. */
     const tw_level_info *want;
     int n_want;
     int *want_map;
 };
+
+/* Count one bad tile that was filled with zeros (fill_bad_tiles); `what` says which and why,
+ * logged at debug level (the caller reports the count). */
+TWI_HIDDEN void twi_slide_count_bad_tile(tw_slide *s, const char *what);
 
 /* Add (or replace) property `name` = `value` on s; copies both. TW_OK or TW_E_NOMEM. */
 TWI_HIDDEN tw_status twi_slide_set_property(tw_slide *s, const char *name, const char *value);
@@ -74,6 +84,10 @@ TWI_HIDDEN tw_status twi_tiff_open_levels(const char *path, const tw_level_info 
  * pixels (the largest tw_writer writes). A header that claims more is corrupt or beyond what
  * tilewave reads, and is refused at open, before a buffer that size is allocated. */
 #define TWI_IO_MAX_STRILE_BYTES ((uint64_t)1 << 31)
+
+/* Tiles or strips that decode to more than this (16 MiB, a 2048 x 2048 RGBA tile) are read
+ * through one libtiff handle per slide, decoded once for all the threads reading them. */
+#define TWI_IO_SHARED_STRILE_BYTES ((size_t)16 << 20)
 
 /* The most bytes one tile OpenSlide decodes may take: 256 MiB of ARGB, an 8192 x 8192 tile.
  * OpenSlide 3.4.1 allocates each tile it reads whole (g_malloc, which aborts the process when

@@ -2,9 +2,12 @@
 /* tilewave: the OpenSlide reader: vendor slides as 8-bit RGB, premultiplied ARGB undone. */
 #include <math.h>
 #include <openslide.h>
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <tiffio.h>
 
 #include "io_internal.h"
 
@@ -101,9 +104,36 @@ os_attach_tiff(tw_slide *s, os_reader *r, const char *path, const char *vendor)
     }
 }
 
+/* OpenSlide 3.4.1 opens its TIFFs with TIFFClientOpen and no handlers of its own, so libtiff's
+ * process-wide ones print its warnings and errors to stderr ("TIFFReadDirectory: Warning,
+ * Unknown field with tag ..."): up to 32 lines a slide (issue 26). The library never prints
+ * (house style 15): the first OpenSlide open routes them to tilewave's log at debug level, once
+ * for the process. OpenSlide's own error string carries what failed; our own libtiff handles
+ * have per-handle handlers and never reach these. An embedder with handlers of its own sets
+ * them again after opening its first OpenSlide slide (docs/io.md). */
+static void
+os_tiff_warning(const char *module, const char *fmt, va_list ap)
+{
+    twi_tiff_log_warning("io.openslide", module, fmt, ap);
+}
+
+static void
+os_tiff_error(const char *module, const char *fmt, va_list ap)
+{
+    twi_tiff_log_warning("io.openslide", module, fmt, ap);
+}
+
+static void
+os_route_tiff_messages(void)
+{
+    TIFFSetWarningHandler(os_tiff_warning);
+    TIFFSetErrorHandler(os_tiff_error);
+}
+
 static tw_status
 os_open(tw_slide *s, const char *path, tw_error *err)
 {
+    static pthread_once_t routed = PTHREAD_ONCE_INIT;
     os_reader *r = NULL;
     const char *e, *vendor;
     const char *const *names;
@@ -119,6 +149,7 @@ os_open(tw_slide *s, const char *path, tw_error *err)
     if ((st = twi_tiff_precheck(path, "io.openslide", 4, TWI_OPENSLIDE_MAX_TILE_BYTES, err)) !=
         TW_OK)
         return st;
+    pthread_once(&routed, os_route_tiff_messages);
     if (!(r->osr = openslide_open(path)))
         return twi_error_set(err, TW_E_FORMAT,
                              "io.openslide: '%s' is not a slide OpenSlide can open", path);

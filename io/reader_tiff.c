@@ -47,6 +47,9 @@ typedef struct tiff_level {
     /* Decodes of each tile or strip while reads are counted (twi_slide_set_io): 0, 1, 2 =
      * more than once; made at the first counted decode (under the reader's lock). */
     _Atomic(atomic_uchar *) decodes;
+    /* Tiles or strips filled as bad (io.on_bad_tile=fill), each counted once: made at the
+     * first (under the reader's lock). */
+    _Atomic(atomic_uchar *) bad;
 } tiff_level;
 
 typedef struct tiff_handle {
@@ -56,6 +59,7 @@ typedef struct tiff_handle {
     uint8_t *scratch;         /* one decoded tile or strip */
     size_t scratch_bytes;
     char msg[256];            /* libtiff's first error since the last clear */
+    char wmsg[256];           /* libtiff's first warning since the last clear */
     unsigned warnings;        /* libtiff warnings so far (corrupt data while decoding) */
     /* What `scratch` holds: tile or strip cached_idx of level cached_level, decoded cleanly
      * (cached_level -1: nothing). A region read that needs it again (the next tile of a
@@ -72,10 +76,16 @@ typedef struct tiff_reader {
     bool jpeg_rgb;            /* YCbCr JPEG decoded to RGB by libjpeg */
     int n_levels;
     tiff_level *levels;
-    size_t max_strile_bytes;
     pthread_mutex_t lock;     /* guards free_list */
     bool lock_init;
     tiff_handle *free_list;
+    /* Levels of tiles or strips over TWI_IO_SHARED_STRILE_BYTES decoded are read through this
+     * one handle, under shared_lock: one buffer of that size per reader, not one per reading
+     * thread, and a tile decoded once serves every region read that overlaps it (a 32768^2
+     * 16-bit tile is 2 GiB: 4.3 GB RSS with two workers before issue 26). */
+    pthread_mutex_t shared_lock;
+    bool shared_lock_init;
+    tiff_handle *shared;
 } tiff_reader;
 
 /* ---- libtiff's messages, per handle */
@@ -96,9 +106,15 @@ on_warning(TIFF *tif, void *user, const char *module, const char *fmt, va_list a
 {
     tiff_handle *h = user;
 
+    va_list copy;
+
     (void)tif;
-    if (h)
+    if (h) {
         h->warnings++;
+        va_copy(copy, ap);
+        twi_tiff_keep_message(h->wmsg, sizeof h->wmsg, h->path, module, fmt, copy);
+        va_end(copy);
+    }
     twi_tiff_log_warning("io.tiff", module, fmt, ap);
     return 1;
 }
@@ -165,15 +181,23 @@ handle_select(tiff_reader *r, tiff_handle *h, int level, tw_error *err)
     if (r->jpeg_rgb && !TIFFSetField(h->tif, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB))
         return twi_error_set(err, TW_E_FORMAT, "io.tiff: cannot decode JPEG as RGB in '%s' (%s)",
                              r->path, handle_msg(h));
-    if (h->scratch_bytes < r->max_strile_bytes) {
-        uint8_t *p = realloc(h->scratch, r->max_strile_bytes);
+    /* the level's size, not the largest of any level: only the shared handle holds a tile
+     * of a level read through it */
+    if (h->scratch_bytes < r->levels[level].strile_bytes) {
+        const size_t need = r->levels[level].strile_bytes;
+        uint8_t *p = NULL;
 
-        if (!p)
+        /* no realloc: the old contents are not needed, and both at once could be 2 x 2 GiB */
+        free(h->scratch);
+        h->scratch = NULL;
+        h->scratch_bytes = 0;
+        h->cached_level = -1;
+        if (!(p = malloc(need)))
             return twi_error_set(err, TW_E_NOMEM,
-                                 "io.tiff: out of memory for a %zu-byte tile of '%s'",
-                                 r->max_strile_bytes, r->path);
+                                 "io.tiff: out of memory for a %zu-byte tile of '%s'", need,
+                                 r->path);
         h->scratch = p;
-        h->scratch_bytes = r->max_strile_bytes;
+        h->scratch_bytes = need;
     }
     h->level = level;
     return TW_OK;
@@ -304,6 +328,7 @@ walk_directories(const char *path, int *n_dirs, tw_error *err)
     char ebuf[128];
     uint8_t *dir = NULL;
     size_t dir_cap = 0, need;
+    uint64_t *seen = NULL; /* offsets of the directories so far, to name a loop */
     int n = 0;
 
     if ((f.fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 || fstat(f.fd, &sb) != 0) {
@@ -330,7 +355,20 @@ walk_directories(const char *path, int *n_dirs, tw_error *err)
         off = raw_uint(&f, b + 4, 4);
     }
     entry = f.big ? 20 : 12;
+    if (!(seen = malloc(MAX_DIRS * sizeof *seen))) {
+        st = twi_error_set(err, TW_E_NOMEM, "io.tiff: out of memory opening '%s'", path);
+        goto out;
+    }
     while (off != 0 && n < MAX_DIRS) {
+        for (int k = 0; k < n; k++)
+            if (seen[k] == off) {
+                st = twi_error_set(err, TW_E_FORMAT,
+                                   "io.tiff: directory %d of '%s' points back to directory %d "
+                                   "(a loop)",
+                                   n - 1, path, k);
+                goto out;
+            }
+        seen[n] = off;
         /* count, entries, next offset */
         if (!raw_read(&f, off, b, f.big ? 8 : 2)) {
             st = twi_error_set(err, TW_E_FORMAT,
@@ -374,6 +412,7 @@ walk_directories(const char *path, int *n_dirs, tw_error *err)
     }
     *n_dirs = n;
 out:
+    free(seen);
     free(dir);
     if (f.fd >= 0)
         close(f.fd);
@@ -557,6 +596,21 @@ read_geometry(TIFF *tif, tiff_reader *r, int dir, tiff_level *lv, tw_error *err)
     return TW_OK;
 }
 
+/* Where a tile or strip at `off` of `n` bytes ends, for a message: "ends at byte E", or, when
+ * off + n does not fit in 64 bits, "starts at byte OFF" (a BigTIFF offset of 2^64 - 1 once
+ * read "ends at byte 255": the sum wrapped). */
+static const char *
+strile_end(char *buf, size_t size, uint64_t off, uint64_t n)
+{
+    if (n > UINT64_MAX - off)
+        snprintf(buf, size, "starts at byte %" PRIu64 " and claims %" PRIu64 " bytes", off, n);
+    else if (n == 0)
+        snprintf(buf, size, "starts at byte %" PRIu64, off);
+    else
+        snprintf(buf, size, "ends at byte %" PRIu64, off + n);
+    return buf;
+}
+
 /* Every tile or strip of the current directory must end inside the file. */
 static tw_status
 check_striles(TIFF *tif, tiff_reader *r, int level, uint64_t file_size, tw_error *err)
@@ -574,12 +628,15 @@ check_striles(TIFF *tif, tiff_reader *r, int level, uint64_t file_size, tw_error
 
         if (off == 0 && n == 0)
             continue; /* sparse: reads as zeros */
-        if (off > file_size || n > file_size - off)
+        if (off > file_size || n > file_size - off) {
+            char where[96];
+
             return twi_error_set(err, TW_E_FORMAT,
-                                 "io.tiff: '%s' is truncated (%s %u of level %d ends at byte "
-                                 "%" PRIu64 ", the file has %" PRIu64 ")",
-                                 r->path, lv->tiled ? "tile" : "strip", i, level, off + n,
-                                 file_size);
+                                 "io.tiff: '%s' is truncated (%s %u of level %d %s, the file has "
+                                 "%" PRIu64 ")",
+                                 r->path, lv->tiled ? "tile" : "strip", i, level,
+                                 strile_end(where, sizeof where, off, n), file_size);
+        }
         if (uncompressed) {
             /* stored as is: the bytes must all be there (a last strip has fewer rows) */
             uint64_t rows = lv->th;
@@ -684,12 +741,15 @@ precheck_striles(TIFF *tif, const char *path, const char *domain, int dir, uint6
 
         if (off == 0 && bytes == 0)
             continue; /* sparse */
-        if (off > file_size || bytes > file_size - off)
+        if (off > file_size || bytes > file_size - off) {
+            char where[96];
+
             return twi_error_set(err, TW_E_FORMAT,
-                                 "%s: '%s' is truncated (%s %u of directory %d ends at byte "
-                                 "%" PRIu64 ", the file has %" PRIu64 ")",
-                                 domain, path, tiled ? "tile" : "strip", i, dir, off + bytes,
-                                 file_size);
+                                 "%s: '%s' is truncated (%s %u of directory %d %s, the file has "
+                                 "%" PRIu64 ")",
+                                 domain, path, tiled ? "tile" : "strip", i, dir,
+                                 strile_end(where, sizeof where, off, bytes), file_size);
+        }
         if (compression != COMPRESSION_NONE)
             continue;
         if (tiled) {
@@ -832,10 +892,15 @@ tiff_close(tw_slide *s)
         r->free_list = h->next;
         handle_close(h);
     }
+    handle_close(r->shared);
+    if (r->shared_lock_init)
+        pthread_mutex_destroy(&r->shared_lock);
     if (r->lock_init)
         pthread_mutex_destroy(&r->lock);
-    for (int i = 0; r->levels && i < r->n_levels; i++)
+    for (int i = 0; r->levels && i < r->n_levels; i++) {
         free(atomic_load(&r->levels[i].decodes));
+        free(atomic_load(&r->levels[i].bad));
+    }
     free(r->levels);
     free(r->path);
     free(r);
@@ -886,6 +951,9 @@ tiff_open(tw_slide *s, const char *path, tw_error *err)
     if (pthread_mutex_init(&r->lock, NULL) != 0)
         return twi_error_set(err, TW_E_NOMEM, "io.tiff: cannot create a mutex");
     r->lock_init = true;
+    if (pthread_mutex_init(&r->shared_lock, NULL) != 0)
+        return twi_error_set(err, TW_E_NOMEM, "io.tiff: cannot create a mutex");
+    r->shared_lock_init = true;
     if (stat(path, &sb) != 0) {
         int e = errno;
         return twi_error_set(err, TW_E_IO, "io.tiff: cannot open '%s' (%s)", path,
@@ -965,8 +1033,6 @@ tiff_open(tw_slide *s, const char *path, tw_error *err)
         r->levels[r->n_levels] = lv;
         if ((st = check_striles(h->tif, r, r->n_levels, (uint64_t)sb.st_size, err)) != TW_OK)
             goto out;
-        if (lv.strile_bytes > r->max_strile_bytes)
-            r->max_strile_bytes = lv.strile_bytes;
         r->n_levels++;
     }
 
@@ -1008,6 +1074,96 @@ decode(tiff_handle *hd, const tiff_level *lv, uint32_t idx)
                : TIFFReadEncodedStrip(hd->tif, idx, hd->scratch, (tmsize_t)lv->strile_bytes);
 }
 
+/* Whether tile idx of `level` is filled as bad for the first time (each is counted once,
+ * whichever handle reads it and however often). */
+static bool
+first_bad(tiff_reader *r, int level, uint32_t idx)
+{
+    tiff_level *lv = &r->levels[level];
+    atomic_uchar *bad = atomic_load(&lv->bad);
+
+    if (!bad) {
+        pthread_mutex_lock(&r->lock);
+        if (!(bad = atomic_load(&lv->bad)) &&
+            (bad = calloc(lv->n_striles ? lv->n_striles : 1, sizeof *bad)))
+            atomic_store(&lv->bad, bad);
+        pthread_mutex_unlock(&r->lock);
+        if (!bad)
+            return true; /* out of memory: counted each time */
+    }
+    return idx < lv->n_striles && atomic_exchange(&bad[idx], 1) == 0;
+}
+
+/* Tile or strip idx (at tx, ty in the grid) of `level` into hd->scratch, decoded cleanly, or
+ * zeros: a sparse one (no offset and no bytes) always; a bad one (no offset, or the decoder
+ * reported an error or a warning) when the slide fills bad tiles (io.on_bad_tile=fill),
+ * counted; otherwise TW_E_FORMAT naming the level and tile. */
+static tw_status
+decode_strile(tw_slide *s, tiff_reader *r, tiff_handle *hd, int level, uint32_t idx, int64_t tx,
+              int64_t ty, tw_error *err)
+{
+    const tiff_level *lv = &r->levels[level];
+    const uint64_t off = TIFFGetStrileOffset(hd->tif, idx);
+    const uint64_t bytes = TIFFGetStrileByteCount(hd->tif, idx);
+    char why[300], what[600];
+    tw_status st;
+    tmsize_t got;
+    unsigned warned;
+
+    hd->cached_level = -1;
+    /* libtiff can report a whole tile yet leave its end unwritten (a deflate stream that ends
+     * early, found by tests/fuzz): stale bytes of the previous tile must never reach dst, so
+     * start from zeros. All of the tile: zeroing only the rows copied out is not enough, what
+     * libtiff leaves in them can depend on the rest of the buffer (tests/fuzz/regress/
+     * tiff_deflate_rows_depend_on_buffer.tif). */
+    memset(hd->scratch, 0, lv->strile_bytes);
+    if (off == 0 && bytes == 0)
+        return TW_OK; /* sparse (GDAL's SPARSE_OK): reads as zeros */
+    if (off == 0) {
+        snprintf(why, sizeof why, "no offset (%" PRIu64 " bytes)", bytes);
+    } else if (bytes == 0) {
+        snprintf(why, sizeof why, "no bytes (offset %" PRIu64 ")", off);
+    } else {
+        if ((st = handle_select(r, hd, level, err)) != TW_OK)
+            return st;
+        hd->msg[0] = '\0';
+        hd->wmsg[0] = '\0';
+        warned = hd->warnings;
+        got = decode(hd, lv, idx);
+        if (s->io)
+            count_decode(s, r, hd, level, idx);
+        if (got >= 0 && hd->warnings == warned && !hd->msg[0]) {
+            hd->cached_level = level;
+            hd->cached_idx = idx;
+            return TW_OK;
+        }
+        /* Corrupt data (libjpeg's "premature end of data segment" is a warning, zstd's and
+         * zlib's errors are errors): whatever the codec made of it is not the tile. The
+         * decoder's state may be off too (JPEG tables a corrupt tile redefined: fuzz finding
+         * T6), so the next decode starts from a freshly selected directory. */
+        hd->level = -1;
+        memset(hd->scratch, 0, lv->strile_bytes);
+        snprintf(why, sizeof why, "corrupt data (%s)",
+                 hd->msg[0] ? hd->msg : hd->wmsg[0] ? hd->wmsg : "the decoder gave up");
+    }
+    if (lv->tiled)
+        snprintf(what, sizeof what,
+                 "io.tiff: '%s': level %d tile (%" PRId64 ", %" PRId64 ") at x=%" PRId64
+                 ", y=%" PRId64 ": %s",
+                 r->path, level, tx, ty, tx * (int64_t)lv->tw, ty * (int64_t)lv->th, why);
+    else
+        snprintf(what, sizeof what, "io.tiff: '%s': level %d strip %u at y=%" PRId64 ": %s",
+                 r->path, level, idx, ty * (int64_t)lv->th, why);
+    if (!s->fill_bad_tiles)
+        return twi_error_set(err, TW_E_FORMAT, "%s", what);
+    if (first_bad(r, level, idx))
+        twi_slide_count_bad_tile(s, what);
+    /* zeros from now on, whoever reads it: no second decode */
+    hd->cached_level = level;
+    hd->cached_idx = idx;
+    return TW_OK;
+}
+
 static tw_status
 tiff_read_region(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_t h,
                  uint8_t *dst, size_t stride, tw_error *err)
@@ -1022,10 +1178,18 @@ tiff_read_region(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_
     int64_t tx0 = x / lv->tw, tx1 = (x + w - 1) / lv->tw;
     int64_t ty0 = y / lv->th, ty1 = (y + h - 1) / lv->th;
     int64_t tx, ty;
-    unsigned warned;
+    const bool shared = lv->strile_bytes > TWI_IO_SHARED_STRILE_BYTES;
 
-    if ((st = handle_acquire(r, &hd, err)) != TW_OK)
+    if (shared) {
+        pthread_mutex_lock(&r->shared_lock);
+        if (!r->shared && (st = handle_open(r, &r->shared, err)) != TW_OK) {
+            pthread_mutex_unlock(&r->shared_lock);
+            return st;
+        }
+        hd = r->shared;
+    } else if ((st = handle_acquire(r, &hd, err)) != TW_OK) {
         return st;
+    }
     if ((st = handle_select(r, hd, level, err)) != TW_OK)
         goto out;
     for (ty = ty0; ty <= ty1; ty++) {
@@ -1039,53 +1203,8 @@ tiff_read_region(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_
 
             if (hd->cached_level == level && hd->cached_idx == idx) {
                 /* still in the scratch buffer from this handle's last decode */
-            } else if (TIFFGetStrileOffset(hd->tif, idx) == 0 &&
-                       TIFFGetStrileByteCount(hd->tif, idx) == 0) {
-                hd->cached_level = -1;
-                memset(hd->scratch, 0, lv->strile_bytes);
-            } else {
-                tmsize_t got;
-
-                /* libtiff can report a whole tile yet leave its end unwritten (a deflate
-                 * stream that ends early, found by tests/fuzz): stale bytes of the previous
-                 * tile must never reach dst, so start from zeros. All of the tile: zeroing
-                 * only the rows copied out is not enough, what libtiff leaves in them can
-                 * depend on the rest of the buffer (tests/fuzz/regress/
-                 * tiff_deflate_rows_depend_on_buffer.tif). */
-                hd->cached_level = -1;
-                if ((st = handle_select(r, hd, level, err)) != TW_OK)
-                    goto out;
-                memset(hd->scratch, 0, lv->strile_bytes);
-                hd->msg[0] = '\0';
-                warned = hd->warnings;
-                got = decode(hd, lv, idx);
-                if (got >= 0 && hd->warnings != warned) {
-                    /* Corrupt data the codec went past (libjpeg's "extraneous bytes" ...):
-                     * its output can depend on the decoder state earlier tiles left (JPEG
-                     * tables a corrupt tile redefined: fuzz finding T6), so decode it again
-                     * from a freshly selected directory, and leave the next tile a fresh
-                     * one too. */
-                    hd->level = -1;
-                    if ((st = handle_select(r, hd, level, err)) != TW_OK)
-                        goto out;
-                    memset(hd->scratch, 0, lv->strile_bytes);
-                    got = decode(hd, lv, idx);
-                    hd->level = -1;
-                }
-                if (got < 0) {
-                    st = twi_error_set(err, TW_E_FORMAT,
-                                       "io.tiff: cannot decode %s %u of level %d of '%s' (%s)",
-                                       lv->tiled ? "tile" : "strip", idx, level, r->path,
-                                       handle_msg(hd));
-                    goto out;
-                }
-                if (s->io)
-                    count_decode(s, r, hd, level, idx);
-                if (hd->level == level) { /* decoded cleanly (a warning resets hd->level) */
-                    hd->cached_level = level;
-                    hd->cached_idx = idx;
-                }
-                /* a short tile (corrupt or last strip) is zero beyond what was decoded */
+            } else if ((st = decode_strile(s, r, hd, level, idx, tx, ty, err)) != TW_OK) {
+                goto out;
             }
             for (row = cy0; row < cy1; row++) {
                 const uint8_t *sp = hd->scratch + (size_t)(row - oy) * src_row +
@@ -1108,9 +1227,19 @@ out:
         hd->level = -1; /* reselect the directory next time: libtiff's state may be off */
         hd->cached_level = -1;
     }
-    if (hd)
+    if (shared)
+        pthread_mutex_unlock(&r->shared_lock);
+    else if (hd)
         handle_release(r, hd);
     return st;
+}
+
+static uint64_t
+tiff_decoded_tile_bytes(const tw_slide *s, int level)
+{
+    const tiff_reader *r = s->priv;
+
+    return r && level >= 0 && level < r->n_levels ? r->levels[level].strile_bytes : 0;
 }
 
 const twi_reader_ops twi_reader_tiff_ops = {
@@ -1118,6 +1247,7 @@ const twi_reader_ops twi_reader_tiff_ops = {
     .kind = TW_READER_TIFF,
     .open = tiff_open,
     .read_region = tiff_read_region,
+    .decoded_tile_bytes = tiff_decoded_tile_bytes,
     .close = tiff_close,
 };
 

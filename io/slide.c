@@ -297,6 +297,36 @@ twi_slide_set_io(tw_slide *s, twi_io_counts *io)
         s->io = io;
 }
 
+void
+twi_slide_set_bad_tiles(tw_slide *s, bool fill)
+{
+    if (s)
+        s->fill_bad_tiles = fill;
+}
+
+uint64_t
+twi_slide_decoded_tile_bytes(const tw_slide *s, int level)
+{
+    if (!s || !s->ops->decoded_tile_bytes || level < 0 || level >= s->n_levels)
+        return 0;
+    return s->ops->decoded_tile_bytes(s, level);
+}
+
+uint64_t
+twi_slide_get_bad_tiles(const tw_slide *s)
+{
+    return s ? atomic_load(&((tw_slide *)s)->bad_tiles) : 0;
+}
+
+void
+twi_slide_count_bad_tile(tw_slide *s, const char *what)
+{
+    atomic_fetch_add(&s->bad_tiles, 1);
+    if (s->io)
+        twi_io_add(&s->io->tiles_bad, 1);
+    TW_DEBUG("io", "%s (filled with 0: io.on_bad_tile=fill)", what);
+}
+
 tw_status
 tw_slide_read_region(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_t h,
                      void *dst, size_t dst_stride, tw_error *err)

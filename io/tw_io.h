@@ -24,6 +24,16 @@ typedef struct twi_assembler twi_assembler;
 /* Count the slide's reads (bytes, decodes, tiles decoded again) into `io` from now on (NULL:
  * stop). Not thread-safe against reads in flight: set it before the job reads. */
 TWI_HIDDEN void twi_slide_set_io(tw_slide *s, twi_io_counts *io);
+/* What a read does with an input tile whose decoder reports an error or a warning, or whose
+ * offset is missing (io.on_bad_tile): fail (false, the default: the read fails naming the level
+ * and tile) or fill it with zeros (true) and count it (twi_slide_get_bad_tiles, and the
+ * io counts' tiles_bad). Set it before reads start. */
+TWI_HIDDEN void twi_slide_set_bad_tiles(tw_slide *s, bool fill);
+/* Bytes one decoded tile or strip of `level` takes while it is read (the libtiff reader; 0
+ * when the backend does not say). Thread-safe. */
+TWI_HIDDEN uint64_t twi_slide_decoded_tile_bytes(const tw_slide *s, int level);
+/* Bad tiles filled so far. Thread-safe. */
+TWI_HIDDEN uint64_t twi_slide_get_bad_tiles(const tw_slide *s);
 /* Count the writer's encoded and written bytes into `io` (as twi_slide_set_io). */
 TWI_HIDDEN void twi_writer_set_io(tw_writer *wr, twi_io_counts *io);
 

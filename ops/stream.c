@@ -122,9 +122,13 @@ twi_stream_open_input(twi_stream *s, const tw_config *cfg, const char *op, const
 
     if (!in || !in->path)
         return twi_error_set(err, TW_E_INVALID, "%s: an input path is required", op);
+    const char *bad_tile = NULL;
+
     reader_from_config(cfg, in->reader, &reader);
     if ((st = tw_slide_open(in->path, reader, &s->slide, err)) != TW_OK)
         return st;
+    if (tw_config_get_string(cfg, "io.on_bad_tile", &bad_tile) == TW_OK && bad_tile)
+        twi_slide_set_bad_tiles(s->slide, strcmp(bad_tile, "fill") == 0);
     if (in->level < 0 || in->level >= tw_slide_get_level_count(s->slide)) {
         st = twi_error_set(err, TW_E_INVALID, "%s: level %d does not exist ('%s' has %d)", op,
                            in->level, in->path, tw_slide_get_level_count(s->slide));
@@ -136,6 +140,32 @@ twi_stream_open_input(twi_stream *s, const tw_config *cfg, const char *op, const
     }
     s->level = in->level;
     s->downsample = li.downsample;
+    /* A tile is decoded whole (libtiff has no partial decode of a tile), outside the budget's
+     * account: one larger than the whole budget is refused before anything is read. */
+    {
+        int64_t budget = 0;
+        uint64_t tile = twi_slide_decoded_tile_bytes(s->slide, in->level);
+
+        if (tw_config_get_int(cfg, "runtime.host_mem", &budget) == TW_OK && budget > 0 &&
+            tile > (uint64_t)budget) {
+            if (li.tile_w > 0)
+                st = twi_error_set(err, TW_E_INVALID,
+                                   "%s: a %dx%d tile of level %d of '%s' decodes to %.1f MiB, "
+                                   "more than the host memory budget runtime.host_mem (%.1f "
+                                   "MiB); raise the budget or rewrite the slide with smaller "
+                                   "tiles",
+                                   op, (int)li.tile_w, (int)li.tile_h, in->level, in->path,
+                                   (double)tile / 1048576.0, (double)budget / 1048576.0);
+            else
+                st = twi_error_set(err, TW_E_INVALID,
+                                   "%s: a strip of level %d of '%s' decodes to %.1f MiB, more "
+                                   "than the host memory budget runtime.host_mem (%.1f MiB); "
+                                   "raise the budget or rewrite the slide with smaller strips",
+                                   op, in->level, in->path, (double)tile / 1048576.0,
+                                   (double)budget / 1048576.0);
+            goto out;
+        }
+    }
     if (in->w == 0 && in->h == 0 && in->x == 0 && in->y == 0) {
         s->x = 0;
         s->y = 0;
@@ -421,6 +451,9 @@ void
 twi_stream_attach_io(twi_stream *s, tw_job *job)
 {
     twi_slide_set_io(s->slide, twi_job_io(job));
+    /* tiles filled while the job was set up (a low level read for Otsu, the tissue mask) */
+    if (twi_job_io(job))
+        twi_io_add(&twi_job_io(job)->tiles_bad, twi_slide_get_bad_tiles(s->slide));
     twi_writer_set_io(s->writer, twi_job_io(job));
 }
 

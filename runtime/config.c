@@ -57,6 +57,7 @@ static const char *const compression_words[] = {"none", "deflate", "zstd", "lzw"
 static const char *const pyramid_words[] = {"no", "yes", NULL};
 static const char *const layout_words[] = {"tiff", "ome", NULL};
 static const char *const partial_words[] = {"auto", "memory", "file", NULL};
+static const char *const bad_tile_words[] = {"fail", "fill", NULL};
 static const char *const log_words[] = {"error", "warn", "info", "debug", NULL};
 static const char *const download_words[] = {"lazy", "eager", NULL};
 static const char *const keep_words[] = {"auto", "gpu", "host", "scratch", "reread", NULL};
@@ -175,6 +176,10 @@ static const key_def keys[] = {
              "runtime.host_mem)."},
     {.key = "io.jpeg_quality", .type = TW_CONFIG_INT, .def = "90", .min = 1, .max = 100,
      .help = "JPEG quality (1..100) of JPEG-compressed outputs and of overlays."},
+    {.key = "io.on_bad_tile", .type = TW_CONFIG_ENUM, .def = "fail", .words = bad_tile_words,
+     .help = "An input tile whose decoder reports an error or a warning, or that has no "
+             "offset: fail (the job fails naming the level and tile) or fill (it reads as 0 "
+             "and the job reports how many)."},
     {.key = "log.level", .type = TW_CONFIG_ENUM, .def = "warn", .words = log_words,
      .help = "Most verbose log level delivered: error, warn, info or debug."},
 };

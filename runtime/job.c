@@ -357,6 +357,7 @@ tw_job_get_io(tw_job *job, tw_job_io *out)
     out->bytes_encoded = atomic_load(&job->io.bytes_encoded);
     out->bytes_written = atomic_load(&job->io.bytes_written);
     out->kept = (tw_keep)atomic_load(&job->io.kept);
+    out->tiles_bad = atomic_load(&job->io.tiles_bad);
 }
 
 const char *

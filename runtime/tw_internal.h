@@ -105,6 +105,7 @@ TWI_HIDDEN int twi_pread_all(int fd, void *buf, size_t n, int64_t off);
  * counts (io/reader_tiff.c, io/writer_tiff.c; attached by ops/stream.c). Lock-free. */
 typedef struct twi_io_counts {
     atomic_uint_fast64_t bytes_read, bytes_decoded, tiles_decoded, tiles_redecoded;
+    atomic_uint_fast64_t tiles_bad; /* undecodable input tiles filled (io.on_bad_tile=fill) */
     atomic_uint_fast64_t bytes_encoded, bytes_written;
     atomic_int kept;          /* tw_keep */
 } twi_io_counts;

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <tiffio.h>
 #include <unistd.h>
 
 #include "tilewave.h"
@@ -190,4 +191,89 @@ Test(cli_rss, area_open_stays_under_the_budget)
     const int64_t tiles = (BIG / TILE) * (BIG / TILE);
 
     check("area-open", "--area", "500", tiles * 4 * TILE * BORDER_BYTES);
+}
+
+/* ---- one big input tile (issue 26): a 2 MB file holding one 32768^2 16-bit deflate tile
+ * peaked at 4.3 GB with --mem-budget 100M, a 2 GiB decode per reading thread. */
+
+#define BIG_TILE_W 8192
+#define BIG_TILE_H 4096
+#define BIG_TILE_BYTES ((int64_t)BIG_TILE_W * BIG_TILE_H * 2)
+
+/* A w x h gray 16-bit image in ONE deflate tile of w x h. */
+static char *
+make_one_tile(const char *name, uint32_t w, uint32_t h)
+{
+    char *path = twtest_path(dir, name);
+    TIFF *t = TIFFOpen(path, "w8");
+    uint16_t *px = malloc((size_t)w * h * 2);
+
+    cr_assert(t != NULL && px != NULL);
+    for (size_t i = 0; i < (size_t)w * h; i++)
+        px[i] = (uint16_t)(i % w + (i / w) * 3);
+    TIFFSetField(t, TIFFTAG_IMAGEWIDTH, w);
+    TIFFSetField(t, TIFFTAG_IMAGELENGTH, h);
+    TIFFSetField(t, TIFFTAG_BITSPERSAMPLE, 16);
+    TIFFSetField(t, TIFFTAG_SAMPLESPERPIXEL, 1);
+    TIFFSetField(t, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_MINISBLACK);
+    TIFFSetField(t, TIFFTAG_COMPRESSION, COMPRESSION_ADOBE_DEFLATE);
+    TIFFSetField(t, TIFFTAG_TILEWIDTH, w);
+    TIFFSetField(t, TIFFTAG_TILELENGTH, h);
+    cr_assert(TIFFWriteEncodedTile(t, 0, px, (tmsize_t)w * h * 2) >= 0);
+    TIFFClose(t);
+    free(px);
+    return path;
+}
+
+Test(cli_rss, tile_larger_than_the_budget_is_refused)
+{
+    /* the 64 MiB tile with --mem-budget 48M: refused before anything is read, naming the
+     * tile's size and the budget; no output */
+    char *in = make_one_tile("one.tif", BIG_TILE_W, BIG_TILE_H), *out = twtest_path(dir, "o.tif");
+    twtest_run r = RUN("gray", in, "-o", out, "--mem-budget", "48M", "--quiet");
+
+    expect_error(&r, 1, "a 8192x4096 tile of level 0 of '", out);
+    r = RUN("gray", in, "-o", out, "--mem-budget", "48M", "--quiet");
+    cr_assert(strstr(r.err, "decodes to 64.0 MiB, more than the host memory budget "
+                            "runtime.host_mem (48.0 MiB)") != NULL, "%s", r.err);
+    twtest_run_free(&r);
+    free(in);
+    free(out);
+}
+
+Test(cli_rss, big_tile_is_decoded_once_for_all_threads)
+{
+    /* `gray --tile 512` of the one-tile 8192x4096 16-bit image (64 MiB decoded) with two
+     * workers and --mem-budget 96M: the tile is decoded once (it used to be once per reading
+     * thread, and held by each), and the peak RSS stays under the same command's on a
+     * 1024x512 one-tile image + the big tile's 64 MiB + 16 MiB of slack (measured: 78 MiB
+     * against a bound of 94 with a 13.6 MiB tiny run); two decoded copies exceed it by
+     * 48 MiB. */
+    char *tiny = make_one_tile("tiny.tif", 1024, 512), *big = make_one_tile("one.tif",
+                                                                          BIG_TILE_W, BIG_TILE_H);
+    char *o_tiny = twtest_path(dir, "o_tiny.tif"), *o_big = twtest_path(dir, "o_big.tif");
+    char *log = twtest_path(dir, "log.txt");
+#define ARGS1(in, out)                                                                         \
+    ((const char *const[]){"gray", in, "-o", out, "--tile", "512", "--cpu-workers", "2",      \
+                           "--gpus", "none", "--mem-budget", "96M", "--summary", NULL})
+    int64_t base = run_rss(ARGS1(tiny, o_tiny), true);
+    int64_t peak = run_rss(ARGS1(big, o_big), true);
+    int64_t bound = base + BIG_TILE_BYTES + 2 * SLACK;
+    char *text = twtest_slurp(log);
+
+    cr_log_info("one 8192x4096 16-bit tile: tiny run %.1f MiB, peak %.1f MiB, bound %.1f MiB",
+                (double)base / MIB, (double)peak / MIB, (double)bound / MIB);
+    cr_assert(text != NULL);
+    cr_assert(strstr(text, "(1 tiles, 0 decoded more than once)") != NULL,
+              "the tile was decoded more than once: %s", text);
+    cr_assert(le(i64, peak, bound),
+              "peak RSS %.1f MiB > tiny run %.1f MiB + one 64 MiB tile + slack %lld MiB",
+              (double)peak / MIB, (double)base / MIB, (long long)(2 * SLACK / MIB));
+#undef ARGS1
+    free(text);
+    free(log);
+    free(tiny);
+    free(big);
+    free(o_tiny);
+    free(o_big);
 }

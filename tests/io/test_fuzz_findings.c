@@ -84,15 +84,21 @@ Test(fuzz_findings, corrupt_jpeg_tiles_do_not_depend_on_the_tiles_decoded_before
     /* fuzz_tiff finding T6 (2026-11-27): in this 32x32 YCbCr JPEG TIFF, tile 3's corrupt
      * stream redefines Huffman tables inside libtiff's decoder, and tile 0 (corrupt too:
      * "extraneous bytes before marker") decoded after it gave other pixels (511 of 768 bytes)
-     * than decoded first. A tile whose decode warns is now decoded again from a freshly
-     * selected directory, and the next tile starts from one too. */
+     * than decoded first. Since issue 26 a tile whose decode warns fails the read, naming
+     * it; with io.on_bad_tile=fill it reads as zeros, whatever was decoded before, and the
+     * next tile starts from a freshly selected directory. */
     tw_slide *s = NULL;
     tw_error err;
-    uint8_t *all, *part, *first;
+    uint8_t *all, *part, *first, buf[16 * 16 * 3];
 
     cr_assert_eq(tw_slide_open(REGRESS "tiff_jpeg_tables_redefined_by_corrupt_tile.tif",
                                TW_READER_TIFF, &s, &err),
                  TW_OK, "%s", err.message);
+    cr_assert_eq(tw_slide_read_region(s, 0, 10, 10, 16, 16, buf, 16 * 3, &err), TW_E_FORMAT);
+    cr_assert(strstr(err.message, "level 0 tile (0, 0) at x=0, y=0: corrupt data (JPEGLib: ") !=
+                  NULL,
+              "%s", err.message);
+    twi_slide_set_bad_tiles(s, true);
     first = read_rgb(s, 0, 10, 10, 16, 16); /* tile 0 decoded first */
     all = read_rgb(s, 0, 0, 0, 32, 32);     /* tiles 0-3, tile 3 last */
     part = read_rgb(s, 0, 10, 10, 16, 16);  /* tile 0 again, after tile 3 */
@@ -102,6 +108,11 @@ Test(fuzz_findings, corrupt_jpeg_tiles_do_not_depend_on_the_tiles_decoded_before
         cr_assert(memcmp(part + r * 16 * 3, first + r * 16 * 3, 16 * 3) == 0,
                   "row %d differs between the first read and a later one", 10 + r);
     }
+    /* tile 0 is bad: zeros */
+    for (int r = 0; r < 6; r++)
+        for (int b = 0; b < 6 * 3; b++)
+            cr_assert_eq(first[r * 16 * 3 + b], 0, "row %d byte %d", 10 + r, b);
+    cr_assert(twi_slide_get_bad_tiles(s) >= 1);
     free(first);
     free(all);
     free(part);

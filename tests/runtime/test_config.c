@@ -70,6 +70,7 @@ static const expect_key expected[] = {
     {"io.partial_tiles", TW_CONFIG_ENUM, "auto", "auto|memory|file",
      "TILEWAVE_IO_PARTIAL_TILES"},
     {"io.jpeg_quality", TW_CONFIG_INT, "90", "1..100", "TILEWAVE_IO_JPEG_QUALITY"},
+    {"io.on_bad_tile", TW_CONFIG_ENUM, "fail", "fail|fill", "TILEWAVE_IO_ON_BAD_TILE"},
     {"log.level", TW_CONFIG_ENUM, "warn", "error|warn|info|debug", "TILEWAVE_LOG_LEVEL"},
 };
 #define N_EXPECTED (sizeof expected / sizeof expected[0])
