@@ -180,7 +180,7 @@ TWI_HIDDEN tw_status twi_src_open(const tw_config *cfg, const char *op, unsigned
 TWI_HIDDEN tw_status twi_src_read(tw_task_ctx *ctx, const char *op, const twi_src *src,
                                   int64_t x, int64_t y, tw_tile_view *v, void *rgb);
 
-/* twi_assembler_put of a large view (a band of rows, a whole image) in chunks of about 4M
+/* twi_assembler_put of a large view (a band of rows, a whole image) in chunks of about 1M
  * pixels, whole columns of chunks for a wide view, rows for a tall one, returning
  * TW_E_CANCELED between chunks once the task's job is stopping: compressing a band of a 64K
  * wide slide takes seconds, and a cancel must take effect within one (runtime.md). */

@@ -807,7 +807,8 @@ tw_status
 twi_put_cancelable(tw_task_ctx *ctx, twi_assembler *a, int64_t x, int64_t y,
                    const tw_tile_view *v, tw_error *err)
 {
-    const int64_t chunk_px = (int64_t)1 << 22;
+    /* about 1 Mpx between two cancel checks: 4 MB of f32 to encode, a few tens of ms */
+    const int64_t chunk_px = (int64_t)1 << 20;
     size_t px_bytes = (size_t)v->channels * tw_sample_size(v->type);
     bool by_columns = v->w >= v->h;
     int64_t len = by_columns ? v->w : v->h, other = by_columns ? v->h : v->w;
