@@ -789,7 +789,10 @@ tw_config_load_file(tw_config *cfg, const char *path, tw_error *err)
             goto out;
         }
     }
-    if (len == 0 ? !(fp = fopen("/dev/null", "r")) : !(fp = fmemopen(buf, len, "r"))) {
+    /* fmemopen wants at least one byte: an empty file reads as one blank line */
+    if (len == 0)
+        buf[len++] = '\n';
+    if (!(fp = fmemopen(buf, len, "r"))) {
         st = twi_error_set(err, TW_E_NOMEM, "config: out of memory reading '%s'", path);
         goto out;
     }

@@ -100,6 +100,8 @@ twi_trace_open(tw_runtime *rt, const char *path, tw_error *err)
             close(fd);
         if (rt->trace_part)
             (void)unlink(rt->trace_part);
+        free(rt->trace_part);
+        rt->trace_part = NULL;
         return twi_error_set(err, TW_E_IO, "runtime: cannot write the trace '%s' (%s)", path,
                              strerror(e));
     }
@@ -244,6 +246,8 @@ twi_trace_close(tw_runtime *rt, tw_error *err)
         rt->trace_file = NULL;
         if (rt->trace_part)
             (void)unlink(rt->trace_part);
+        free(rt->trace_part);
+        rt->trace_part = NULL;
         goto out;
     }
     e = write_json(rt, rt->trace_file);

@@ -341,6 +341,10 @@ Test(cli_paths, config_files_and_variables_are_checked_whole)
     write_bytes(big, big_text, (1 << 20) + 2);
     ERR_RUN(("gray", in, "-o", out, "--config", big), 1, "is too large (more than 1048576 bytes)",
              out);
+    write_bytes(big, "", 0); /* an empty file is a valid, empty config */
+    r = RUN("config", "--print", "--config", big);
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    twtest_run_free(&r);
     r = RUN_ENV(unknown_env, "gray", in, "-o", out);
     expect_error(&r, 1, "TILEWAVE_NOSUCH_KEY: unknown variable", out);
     snprintf(long_val, 64, "TILEWAVE_RUNTIME_TRACE=");
