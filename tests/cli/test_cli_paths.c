@@ -193,7 +193,9 @@ Test(cli_paths, an_output_is_never_an_input_or_another_output)
     ERR_RUN(("gray", in, "-o", out, "--config", ini), 2, "runtime.trace: '", out);
     cr_assert(same_bytes(in, copy), "the input was changed");
     cr_assert(eq(u32, kind(soft), S_IFLNK));
-    cr_assert(twtest_exists(twtest_path(dir, "m.tif")) == false);
+    char *m = twtest_path(dir, "m.tif");
+    cr_assert(twtest_exists(m) == false);
+    free(m);
     free(in), free(out), free(copy), free(hard), free(soft), free(sub), free(odd), free(ini);
     free(marker);
 }
