@@ -274,7 +274,7 @@ void cli_recon_summary(tw_job *job, const char *out_path, const tw_mrecon_stats 
 /* The frame every operation command shares (common.c):
  *     cli_job_init(&c, &io);                       (a command with cli_recon_io options)
  *     ... getopt_long loop, cli_job_option() in its default branch ...
- *     rc = cli_job_setup(&c, &io.out, out, in, &cfg, &rt);
+ *     rc = cli_job_setup(&c, &io.out, out, in, NULL, 0, &cfg, &rt);
  *     st = tw_OP_submit(rt, &o, &job, &err);
  *     rc = cli_job_submitted(st, &err, job, "OP", c.quiet);   then the summary line
  * out:
@@ -282,11 +282,27 @@ void cli_recon_summary(tw_job *job, const char *out_path, const tw_mrecon_stats 
  * cli_job_init: the common flags and io to their defaults, getopt reset (optind 1, opterr 0:
  * our messages name the command). */
 void cli_job_init(cli_common *c, cli_recon_io *io);
+/* A file a command names (cli/paths.c): `what` is how the message names it ("-o", "--trace",
+ * "the input"); path NULL = not given. */
+typedef struct cli_file {
+    const char *what;
+    const char *path;
+    bool output;
+} cli_file;
+/* The one check of every file a command reads and writes, before anything is opened: an
+ * output that exists must be a regular file (links followed), and no output may be the same
+ * file as an input or another output (device and inode after following links; for a file not
+ * there yet, its folder's real path and its name). 0, or CLI_USAGE after one line on stderr. */
+int cli_files_check(const cli_file *files, int n);
 /* Build the configuration, check the output options against it (cli_output_check of `out`
- * for the command's output and input paths; in_path may be NULL) and create the runtime.
- * CLI_OK, or the exit code after printing the error; cli_job_end() frees what was made. */
+ * for the command's output and input paths; in_path may be NULL), check every file of the
+ * job with cli_files_check (the input, -o, --overlay, --tissue-mask, the trace and cost
+ * model file of the configuration, and `more`: n_more other inputs and outputs of the
+ * command) and create the runtime. CLI_OK, or the exit code after printing the error;
+ * cli_job_end() frees what was made. */
 int cli_job_setup(const cli_common *c, const cli_output_io *out, const char *out_path,
-                  const char *in_path, tw_config **cfg, tw_runtime **rt);
+                  const char *in_path, const cli_file *more, int n_more, tw_config **cfg,
+                  tw_runtime **rt);
 /* After tw_OP_submit() returned st (err: its error): CLI_FAIL after printing the error, or
  * cli_job_run(job, what, quiet). */
 int cli_job_submitted(tw_status st, const tw_error *err, tw_job *job, const char *what,
@@ -295,7 +311,8 @@ int cli_job_submitted(tw_status st, const tw_error *err, tw_job *job, const char
  * convert) that succeeded. */
 void cli_tiles_summary(tw_job *job, const char *out_path);
 /* Free the job, runtime and configuration (each may be NULL) and the common flags; returns
- * rc, the command's exit code. */
+ * rc, the command's exit code, or CLI_FAIL after printing why when rc was CLI_OK and the
+ * runtime could not write its trace (tw_runtime_finish). */
 int cli_job_end(int rc, tw_job *job, tw_runtime *rt, tw_config *cfg, cli_common *c);
 
 /* How a command runs (cli/mpi.c, docs/mpi.md): in one process; started by mpirun with

@@ -72,7 +72,8 @@ cmd_convert(int argc, char **argv)
     /* a copy takes no gray, threshold or tissue options (they are not in opts): keep the
      * input's report out of the summary */
     o.input.report = NULL;
-    if ((rc = cli_job_setup(&c, &io.out, o.output.path, o.input.path, &cfg, &rt)) != CLI_OK)
+    if ((rc = cli_job_setup(&c, &io.out, o.output.path, o.input.path, NULL, 0, &cfg, &rt)) !=
+        CLI_OK)
         goto out;
     st = tw_convert_submit(rt, &o, &job, &err);
     if ((rc = cli_job_submitted(st, &err, job, "convert", c.quiet)) == CLI_OK && !c.quiet)

@@ -201,7 +201,8 @@ run_filter(const filter *f, int argc, char **argv)
     cli_recon_apply(&io, &o.input, &o.output);
     o.conn = io.conn;
     o.stats = &stats;
-    if ((rc = cli_job_setup(&c, &io.out, o.output.path, o.input.path, &cfg, &rt)) != CLI_OK)
+    if ((rc = cli_job_setup(&c, &io.out, o.output.path, o.input.path, NULL, 0, &cfg, &rt)) !=
+        CLI_OK)
         goto out;
     st = cli_mpi && f->mpi_submit ? f->mpi_submit(cli_mpi, rt, &o, &cli_mpi_report, &job, &err)
                                   : f->submit(rt, &o, &job, &err);

@@ -161,7 +161,9 @@ cmd_edt(int argc, char **argv)
     o.input.path = argv[optind];
     cli_recon_apply(&io, &o.input, &o.output);
     o.report = &rep;
-    if ((rc = cli_job_setup(&c, &io.out, o.output.path, o.input.path, &cfg, &rt)) != CLI_OK)
+    if ((rc = cli_job_setup(&c, &io.out, o.output.path, o.input.path,
+                            (const cli_file[]){{"--indices", o.indices_path, true}}, 1, &cfg,
+                            &rt)) != CLI_OK)
         goto out;
     st = cli_mpi ? tw_mpi_edt_submit(cli_mpi, rt, &o, &cli_mpi_report, &job, &err)
                  : tw_edt_submit(rt, &o, &job, &err);

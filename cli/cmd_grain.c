@@ -123,7 +123,9 @@ run(int argc, char **argv, bool grain)
     g.area = (uint64_t)v;
     t.area_path = area_path;
     g.report = t.report = &rep;
-    if ((rc = cli_job_setup(&c, &io.out, out, argv[optind], &cfg, &rt)) != CLI_OK)
+    if ((rc = cli_job_setup(&c, &io.out, out, argv[optind],
+                            (const cli_file[]){{"--area", area_path, true}}, 1, &cfg, &rt)) !=
+        CLI_OK)
         goto out;
     st = grain ? tw_grain_submit(rt, &g, &job, &err) : tw_tos_submit(rt, &t, &job, &err);
     rc = cli_job_submitted(st, &err, job, grain ? "grain" : "tos", c.quiet);

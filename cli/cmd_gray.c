@@ -130,7 +130,8 @@ cmd_gray(int argc, char **argv)
     cli_input_apply(&in, &o.input);
     cli_output_apply(&oio, &o.output);
     o.input.path = argv[optind];
-    if ((rc = cli_job_setup(&c, &oio, o.output.path, o.input.path, &cfg, &rt)) != CLI_OK)
+    if ((rc = cli_job_setup(&c, &oio, o.output.path, o.input.path, NULL, 0, &cfg, &rt)) !=
+        CLI_OK)
         goto out;
     st = tw_gray_submit(rt, &o, &job, &err);
     if ((rc = cli_job_submitted(st, &err, job, "gray", c.quiet)) == CLI_OK && !c.quiet)

@@ -67,7 +67,9 @@ cmd_maxtree(int argc, char **argv)
     if (io.conn)
         o.connectivity = io.conn;
     cli_recon_apply(&io, &o.input, &o.output);
-    if ((rc = cli_job_setup(&c, &io.out, o.output.path, o.input.path, &cfg, &rt)) != CLI_OK)
+    if ((rc = cli_job_setup(&c, &io.out, o.output.path, o.input.path,
+                            (const cli_file[]){{"--area", o.area_path, true}}, 1, &cfg, &rt)) !=
+        CLI_OK)
         goto out;
     st = tw_maxtree_submit(rt, &o, &job, &err);
     rc = cli_job_submitted(st, &err, job, "maxtree", c.quiet);
@@ -190,7 +192,8 @@ cmd_filter(int argc, char **argv, tw_attr_filter filter)
         o.connectivity = io.conn;
     cli_recon_apply(&io, &o.input, &o.output);
     o.report = &rep;
-    if ((rc = cli_job_setup(&c, &io.out, o.output.path, o.input.path, &cfg, &rt)) != CLI_OK)
+    if ((rc = cli_job_setup(&c, &io.out, o.output.path, o.input.path, NULL, 0, &cfg, &rt)) !=
+        CLI_OK)
         goto out;
     st = cli_mpi ? tw_mpi_attr_filter_submit(cli_mpi, rt, &o, &cli_mpi_report, &job, &err)
                  : tw_attr_filter_submit(rt, &o, &job, &err);

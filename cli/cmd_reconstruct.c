@@ -180,7 +180,10 @@ cmd_reconstruct(int argc, char **argv)
     if (io.conn)
         o.conn = io.conn;
     o.stats = &stats;
-    if ((rc = cli_job_setup(&c, &io.out, o.output.path, o.mask.path, &cfg, &rt)) != CLI_OK)
+    if ((rc = cli_job_setup(&c, &io.out, o.output.path, NULL,
+                            (const cli_file[]){{"the input --marker", o.marker.path, false},
+                                               {"the input --mask", o.mask.path, false}},
+                            2, &cfg, &rt)) != CLI_OK)
         goto out;
     st = cli_mpi ? tw_mpi_mrecon_submit(cli_mpi, rt, &o, &cli_mpi_report, &job, &err)
                  : tw_mrecon_submit(rt, &o, &job, &err);

@@ -1090,12 +1090,16 @@ cmd_tune(int argc, char **argv)
     rc = CLI_FUZZ_STOP;
     goto out;
 #endif
-    /* The output first: an unwritable place fails now, not after the measurements. */
+    /* The output first: an unwritable place fails now, not after the measurements; a
+     * device, FIFO or socket there is refused (the rename would replace it), as every
+     * command's outputs are (cli_files_check). */
     if (stat(out_path, &stt) == 0 && S_ISDIR(stt.st_mode)) {
         cli_error("cannot write '%s' (a directory)", out_path);
         rc = CLI_FAIL;
         goto out;
     }
+    if ((rc = cli_files_check((const cli_file[]){{"-o", out_path, true}}, 1)) != CLI_OK)
+        goto out;
     if (!(tmp_path = malloc(strlen(out_path) + 16))) {
         cli_error("out of memory");
         rc = CLI_FAIL;

@@ -444,12 +444,32 @@ cli_job_init(cli_common *c, cli_recon_io *io)
 
 int
 cli_job_setup(const cli_common *c, const cli_output_io *out, const char *out_path,
-              const char *in_path, tw_config **cfg, tw_runtime **rt)
+              const char *in_path, const cli_file *more, int n_more, tw_config **cfg,
+              tw_runtime **rt)
 {
-    int rc;
+    enum { N_OWN = 6 };
+    cli_file files[N_OWN + 8];
+    const char *trace = NULL, *models = NULL;
+    int rc, n = 0;
 
     if ((rc = cli_config_build(c, cfg)) != CLI_OK ||
-        (rc = cli_output_check(out, *cfg, out_path, in_path)) != CLI_OK ||
+        (rc = cli_output_check(out, *cfg, out_path, in_path)) != CLI_OK)
+        return rc;
+    if (tw_config_get_string(*cfg, "runtime.trace", &trace) != TW_OK || !*trace)
+        trace = NULL;
+    /* the cost model file is read at the start and rewritten at the end */
+    if (tw_config_get_string(*cfg, "runtime.models", &models) != TW_OK ||
+        strcmp(models, "auto") == 0 || strcmp(models, "none") == 0)
+        models = NULL;
+    files[n++] = (cli_file){"the input", in_path, false};
+    files[n++] = (cli_file){"-o", out_path, true};
+    files[n++] = (cli_file){"--overlay", out ? out->overlay : NULL, true};
+    files[n++] = (cli_file){"--tissue-mask", job_input ? job_input->tissue_mask : NULL, true};
+    files[n++] = (cli_file){c->trace ? "--trace" : "runtime.trace", trace, true};
+    files[n++] = (cli_file){"runtime.models", models, true};
+    for (int i = 0; i < n_more && n < (int)(sizeof files / sizeof files[0]); i++)
+        files[n++] = more[i];
+    if ((rc = cli_files_check(files, n)) != CLI_OK ||
         (rc = cli_runtime_create(*cfg, rt)) != CLI_OK)
         return rc;
     return CLI_OK;
@@ -479,9 +499,16 @@ cli_tiles_summary(tw_job *job, const char *out_path)
 int
 cli_job_end(int rc, tw_job *job, tw_runtime *rt, tw_config *cfg, cli_common *c)
 {
+    tw_error err;
+
     if (rc == CLI_OK && job && !c->quiet)
         cli_mpi_print_report(); /* after the command's own summary line */
     tw_job_destroy(job);
+    /* The trace is an output like the others: a failure to write it fails the run. */
+    if (rt && tw_runtime_finish(rt, &err) != TW_OK && rc == CLI_OK) {
+        cli_error("%s", err.message);
+        rc = CLI_FAIL;
+    }
     tw_runtime_destroy(rt);
     tw_config_destroy(cfg);
     cli_common_fini(c);
@@ -688,10 +715,9 @@ cli_output_check(const cli_output_io *io, const tw_config *cfg, const char *out_
         comp = TW_COMPRESS_DEFLATE;
     if (io->quality && comp != TW_COMPRESS_JPEG)
         return cli_usage_error("--quality applies to JPEG only (add --compression jpeg)");
-    if (io->overlay && out_path && strcmp(io->overlay, out_path) == 0)
-        return cli_usage_error("--overlay: '%s' is the output itself", io->overlay);
-    if (io->overlay && in_path && strcmp(io->overlay, in_path) == 0)
-        return cli_usage_error("--overlay: '%s' would overwrite the input", io->overlay);
+    /* --overlay naming the output or the input: cli_files_check, with every other file */
+    (void)out_path;
+    (void)in_path;
     return 0;
 }
 

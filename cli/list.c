@@ -10,9 +10,11 @@
  * is counted and the list goes on; the exit status is 1 when any failed on any rank.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "cli.h"
@@ -75,12 +77,28 @@ out_name(const char *dir, const char *slide)
 static int
 list_read(const char *file, const char *dir, slide_list *l)
 {
-    FILE *f = fopen(file, "r");
+    FILE *f = NULL;
     char line[4096];
     int64_t cap = 0;
+    struct stat sb;
+    int fd = -1;
 
-    if (!f) {
-        cli_error("--list: cannot open '%s' (%s)", file, strerror(errno));
+    /* A regular file only: a FIFO would block the open, a device never end. Non-blocking,
+     * then fstat again for a name swapped meanwhile. */
+    if (stat(file, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        cli_error("--list: '%s' is not a regular file", file);
+        return CLI_FAIL;
+    }
+    if ((fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) < 0 || fstat(fd, &sb) != 0 ||
+        !S_ISREG(sb.st_mode) || fcntl(fd, F_SETFL, 0) != 0 || !(f = fdopen(fd, "r"))) {
+        int e = fd >= 0 && fstat(fd, &sb) == 0 && !S_ISREG(sb.st_mode) ? 0 : errno;
+
+        if (fd >= 0)
+            close(fd);
+        if (e)
+            cli_error("--list: cannot open '%s' (%s)", file, strerror(e));
+        else
+            cli_error("--list: '%s' is not a regular file", file);
         return CLI_FAIL;
     }
     while (fgets(line, sizeof line, f)) {

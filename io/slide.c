@@ -71,22 +71,27 @@ static tw_status
 check_file(const char *path, bool *is_tiff, tw_error *err)
 {
     unsigned char hdr[4] = {0};
+    const char *kind = NULL;
     char ebuf[128];
     struct stat sb;
     int64_t n;
     int fd;
 
     *is_tiff = false;
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+    /* Regular files only, never blocking: a FIFO or a device would hang or mislead. */
+    if ((fd = twi_open_regular(path, &kind)) < 0) {
         int e = errno;
+        if (kind)
+            return twi_error_set(err, TW_E_IO, "io: '%s' is %s, not a regular file", path,
+                                 kind);
         return twi_error_set(err, TW_E_IO, "io: cannot open '%s' (%s)", path,
                              twi_io_strerror(e, ebuf, sizeof ebuf));
     }
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        int e = S_ISDIR(sb.st_mode) ? EISDIR : errno;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
         close(fd);
         return twi_error_set(err, TW_E_IO, "io: cannot open '%s' (%s)", path,
-                             e ? twi_io_strerror(e, ebuf, sizeof ebuf) : "not a regular file");
+                             twi_io_strerror(e, ebuf, sizeof ebuf));
     }
     if (sb.st_size == 0) {
         close(fd);

@@ -675,6 +675,7 @@ tw_writer_open(const char *path, const tw_writer_opts *o, tw_writer **out, tw_er
     tw_writer *wr = NULL;
     TIFFOpenOptions *topts = NULL;
     const char *slash, *base;
+    char *followed = NULL;
     char ebuf[128];
     struct stat sb;
     int fd = -1, i;
@@ -689,9 +690,21 @@ tw_writer_open(const char *path, const tw_writer_opts *o, tw_writer **out, tw_er
     if (!*base)
         return twi_error_set(err, TW_E_INVALID, "io.writer: '%s' names a folder, not a file",
                              path);
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-        return twi_error_set(err, TW_E_IO, "io.writer: cannot write '%s' (%s)", path,
-                             twi_io_strerror(EISDIR, ebuf, sizeof ebuf));
+    /* Only a regular file is replaced: renaming over a device, a FIFO or a socket would turn
+     * /dev/null into a file. */
+    if (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode))
+        return twi_error_set(err, TW_E_IO, "io.writer: '%s' is %s, not a regular file", path,
+                             twi_file_kind((unsigned)sb.st_mode));
+    /* A symbolic link is followed: the file it names is replaced, the link stays. */
+    if (!(followed = twi_path_follow(path))) {
+        int e = errno;
+
+        return twi_error_set(err, e == ENOMEM ? TW_E_NOMEM : TW_E_IO,
+                             "io.writer: cannot write '%s' (%s)", path,
+                             twi_io_strerror(e, ebuf, sizeof ebuf));
+    }
+    path = followed;
+    slash = strrchr(path, '/');
 
     if (!(wr = calloc(1, sizeof *wr))) {
         st = twi_error_set(err, TW_E_NOMEM, "io.writer: out of memory");
@@ -788,6 +801,7 @@ tw_writer_open(const char *path, const tw_writer_opts *o, tw_writer **out, tw_er
     wr = NULL;
 out:
     TIFFOpenOptionsFree(topts);
+    free(followed);
     if (fd >= 0)
         close(fd);
     if (wr)

@@ -23,12 +23,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <ini.h>
 
 #include "tw_internal.h"
 
 #define GPU_ORDINAL_MAX 1023
+/* Limits of what is read: a config file (the shipped ones are under 20 KB) and one
+ * TILEWAVE_* value. Beyond them the source is refused, not truncated. */
+#define CONFIG_FILE_MAX (1 << 20)
+#define ENV_VALUE_MAX 4096
+
+/* TILEWAVE_* variables that are not configuration keys: the config file's path and those of
+ * the test suite and the Python binding. Any other TILEWAVE_* name is a mistake, named. */
+static const char *const env_other[] = {"TILEWAVE_CONFIG",    "TILEWAVE_TEST_TMP",
+                                        "TILEWAVE_LOAD_JOBS", "TILEWAVE_LOAD_REPORT",
+                                        "TILEWAVE_LIBRARY",   "TILEWAVE_CLI",
+                                        NULL};
 
 /* One row of the table. */
 typedef struct key_def {
@@ -162,7 +174,8 @@ static const key_def keys[] = {
      .words = compression_words, .help = "Compression of written TIFF tiles."},
     {.key = "io.compression_level", .type = TW_CONFIG_INT, .def = "0", .min = 0, .max = 22,
      .help = "Compression level of written TIFF tiles (codec units); 0 = the codec's default."},
-    {.key = "io.tiff_tile", .type = TW_CONFIG_DIMS, .def = "512x512", .min = 16, .max = 65536,
+    /* max: the writer's limit (io/writer_tiff.c TILE_MAX) */
+    {.key = "io.tiff_tile", .type = TW_CONFIG_DIMS, .def = "512x512", .min = 16, .max = 16384,
      .multiple = 16, .help = "Tile size of written TIFF files in pixels, WxH."},
     {.key = "io.pyramid", .type = TW_CONFIG_ENUM, .def = "no", .words = pyramid_words,
      .help = "Write outputs as pyramids (levels halving while they cover a whole tile, built "
@@ -505,11 +518,29 @@ static tw_status
 set_value(tw_config *cfg, size_t i, const char *text, tw_config_source src, const char *origin)
 {
     value nv = cfg->v[i];
-    char *org = NULL;
+    char *org = NULL, *trimmed = NULL;
+    const char *end;
     tw_status st;
 
+    /* Blanks around a value are dropped whatever its source, as inih drops them in files:
+     * ' 1' and '1 ' are both 1. */
+    while (*text == ' ' || *text == '\t' || *text == '\r' || *text == '\n')
+        text++;
+    end = text + strlen(text);
+    if (end > text && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r' || end[-1] == '\n')) {
+        while (end > text && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r' ||
+                              end[-1] == '\n'))
+            end--;
+        if (!(trimmed = malloc((size_t)(end - text) + 1)))
+            return TW_E_NOMEM;
+        memcpy(trimmed, text, (size_t)(end - text));
+        trimmed[end - text] = '\0';
+        text = trimmed;
+    }
     nv.str = NULL;
-    if ((st = parse_value(&keys[i], text, &nv)) != TW_OK)
+    st = parse_value(&keys[i], text, &nv);
+    free(trimmed);
+    if (st != TW_OK)
         return st;
     if (src < cfg->v[i].source) {
         free(nv.str);
@@ -713,13 +744,61 @@ tw_config_load_file(tw_config *cfg, const char *path, tw_error *err)
     tw_config *stage = NULL;
     load_ctx *c = NULL;
     FILE *fp = NULL;
-    int rc;
+    char *buf = NULL;
+    const char *kind = NULL;
+    size_t len = 0;
+    int fd = -1, rc;
 
     if (!cfg || !path)
         return twi_error_set(err, TW_E_INVALID, "config: no config or no path");
-    if (!(fp = fopen(path, "r"))) {
-        st = twi_error_set(err, TW_E_IO, "config: cannot open '%s' (%s)", path,
-                           strerror(errno));
+    /* A regular file only, opened without blocking (/dev/zero or a FIFO would never end),
+     * read whole up to CONFIG_FILE_MAX, with no NUL byte (inih would cut the line there). */
+    if ((fd = twi_open_regular(path, &kind)) < 0) {
+        if (kind)
+            st = twi_error_set(err, TW_E_IO, "config: '%s' is %s, not a regular file", path,
+                               kind);
+        else
+            st = twi_error_set(err, TW_E_IO, "config: cannot open '%s' (%s)", path,
+                               strerror(errno));
+        goto out;
+    }
+    if (!(buf = malloc(CONFIG_FILE_MAX + 1))) {
+        st = twi_error_set(err, TW_E_NOMEM, "config: out of memory reading '%s'", path);
+        goto out;
+    }
+    for (;;) {
+        int64_t got = read(fd, buf + len, CONFIG_FILE_MAX + 1 - len);
+
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0) {
+            st = twi_error_set(err, TW_E_IO, "config: cannot read '%s' (%s)", path,
+                               strerror(errno));
+            goto out;
+        }
+        if (got == 0)
+            break;
+        len += (size_t)got;
+        if (len > CONFIG_FILE_MAX) {
+            st = twi_error_set(err, TW_E_INVALID,
+                               "config: '%s' is too large (more than %d bytes)", path,
+                               CONFIG_FILE_MAX);
+            goto out;
+        }
+    }
+    for (size_t k = 0, line = 1; k < len; k++) {
+        if (buf[k] == '\n')
+            line++;
+        else if (buf[k] == '\0') {
+            st = twi_error_set(err, TW_E_INVALID, "%s:%zu: NUL byte in the file", path, line);
+            goto out;
+        }
+    }
+    /* fmemopen wants at least one byte: an empty file reads as one blank line */
+    if (len == 0)
+        buf[len++] = '\n';
+    if (!(fp = fmemopen(buf, len, "r"))) {
+        st = twi_error_set(err, TW_E_NOMEM, "config: out of memory reading '%s'", path);
         goto out;
     }
     if ((st = tw_config_clone(cfg, &stage)) != TW_OK || !(c = calloc(1, sizeof *c))) {
@@ -751,6 +830,9 @@ tw_config_load_file(tw_config *cfg, const char *path, tw_error *err)
 out:
     if (fp)
         fclose(fp);
+    if (fd >= 0)
+        close(fd);
+    free(buf);
     free(c);
     tw_config_destroy(stage);
     return st;
@@ -769,6 +851,37 @@ env_name(const char *key, char *buf, size_t n)
     buf[len] = '\0';
 }
 
+extern char **environ;
+
+/* Every TILEWAVE_* variable must be a key's or one of env_other: a typo such as
+ * TILEWAVE_TILE_SISE would otherwise be ignored without a word. */
+static tw_status
+check_env_names(tw_error *err)
+{
+    for (char **e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        size_t n = eq ? (size_t)(eq - *e) : strlen(*e);
+        bool known = false;
+
+        if (strncmp(*e, "TILEWAVE_", 9) != 0)
+            continue;
+        for (const char *const *o = env_other; *o && !known; o++)
+            known = strlen(*o) == n && strncmp(*o, *e, n) == 0;
+        for (size_t i = 0; i < N_KEYS && !known; i++) {
+            char name[128];
+
+            env_name(keys[i].key, name, sizeof name);
+            known = strlen(name) == n && strncmp(name, *e, n) == 0;
+        }
+        if (!known)
+            return twi_error_set(err, TW_E_INVALID,
+                                 "%.*s: unknown variable (not a configuration key; the keys are "
+                                 "listed by 'tilewave config --print')",
+                                 (int)(n > 200 ? 200 : n), *e);
+    }
+    return TW_OK;
+}
+
 tw_status
 tw_config_load_env(tw_config *cfg, tw_error *err)
 {
@@ -781,6 +894,8 @@ tw_config_load_env(tw_config *cfg, tw_error *err)
         st = twi_error_set(err, TW_E_NOMEM, "config: out of memory");
         goto out;
     }
+    if ((st = check_env_names(err)) != TW_OK)
+        goto out;
     for (size_t i = 0; i < N_KEYS; i++) {
         char name[128];
         const char *val;
@@ -789,6 +904,11 @@ tw_config_load_env(tw_config *cfg, tw_error *err)
         /* An empty variable counts as unset, so `TILEWAVE_X= tilewave ...` clears it. */
         if (!(val = getenv(name)) || !*val)
             continue;
+        if (strlen(val) > ENV_VALUE_MAX) {
+            st = twi_error_set(err, TW_E_INVALID, "%s: value too long (%zu bytes, at most %d)",
+                               name, strlen(val), ENV_VALUE_MAX);
+            goto out;
+        }
         st = set_value(stage, i, val, TW_CONFIG_ENV, name);
         if (st == TW_E_INVALID) {
             bad_value(err, name, i, &stage->v[i], val);

@@ -763,13 +763,15 @@ out:
     return st;
 }
 
-void
-tw_runtime_destroy(tw_runtime *rt)
+/* Stop the workers and wait for them (once). */
+static void
+stop_workers(tw_runtime *rt)
 {
     int i;
 
-    if (!rt)
+    if (rt->finished)
         return;
+    rt->finished = true;
     if (rt->lock_init) {
         sched_lock(rt);
         rt->stopping = true;
@@ -781,7 +783,32 @@ tw_runtime_destroy(tw_runtime *rt)
     for (i = 0; i < rt->n_workers; i++)
         if (rt->workers[i].thread_started)
             pthread_join(rt->workers[i].thread, NULL);
-    twi_trace_close(rt);
+}
+
+tw_status
+tw_runtime_finish(tw_runtime *rt, tw_error *err)
+{
+    if (!rt)
+        return twi_error_set(err, TW_E_INVALID, "runtime: tw_runtime_finish: NULL runtime");
+    stop_workers(rt);
+    rt->trace_reported = true;
+    return twi_trace_close(rt, err);
+}
+
+void
+tw_runtime_destroy(tw_runtime *rt)
+{
+    tw_error err;
+    int i;
+
+    if (!rt)
+        return;
+    stop_workers(rt);
+    /* tw_runtime_destroy() returns nothing: the log is the only way to say it, when
+     * tw_runtime_finish() did not. */
+    if (twi_trace_close(rt, &err) != TW_OK && !rt->trace_reported)
+        TW_LOG(TW_LOG_ERROR, "runtime", "%s", err.message);
+    twi_trace_free(rt);
     if (rt->sched_init)
         rt->sched.policy->fini(&rt->sched);
     twi_models_close(rt);

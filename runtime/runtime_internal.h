@@ -231,12 +231,16 @@ enum {
 };
 
 TWI_HIDDEN int64_t twi_trace_now(void);
-/* Open `path`.part for the trace (TW_E_IO with a message when it cannot be written). */
+/* Create the trace's file, without a name yet, in the folder of `path` (TW_E_IO with a message
+ * when it cannot be written there, or when `path` is not a regular file). */
 TWI_HIDDEN tw_status twi_trace_open(tw_runtime *rt, const char *path, tw_error *err);
 /* Append an event to a lane of w (w's own thread only). */
 TWI_HIDDEN void twi_trace_add(tw_worker *w, int lane, const char *name, int64_t t0, int64_t t1);
-/* After the workers stopped: write the JSON, rename it into place, free the events. */
-TWI_HIDDEN void twi_trace_close(tw_runtime *rt);
+/* After the workers stopped: write the JSON, give it its name at once, free the events. Once
+ * only; later calls return what the first gave (TW_OK, or TW_E_IO with err filled). */
+TWI_HIDDEN tw_status twi_trace_close(tw_runtime *rt, tw_error *err);
+/* At destruction: close and remove what is left, free the events and names. */
+TWI_HIDDEN void twi_trace_free(tw_runtime *rt);
 
 /* ---- workers */
 struct tw_worker {
@@ -393,8 +397,15 @@ struct tw_runtime {
     pthread_mutex_t sync_lock[16]; /* twi_tile_sync_host: one copy per tile at a time */
 
     /* runtime.trace: where the trace goes (NULL: no trace) */
-    FILE *trace_file;       /* path.part, open from creation to destruction */
-    char *trace_path, *trace_part;
+    FILE *trace_file;       /* nameless (O_TMPFILE) or trace_part, open from creation to
+                             * the end */
+    char *trace_path;       /* where the trace goes (symbolic links followed) */
+    char *trace_part;       /* its temporary name: NULL while the file is nameless */
+    bool trace_done;        /* written (or failed) by twi_trace_close: nothing more to do */
+    bool finished;          /* the workers are stopped and joined */
+    bool trace_reported;    /* tw_runtime_finish returned the trace's status to the caller */
+    tw_status trace_status; /* what that gave, for tw_runtime_finish */
+    char trace_error[TW_ERROR_MAX];
     int64_t trace_t0;
     bool started;           /* creation succeeded (a failed one leaves no trace file) */
 

@@ -101,6 +101,21 @@ TWI_HIDDEN int twi_scratch_open(const char *dir, const char *hint);
 TWI_HIDDEN int twi_pwrite_all(int fd, const void *buf, size_t n, int64_t off);
 TWI_HIDDEN int twi_pread_all(int fd, void *buf, size_t n, int64_t off);
 
+/* ---- files the user names (runtime/files.c) */
+/* "a directory", "a character device", "a FIFO", "a socket", ... for a st_mode. */
+TWI_HIDDEN const char *twi_file_kind(unsigned mode);
+/* Open `path` read-only, close-on-exec, only if it is a regular file: stat first, then a
+ * non-blocking open and fstat again (a FIFO never blocks the open, a name swapped meanwhile is
+ * seen), the descriptor left blocking. Returns it, or -1: with errno set when the file cannot
+ * be reached or opened; with errno 0 and *kind naming what it is (twi_file_kind) when it is
+ * not a regular file. */
+TWI_HIDDEN int twi_open_regular(const char *path, const char **kind);
+/* `path` with the symbolic links at its last component followed (a relative target taken from
+ * the link's folder), so that an output written in its place replaces the file the link
+ * names, not the link: malloc'ed, `path` itself when it is no link or does not exist. NULL
+ * with errno (ELOOP after 40 links, ENOMEM). */
+TWI_HIDDEN char *twi_path_follow(const char *path);
+
 /* ---- I/O counts (tw_job_io): the readers and writers a job's streams use add into its
  * counts (io/reader_tiff.c, io/writer_tiff.c; attached by ops/stream.c). Lock-free. */
 typedef struct twi_io_counts {

@@ -49,6 +49,16 @@ typedef enum tw_device_type {
 TW_API TW_NODISCARD tw_status tw_runtime_create(const tw_config *cfg, tw_runtime **out,
                                                tw_error *err);
 
+/**
+ * Stop the workers and write what the runtime writes at its end: the trace of `runtime.trace`,
+ * given its name only once complete. Every job must have been destroyed and no other call on
+ * @p rt may be running; afterwards only tw_runtime_destroy() may be called. Without this call
+ * tw_runtime_destroy() does the same and can only log a failure.
+ * @return TW_OK, TW_E_IO (the trace could not be written; @p err names it), TW_E_INVALID.
+ * @since 0.7
+ */
+TW_API TW_NODISCARD tw_status tw_runtime_finish(tw_runtime *rt, tw_error *err);
+
 /** Stop the workers and free the runtime. Every job must have been destroyed and no other
  *  call on @p rt may be running. NULL is a no-op. @since 0.1 */
 TW_API void tw_runtime_destroy(tw_runtime *rt);

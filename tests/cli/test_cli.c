@@ -221,7 +221,7 @@ Test(cli, bad_inputs_fail_with_one_line_and_no_output)
     r = RUN("gray", sample, "-o", "/nonexistent-dir/out.tif");
     expect_error(&r, 1, "nonexistent-dir", NULL);
     r = RUN("gray", sample, "-o", sample);
-    expect_error(&r, 1, "overwrite the input", NULL);
+    expect_error(&r, 2, "overwrite the input", NULL);
     const char *const env[] = {"TILEWAVE_TILE_SIZE=huge", NULL};
     r = RUN_ENV(env, "gray", sample, "-o", o);
     expect_error(&r, 1, "TILEWAVE_TILE_SIZE", o);

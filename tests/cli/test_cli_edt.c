@@ -211,8 +211,8 @@ Test(cli_edt, bad_arguments)
     ERR_RUN(("edt", in, "-o", out, "--conn", "4"), 2, "unknown option", out);
     ERR_RUN(("edt", missing, "-o", out), 1, "no.tif", out);
     ERR_RUN(("edt", in, "-o", out, "--spacing", "auto"), 1, "mpp", out);
-    ERR_RUN(("edt", in, "-o", out, "--indices", out), 1, "indices", out);
-    ERR_RUN(("edt", in, "-o", in), 1, "overwrite", NULL);
+    ERR_RUN(("edt", in, "-o", out, "--indices", out), 2, "indices", out);
+    ERR_RUN(("edt", in, "-o", in), 2, "overwrite", NULL);
     ERR_RUN(("edt", in, "-o", out, "--region", "30,0,20,5"), 1, "outside", out);
     free(in);
     free(out);

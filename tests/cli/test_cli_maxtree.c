@@ -151,9 +151,9 @@ Test(cli_maxtree, bad_arguments)
     ERR_RUN(("area-open", in, "--area", "4"), 2, "missing -o", out);
     ERR_RUN(("area-open", missing, "-o", out, "--area", "4"), 1, "no.tif", out);
     ERR_RUN(("area-open", fin, "-o", out, "--area", "4"), 1, "f32", out);
-    ERR_RUN(("area-open", in, "-o", in, "--area", "4"), 1, "overwrite", NULL);
+    ERR_RUN(("area-open", in, "-o", in, "--area", "4"), 2, "overwrite", NULL);
     ERR_RUN(("maxtree", in, "-o", out, "--index-bits", "16"), 2, "--index-bits", out);
-    ERR_RUN(("maxtree", in, "-o", out, "--area", out), 1, "area", out);
+    ERR_RUN(("maxtree", in, "-o", out, "--area", out), 2, "area", out);
     ERR_RUN(("maxtree", fin, "-o", out), 1, "f32", out);
     free(in);
     free(out);

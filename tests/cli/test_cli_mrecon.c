@@ -294,7 +294,7 @@ Test(cli_mrecon, bad_inputs_fail_with_one_line_and_no_output)
     r = RUN("reconstruct", "--marker", fb, "--mask", fa);
     expect_error(&r, 2, "missing -o OUT", NULL);
     r = RUN("reconstruct", "--marker", fb, "--mask", fa, "-o", fa);
-    expect_error(&r, 1, "would overwrite an input", NULL);
+    expect_error(&r, 2, "would overwrite the input --mask", NULL);
     r = RUN("hmax", fa, "-o", o);
     expect_error(&r, 2, "missing --h H", o);
     r = RUN("hmax", fa, "-o", o, "--h", "0");

@@ -169,8 +169,8 @@ Test(cli_tos, bad_arguments)
     ERR_RUN(("grain", in, in, "-o", out, "--area", "4"), 2, "too many arguments", out);
     ERR_RUN(("grain", missing, "-o", out, "--area", "4"), 1, "no.tif", out);
     ERR_RUN(("grain", fin, "-o", out, "--area", "4"), 1, "f32", out);
-    ERR_RUN(("grain", in, "-o", in, "--area", "4"), 1, "overwrite", NULL);
-    ERR_RUN(("tos", in, "-o", out, "--area", out), 1, "area", out);
+    ERR_RUN(("grain", in, "-o", in, "--area", "4"), 2, "overwrite", NULL);
+    ERR_RUN(("tos", in, "-o", out, "--area", out), 2, "area", out);
     ERR_RUN(("tos", in, "-o", out, "--conn", "4"), 2, "--conn", out);
     ERR_RUN(("tos", fin, "-o", out), 1, "f32", out);
     ERR_RUN(("tos", in, "-o", out, "--bogus"), 2, "--bogus", out);

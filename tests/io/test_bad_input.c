@@ -2,7 +2,10 @@
 /* tilewave tests: bad input to the readers: each gives its status and a one-line message. */
 #include <errno.h>
 #include <stdarg.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "io_testutil.h"
@@ -102,8 +105,34 @@ Test(bad_input, missing_file)
 
 Test(bad_input, folder_instead_of_file)
 {
-    /* A folder is not a slide: TW_E_IO naming it. */
-    expect_open_fails(tmp_dir, TW_READER_AUTO, TW_E_IO, "cannot open", strerror(EISDIR), NULL);
+    /* A folder is not a slide: TW_E_IO naming it and what it is (not a stale errno). */
+    expect_open_fails(tmp_dir, TW_READER_AUTO, TW_E_IO, "is a directory, not a regular file",
+                      NULL);
+}
+
+Test(bad_input, devices_fifos_and_sockets_are_refused_without_blocking)
+{
+    /* Only regular files are opened: a character device says so (not the stale "No such file
+     * or directory" of before), a FIFO with no writer is refused at once instead of blocking
+     * in open(), a socket likewise; each is TW_E_IO naming the path and the kind of file. */
+    char *fifo = twtest_path(tmp_dir, "fifo"), *sock = twtest_path(tmp_dir, "sock");
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    cr_assert(fd >= 0, "socket");
+    cr_assert(strlen(sock) < sizeof sa.sun_path, "socket path too long: %s", sock);
+    memcpy(sa.sun_path, sock, strlen(sock) + 1);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    expect_open_fails("/dev/zero", TW_READER_AUTO, TW_E_IO,
+                      "'/dev/zero' is a character device, not a regular file", NULL);
+    expect_open_fails("/dev/null", TW_READER_TIFF, TW_E_IO, "is a character device", NULL);
+    expect_open_fails(fifo, TW_READER_AUTO, TW_E_IO, "is a FIFO, not a regular file", NULL);
+    expect_open_fails(sock, TW_READER_OPENSLIDE, TW_E_IO, "is a socket, not a regular file",
+                      NULL);
+    close(fd);
+    free(fifo);
+    free(sock);
 }
 
 Test(bad_input, text_file)

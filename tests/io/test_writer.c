@@ -461,9 +461,12 @@ Test(writer, missing_folder_is_io_error)
     TU_ASSERT_MSG(err, path);
     TU_ASSERT_MSG(err, strerror(ENOENT));
     TU_ASSERT_ONE_LINE(err);
-    /* an output path that is a folder */
+    /* an output path that is a folder, or a device: refused, saying what it is */
     cr_assert_eq(tw_writer_open(dir, &o, &wr, &err), TW_E_IO);
-    TU_ASSERT_MSG(err, strerror(EISDIR));
+    TU_ASSERT_MSG(err, "is a directory, not a regular file");
+    cr_assert_eq(tw_writer_open("/dev/null", &o, &wr, &err), TW_E_IO);
+    TU_ASSERT_MSG(err, "'/dev/null' is a character device, not a regular file");
+    TU_ASSERT_ONE_LINE(err);
     cr_assert_eq(twtest_count_entries(dir), 0);
     twtest_rmtree(dir);
     free(path);

@@ -258,14 +258,15 @@ free_tiles(tw_tile **tiles, int n)
 
 Test(fault, inject_setting_syntax)
 {
-    /* Accepted forms and their canonical text; everything else is refused with the syntax in
-     * the message; a bad value set another way (the environment) fails runtime creation. */
+    /* Accepted forms and their canonical text (blanks around a value dropped, as for every
+     * key and source); everything else is refused with the syntax in the message; a bad value
+     * set another way (the environment) fails runtime creation. */
     static const char *const good[][2] = {
         {"", ""},          {"cuda", "cuda"},       {"cuda:1", "cuda"},
         {"cuda:3", "cuda:3"}, {"cuda:007", "cuda:7"}, {"cuda:2:mrecon.tp", "cuda:2:mrecon.tp"},
-        {"cuda:1:edt.band", "cuda:1:edt.band"}};
+        {"cuda:1:edt.band", "cuda:1:edt.band"}, {" cuda\t", "cuda"}};
     static const char *const bad[] = {"gpu", "cuda:", "cuda:0", "cuda:-1", "cuda:+2", "cuda:x",
-                                      "cuda:3:", "cuda:3:a b", "cudax", " cuda", "cuda:1:2:3",
+                                      "cuda:3:", "cuda:3:a b", "cudax", "cu da", "cuda:1:2:3",
                                       "CUDA", "cuda:99999999999999999999"};
     tw_config *cfg = NULL;
     tw_error err;

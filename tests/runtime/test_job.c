@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* Criterion 2.4 assertions store into a 1-bit field, which -Wconversion flags at every use. */
 #pragma GCC diagnostic ignored "-Wconversion"
@@ -515,6 +517,55 @@ Test(trace, unwritable_path_fails_creation_and_failed_creation_leaves_nothing)
     free(part);
     twtest_rmtree(dir);
     free(path);
+    free(dir);
+}
+
+Test(trace, is_nameless_until_complete_and_a_write_failure_is_returned)
+{
+    /* While the runtime runs, the trace's folder holds nothing (the file is nameless, so a
+     * killed process leaves nothing); tw_runtime_finish() names it and returns TW_OK, a
+     * second call does nothing more. When the file cannot be given its name (its folder was
+     * removed meanwhile), tw_runtime_finish() returns TW_E_IO naming the trace, and
+     * tw_runtime_destroy() afterwards neither crashes nor leaves anything. */
+    char *dir = twtest_tmpdir(), *sub = twtest_path(dir, "sub"), *path, *gone;
+    tw_error err = {0};
+    tw_runtime *rt;
+    tw_job *job;
+
+    cr_assert(eq(int, mkdir(sub, 0700), 0));
+    path = twtest_path(sub, "t.json");
+    rt = traced_runtime(path, "none", &err);
+    cr_assert(rt != NULL, "%s", err.message);
+    job = submit_work(rt, 4, -1, 1);
+    cr_assert(eq(int, tw_job_wait(job, -1), TW_OK));
+    tw_job_destroy(job);
+    cr_assert(eq(int, twtest_count_entries(sub), 0), "the trace has a name before the end");
+    cr_assert(eq(int, tw_runtime_finish(rt, &err), TW_OK), "%s", err.message);
+    cr_assert(eq(int, tw_runtime_finish(rt, &err), TW_OK));
+    tw_runtime_destroy(rt);
+    cr_assert(exists(path));
+    cr_assert(eq(int, twtest_count_entries(sub), 1), "a temporary file was left beside it");
+
+    gone = twtest_path(dir, "gone");
+    cr_assert(eq(int, mkdir(gone, 0700), 0));
+    free(path);
+    path = twtest_path(gone, "t.json");
+    rt = traced_runtime(path, "none", &err);
+    cr_assert(rt != NULL, "%s", err.message);
+    job = submit_work(rt, 4, -1, 1);
+    cr_assert(eq(int, tw_job_wait(job, -1), TW_OK));
+    tw_job_destroy(job);
+    cr_assert(eq(int, rmdir(gone), 0), "the trace's folder was not empty during the run");
+    cr_assert(eq(int, tw_runtime_finish(rt, &err), TW_E_IO));
+    cr_assert(strstr(err.message, "runtime: cannot write the trace '") != NULL, "%s",
+              err.message);
+    cr_assert(strstr(err.message, "gone/t.json") != NULL, "%s", err.message);
+    tw_runtime_destroy(rt);
+    cr_assert(exists(path) == false);
+    twtest_rmtree(dir);
+    free(path);
+    free(gone);
+    free(sub);
     free(dir);
 }
 
