@@ -48,16 +48,32 @@ teardown(void)
 
 TestSuite(service, .init = setup, .fini = teardown, .timeout = 180);
 
+/* Start the service on `sock` with `dir` as its root and `max_jobs`, plus up to 8 more
+ * arguments (NULL-terminated). */
 static void
-start_service(const char *max_jobs)
+start_service_with(const char *max_jobs, ...)
 {
+    const char *argv[24] = {"tw_example_service", "--socket", sock, "--root", dir,
+                            "--max-jobs", max_jobs};
+    int n = 7;
+    va_list ap;
+
+    va_start(ap, max_jobs);
+    for (const char *a; n < 23 && (a = va_arg(ap, const char *)) != NULL;)
+        argv[n++] = a;
+    va_end(ap);
     service = fork();
     cr_assert_geq(service, 0);
     if (service == 0) {
-        execl(TW_SERVICE_PATH, "tw_example_service", "--socket", sock, "--max-jobs", max_jobs,
-              (char *)NULL);
+        execv(TW_SERVICE_PATH, (char *const *)argv);
         _exit(127);
     }
+}
+
+static void
+start_service(const char *max_jobs)
+{
+    start_service_with(max_jobs, "--max-client-jobs", "16", (char *)NULL);
 }
 
 /* Exit status of the service (128 + signal when killed), -1 when still running after 60 s. */
@@ -378,7 +394,7 @@ Test(service, sigterm_cancels_and_answers_a_waiting_client)
     start_service("1");
     c = open_conn();
     id = submit(&c, "area-open %s %s area=500 tile=64x64", slide, out);
-    cr_assert(strncmp(ask(&c, "submit gray %s %s", slide, out), "error busy", 10) == 0);
+    cr_assert(strncmp(ask(&c, "submit gray %s %s/o2.tif", slide, dir), "error busy", 10) == 0);
     {
         char line[32];
         int n = snprintf(line, sizeof line, "wait %d\n", id);
