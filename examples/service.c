@@ -20,17 +20,27 @@
  * Jobs run concurrently on the runtime's workers; a job whose input cannot be read is a job
  * that failed, with the library's message, and the service goes on. A single thread serves
  * every client with poll(): requests are quick (submission returns at once) and `wait` only
- * parks its client until the job ends, so no client ever blocks another. Ended jobs are kept
- * (their state and message, a few hundred bytes each) for the life of the process.
+ * parks its client until the job ends, so no client ever blocks another.
  *
- *     tw_example_service --socket PATH [--config FILE] [--max-jobs N]   (the service)
+ * Confined (examples/service_request.c): every path a request names must resolve, links
+ * included, into one of the --root folders (default: the current folder); relative paths are
+ * taken in the first root, ".." is refused, and what exists there must be a regular file,
+ * never the socket; a path outside gets one reply whether or not anything is there. A
+ * connection that sends no complete request for --idle-timeout seconds is closed (a `wait`
+ * is not idle); a connection may have --max-client-jobs jobs running; the last --keep-jobs
+ * ended jobs are remembered, older ones forgotten; the socket is the owner's alone.
+ *
+ *     tw_example_service --socket PATH [--root DIR ...] [--config FILE] [--max-jobs N]
+ *                        [--max-client-jobs N] [--keep-jobs N] [--idle-timeout SECONDS]
  *     tw_example_service --socket PATH --send LINE [--send LINE ...]    (a client)
  */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* S_ISVTX */
 
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -42,190 +52,66 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <tilewave.h>
 
-enum { MAX_CLIENTS = 64, REQUEST_MAX = 4096, MAX_WORDS = 32 };
+#include "service_request.h"
+
+enum { MAX_CLIENTS = 64, REQUEST_MAX = 4096 };
 
 typedef enum job_state { JOB_RUNNING = 0, JOB_DONE, JOB_FAILED, JOB_CANCELED } job_state;
 static const char *const state_names[] = {"running", "done", "failed", "canceled"};
 
 typedef struct job {
+    int64_t id;
     tw_job *tj;           /* NULL once the job has ended and been reaped */
     job_state state;
     tw_progress progress; /* the final one, once reaped */
-    char *request;        /* the request's words, which the job's options point into */
+    uint64_t owner;       /* the serial of the connection that submitted it */
+    char *in, *out;       /* the resolved paths the job's options point to, until it ends */
     char error[TW_ERROR_MAX];
 } job;
 
 typedef struct client {
     int fd;               /* -1: free slot */
+    uint64_t serial;      /* one per connection accepted, never reused */
     char buf[REQUEST_MAX];
     size_t len;
     bool skipping;        /* dropping the rest of a line that was too long */
-    int waiting;          /* the job a `wait` parks this client on; 0: none */
+    int64_t waiting;      /* the job a `wait` parks this client on; 0: none */
+    int64_t since_ms;     /* when it connected or its last request was answered (monotonic) */
 } client;
 
 typedef struct service {
     tw_runtime *rt;
     int listen_fd;
-    job *jobs;            /* job ID is jobs[ID - 1] */
+    job *jobs;            /* in ID order: running ones and the last keep_jobs ended ones */
     int n_jobs, cap_jobs;
+    int64_t next_id;
     int max_jobs;         /* jobs running at once; more submissions are refused */
+    int max_client_jobs;  /* jobs running at once from one connection */
+    int keep_jobs;        /* ended jobs remembered; older ones are forgotten */
+    int64_t idle_ms;      /* a connection without a complete request this long is closed */
+    uint64_t next_serial;
+    svc_roots roots;
     client clients[MAX_CLIENTS];
     bool stopping;
 } service;
 
-/* ---- operations: the request's op name, its submit function and the keys it takes */
-
-enum {
-    K_TILE = 1u << 0, K_LEVEL = 1u << 1, K_COMPRESSION = 1u << 2, K_PYRAMID = 1u << 3,
-    K_GRAY = 1u << 4, K_THRESHOLD = 1u << 5, K_INVERT = 1u << 6, K_CONN = 1u << 7,
-    K_AREA = 1u << 8, K_HEIGHT = 1u << 9, K_H = 1u << 10, K_DOME = 1u << 11,
-    K_RADIUS = 1u << 12, K_MODE = 1u << 13, K_FORMAT = 1u << 14,
-    K_IO = K_TILE | K_LEVEL | K_COMPRESSION | K_PYRAMID,
-    K_MASK = K_IO | K_GRAY | K_THRESHOLD | K_INVERT
-};
-static const char *const key_names[] = {"tile", "level", "compression", "pyramid", "gray",
-                                        "threshold", "invert", "conn", "area", "height", "h",
-                                        "dome", "radius", "mode", "format"};
-
-typedef enum op_kind { OP_GRAY, OP_CONVERT, OP_EDT, OP_RFILTER, OP_ATTR } op_kind;
-
-typedef tw_status (*rfilter_fn)(tw_runtime *rt, const tw_rfilter_opts *o, tw_job **out,
-                                tw_error *err);
-
-typedef struct op_def {
-    const char *name;
-    op_kind kind;
-    unsigned keys;
-    rfilter_fn rfilter;   /* OP_RFILTER */
-    tw_attr_filter attr;  /* OP_ATTR */
-} op_def;
-
-static const op_def ops[] = {
-    {"gray", OP_GRAY, K_IO | K_MODE | K_THRESHOLD | K_INVERT, NULL, 0},
-    {"convert", OP_CONVERT, K_IO, NULL, 0},
-    {"edt", OP_EDT, K_IO | K_GRAY | K_THRESHOLD | K_INVERT | K_FORMAT, NULL, 0},
-    {"fill-holes", OP_RFILTER, K_MASK | K_CONN, tw_fill_holes_submit, 0},
-    {"hmax", OP_RFILTER, K_MASK | K_CONN | K_H | K_DOME, tw_hmax_submit, 0},
-    {"regional-max", OP_RFILTER, K_MASK | K_CONN, tw_regional_max_submit, 0},
-    {"open-rec", OP_RFILTER, K_MASK | K_CONN | K_RADIUS, tw_open_rec_submit, 0},
-    {"close-rec", OP_RFILTER, K_MASK | K_CONN | K_RADIUS, tw_close_rec_submit, 0},
-    {"area-open", OP_ATTR, K_MASK | K_CONN | K_AREA, NULL, TW_AREA_OPENING},
-    {"area-close", OP_ATTR, K_MASK | K_CONN | K_AREA, NULL, TW_AREA_CLOSING},
-    {"height-open", OP_ATTR, K_MASK | K_CONN | K_HEIGHT, NULL, TW_HEIGHT_OPENING},
-    {"height-close", OP_ATTR, K_MASK | K_CONN | K_HEIGHT, NULL, TW_HEIGHT_CLOSING},
-};
-
-/* The parameters of one request, from its key=value words. */
-typedef struct params {
-    const char *in, *out;
-    int32_t tile_w, tile_h;
-    int level, conn;
-    tw_compression compression;
-    bool compression_set, pyramid, invert, dome;
-    tw_gray_mode gray, mode;
-    tw_threshold_mode threshold_mode;
-    double threshold;
-    uint64_t attr; /* area= or height= */
-    int64_t h;
-    int32_t radius;
-    tw_edt_format format;
-} params;
-
-/* A whole-string integer in [min, max]. */
-static bool
-parse_int(const char *s, int64_t min, int64_t max, int64_t *out)
+static int64_t
+now_ms(void)
 {
-    char *end = NULL;
-    long long v;
+    struct timespec ts;
 
-    errno = 0;
-    v = strtoll(s, &end, 10);
-    if (errno || end == s || *end || v < min || v > max)
-        return false;
-    *out = (int64_t)v;
-    return true;
-}
-
-/* "0" or "1". */
-static bool
-parse_bool(const char *s, bool *out)
-{
-    *out = strcmp(s, "1") == 0;
-    return *out || strcmp(s, "0") == 0;
-}
-
-/* Apply one key=value word to p; false with the reason in why. */
-static bool
-parse_key(params *p, const op_def *op, char *word, char *why, size_t n)
-{
-    char *val = strchr(word, '=');
-    int64_t v = 0;
-    unsigned k = 0;
-    bool ok = false;
-    char *end = NULL, c;
-
-    if (!val) {
-        snprintf(why, n, "'%s' is not key=value", word);
-        return false;
-    }
-    *val++ = '\0';
-    while (k < sizeof key_names / sizeof *key_names && strcmp(word, key_names[k]) != 0)
-        k++;
-    if (k == sizeof key_names / sizeof *key_names || !(op->keys & (1u << k))) {
-        snprintf(why, n, "%s takes no key '%s'", op->name, word);
-        return false;
-    }
-    switch (1u << k) {
-    case K_TILE:
-        ok = sscanf(val, "%" SCNd32 "x%" SCNd32 "%c", &p->tile_w, &p->tile_h, &c) == 2 &&
-             p->tile_w >= 16 && p->tile_h >= 16 && p->tile_w <= 65536 && p->tile_h <= 65536;
-        break;
-    case K_LEVEL:
-        ok = parse_int(val, 0, 1000, &v);
-        p->level = (int)v;
-        break;
-    case K_COMPRESSION:
-        ok = p->compression_set = tw_compression_parse(val, &p->compression) == TW_OK;
-        break;
-    case K_PYRAMID: ok = parse_bool(val, &p->pyramid); break;
-    case K_GRAY: ok = tw_gray_mode_parse(val, &p->gray) == TW_OK; break;
-    case K_MODE: ok = tw_gray_mode_parse(val, &p->mode) == TW_OK; break;
-    case K_THRESHOLD:
-        p->threshold_mode = strcmp(val, "otsu") == 0 ? TW_THRESHOLD_OTSU : TW_THRESHOLD_VALUE;
-        if (p->threshold_mode == TW_THRESHOLD_VALUE)
-            p->threshold = strtod(val, &end);
-        ok = p->threshold_mode == TW_THRESHOLD_OTSU || (end != val && !*end);
-        break;
-    case K_INVERT: ok = parse_bool(val, &p->invert); break;
-    case K_CONN:
-        ok = parse_int(val, 4, 8, &v) && (v == 4 || v == 8);
-        p->conn = (int)v;
-        break;
-    case K_AREA:
-    case K_HEIGHT: /* an area of at least 1 pixel, a height of 0..65535 levels */
-        ok = (1u << k) == K_AREA ? parse_int(val, 1, INT64_MAX, &v) : parse_int(val, 0, 65535, &v);
-        p->attr = (uint64_t)v;
-        break;
-    case K_H: ok = parse_int(val, 1, 65535, &p->h); break;
-    case K_DOME: ok = parse_bool(val, &p->dome); break;
-    case K_RADIUS:
-        ok = parse_int(val, 0, 1 << 20, &v);
-        p->radius = (int32_t)v;
-        break;
-    case K_FORMAT: ok = tw_edt_format_parse(val, &p->format) == TW_OK; break;
-    }
-    if (!ok)
-        snprintf(why, n, "bad value '%s' for %s", val, word);
-    return ok;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* The input and output fields every operation shares. */
 static void
-apply_io(const params *p, tw_input *in, tw_output *out, bool mask)
+apply_io(const svc_params *p, tw_input *in, tw_output *out, bool mask)
 {
     in->path = p->in;
     in->level = p->level;
@@ -242,10 +128,10 @@ apply_io(const params *p, tw_input *in, tw_output *out, bool mask)
 }
 
 static tw_status
-submit_op(tw_runtime *rt, const op_def *op, const params *p, tw_job **out, tw_error *err)
+submit_op(tw_runtime *rt, const svc_op *op, const svc_params *p, tw_job **out, tw_error *err)
 {
     switch (op->kind) {
-    case OP_GRAY: {
+    case SVC_OP_GRAY: {
         tw_gray_opts o;
 
         tw_gray_opts_init(&o);
@@ -255,7 +141,7 @@ submit_op(tw_runtime *rt, const op_def *op, const params *p, tw_job **out, tw_er
         o.tile_h = p->tile_h;
         return tw_gray_submit(rt, &o, out, err);
     }
-    case OP_CONVERT: {
+    case SVC_OP_CONVERT: {
         tw_convert_opts o;
 
         tw_convert_opts_init(&o);
@@ -264,7 +150,7 @@ submit_op(tw_runtime *rt, const op_def *op, const params *p, tw_job **out, tw_er
         o.tile_h = p->tile_h;
         return tw_convert_submit(rt, &o, out, err);
     }
-    case OP_EDT: {
+    case SVC_OP_EDT: {
         tw_edt_opts o;
 
         tw_edt_opts_init(&o);
@@ -278,7 +164,7 @@ submit_op(tw_runtime *rt, const op_def *op, const params *p, tw_job **out, tw_er
         o.tile_h = p->tile_h;
         return tw_edt_submit(rt, &o, out, err);
     }
-    case OP_RFILTER: {
+    case SVC_OP_RFILTER: {
         tw_rfilter_opts o;
 
         tw_rfilter_opts_init(&o);
@@ -291,7 +177,7 @@ submit_op(tw_runtime *rt, const op_def *op, const params *p, tw_job **out, tw_er
         o.tile_h = p->tile_h;
         return op->rfilter(rt, &o, out, err);
     }
-    default: { /* OP_ATTR */
+    default: { /* SVC_OP_ATTR */
         tw_attr_filter_opts o;
 
         tw_attr_filter_opts_init(&o);
@@ -356,26 +242,50 @@ replyf(client *c, const char *fmt, ...)
 }
 
 static int
-running_jobs(const service *s)
+running_jobs(const service *s, uint64_t owner)
 {
     int n = 0;
 
     for (int i = 0; i < s->n_jobs; i++)
-        n += s->jobs[i].tj != NULL;
+        n += s->jobs[i].tj != NULL && (!owner || s->jobs[i].owner == owner);
     return n;
+}
+
+/* The job of that ID, or NULL (never submitted, or forgotten). */
+static job *
+job_by_id(service *s, int64_t id)
+{
+    int lo = 0, hi = s->n_jobs;
+
+    while (lo < hi) { /* jobs are kept in ID order */
+        int mid = lo + (hi - lo) / 2;
+
+        if (s->jobs[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < s->n_jobs && s->jobs[lo].id == id ? &s->jobs[lo] : NULL;
 }
 
 /* "ID STATE DONE/TOTAL [error]": live progress while running, the final one after. */
 static void
-reply_status(service *s, client *c, int id)
+reply_status(client *c, const job *j)
 {
-    job *j = &s->jobs[id - 1];
     tw_progress p = j->progress;
 
     if (j->tj)
         tw_job_get_progress(j->tj, &p);
-    replyf(c, "%d %s %lld/%lld%s%s", id, state_names[j->state], (long long)p.done,
+    replyf(c, "%" PRId64 " %s %lld/%lld%s%s", j->id, state_names[j->state], (long long)p.done,
            (long long)p.total, j->error[0] ? " " : "", j->error);
+}
+
+static void
+job_free_paths(job *j)
+{
+    free(j->in);
+    free(j->out);
+    j->in = j->out = NULL;
 }
 
 /* Collect the jobs that have ended: their final state, progress and error. */
@@ -397,49 +307,68 @@ reap(service *s)
         }
         tw_job_destroy(j->tj);
         j->tj = NULL;
-        free(j->request);
-        j->request = NULL;
+        job_free_paths(j);
     }
+}
+
+/* Forget the oldest ended jobs beyond keep_jobs (running ones are always kept), so a service
+ * that runs for months holds a bounded number. Called when no client waits on an ended job. */
+static void
+forget(service *s)
+{
+    int ended = s->n_jobs - running_jobs(s, 0), k = 0;
+
+    for (int i = 0; i < s->n_jobs; i++) {
+        if (ended > s->keep_jobs && !s->jobs[i].tj) {
+            ended--;
+            continue;
+        }
+        s->jobs[k++] = s->jobs[i];
+    }
+    s->n_jobs = k;
 }
 
 /* ---- requests */
 
-/* submit OP IN OUT [key=value ...]. Takes `request` (the words' storage) when it returns true:
- * the job's options point into it until the job ends. */
-static bool
-handle_submit(service *s, client *c, char **w, int n, char *request)
+/* submit OP IN OUT [key=value ...], parsed: the paths confined, the limits checked, the job
+ * submitted. A job the library refuses is a failed job with the library's message. */
+static void
+handle_submit(service *s, client *c, svc_request *r)
 {
-    const op_def *op = NULL;
-    params p;
-    char why[256];
+    char why[REQUEST_MAX + 64], *in = NULL, *out = NULL;
+    bool in_exists, out_exists;
+    dev_t in_dev = 0, out_dev = 0;
+    ino_t in_ino = 0, out_ino = 0;
     tw_error err;
     job *j;
 
-    if (n < 4) {
-        send_line(c, "error usage: submit OP IN OUT [key=value ...]");
-        return false;
+    if (!svc_path_confine(&s->roots, r->p.in, &in, &in_exists, &in_dev, &in_ino, why,
+                          sizeof why) ||
+        !svc_path_confine(&s->roots, r->p.out, &out, &out_exists, &out_dev, &out_ino, why,
+                          sizeof why)) {
+        replyf(c, "error %s", why);
+        goto out;
     }
-    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
-        if (strcmp(w[1], ops[i].name) == 0)
-            op = &ops[i];
-    if (!op) {
-        replyf(c, "error unknown operation '%s' (gray, convert, edt, fill-holes, hmax, "
-                  "regional-max, open-rec, close-rec, area-open, area-close, height-open, "
-                  "height-close)", w[1]);
-        return false;
+    if (strcmp(in, out) == 0 ||
+        (in_exists && out_exists && in_dev == out_dev && in_ino == out_ino)) {
+        replyf(c, "error the output is the input: %s", r->p.out);
+        goto out;
     }
-    memset(&p, 0, sizeof p);
-    p.in = w[2];
-    p.out = w[3];
-    for (int i = 4; i < n; i++) {
-        if (!parse_key(&p, op, w[i], why, sizeof why)) {
-            replyf(c, "error %s", why);
-            return false;
+    for (int i = 0; i < s->n_jobs; i++) {
+        if (s->jobs[i].tj && strcmp(s->jobs[i].out, out) == 0) {
+            replyf(c, "error %s is the output of running job %" PRId64, r->p.out,
+                   s->jobs[i].id);
+            goto out;
         }
     }
-    if (running_jobs(s) >= s->max_jobs) {
+    if (running_jobs(s, 0) >= s->max_jobs) {
         replyf(c, "error busy: %d running, the most --max-jobs allows", s->max_jobs);
-        return false;
+        goto out;
+    }
+    if (running_jobs(s, c->serial) >= s->max_client_jobs) {
+        replyf(c, "error busy: %d running from this connection, the most --max-client-jobs "
+                  "allows", s->max_client_jobs);
+        goto out;
     }
     if (s->n_jobs == s->cap_jobs) {
         int cap = s->cap_jobs ? 2 * s->cap_jobs : 64;
@@ -447,43 +376,46 @@ handle_submit(service *s, client *c, char **w, int n, char *request)
 
         if (!jobs) {
             send_line(c, "error service: out of memory");
-            return false;
+            goto out;
         }
         s->jobs = jobs;
         s->cap_jobs = cap;
     }
     j = &s->jobs[s->n_jobs++];
     memset(j, 0, sizeof *j);
-    j->request = request;
+    j->id = s->next_id++;
+    j->owner = c->serial;
+    j->in = in;
+    j->out = out;
+    in = out = NULL;
+    r->p.in = j->in;
+    r->p.out = j->out;
     /* A job the library refuses (input missing or unreadable, bad options) is a failed job
      * with the library's message: the client sees it through status, as any other failure. */
-    if (submit_op(s->rt, op, &p, &j->tj, &err) != TW_OK) {
+    if (submit_op(s->rt, r->op, &r->p, &j->tj, &err) != TW_OK) {
         j->tj = NULL;
         j->state = JOB_FAILED;
         snprintf(j->error, sizeof j->error, "%s", err.message);
-        free(j->request);
-        j->request = NULL;
+        job_free_paths(j);
     }
-    replyf(c, "ok %d", s->n_jobs);
-    return true;
+    replyf(c, "ok %" PRId64, j->id);
+out:
+    free(in);
+    free(out);
 }
 
-/* The job named by `CMD ID`, or NULL after replying with the error. */
+/* The job a `status`, `wait` or `cancel` names, or NULL after replying with the error. */
 static job *
-find_job(service *s, client *c, char **w, int n, int *id)
+find_job(service *s, client *c, int64_t id)
 {
-    int64_t v;
+    job *j = job_by_id(s, id);
 
-    if (n != 2) {
-        replyf(c, "error usage: %s ID", w[0]);
-        return NULL;
-    }
-    if (!parse_int(w[1], 1, s->n_jobs, &v)) {
-        replyf(c, "error no job '%s'", w[1]);
-        return NULL;
-    }
-    *id = (int)v;
-    return &s->jobs[v - 1];
+    if (!j && id < s->next_id)
+        replyf(c, "error job %" PRId64 " was forgotten (the last %d ended jobs are kept)", id,
+               s->keep_jobs);
+    else if (!j)
+        replyf(c, "error no job '%" PRId64 "'", id);
+    return j;
 }
 
 static void
@@ -499,7 +431,7 @@ handle_list(service *s, client *c)
     }
     fprintf(f, "jobs %d", s->n_jobs);
     for (int i = 0; i < s->n_jobs; i++)
-        fprintf(f, " %d:%s", i + 1, state_names[s->jobs[i].state]);
+        fprintf(f, " %" PRId64 ":%s", s->jobs[i].id, state_names[s->jobs[i].state]);
     fclose(f);
     send_line(c, text);
     free(text);
@@ -508,49 +440,44 @@ handle_list(service *s, client *c)
 static void
 handle_line(service *s, client *c, const char *line)
 {
-    char *copy = strdup(line), *w[MAX_WORDS], *save = NULL;
-    int n = 0, id = 0;
+    char *copy = strdup(line), why[REQUEST_MAX + 64];
+    svc_request r;
     job *j;
 
     if (!copy) {
         send_line(c, "error service: out of memory");
         return;
     }
-    for (char *t = strtok_r(copy, " \t\r", &save); t; t = strtok_r(NULL, " \t\r", &save)) {
-        if (n == MAX_WORDS) {
-            replyf(c, "error more than %d words", MAX_WORDS);
-            goto out;
-        }
-        w[n++] = t;
+    if (!svc_request_parse(copy, &r, why, sizeof why)) {
+        replyf(c, "error %s", why);
+        goto out;
     }
-    if (n == 0) {
-        send_line(c, "error empty request");
-    } else if (strcmp(w[0], "submit") == 0) {
-        if (handle_submit(s, c, w, n, copy))
-            copy = NULL;
-    } else if (strcmp(w[0], "status") == 0) {
-        if (find_job(s, c, w, n, &id))
-            reply_status(s, c, id);
-    } else if (strcmp(w[0], "wait") == 0) {
-        if ((j = find_job(s, c, w, n, &id)) && j->tj)
-            c->waiting = id; /* answered by the main loop when the job ends */
+    switch (r.verb) {
+    case SVC_SUBMIT: handle_submit(s, c, &r); break;
+    case SVC_STATUS:
+        if ((j = find_job(s, c, r.id)))
+            reply_status(c, j);
+        break;
+    case SVC_WAIT:
+        if ((j = find_job(s, c, r.id)) && j->tj)
+            c->waiting = r.id; /* answered by the main loop when the job ends */
         else if (j)
-            reply_status(s, c, id);
-    } else if (strcmp(w[0], "cancel") == 0) {
-        if ((j = find_job(s, c, w, n, &id)) && j->tj) {
+            reply_status(c, j);
+        break;
+    case SVC_CANCEL:
+        if ((j = find_job(s, c, r.id)) && j->tj) {
             tw_job_cancel(j->tj);
-            replyf(c, "ok %d", id);
+            replyf(c, "ok %" PRId64, r.id);
         } else if (j) {
-            replyf(c, "error job %d has already ended (%s)", id, state_names[j->state]);
+            replyf(c, "error job %" PRId64 " has already ended (%s)", r.id,
+                   state_names[j->state]);
         }
-    } else if (strcmp(w[0], "list") == 0 && n == 1) {
-        handle_list(s, c);
-    } else if (strcmp(w[0], "shutdown") == 0 && n == 1) {
+        break;
+    case SVC_LIST: handle_list(s, c); break;
+    case SVC_SHUTDOWN:
         send_line(c, "ok shutting down");
         s->stopping = true;
-    } else {
-        replyf(c, "error unknown request '%s' (submit, status, wait, cancel, list, shutdown)",
-               w[0]);
+        break;
     }
 out:
     free(copy);
@@ -575,6 +502,7 @@ serve_lines(service *s, client *c)
         c->skipping = false;
         if (!skip) /* else the end of a line too long, already answered */
             handle_line(s, c, line);
+        c->since_ms = now_ms();
     }
     if (c->fd >= 0 && !c->waiting && c->len == sizeof c->buf) {
         if (!c->skipping)
@@ -610,11 +538,37 @@ accept_client(service *s)
     for (int i = 0; i < MAX_CLIENTS; i++) {
         if (s->clients[i].fd < 0) {
             s->clients[i].fd = fd;
+            s->clients[i].serial = ++s->next_serial;
+            s->clients[i].since_ms = now_ms();
             return;
         }
     }
     (void)!write(fd, "error too many clients\n", 23);
     close(fd);
+}
+
+/* Close the connections idle past idle_ms: no complete request since they connected or were
+ * last answered (half a line counts as nothing), unless parked in a `wait`. Returns the ms
+ * until the next one would be, or -1 when none can be. */
+static int
+expire_idle(service *s)
+{
+    int64_t now = now_ms(), next = -1;
+
+    for (int i = 0; i < MAX_CLIENTS; i++) {
+        client *c = &s->clients[i];
+        int64_t left;
+
+        if (c->fd < 0 || c->waiting)
+            continue;
+        if ((left = c->since_ms + s->idle_ms - now) <= 0) {
+            replyf(c, "error idle for %" PRId64 " s: closing", s->idle_ms / 1000);
+            close_client(c);
+        } else if (next < 0 || left < next) {
+            next = left;
+        }
+    }
+    return next < 0 ? -1 : next > INT32_MAX ? INT32_MAX : (int)next;
 }
 
 static void
@@ -624,7 +578,7 @@ serve(service *s)
     int who[2 + MAX_CLIENTS];
 
     while (!s->stopping) {
-        int n = 2;
+        int n = 2, timeout = expire_idle(s);
 
         pfd[0] = (struct pollfd){.fd = signal_pipe[0], .events = POLLIN};
         pfd[1] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
@@ -637,7 +591,9 @@ serve(service *s)
             who[n++] = i;
         }
         /* while jobs run, wake every 100 ms to see which have ended */
-        if (poll(pfd, (nfds_t)n, running_jobs(s) ? 100 : -1) < 0 && errno != EINTR)
+        if (running_jobs(s, 0) && (timeout < 0 || timeout > 100))
+            timeout = 100;
+        if (poll(pfd, (nfds_t)n, timeout) < 0 && errno != EINTR)
             break;
         if (pfd[0].revents & POLLIN)
             s->stopping = true;
@@ -660,13 +616,16 @@ serve(service *s)
         reap(s);
         for (int i = 0; i < MAX_CLIENTS; i++) {
             client *c = &s->clients[i];
+            const job *j = c->fd >= 0 && c->waiting ? job_by_id(s, c->waiting) : NULL;
 
-            if (c->fd >= 0 && c->waiting && !s->jobs[c->waiting - 1].tj) {
-                reply_status(s, c, c->waiting);
+            if (j && !j->tj) {
+                reply_status(c, j);
                 c->waiting = 0;
+                c->since_ms = now_ms();
                 serve_lines(s, c);
             }
         }
+        forget(s); /* after the parked clients had their answer */
     }
 }
 
@@ -682,8 +641,12 @@ stop(service *s)
             (void)tw_job_wait(s->jobs[i].tj, -1);
     reap(s);
     for (int i = 0; i < MAX_CLIENTS; i++) {
-        if (s->clients[i].fd >= 0 && s->clients[i].waiting)
-            reply_status(s, &s->clients[i], s->clients[i].waiting);
+        const job *j = s->clients[i].fd >= 0 && s->clients[i].waiting
+                           ? job_by_id(s, s->clients[i].waiting)
+                           : NULL;
+
+        if (j)
+            reply_status(&s->clients[i], j);
         close_client(&s->clients[i]);
     }
 }
@@ -701,20 +664,55 @@ socket_address(const char *path, struct sockaddr_un *addr)
     return 0;
 }
 
-/* Listen on `path`. A socket file left by a service that died is replaced; one a live
- * service answers on is not. */
+/* The socket's folder must not let others replace or remove the socket: owned by this user
+ * (or root), and writable by no one else unless sticky (as /tmp is). */
+static int
+check_socket_folder(const char *path)
+{
+    char *copy = strdup(path), *slash;
+    const char *dir;
+    struct stat sb;
+    int rc = -1;
+
+    if (!copy)
+        return -1;
+    slash = strrchr(copy, '/');
+    dir = !slash ? "." : slash == copy ? "/" : (*slash = '\0', copy);
+    if (stat(dir, &sb) != 0)
+        fprintf(stderr, "tw_example_service: the socket's folder %s: %s\n", dir,
+                strerror(errno));
+    else if (sb.st_uid != geteuid() && sb.st_uid != 0)
+        fprintf(stderr, "tw_example_service: the socket's folder %s belongs to another user\n",
+                dir);
+    else if ((sb.st_mode & (S_IWGRP | S_IWOTH)) && !(sb.st_mode & S_ISVTX))
+        fprintf(stderr, "tw_example_service: the socket's folder %s is writable by others "
+                        "(mode %03o, not sticky): use a private folder\n", dir,
+                (unsigned)(sb.st_mode & 0777));
+    else
+        rc = 0;
+    free(copy);
+    return rc;
+}
+
+/* Listen on `path`, a socket only its owner can connect to (created under umask 077). A
+ * socket file of this user left by a service that died is replaced; one a live service
+ * answers on, or another user's, is not. */
 static int
 listen_on(const char *path)
 {
     struct sockaddr_un addr;
     struct stat sb;
-    int fd = -1;
+    mode_t mask;
+    int fd = -1, rc;
 
-    if (socket_address(path, &addr) != 0 || (fd = socket(AF_UNIX, SOCK_STREAM, 0)) < 0)
+    if (socket_address(path, &addr) != 0 || check_socket_folder(path) != 0 ||
+        (fd = socket(AF_UNIX, SOCK_STREAM, 0)) < 0)
         return -1;
     if (lstat(path, &sb) == 0 && S_ISSOCK(sb.st_mode)) {
-        if (connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0) {
-            fprintf(stderr, "tw_example_service: a service already listens on %s\n", path);
+        if (connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0 || sb.st_uid != geteuid()) {
+            fprintf(stderr, "tw_example_service: %s on %s\n",
+                    sb.st_uid != geteuid() ? "another user's socket is" : "a service listens",
+                    path);
             close(fd);
             return -1;
         }
@@ -723,7 +721,10 @@ listen_on(const char *path)
         if ((fd = socket(AF_UNIX, SOCK_STREAM, 0)) < 0)
             return -1;
     }
-    if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, 16) != 0) {
+    mask = umask(077);
+    rc = bind(fd, (struct sockaddr *)&addr, sizeof addr);
+    umask(mask);
+    if (rc != 0 || listen(fd, 16) != 0) {
         fprintf(stderr, "tw_example_service: cannot listen on %s (%s)\n", path,
                 strerror(errno));
         close(fd);
@@ -770,22 +771,24 @@ send_requests(const char *path, char **lines, int n)
 }
 
 static const char usage[] =
-    "usage: tw_example_service --socket PATH [--config FILE] [--max-jobs N]\n"
+    "usage: tw_example_service --socket PATH [--root DIR ...] [--config FILE] [--max-jobs N]\n"
+    "                          [--max-client-jobs N] [--keep-jobs N] [--idle-timeout SECONDS]\n"
     "       tw_example_service --socket PATH --send LINE [--send LINE ...]\n";
 
 int
 main(int argc, char **argv)
 {
-    const char *socket_path = NULL, *config_path = NULL;
-    char *sends[64];
-    int n_sends = 0, rc = 1;
+    const char *socket_path = NULL, *config_path = NULL, *roots[SVC_MAX_ROOTS];
+    char *sends[64], why[PATH_MAX + 64];
+    int n_sends = 0, n_roots = 0, rc = 1;
     bool bad = false;
-    int64_t max_jobs = 16;
+    int64_t max_jobs = 16, max_client_jobs = 8, keep_jobs = 1000, idle_s = 30;
     service s;
     tw_config *cfg = NULL;
     tw_error err;
     sigset_t block, old_mask;
     struct sigaction sa;
+    struct stat sb;
     tw_status st;
 
     for (int i = 1; i < argc; i++) {
@@ -795,12 +798,24 @@ main(int argc, char **argv)
             socket_path = argv[++i];
         else if (strcmp(argv[i], "--config") == 0 && arg)
             config_path = argv[++i];
-        else if (strcmp(argv[i], "--max-jobs") == 0 && arg && parse_int(arg, 1, 4096, &max_jobs))
+        else if (strcmp(argv[i], "--root") == 0 && arg && n_roots < SVC_MAX_ROOTS)
+            roots[n_roots++] = argv[++i];
+        else if (strcmp(argv[i], "--max-jobs") == 0 && arg &&
+                 svc_parse_int(arg, 1, 4096, &max_jobs))
+            i++;
+        else if (strcmp(argv[i], "--max-client-jobs") == 0 && arg &&
+                 svc_parse_int(arg, 1, 4096, &max_client_jobs))
+            i++;
+        else if (strcmp(argv[i], "--keep-jobs") == 0 && arg &&
+                 svc_parse_int(arg, 0, 1000000, &keep_jobs))
+            i++;
+        else if (strcmp(argv[i], "--idle-timeout") == 0 && arg &&
+                 svc_parse_int(arg, 1, 86400, &idle_s))
             i++;
         else if (strcmp(argv[i], "--send") == 0 && arg && n_sends < 64)
             sends[n_sends++] = argv[++i];
         else
-            bad = true; /* an unknown or incomplete option */
+            bad = true; /* an unknown, incomplete or out-of-range option */
     }
     if (bad || !socket_path) {
         fputs(usage, stderr);
@@ -811,9 +826,23 @@ main(int argc, char **argv)
 
     memset(&s, 0, sizeof s);
     s.listen_fd = -1;
+    s.next_id = 1;
     s.max_jobs = (int)max_jobs;
+    s.max_client_jobs = (int)max_client_jobs;
+    s.keep_jobs = (int)keep_jobs;
+    s.idle_ms = idle_s * 1000;
     for (int i = 0; i < MAX_CLIENTS; i++)
         s.clients[i].fd = -1;
+    /* without --root, the current folder is the only one requests may name paths in */
+    if (n_roots == 0)
+        roots[n_roots++] = ".";
+    for (int i = 0; i < n_roots; i++) {
+        if (!svc_roots_add(&s.roots, roots[i], why, sizeof why)) {
+            fprintf(stderr, "tw_example_service: %s\n", why);
+            svc_roots_fini(&s.roots);
+            return 2;
+        }
+    }
     signal(SIGPIPE, SIG_IGN);
     if (pipe(signal_pipe) != 0)
         return 1;
@@ -844,8 +873,15 @@ main(int argc, char **argv)
     }
     if ((s.listen_fd = listen_on(socket_path)) < 0)
         goto out;
-    fprintf(stderr, "tw_example_service: listening on %s (%d workers, at most %d jobs)\n",
-            socket_path, tw_runtime_get_worker_count(s.rt), s.max_jobs);
+    /* the socket is never a request's input or output */
+    if (stat(socket_path, &sb) == 0) {
+        s.roots.sock_set = true;
+        s.roots.sock_dev = sb.st_dev;
+        s.roots.sock_ino = sb.st_ino;
+    }
+    fprintf(stderr, "tw_example_service: listening on %s (%d workers, at most %d jobs, "
+                    "paths under %s%s)\n", socket_path, tw_runtime_get_worker_count(s.rt),
+            s.max_jobs, s.roots.dir[0], s.roots.n > 1 ? " and more roots" : "");
     serve(&s);
     stop(&s);
     rc = 0;
@@ -856,8 +892,9 @@ out:
         unlink(socket_path);
     }
     for (int i = 0; i < s.n_jobs; i++)
-        free(s.jobs[i].request);
+        job_free_paths(&s.jobs[i]);
     free(s.jobs);
+    svc_roots_fini(&s.roots);
     tw_config_destroy(cfg);
     return rc;
 }

@@ -1,18 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave tests: the service example (examples/service.c) driven over its UNIX socket. */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "twtest.h"
+#include "twtest_rt.h"
 
 #ifndef TW_SERVICE_PATH
 #error "TW_SERVICE_PATH (the built tw_example_service) must be defined by the build"
@@ -22,6 +27,7 @@ static char *dir;      /* slides and outputs */
 static char sockdir[] = "/tmp/twsvc-XXXXXX"; /* short: a socket path has ~100 bytes */
 static char sock[64];
 static pid_t service = -1;
+static const char *service_stderr; /* where the service's stderr goes, if set */
 
 static void
 setup(void)
@@ -48,16 +54,36 @@ teardown(void)
 
 TestSuite(service, .init = setup, .fini = teardown, .timeout = 180);
 
+/* Start the service on `sock` with `dir` as its root and `max_jobs`, plus up to 8 more
+ * arguments (NULL-terminated). */
 static void
-start_service(const char *max_jobs)
+start_service_with(const char *max_jobs, ...)
 {
+    const char *argv[24] = {"tw_example_service", "--socket", sock, "--root", dir,
+                            "--max-jobs", max_jobs};
+    int n = 7;
+    va_list ap;
+
+    va_start(ap, max_jobs);
+    for (const char *a; n < 23 && (a = va_arg(ap, const char *)) != NULL;)
+        argv[n++] = a;
+    va_end(ap);
     service = fork();
     cr_assert_geq(service, 0);
     if (service == 0) {
-        execl(TW_SERVICE_PATH, "tw_example_service", "--socket", sock, "--max-jobs", max_jobs,
-              (char *)NULL);
+        int fd = service_stderr ? open(service_stderr, O_WRONLY | O_CREAT | O_TRUNC, 0600) : -1;
+
+        if (fd >= 0)
+            dup2(fd, 2);
+        execv(TW_SERVICE_PATH, (char *const *)argv);
         _exit(127);
     }
+}
+
+static void
+start_service(const char *max_jobs)
+{
+    start_service_with(max_jobs, "--max-client-jobs", "16", (char *)NULL);
 }
 
 /* Exit status of the service (128 + signal when killed), -1 when still running after 60 s. */
@@ -378,7 +404,7 @@ Test(service, sigterm_cancels_and_answers_a_waiting_client)
     start_service("1");
     c = open_conn();
     id = submit(&c, "area-open %s %s area=500 tile=64x64", slide, out);
-    cr_assert(strncmp(ask(&c, "submit gray %s %s", slide, out), "error busy", 10) == 0);
+    cr_assert(strncmp(ask(&c, "submit gray %s %s/o2.tif", slide, dir), "error busy", 10) == 0);
     {
         char line[32];
         int n = snprintf(line, sizeof line, "wait %d\n", id);
@@ -405,4 +431,319 @@ Test(service, sigterm_cancels_and_answers_a_waiting_client)
     free(slide);
     free(corrupt);
     free(out);
+}
+
+/* ---- confinement (issue 26, item 2) */
+
+static void
+write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+
+    cr_assert_not_null(f, "cannot write %s", path);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* `reply` is exactly "error path outside the allowed roots: PATH". */
+static void
+expect_outside(const char *reply, const char *path)
+{
+    char want[4096];
+
+    snprintf(want, sizeof want, "error path outside the allowed roots: %s", path);
+    cr_assert_str_eq(reply, want);
+}
+
+Test(service, paths_outside_the_roots_are_refused_alike)
+{
+    /* Item 2: with --root DIR, "..", absolute paths outside DIR, links out of it, devices
+     * and FIFOs are refused, as input or output, with one line; outside, an existing file and
+     * a missing one get the same reply; nothing outside changes. Relative paths are taken in
+     * the root; a link inside it to a file inside is followed (the file it names replaced,
+     * the link kept). */
+    char *slide, *corrupt, *outside = twtest_tmpdir(), *passwd = twtest_path(outside, "passwd");
+    char *missing = twtest_path(outside, "missing.svs"), *fifo = twtest_path(dir, "fifo");
+    char *lout = twtest_path(dir, "link-out"), *lmiss = twtest_path(dir, "link-missing");
+    char *lnull = twtest_path(dir, "link-null"), *target = twtest_path(dir, "target.tif");
+    char *lin = twtest_path(dir, "link-in"), *lok = twtest_path(dir, "link-ok");
+    char *up, *secret;
+    const char *base = strrchr(outside, '/') + 1, *msg;
+    struct stat sb;
+    conn c;
+    int id;
+
+    write_slides(&slide, &corrupt);
+    write_text(passwd, "secret\n");
+    write_text(target, "not yet a tiff\n");
+    cr_assert_eq(symlink(passwd, lout), 0);
+    cr_assert_eq(symlink(missing, lmiss), 0);
+    cr_assert_eq(symlink("/dev/null", lnull), 0);
+    cr_assert_eq(symlink("s.tif", lin), 0);
+    cr_assert_eq(symlink("target.tif", lok), 0);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    {
+        char *sub = twtest_path(dir, "sub");
+
+        cr_assert_eq(mkdir(sub, 0700), 0);
+        free(sub);
+    }
+    cr_assert_not_null(up = malloc(strlen(base) + 16));
+    sprintf(up, "../%s/passwd", base);
+    start_service_with("4", (char *)NULL);
+    c = open_conn();
+
+    /* ".." (whether or not it would stay inside) */
+    cr_assert(strncmp(ask(&c, "submit gray s.tif %s", up), "error '..' is not allowed", 25) == 0);
+    cr_assert(strncmp(ask(&c, "submit gray ../x/s.tif o.tif"), "error '..' is not", 17) == 0);
+    /* absolute paths outside: an existing file and a missing one, as output and as input */
+    expect_outside(ask(&c, "submit gray %s %s", slide, passwd), passwd);
+    expect_outside(ask(&c, "submit gray %s %s", slide, missing), missing);
+    expect_outside(ask(&c, "submit convert %s %s/o.tif", passwd, dir), passwd);
+    expect_outside(ask(&c, "submit convert %s %s/o.tif", missing, dir), missing);
+    expect_outside(ask(&c, "submit gray %s /nonexistent/dir/o.tif", slide),
+                   "/nonexistent/dir/o.tif");
+    /* devices, by name and through a link; a FIFO in the root (answered, not opened) */
+    expect_outside(ask(&c, "submit gray s.tif /dev/null"), "/dev/null");
+    expect_outside(ask(&c, "submit gray link-null o.tif"), "link-null");
+    expect_outside(ask(&c, "submit gray s.tif link-null"), "link-null");
+    cr_assert_str_eq(ask(&c, "submit gray s.tif fifo"), "error not a regular file: fifo");
+    cr_assert_str_eq(ask(&c, "submit gray fifo o.tif"), "error not a regular file: fifo");
+    cr_assert_str_eq(ask(&c, "submit gray s.tif sub"), "error not a regular file: sub");
+    /* links out of the root, to an existing file and to a missing one: the same reply */
+    expect_outside(ask(&c, "submit gray s.tif link-out"), "link-out");
+    expect_outside(ask(&c, "submit gray s.tif link-missing"), "link-missing");
+    expect_outside(ask(&c, "submit gray link-out o.tif"), "link-out");
+    expect_outside(ask(&c, "submit gray link-missing o.tif"), "link-missing");
+    /* a folder that does not exist in the root */
+    expect_outside(ask(&c, "submit gray s.tif nosuch/o.tif"), "nosuch/o.tif");
+    cr_assert_str_eq(ask(&c, "list"), "jobs 0");
+    /* nothing outside changed, nothing written in the root */
+    secret = twtest_slurp(passwd);
+    cr_assert_str_eq(secret, "secret\n");
+    cr_assert_eq(twtest_count_entries(outside), 1);
+    {
+        char *o = twtest_path(dir, "o.tif");
+
+        cr_assert_not(twtest_exists(o));
+        free(o);
+    }
+
+    /* a link inside to a file inside, as input and as output: followed */
+    id = submit(&c, "gray link-in link-ok tile=256x256");
+    cr_assert_str_eq(wait_job(&c, id, &msg), "done", "%s", msg);
+    cr_assert_eq(lstat(lok, &sb), 0);
+    cr_assert(S_ISLNK(sb.st_mode), "the link at the output was replaced");
+    {
+        char *ref = twtest_path(dir, "ref.tif");
+        const char *args[] = {"gray", slide, "-o", ref, "--tile", "256x256", "--quiet", NULL};
+        twtest_run run = twtest_cli(args, NULL);
+
+        cr_assert_eq(run.status, 0, "%s", run.err);
+        twtest_run_free(&run);
+        expect_same_pixels(target, ref);
+        free(ref);
+    }
+    cr_assert_str_eq(ask(&c, "shutdown"), "ok shutting down");
+    close_conn(&c);
+    cr_assert_eq(service_exit(), 0);
+    twtest_rmtree(outside);
+    free(secret);
+    free(outside);
+    free(passwd);
+    free(missing);
+    free(fifo);
+    free(lout);
+    free(lmiss);
+    free(lnull);
+    free(target);
+    free(lin);
+    free(lok);
+    free(up);
+    free(slide);
+    free(corrupt);
+}
+
+Test(service, its_socket_is_owner_only_and_never_a_job_path)
+{
+    /* Item 2: the socket is created srwx------; naming it as a job's output (or input), even
+     * with the socket's folder a root, is refused and the service keeps answering new
+     * clients (it used to be replaced, and new clients got "connection refused"); an output
+     * equal to the input, by name or through a hard link, is refused. */
+    char *slide, *corrupt, *hard = twtest_path(dir, "hard.tif");
+    struct stat sb;
+    char want[256];
+    conn c, d;
+
+    write_slides(&slide, &corrupt);
+    cr_assert_eq(link(slide, hard), 0);
+    start_service_with("4", "--root", sockdir, (char *)NULL);
+    c = open_conn();
+    cr_assert_eq(stat(sock, &sb), 0);
+    cr_assert(S_ISSOCK(sb.st_mode));
+    cr_assert_eq(sb.st_mode & 077, 0, "socket mode %o", (unsigned)(sb.st_mode & 0777));
+    snprintf(want, sizeof want, "error %s is the service's socket", sock);
+    cr_assert_str_eq(ask(&c, "submit gray %s %s", slide, sock), want);
+    cr_assert_str_eq(ask(&c, "submit gray %s %s/o.tif", sock, dir), want);
+    snprintf(want, sizeof want, "error the output is the input: %s", slide);
+    cr_assert_str_eq(ask(&c, "submit gray %s %s", slide, slide), want);
+    snprintf(want, sizeof want, "error the output is the input: %s", hard);
+    cr_assert_str_eq(ask(&c, "submit gray %s %s", slide, hard), want);
+    d = open_conn();
+    cr_assert_str_eq(ask(&d, "list"), "jobs 0");
+    close_conn(&d);
+    cr_assert_eq(stat(sock, &sb), 0);
+    cr_assert(S_ISSOCK(sb.st_mode));
+    cr_assert_str_eq(ask(&c, "shutdown"), "ok shutting down");
+    close_conn(&c);
+    cr_assert_eq(service_exit(), 0);
+    free(hard);
+    free(slide);
+    free(corrupt);
+}
+
+Test(service, a_socket_folder_others_can_write_and_a_bad_root_are_refused)
+{
+    /* A socket folder writable by others without the sticky bit: the service exits 1 with a
+     * line naming it and creates nothing; a --root that does not exist: exit 2. */
+    char *open_dir = twtest_path(dir, "open"), *err_path = twtest_path(dir, "err.txt");
+    char *text;
+    char saved[64];
+
+    cr_assert_eq(mkdir(open_dir, 0700), 0);
+    cr_assert_eq(chmod(open_dir, 0777), 0);
+    memcpy(saved, sock, sizeof saved);
+    snprintf(sock, sizeof sock, "%s/sock", open_dir);
+    service_stderr = err_path;
+    start_service_with("4", (char *)NULL);
+    cr_assert_eq(service_exit(), 1);
+    text = twtest_slurp(err_path);
+    cr_assert(strstr(text, "is writable by others (mode 777, not sticky)"), "%s", text);
+    cr_assert_eq(twtest_count_entries(open_dir), 0);
+    free(text);
+    memcpy(sock, saved, sizeof saved);
+    start_service_with("4", "--root", "/nonexistent/tw-root", (char *)NULL);
+    cr_assert_eq(service_exit(), 2);
+    text = twtest_slurp(err_path);
+    cr_assert(strstr(text, "root '/nonexistent/tw-root': No such file or directory"), "%s",
+              text);
+    service_stderr = NULL;
+    free(text);
+    free(open_dir);
+    free(err_path);
+}
+
+Test(service, idle_and_half_line_connections_time_out)
+{
+    /* Item 2: 64 connections holding half a line (one of them adding a byte every 200 ms)
+     * used to lock every other client out ("error too many clients") for ever. With
+     * --idle-timeout 2 each is told "error idle for 2 s: closing" and closed, and a new client
+     * is served. Bound: 30 s (the failure prints the time measured). */
+    conn cs[64], d;
+    bool closed[64] = {false};
+    int n_closed = 0;
+    double t0;
+
+    start_service_with("4", "--idle-timeout", "2", (char *)NULL);
+    for (int i = 0; i < 64; i++) {
+        cs[i] = open_conn();
+        cr_assert_eq(write(cs[i].fd, "stat", 4), 4);
+    }
+    t0 = twtest_now_s();
+    while (n_closed < 64 && twtest_now_s() - t0 < 30) {
+        /* half a line growing: still no request (the socket may be closed already) */
+        (void)!send(cs[0].fd, "u", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        for (int i = 0; i < 64; i++) {
+            struct pollfd pfd = {.fd = cs[i].fd, .events = POLLIN};
+            char line[128];
+
+            if (closed[i] || poll(&pfd, 1, 0) != 1)
+                continue;
+            if (!fgets(line, sizeof line, cs[i].in)) {
+                closed[i] = true;
+                n_closed++;
+            } else {
+                cr_assert_str_eq(line, "error idle for 2 s: closing\n");
+            }
+        }
+        usleep(200000);
+    }
+    cr_assert_eq(n_closed, 64, "%d of 64 idle connections closed after %.1f s", n_closed,
+                 twtest_now_s() - t0);
+    d = open_conn();
+    cr_assert_str_eq(ask(&d, "list"), "jobs 0");
+    cr_assert_str_eq(ask(&d, "shutdown"), "ok shutting down");
+    close_conn(&d);
+    for (int i = 0; i < 64; i++)
+        close_conn(&cs[i]);
+    cr_assert_eq(service_exit(), 0);
+}
+
+Test(service, ended_jobs_beyond_the_limit_are_forgotten_oldest_first)
+{
+    /* Item 2: every failed job used to be kept for ever. With --keep-jobs 2, after four
+     * failed jobs only the last two are listed; the older ones answer "was forgotten". */
+    char *bad = twtest_path(dir, "bad.tif");
+    const char *r;
+    conn c;
+
+    write_text(bad, "not a tiff\n");
+    start_service_with("4", "--keep-jobs", "2", (char *)NULL);
+    c = open_conn();
+    for (int i = 1; i <= 4; i++) {
+        char want[16];
+
+        snprintf(want, sizeof want, "ok %d", i);
+        cr_assert_str_eq(ask(&c, "submit gray bad.tif o%d.tif", i), want);
+    }
+    cr_assert_str_eq(ask(&c, "list"), "jobs 2 3:failed 4:failed");
+    cr_assert_str_eq(ask(&c, "status 1"),
+                     "error job 1 was forgotten (the last 2 ended jobs are kept)");
+    cr_assert_str_eq(ask(&c, "wait 2"),
+                     "error job 2 was forgotten (the last 2 ended jobs are kept)");
+    r = ask(&c, "status 4");
+    cr_assert(strncmp(r, "4 failed 0/0 ", 13) == 0 && strstr(r, "bad.tif"), "%s", r);
+    cr_assert_str_eq(ask(&c, "status 5"), "error no job '5'");
+    cr_assert_str_eq(ask(&c, "submit gray bad.tif o5.tif"), "ok 5");
+    cr_assert_str_eq(ask(&c, "list"), "jobs 2 4:failed 5:failed");
+    cr_assert_str_eq(ask(&c, "shutdown"), "ok shutting down");
+    close_conn(&c);
+    cr_assert_eq(service_exit(), 0);
+    free(bad);
+}
+
+Test(service, one_connection_runs_at_most_max_client_jobs)
+{
+    /* Item 2, per-client limits: with --max-client-jobs 1 a connection's second job is
+     * refused while its first runs, another connection's is taken; an output a running job
+     * writes is refused to another job. */
+    char *slide, *corrupt, want[64];
+    conn c, d;
+    int id, id2;
+
+    write_slides(&slide, &corrupt);
+    start_service_with("4", "--max-client-jobs", "1", (char *)NULL);
+    c = open_conn();
+    d = open_conn();
+    /* many small tiles: far from done one round trip later */
+    id = submit(&c, "area-open s.tif a.tif area=500 tile=64x64");
+    cr_assert_str_eq(ask(&c, "submit gray s.tif b.tif"),
+                     "error busy: 1 running from this connection, the most --max-client-jobs "
+                     "allows");
+    snprintf(want, sizeof want, "error a.tif is the output of running job %d", id);
+    cr_assert_str_eq(ask(&d, "submit gray s.tif a.tif"), want);
+    id2 = submit(&d, "area-open s.tif b.tif area=500 tile=64x64");
+    cr_assert_neq(id2, id);
+    snprintf(want, sizeof want, "ok %d", id);
+    cr_assert_str_eq(ask(&c, "cancel %d", id), want);
+    snprintf(want, sizeof want, "ok %d", id2);
+    cr_assert_str_eq(ask(&d, "cancel %d", id2), want);
+    cr_assert_str_eq(wait_job(&c, id, NULL), "canceled");
+    cr_assert_str_eq(wait_job(&d, id2, NULL), "canceled");
+    cr_assert_str_eq(ask(&c, "shutdown"), "ok shutting down");
+    close_conn(&c);
+    close_conn(&d);
+    cr_assert_eq(service_exit(), 0);
+    free(slide);
+    free(corrupt);
 }

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: MIT
 # tilewave: build (if needed) and run the libFuzzer targets of tests/fuzz.
 #   tests/fuzz/run.sh TARGET|all SECONDS [JOBS]
-# TARGET: tiff, config, cli, region (or fuzz_tiff ...), or all (each for SECONDS in turn).
-# JOBS: parallel fuzzing processes (libFuzzer -jobs/-workers); 0 or absent: one, in process.
+# TARGET: tiff, config, cli, region, service (or fuzz_tiff ...), or all (each for SECONDS in
+# turn). JOBS: parallel fuzzing processes (libFuzzer -jobs/-workers); 0 or absent: one, in
+# process. TW_FUZZ_RUNS=N also stops a run after N executions (libFuzzer -runs).
 # Builds build-fuzz (preset "fuzz"; TW_FUZZ_BUILD=DIR for another folder). The working corpus
 # grows in tests/fuzz/findings/TARGET/corpus (seeds read from tests/fuzz/corpus/TARGET), crashes
 # land in tests/fuzz/findings/TARGET/ (crash-*, leak-*, oom-*, timeout-*), the log beside them.
@@ -23,7 +24,7 @@ case "$build" in /*) ;; *) build=$PWD/$build ;; esac
 
 if [ "$target" = all ]; then
     rc=0
-    for t in tiff config cli region; do
+    for t in tiff config cli region service; do
         "$0" "$t" "$seconds" "$jobs" || rc=1
     done
     exit $rc
@@ -59,6 +60,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-allocator_may_return_null=1:max_allocation_s
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 args=(-max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -print_final_stats=1
       -artifact_prefix="$out/" "$out/corpus" "$seeds")
+[ -n "${TW_FUZZ_RUNS:-}" ] && args=(-runs="$TW_FUZZ_RUNS" "${args[@]}")
 start=$(date +%s)
 set +e
 if [ "$jobs" -gt 0 ]; then
