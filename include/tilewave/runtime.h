@@ -243,7 +243,7 @@ typedef struct tw_job_io {
     uint64_t bytes_written;   /**< bytes of encoded tiles written to output files */
     tw_keep kept;             /**< where a multi-pass job kept its decoded input */
     uint64_t tiles_bad;       /**< input tiles that did not decode cleanly, read as 0
-                                   (io.on_bad_tile=fill); @since 0.9 */
+                                   (io.on_bad_tile=fill); @since 0.7 */
 } tw_job_io;
 
 /** Read the job's I/O counts into @p out (zeroed for a NULL job; a NULL @p out is a no-op).
