@@ -71,6 +71,7 @@
 #endif
 
 #include "omp_kernels.h"
+#include "omp_stop.h"
 
 #if defined(__GNUC__)
 #define ALWAYS_INLINE inline __attribute__((always_inline))
@@ -228,18 +229,11 @@ typedef struct edt_job {
 /* Rows of a thread's chunk between two cancel checks. */
 #define STOP_ROWS 64
 
-/* True once the run is to stop (the caller's hook said so, now or before). */
-static bool
+/* True once the run is to stop (omp_stop.h). */
+static inline bool
 edt_stopped(const edt_job *j)
 {
-    if (!j->stop)
-        return false;
-    if (atomic_load_explicit(j->stopped, memory_order_relaxed))
-        return true;
-    if (!j->stop->stop(j->stop->user))
-        return false;
-    atomic_store_explicit(j->stopped, true, memory_order_relaxed);
-    return true;
+    return twi_stop_now(j->stop, j->stopped);
 }
 
 /* Per-thread buffers for one row of phases 2 and 3. */

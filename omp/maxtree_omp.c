@@ -63,6 +63,7 @@
 #include <omp.h>
 
 #include "omp_kernels.h"
+#include "omp_stop.h"
 
 /* Automatic grid: square blocks of about this many pixels. Alone, a block of about 2^20
  * pixels floods as fast per pixel as smaller ones (the flood stays near its front) and needs
@@ -116,18 +117,11 @@ typedef struct mtree {
     atomic_bool *stopped;    /* set once stop said so: every later step is skipped */
 } mtree;
 
-/* True once the run is to stop (the caller's stop hook said so, now or before). */
-static bool
+/* True once the run is to stop (omp_stop.h). */
+static inline bool
 mt_stopped(const mtree *m)
 {
-    if (!m->stop)
-        return false;
-    if (atomic_load_explicit(m->stopped, memory_order_relaxed))
-        return true;
-    if (!m->stop->stop(m->stop->user))
-        return false;
-    atomic_store_explicit(m->stopped, true, memory_order_relaxed);
-    return true;
+    return twi_stop_now(m->stop, m->stopped);
 }
 
 /* CLZ64 without GCC builtins: leading zero bits of x (not 0). */

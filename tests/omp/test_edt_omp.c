@@ -1,8 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave tests: the CPU distance transforms (exact and wavefront) against brute force. */
 #include <math.h>
-#include <stdatomic.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +12,7 @@
 #pragma GCC diagnostic ignored "-Wconversion"
 
 #include "omp_kernels.h"
+#include "twtest_stop.h"
 
 #define PAD_BYTE 0xA5
 
@@ -1245,20 +1244,6 @@ Test(edt_omp, check_rejects_bad_arguments)
 }
 
 /* ---- cancellation ------------------------------------------------------------------------- */
-
-typedef struct stop_after {
-    atomic_int asked;
-    int after; /* answers "stop" from this call on (0: never) */
-} stop_after;
-
-static bool
-stop_after_n(const void *user)
-{
-    stop_after *c = (stop_after *)(uintptr_t)user;
-    int n = atomic_fetch_add(&c->asked, 1) + 1;
-
-    return c->after > 0 && n >= c->after;
-}
 
 Test(edt_omp, a_stop_hook_ends_the_run_within_a_few_rows)
 {

@@ -1,7 +1,5 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave tests: the CPU max-tree (sequential and block-parallel) against naive references. */
-#include <stdatomic.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +13,7 @@
 #include "omp_kernels.h"
 #include "twtest.h"
 #include "twtest_mt.h"
+#include "twtest_stop.h"
 
 #define PAD_BYTE 0xA5
 
@@ -704,20 +703,6 @@ Test(maxtree_omp, bad_arguments_are_invalid)
 }
 
 /* ---- cancellation ------------------------------------------------------------------------- */
-
-typedef struct stop_after {
-    atomic_int asked;
-    int after; /* answers "stop" from this call on (0: never) */
-} stop_after;
-
-static bool
-stop_after_n(const void *user)
-{
-    stop_after *c = (stop_after *)(uintptr_t)user;
-    int n = atomic_fetch_add(&c->asked, 1) + 1;
-
-    return c->after > 0 && n >= c->after;
-}
 
 Test(maxtree_omp, a_stop_hook_ends_the_run_between_blocks_and_rows)
 {
