@@ -228,6 +228,17 @@ link_nameless(tw_runtime *rt, int fd)
     return EEXIST;
 }
 
+/* The workers' recorded events. */
+static void
+free_lanes(tw_runtime *rt)
+{
+    for (int i = 0; rt->workers && i < rt->n_workers; i++)
+        for (int l = 0; l < TWI_TRACE_LANES; l++) {
+            free(rt->workers[i].trace[l].ev);
+            rt->workers[i].trace[l].ev = NULL;
+        }
+}
+
 tw_status
 twi_trace_close(tw_runtime *rt, tw_error *err)
 {
@@ -267,11 +278,7 @@ twi_trace_close(tw_runtime *rt, tw_error *err)
         if (rt->trace_part)
             (void)unlink(rt->trace_part);
     }
-    for (int i = 0; rt->workers && i < rt->n_workers; i++)
-        for (int l = 0; l < TWI_TRACE_LANES; l++) {
-            free(rt->workers[i].trace[l].ev);
-            rt->workers[i].trace[l].ev = NULL;
-        }
+    free_lanes(rt);
     free(rt->trace_part);
     rt->trace_part = NULL;
 out:
@@ -289,11 +296,7 @@ twi_trace_free(tw_runtime *rt)
     }
     if (rt->trace_part)
         (void)unlink(rt->trace_part);
-    for (int i = 0; rt->workers && i < rt->n_workers; i++)
-        for (int l = 0; l < TWI_TRACE_LANES; l++) {
-            free(rt->workers[i].trace[l].ev);
-            rt->workers[i].trace[l].ev = NULL;
-        }
+    free_lanes(rt);
     free(rt->trace_path);
     free(rt->trace_part);
     rt->trace_path = rt->trace_part = NULL;
