@@ -264,27 +264,16 @@ Test(cli_faults, kill_9_mid_write_leaves_no_output)
      * temporary output ".out.tif.tw-XXXXXX", since no process is left to remove it. The next
      * run to the same path succeeds and leaves no file of its own beside the output. */
     char *in = sample("slide.tif", 4096), *out = twtest_path(out_dir, "out.tif");
-    int ws = 0, stale, devnull, n_open = 0, n_unlinked = 0;
+    int ws = 0, stale, n_open = 0, n_unlinked = 0;
     bool named = false;
     pid_t pid;
     double t0;
     twtest_run r;
 
-    devnull = open("/dev/null", O_RDWR);
-    cr_assert(devnull >= 0);
-    pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        setenv("TILEWAVE_RUNTIME_MODELS", "none", 0);
-        dup2(devnull, 0);
-        dup2(devnull, 1);
-        dup2(devnull, 2);
-        execl(TW_CLI_PATH, TW_CLI_PATH, "open-rec", in, "--radius", "5", "-o", out,
-              "--pyramid", "--cpu-workers", "1", "--gpus", "none", "--mem-budget", "2M",
-              "--tile", "128x128", "--set", scratch_set, "--quiet", (char *)NULL);
-        _exit(127);
-    }
-    close(devnull);
+    pid = twtest_spawn_quiet((const char *const[]){
+        TW_CLI_PATH, "open-rec", in, "--radius", "5", "-o", out, "--pyramid", "--cpu-workers", "1",
+        "--gpus", "none", "--mem-budget", "2M", "--tile", "128x128", "--set", scratch_set,
+        "--quiet", NULL});
     t0 = twtest_now_s();
     while (!twtest_writer_started(pid, out_dir, "out.tif", &named) ||
            (n_open = twtest_open_files_in(pid, scratch, &n_unlinked)) == 0) {

@@ -241,27 +241,15 @@ Test(cli_paths, a_killed_run_leaves_no_trace_file)
      * exactly the output and the trace. */
     char *in = sample("in.tif", 4096), *out_dir = twtest_path(dir, "out");
     char *out = twtest_path(out_dir, "out.tif"), *trace = twtest_path(out_dir, "trace.json");
-    int ws = 0, devnull;
+    int ws = 0;
     bool named = false;
     pid_t pid;
     double t0;
 
     cr_assert(eq(int, mkdir(out_dir, 0700), 0));
-    devnull = open("/dev/null", O_RDWR);
-    cr_assert(devnull >= 0);
-    pid = fork();
-    cr_assert(pid >= 0);
-    if (pid == 0) {
-        setenv("TILEWAVE_RUNTIME_MODELS", "none", 0);
-        dup2(devnull, 0);
-        dup2(devnull, 1);
-        dup2(devnull, 2);
-        execl(TW_CLI_PATH, TW_CLI_PATH, "open-rec", in, "--radius", "5", "-o", out,
-              "--cpu-workers", "1", "--gpus", "none", "--tile", "128x128", "--trace", trace,
-              "--quiet", (char *)NULL);
-        _exit(127);
-    }
-    close(devnull);
+    pid = twtest_spawn_quiet((const char *const[]){
+        TW_CLI_PATH, "open-rec", in, "--radius", "5", "-o", out, "--cpu-workers", "1", "--gpus",
+        "none", "--tile", "128x128", "--trace", trace, "--quiet", NULL});
     t0 = twtest_now_s();
     while (!twtest_writer_started(pid, out_dir, "out.tif", &named)) {
         cr_assert(waitpid(pid, &ws, WNOHANG) == 0, "the command ended before it wrote anything");

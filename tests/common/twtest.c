@@ -6,6 +6,7 @@
 #include <criterion/new/assert.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,6 +156,27 @@ twtest_open_files_in(pid_t pid, const char *dir, int *unlinked)
     }
     closedir(d);
     return n;
+}
+
+pid_t
+twtest_spawn_quiet(const char *const *argv)
+{
+    int devnull = open("/dev/null", O_RDWR);
+    pid_t pid;
+
+    cr_assert(devnull >= 0);
+    pid = fork();
+    cr_assert(pid >= 0);
+    if (pid == 0) {
+        setenv("TILEWAVE_RUNTIME_MODELS", "none", 0);
+        dup2(devnull, 0);
+        dup2(devnull, 1);
+        dup2(devnull, 2);
+        execv(argv[0], (char *const *)(uintptr_t)argv);
+        _exit(127);
+    }
+    close(devnull);
+    return pid;
 }
 
 bool

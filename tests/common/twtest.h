@@ -30,6 +30,9 @@ int twtest_open_files_in(pid_t pid, const char *dir, int *unlinked);
  * file there (O_TMPFILE, io/writer_tiff.c), or, where the file system lacks O_TMPFILE, its
  * temporary file ".NAME.tw-XXXXXX"; *named says which. */
 bool twtest_writer_started(pid_t pid, const char *dir, const char *name, bool *named);
+/* Start the CLI (argv[0] its path, NULL-terminated) in a child with stdin, stdout and stderr
+ * on /dev/null and runtime.models=none unless the environment sets it; its pid (asserted). */
+pid_t twtest_spawn_quiet(const char *const *argv);
 
 /* Result of running the tilewave CLI. */
 typedef struct twtest_run {
