@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: the OpenSlide reader: vendor slides as 8-bit RGB, premultiplied ARGB undone. */
+#include <glib.h>
 #include <math.h>
 #include <openslide.h>
 #include <pthread.h>
@@ -106,11 +107,12 @@ os_attach_tiff(tw_slide *s, os_reader *r, const char *path, const char *vendor)
 
 /* OpenSlide 3.4.1 opens its TIFFs with TIFFClientOpen and no handlers of its own, so libtiff's
  * process-wide ones print its warnings and errors to stderr ("TIFFReadDirectory: Warning,
- * Unknown field with tag ..."): up to 32 lines a slide (issue 26). The library never prints
- * (house style 15): the first OpenSlide open routes them to tilewave's log at debug level, once
- * for the process. OpenSlide's own error string carries what failed; our own libtiff handles
- * have per-handle handlers and never reach these. An embedder with handlers of its own sets
- * them again after opening its first OpenSlide slide (docs/io.md). */
+ * Unknown field with tag ..."): up to 32 lines a slide (issue 26); OpenSlide and the libraries
+ * under it (GLib, gdk-pixbuf, cairo) log through GLib, whose default handler prints too. The
+ * library never prints (house style 15): the first OpenSlide open routes both to tilewave's log
+ * at debug level, once for the process. OpenSlide's own error string carries what failed; our
+ * own libtiff handles have per-handle handlers and never reach these. An embedder with
+ * handlers of its own sets them again after opening its first OpenSlide slide (docs/io.md). */
 static void
 os_tiff_warning(const char *module, const char *fmt, va_list ap)
 {
@@ -123,11 +125,25 @@ os_tiff_error(const char *module, const char *fmt, va_list ap)
     twi_tiff_log_warning("io.openslide", module, fmt, ap);
 }
 
+/* GLib's default handler for every domain: its G_LOG_LEVEL_ERROR still aborts after this
+ * returns (GLib's rule, not ours: such a message means the library under OpenSlide is broken). */
 static void
-os_route_tiff_messages(void)
+os_glib_message(const gchar *domain, GLogLevelFlags level, const gchar *message, gpointer user)
+{
+    (void)user;
+    TW_DEBUG("io.openslide", "%s %s: %s", domain ? domain : "GLib",
+             (level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL))  ? "error"
+             : (level & G_LOG_LEVEL_WARNING)                       ? "warning"
+                                                                   : "message",
+             message ? message : "");
+}
+
+static void
+os_route_messages(void)
 {
     TIFFSetWarningHandler(os_tiff_warning);
     TIFFSetErrorHandler(os_tiff_error);
+    (void)g_log_set_default_handler(os_glib_message, NULL);
 }
 
 static tw_status
@@ -149,7 +165,7 @@ os_open(tw_slide *s, const char *path, tw_error *err)
     if ((st = twi_tiff_precheck(path, "io.openslide", 4, TWI_OPENSLIDE_MAX_TILE_BYTES, err)) !=
         TW_OK)
         return st;
-    pthread_once(&routed, os_route_tiff_messages);
+    pthread_once(&routed, os_route_messages);
     if (!(r->osr = openslide_open(path)))
         return twi_error_set(err, TW_E_FORMAT,
                              "io.openslide: '%s' is not a slide OpenSlide can open", path);
