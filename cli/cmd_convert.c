@@ -53,6 +53,7 @@ cmd_convert(int argc, char **argv)
     int opt, rc = CLI_OK;
 
     cli_job_init(&c, &io);
+    c.no_gpu = true; /* no GPU variant: no CUDA context */
     tw_convert_opts_init(&o);
     while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
         switch (opt) {

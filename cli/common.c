@@ -173,6 +173,14 @@ cli_config_build(const cli_common *c, tw_config **out)
         if ((rc = set_flag(cfg, "--set", key, eq + 1)) != CLI_OK)
             goto out;
     }
+    if (c->no_gpu) {
+        /* over the file, the environment, the flags and --set, all checked as usual */
+        if (tw_config_set(cfg, "runtime.gpus", "none", TW_CONFIG_SET, &err) != TW_OK) {
+            cli_error("%s", err.message);
+            rc = CLI_FAIL;
+            goto out;
+        }
+    }
     if (tw_config_get_string(cfg, "log.level", &level) == TW_OK) {
         static const char *const names[] = {"error", "warn", "info", "debug"};
         for (int i = 0; i < 4; i++)
