@@ -56,7 +56,7 @@ read_gray(const char *path, int64_t *w, int64_t *h)
     return buf;
 }
 
-TestSuite(cli, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(cli, .init = setup, .fini = teardown, .timeout = TWTEST_TIMEOUT(120));
 
 Test(cli, version_and_help_exit_zero)
 {

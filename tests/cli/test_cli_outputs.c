@@ -11,7 +11,7 @@
 #include "twtest_cli.h"
 #include "twtest_out.h"
 
-TWTEST_CLI_SUITE(cli_outputs, .timeout = 120);
+TWTEST_CLI_SUITE(cli_outputs, .timeout = TWTEST_TIMEOUT(120));
 
 /* A w x h input of ch x t samples at dir/name (mpp 0.5, one level); the pixels, malloc'd. */
 static uint8_t *
