@@ -1181,19 +1181,21 @@ def convert(in_path, out_path, *, level=0, tile=None, compression=None, runtime=
     """Copy a level (or ``region``) of any slide tilewave reads into a tiled BigTIFF at
     ``out_path``, pixels as read (RGB stays RGB, 16-bit stays 16-bit), optionally as a
     ``pyramid`` with ``layout`` "tiff" or "ome" (`tilewave convert`). Input options: level,
-    region, reader, mpp, magnification (no gray, threshold or tissue); output options:
-    compression, quality, pyramid, layout, description (no overlay)."""
+    region, reader, mpp, magnification, input_report (no gray, threshold or tissue); output
+    options: compression, quality, pyramid, layout, description (no overlay)."""
     if not _is_path(in_path) or not _is_path(out_path):
         raise TypeError("tilewave.convert: in_path and out_path must be paths")
-    inopts, outopts = _options("convert", options, ("region", "reader", "mpp", "magnification"),
+    inopts, outopts = _options("convert", options, ("region", "reader", "mpp", "magnification",
+                                                    "input_report"),
                                ("quality", "pyramid", "layout", "description"))
     o = _init(lib.tw_convert_opts_init, _lib.ConvertOpts)
     keep = []
-    _set_input(o.input, in_path, level, inopts, keep)
+    rep = _set_input(o.input, in_path, level, inopts, keep)
     _tile(o, tile)
     _set_output("convert", o.output, out_path, compression, outopts)
     return _run(runtime, lib.tw_convert_submit, o, keep, None, progress, wait,
-                progress_interval)
+                progress_interval,
+                _report_filler([rep] if rep else [], inopts.get("input_report")))
 
 
 for _f in (reconstruct, fill_holes, hmax, regional_max, open_rec, close_rec, edt, maxtree,
