@@ -207,6 +207,20 @@ os_open(tw_slide *s, const char *path, tw_error *err)
                                          openslide_get_property_value(r->osr, *names))) != TW_OK)
             return twi_error_set(err, st, "io.openslide: out of memory opening '%s'", path);
     }
+    if (vendor && strcmp(vendor, "generic-tiff") == 0) {
+        /* OpenSlide 3.4 reads no metadata of generic TIFFs: the pixel size and objective
+         * power of OME-XML and of tilewave's plain descriptions, as the libtiff reader */
+        twi_meta m;
+
+        if ((st = twi_meta_from_description(
+                 s, openslide_get_property_value(r->osr, "tiff.ImageDescription"), &m)) != TW_OK)
+            return twi_error_set(err, st, "io.openslide: out of memory opening '%s'", path);
+        s->objective_power = m.objective_power;
+        if (m.mpp_x > 0 && (!m.own || !(s->mpp_x > 0))) { /* as the libtiff reader */
+            s->mpp_x = m.mpp_x;
+            s->mpp_y = m.mpp_y;
+        }
+    }
     if ((e = openslide_get_error(r->osr)))
         return twi_error_set(err, TW_E_FORMAT, "io.openslide: cannot open '%s' (%s)", path, e);
     os_attach_tiff(s, r, path, vendor);

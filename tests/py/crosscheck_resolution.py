@@ -187,9 +187,10 @@ def check_choices_and_reduction():
         if not np.array_equal(tifffile.imread(out), reduce(base, 3)[7:37, 10:50]):
             fail(f"{name}: --mpp 0.75 --region 10,7,40,30 differs from the numpy reference")
         # the OME input's own pixel size and magnification are read
-        txt = run("info", src).stdout
-        if "mpp:      0.2500 x 0.2500" not in txt or "objective: 40x" not in txt:
-            fail(f"info {src}: {txt!r} lacks mpp 0.25 and objective 40x")
+        for reader in ("auto", "openslide"):  # OpenSlide: a generic-tiff it has no mpp of
+            txt = run("info", "--reader", reader, src).stdout
+            if "mpp:      0.2500 x 0.2500" not in txt or "objective: 40x" not in txt:
+                fail(f"info --reader {reader} {src}: {txt!r} lacks mpp 0.25 and objective 40x")
     return 2
 
 
