@@ -139,13 +139,24 @@ enum {
     CLI_OPT_TISSUE,
     CLI_OPT_TISSUE_MASK,
     CLI_OPT_THRESHOLD,
-    CLI_OPT_INVERT
+    CLI_OPT_INVERT,
+    CLI_OPT_MPP,
+    CLI_OPT_MAGNIFICATION
 };
 #define CLI_GRAY_OPTIONS                                                                       \
     {"gray", required_argument, NULL, CLI_OPT_GRAY},                                           \
         {"stain-vectors", required_argument, NULL, CLI_OPT_STAINS},                            \
         {"tissue", no_argument, NULL, CLI_OPT_TISSUE},                                         \
         {"tissue-mask", required_argument, NULL, CLI_OPT_TISSUE_MASK}
+/* --mpp, --magnification: the level by resolution (every command that reads a slide). */
+#define CLI_RESOLUTION_OPTIONS                                                                 \
+    {"mpp", required_argument, NULL, CLI_OPT_MPP},                                             \
+        {"magnification", required_argument, NULL, CLI_OPT_MAGNIFICATION}
+#define CLI_RESOLUTION_HELP                                                                    \
+    "  --mpp X               read at X microns per pixel: the coarsest level at least as fine\n" \
+    "                        (within 1 percent), reduced k x k by area average when it is k >= 2\n" \
+    "                        times finer; not with --level (docs/io.md)\n"                      \
+    "  --magnification M     the same for an objective magnification (5 for 5x)\n"
 #define CLI_THRESHOLD_OPTIONS                                                                  \
     {"threshold", required_argument, NULL, CLI_OPT_THRESHOLD},                                 \
         {"invert", no_argument, NULL, CLI_OPT_INVERT}
@@ -173,12 +184,17 @@ typedef struct cli_input_io {
     bool invert;
     bool tissue;
     const char *tissue_mask;
+    double mpp, magnification; /* --mpp, --magnification; 0: not given */
+    bool level_given;          /* --level was given (not with --mpp) */
     tw_input_report report; /* filled by the job, printed by cli_job_run() */
 } cli_input_io;
 
 /* Handle a CLI_GRAY_OPTIONS or CLI_THRESHOLD_OPTIONS id: 0 handled, -1 not one of them,
  * CLI_USAGE on error. */
 int cli_input_option(cli_input_io *io, int opt, const char *arg);
+/* --level was given: 0, or CLI_USAGE after printing the error when --mpp or --magnification
+ * was too (and the other way round in cli_input_option). */
+int cli_input_level_given(cli_input_io *io);
 /* Copy the options into an input (its report pointing into io); cli_job_run() then prints
  * what the job did with it: the threshold, tiles skipped. */
 void cli_input_apply(cli_input_io *io, tw_input *in);
@@ -243,10 +259,10 @@ const char *cli_command_line(void);
         {"region", required_argument, NULL, CLI_OPT_REGION},                                   \
         {"reader", required_argument, NULL, CLI_OPT_READER},                                   \
         {"conn", required_argument, NULL, CLI_OPT_CONN}, CLI_OUTPUT_OPTIONS, CLI_GRAY_OPTIONS,  \
-        CLI_THRESHOLD_OPTIONS
+        CLI_THRESHOLD_OPTIONS, CLI_RESOLUTION_OPTIONS
 
 #define CLI_IO_HELP                                                                            \
-    "  --level N             slide level to read (default 0)\n"                                \
+    "  --level N             slide level to read (default 0)\n" CLI_RESOLUTION_HELP            \
     "  --region X,Y,W,H      region of that level (default: all of it)\n"                      \
     "  --reader NAME         auto (default), openslide or tiff\n" CLI_OUTPUT_HELP
 #define CLI_RECON_HELP CLI_IO_HELP CLI_GRAY_HELP CLI_THRESHOLD_HELP

@@ -14,7 +14,7 @@ static const char help[] =
     "measures plain read + write throughput.\n"
     "\n"
     "  -o, --output OUT      output TIFF (written under a temporary name, renamed when done)\n"
-    "  --level N             slide level to read (default 0)\n"
+    "  --level N             slide level to read (default 0)\n" CLI_RESOLUTION_HELP
     "  --region X,Y,W,H      region of that level (default: all of it)\n"
     "  --reader NAME         auto (default), openslide or tiff\n"
     "  --compression NAME    deflate, zstd, lzw, none, or jpeg (lossy: 8-bit gray or RGB\n"
@@ -40,6 +40,7 @@ cmd_convert(int argc, char **argv)
         {"quality", required_argument, NULL, CLI_OPT_QUALITY},
         {"pyramid", no_argument, NULL, CLI_OPT_PYRAMID},
         {"layout", required_argument, NULL, CLI_OPT_LAYOUT},
+        CLI_RESOLUTION_OPTIONS,
         CLI_COMMON_OPTIONS,
         {NULL, 0, NULL, 0}};
     cli_common c;
@@ -70,9 +71,9 @@ cmd_convert(int argc, char **argv)
         goto out;
     o.input.path = argv[optind];
     cli_recon_apply(&io, &o.input, &o.output);
-    /* a copy takes no gray, threshold or tissue options (they are not in opts): keep the
-     * input's report out of the summary */
-    o.input.report = NULL;
+    /* a copy takes no gray, threshold or tissue options (they are not in opts): its input
+     * report says only the level and pixel size read (with --mpp, --magnification or
+     * --summary) */
     if ((rc = cli_job_setup(&c, &io.out, o.output.path, o.input.path, NULL, 0, &cfg, &rt)) !=
         CLI_OK)
         goto out;

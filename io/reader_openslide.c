@@ -201,20 +201,19 @@ os_open(tw_slide *s, const char *path, tw_error *err)
     s->type = TW_U8;
     s->mpp_x = prop_f64(r->osr, OPENSLIDE_PROPERTY_NAME_MPP_X);
     s->mpp_y = prop_f64(r->osr, OPENSLIDE_PROPERTY_NAME_MPP_Y);
-    if (s->mpp_x == 0 && s->mpp_y == 0) {
-        /* OpenSlide 3.4 gives generic TIFFs no openslide.mpp-x (4.0 does): use the tags */
+    if (!(s->mpp_x > 0 && s->mpp_y > 0)) {
+        /* OpenSlide 3.4 gives generic TIFFs no openslide.mpp-x (4.0 does, from tags in
+         * centimetres): use the tags, in centimetres only, as the libtiff reader does (tags in
+         * inches are an image editor's 72 or 300 dpi; docs/io.md) */
         const char *unit = openslide_get_property_value(r->osr, "tiff.ResolutionUnit");
-        double um = unit && strcmp(unit, "centimeter") == 0 ? 10000.0
-                    : unit && strcmp(unit, "inch") == 0     ? 25400.0
-                                                            : 0.0;
         double rx = prop_f64(r->osr, "tiff.XResolution");
         double ry = prop_f64(r->osr, "tiff.YResolution");
 
-        if (um > 0 && rx > 0 && ry > 0) {
-            s->mpp_x = um / rx;
-            s->mpp_y = um / ry;
-        }
+        s->mpp_x = s->mpp_y = 0;
+        if (unit && strcmp(unit, "centimeter") == 0)
+            twi_meta_mpp_from_cm(rx, ry, &s->mpp_x, &s->mpp_y);
     }
+    s->objective_power = prop_f64(r->osr, OPENSLIDE_PROPERTY_NAME_OBJECTIVE_POWER);
     vendor = openslide_get_property_value(r->osr, OPENSLIDE_PROPERTY_NAME_VENDOR);
     if (!(s->format = strdup(vendor ? vendor : "openslide")))
         return twi_error_set(err, TW_E_NOMEM, "io.openslide: out of memory opening '%s'", path);
@@ -223,6 +222,20 @@ os_open(tw_slide *s, const char *path, tw_error *err)
         if ((st = twi_slide_set_property(s, *names,
                                          openslide_get_property_value(r->osr, *names))) != TW_OK)
             return twi_error_set(err, st, "io.openslide: out of memory opening '%s'", path);
+    }
+    if (vendor && strcmp(vendor, "generic-tiff") == 0) {
+        /* OpenSlide 3.4 reads no metadata of generic TIFFs: the pixel size and objective
+         * power of OME-XML and of tilewave's plain descriptions, as the libtiff reader */
+        twi_meta m;
+
+        if ((st = twi_meta_from_description(
+                 s, openslide_get_property_value(r->osr, "tiff.ImageDescription"), &m)) != TW_OK)
+            return twi_error_set(err, st, "io.openslide: out of memory opening '%s'", path);
+        s->objective_power = m.objective_power;
+        if (m.mpp_x > 0 && (!m.own || !(s->mpp_x > 0))) { /* as the libtiff reader */
+            s->mpp_x = m.mpp_x;
+            s->mpp_y = m.mpp_y;
+        }
     }
     if ((e = openslide_get_error(r->osr)))
         return twi_error_set(err, TW_E_FORMAT, "io.openslide: cannot open '%s' (%s)", path, e);

@@ -477,7 +477,7 @@ _READERS = {"auto": 0, "openslide": 1, "tiff": 2}
 # (--region, --reader, --gray, --stain-vectors, --threshold, --invert, --tissue, --tissue-mask;
 # --quality, --pyramid, --layout, --overlay). `level` and `compression` are named parameters.
 _IN_ALL = ("region", "reader", "gray", "stains", "threshold", "invert", "tissue", "tissue_mask",
-           "input_report")
+           "input_report", "mpp", "magnification")
 _OUT_ALL = ("quality", "pyramid", "layout", "overlay", "overlay_deflate", "description")
 
 
@@ -533,6 +533,11 @@ def _options(op, kw, in_keys, out_keys):
         if not _is_path(inp["tissue_mask"]):
             raise TypeError(f"tilewave.{op}: tissue_mask must be a path")
         inp["tissue"] = True
+    for k in ("mpp", "magnification"):
+        if k in inp and not (_is_number(inp[k]) and np.isfinite(inp[k]) and inp[k] > 0):
+            raise ValueError(f"tilewave.{op}: {k} must be a positive number, got {inp[k]!r}")
+    if "mpp" in inp and "magnification" in inp:
+        raise ValueError(f"tilewave.{op}: mpp and magnification cannot both be given")
     rep = inp.get("input_report")
     if rep is not None and not isinstance(rep, dict):
         raise TypeError(f"tilewave.{op}: input_report must be a dict (filled when the job "
@@ -566,7 +571,12 @@ def _set_input(inp, path, level, opts, keep):
     inp.path = _enc(path)
     if int(level) < 0:
         raise ValueError(f"tilewave: level must be >= 0 (got {level})")
+    if int(level) != 0 and ("mpp" in opts or "magnification" in opts):
+        raise ValueError("tilewave: level and mpp (or magnification) cannot both be given: "
+                         "mpp chooses the level")
     inp.level = int(level)
+    inp.mpp = float(opts.get("mpp", 0))
+    inp.magnification = float(opts.get("magnification", 0))
     if "region" in opts:
         inp.x, inp.y, inp.w, inp.h = opts["region"]
     if "reader" in opts:
@@ -606,7 +616,9 @@ def _report_filler(reports, target):
         target.update({"threshold": None if r.threshold < 0 else float(r.threshold),
                        "otsu_level": int(r.otsu_level),
                        "tissue_fraction": float(r.tissue_fraction),
-                       "reads": int(r.reads), "skipped": int(r.skipped)})
+                       "reads": int(r.reads), "skipped": int(r.skipped),
+                       "level": int(r.level), "reduce": int(r.reduce),
+                       "mpp": (float(r.mpp_x), float(r.mpp_y))})
     return fill
 
 
@@ -643,7 +655,7 @@ def _set_output(op, out, path, compression, opts, input_is_path=True):
 
 def info(path):
     """Describe a slide or TIFF: {"format", "levels": [(w, h, downsample)...], "channels",
-    "dtype", "mpp": (x, y)}."""
+    "dtype", "mpp": (x, y), "objective_power"} (mpp (0, 0) and objective_power 0: unknown)."""
     s = _open(path)
     try:
         levels = []
@@ -656,7 +668,8 @@ def info(path):
         return {"format": lib.tw_slide_get_format(s).decode(), "levels": levels,
                 "channels": lib.tw_slide_get_channels(s),
                 "dtype": _DTYPES.get(lib.tw_slide_get_sample_type(s)),
-                "mpp": (mx.value, my.value)}
+                "mpp": (mx.value, my.value),
+                "objective_power": float(lib.tw_slide_get_objective_power(s))}
     finally:
         lib.tw_slide_close(s)
 
@@ -698,8 +711,33 @@ def read(path, level=0, region=None, *, reader="auto"):
         lib.tw_slide_close(s)
 
 
+def choose_level(path, mpp=None, magnification=None, *, reader="auto"):
+    """The level the operations read for ``mpp`` (microns per pixel) or ``magnification``
+    (give one): {"level", "reduce" (1, or k: the level is reduced k x k by area average),
+    "size": (w, h), "mpp": (x, y), "magnification"} (docs/io.md, "Resolution and metadata")."""
+    if (mpp is None) == (magnification is None):
+        raise ValueError("tilewave.choose_level: give either mpp or magnification")
+    s = _open(path, reader)
+    try:
+        c = _lib.LevelChoice()
+        err = _lib.Error()
+        _check(lib.tw_slide_choose_level(s, float(mpp or 0), float(magnification or 0),
+                                         ctypes.byref(c), ctypes.byref(err)), err)
+        return {"level": int(c.level), "reduce": int(c.reduce), "size": (int(c.w), int(c.h)),
+                "mpp": (float(c.mpp_x), float(c.mpp_y)), "magnification": float(c.magnification)}
+    finally:
+        lib.tw_slide_close(s)
+
+
 def _gray_shape(path, level, opts=None):
     """Size and one-channel dtype of a level (or its region) as the operations read it."""
+    if opts and ("mpp" in opts or "magnification" in opts):
+        c = choose_level(path, opts.get("mpp"), opts.get("magnification"),
+                         reader=opts.get("reader", "auto"))
+        w, h = c["size"]
+        if "region" in opts:
+            w, h = opts["region"][2:]
+        return (h, w), info(path)["dtype"]
     d = info(path)
     if not 0 <= level < len(d["levels"]):
         raise ValueError(f"tilewave: no level {level} in '{os.fsdecode(path)}'")
@@ -741,7 +779,10 @@ _COMMON_DOC = """
     (gray <= threshold instead); ``tissue=True`` (regions without tissue are not read);
     ``tissue_mask=PATH`` (also write the low-resolution tissue mask; implies tissue);
     ``input_report`` (a dict, filled when the job ends with "threshold", "otsu_level",
-    "tissue_fraction", "reads", "skipped"). docs/io.md describes them.
+    "tissue_fraction", "reads", "skipped", "level", "reduce", "mpp"); ``mpp=X`` or
+    ``magnification=M`` instead of ``level`` (the coarsest level at least as fine, reduced
+    k x k by area average when k >= 2 times finer; see choose_level()). docs/io.md describes
+    them.
 
     File outputs (``out=PATH``; the CLI's output flags): ``compression`` ("deflate", "zstd",
     "lzw", "none", "jpeg"), ``quality`` (JPEG 1..100), ``pyramid=True``, ``layout`` ("tiff" or
@@ -1140,19 +1181,21 @@ def convert(in_path, out_path, *, level=0, tile=None, compression=None, runtime=
     """Copy a level (or ``region``) of any slide tilewave reads into a tiled BigTIFF at
     ``out_path``, pixels as read (RGB stays RGB, 16-bit stays 16-bit), optionally as a
     ``pyramid`` with ``layout`` "tiff" or "ome" (`tilewave convert`). Input options: level,
-    region, reader (no gray, threshold or tissue); output options: compression, quality,
-    pyramid, layout, description (no overlay)."""
+    region, reader, mpp, magnification, input_report (no gray, threshold or tissue); output
+    options: compression, quality, pyramid, layout, description (no overlay)."""
     if not _is_path(in_path) or not _is_path(out_path):
         raise TypeError("tilewave.convert: in_path and out_path must be paths")
-    inopts, outopts = _options("convert", options, ("region", "reader"),
+    inopts, outopts = _options("convert", options, ("region", "reader", "mpp", "magnification",
+                                                    "input_report"),
                                ("quality", "pyramid", "layout", "description"))
     o = _init(lib.tw_convert_opts_init, _lib.ConvertOpts)
     keep = []
-    _set_input(o.input, in_path, level, inopts, keep)
+    rep = _set_input(o.input, in_path, level, inopts, keep)
     _tile(o, tile)
     _set_output("convert", o.output, out_path, compression, outopts)
     return _run(runtime, lib.tw_convert_submit, o, keep, None, progress, wait,
-                progress_interval)
+                progress_interval,
+                _report_filler([rep] if rep else [], inopts.get("input_report")))
 
 
 for _f in (reconstruct, fill_holes, hmax, regional_max, open_rec, close_rec, edt, maxtree,
