@@ -187,8 +187,23 @@ twi_j2k_decode(const uint8_t *src, size_t n, bool ycbcr, uint32_t w, uint32_t h,
     opj_stream_set_read_function(stream, src_read);
     opj_stream_set_skip_function(stream, src_skip);
     opj_stream_set_seek_function(stream, src_seek);
-    if (!opj_setup_decoder(codec, &params) || !opj_read_header(stream, codec, &im) ||
-        !opj_decode(codec, stream, im) || !opj_end_decompress(codec, stream)) {
+    if (!opj_setup_decoder(codec, &params) || !opj_read_header(stream, codec, &im)) {
+        if (!msg[0])
+            snprintf(msg, msg_n, "OpenJPEG could not read its header");
+        goto out;
+    }
+    /* the size the header claims, before anything of that size is allocated */
+    if (im->numcomps != 3 || im->x1 < im->x0 || im->y1 < im->y0 || im->x1 - im->x0 != w ||
+        im->y1 - im->y0 != h) {
+        if (im->numcomps != 3)
+            snprintf(msg, msg_n, "%u components, 3 expected", (unsigned)im->numcomps);
+        else
+            snprintf(msg, msg_n, "a %ux%u image in a %ux%u tile",
+                     (unsigned)(im->x1 - im->x0), (unsigned)(im->y1 - im->y0), (unsigned)w,
+                     (unsigned)h);
+        goto out;
+    }
+    if (!opj_decode(codec, stream, im) || !opj_end_decompress(codec, stream)) {
         if (!msg[0])
             snprintf(msg, msg_n, "OpenJPEG could not decode it");
         goto out;

@@ -86,9 +86,11 @@ os_attach_tiff(tw_slide *s, os_reader *r, const char *path, const char *vendor)
         any = any || s->levels[i].downsample != floor(s->levels[i].downsample);
     if (!any || !(r->tiff_level = malloc((size_t)s->n_levels * sizeof *r->tiff_level)))
         return;
+    /* 8-bit RGB, or 8-bit gray that OpenSlide shows as R = G = B */
     if (twi_tiff_open_levels(path, s->levels, s->n_levels, r->tiff_level, &r->tiff, &terr) !=
             TW_OK ||
-        tw_slide_get_channels(r->tiff) != 3 || tw_slide_get_sample_type(r->tiff) != TW_U8) {
+        (tw_slide_get_channels(r->tiff) != 3 && tw_slide_get_channels(r->tiff) != 1) ||
+        tw_slide_get_sample_type(r->tiff) != TW_U8) {
         TW_DEBUG("io.openslide", "'%s': levels at non-integer downsamples stay with OpenSlide",
                  path);
         tw_slide_close(r->tiff);
@@ -317,8 +319,19 @@ os_read_region(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_t 
 
     if (r->tiff && r->tiff_level[level] >= 0) {
         r->tiff->io = s->io; /* its decodes count as this slide's */
-        return twi_reader_tiff_ops.read_region(r->tiff, r->tiff_level[level], x, y, w, h, dst,
-                                               stride, err);
+        if ((st = twi_reader_tiff_ops.read_region(r->tiff, r->tiff_level[level], x, y, w, h,
+                                                  dst, stride, err)) != TW_OK ||
+            r->tiff->channels == 3)
+            return st;
+        /* gray: each row's w samples spread in place to R = G = B, from its end (the
+         * stride holds 3 w bytes) */
+        for (row = 0; row < h; row++) {
+            uint8_t *p = dst + (size_t)row * stride;
+
+            for (int64_t i = w - 1; i >= 0; i--)
+                p[3 * i] = p[3 * i + 1] = p[3 * i + 2] = p[i];
+        }
+        return TW_OK;
     }
     if (ds != floor(ds))
         return os_read_blocks(s, r, level, x, y, w, h, dst, stride, err);
