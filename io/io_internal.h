@@ -145,6 +145,25 @@ TWI_HIDDEN void twi_tiff_log_warning(const char *domain, const char *module, con
 /* strerror_r wrapper that always returns the text (thread-safe). */
 TWI_HIDDEN const char *twi_io_strerror(int errnum, char *buf, size_t n);
 
+/* Aperio's TIFF compressions for JPEG 2000 tiles (bare J2K codestreams): components Y, Cb, Cr
+ * (33003) or R, G, B (33005). libtiff has no codec for them; io/codec_j2k.c decodes them. */
+#define TWI_TIFF_COMPRESSION_APERIO_J2K_YCBCR 33003
+#define TWI_TIFF_COMPRESSION_APERIO_J2K_RGB 33005
+
+static inline bool
+twi_is_aperio_j2k(unsigned compression)
+{
+    return compression == TWI_TIFF_COMPRESSION_APERIO_J2K_YCBCR ||
+           compression == TWI_TIFF_COMPRESSION_APERIO_J2K_RGB;
+}
+
+/* Decode the JPEG 2000 codestream (or JP2 file) of n bytes at src, one tile of w x h pixels,
+ * into 8-bit RGB at dst (w * h * 3 bytes, rows packed); `ycbcr`: its components are Y, Cb, Cr,
+ * converted as OpenSlide converts them. false, with one line in msg, when it does not decode
+ * or is not three 8-bit unsigned components of exactly w x h (io/codec_j2k.c). Thread-safe. */
+TWI_HIDDEN bool twi_j2k_decode(const uint8_t *src, size_t n, bool ycbcr, uint32_t w, uint32_t h,
+                               uint8_t *dst, char *msg, size_t msg_n);
+
 /* Pixel size in bytes for `channels` samples of `type`. */
 static inline size_t
 twi_pixel_size(int channels, tw_sample_type type)

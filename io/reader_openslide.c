@@ -65,13 +65,15 @@ prop_f64(openslide_t *osr, const char *name)
 
 /*
  * OpenSlide 3.4.1 takes a region's corner in level-0 pixels and, at a level whose downsample
- * is not an integer (Aperio's 4.0003, 16.0012 ...), resamples the level at the fractional
- * offset that corner maps back to: the same level pixel differs (by a few grey levels) with
- * the region's origin, so tiles of a job would not match a whole-level read (fuzz finding
- * T2, docs/reliability.md). The levels of TIFF-based vendors are plain TIFF directories:
- * such levels are read from their directory with libtiff instead, exactly, when it decodes
- * them as 8-bit RGB (JPEG, deflate, LZW ...; not Aperio's JPEG 2000, which stays with
- * OpenSlide). Levels at integer downsamples, level 0 included, stay with OpenSlide.
+ * is not an integer (Aperio's 2.0005, 4.0003, 16.0012 ...), resamples the level at the
+ * fractional offset that corner maps back to: the same level pixel differs (by a few grey
+ * levels) with the region's origin, so tiles of a job would not match a whole-level read (fuzz
+ * finding T2, docs/reliability.md, issue 27). The levels of TIFF-based vendors are plain TIFF
+ * directories: such levels are read from their directory with libtiff instead, exactly, when
+ * it decodes them as 8-bit RGB (JPEG, deflate, LZW ..., and Aperio's JPEG 2000 through
+ * OpenJPEG, io/codec_j2k.c). Levels at integer downsamples, level 0 included, stay with
+ * OpenSlide; the few levels left at non-integer downsamples are read in aligned blocks
+ * (os_read_blocks).
  */
 static void
 os_attach_tiff(tw_slide *s, os_reader *r, const char *path, const char *vendor)
@@ -85,9 +87,11 @@ os_attach_tiff(tw_slide *s, os_reader *r, const char *path, const char *vendor)
         any = any || s->levels[i].downsample != floor(s->levels[i].downsample);
     if (!any || !(r->tiff_level = malloc((size_t)s->n_levels * sizeof *r->tiff_level)))
         return;
+    /* 8-bit RGB, or 8-bit gray that OpenSlide shows as R = G = B */
     if (twi_tiff_open_levels(path, s->levels, s->n_levels, r->tiff_level, &r->tiff, &terr) !=
             TW_OK ||
-        tw_slide_get_channels(r->tiff) != 3 || tw_slide_get_sample_type(r->tiff) != TW_U8) {
+        (tw_slide_get_channels(r->tiff) != 3 && tw_slide_get_channels(r->tiff) != 1) ||
+        tw_slide_get_sample_type(r->tiff) != TW_U8) {
         TW_DEBUG("io.openslide", "'%s': levels at non-integer downsamples stay with OpenSlide",
                  path);
         tw_slide_close(r->tiff);
@@ -272,6 +276,63 @@ argb_to_rgb(const uint32_t *src, int64_t n, uint8_t *dst)
     }
 }
 
+/* The edge of the blocks os_read_blocks reads a level in: the level's tile edge within
+ * 64..2048, or 512. */
+static int64_t
+block_edge(int32_t tile)
+{
+    return tile < 64 ? 512 : tile > 2048 ? 2048 : tile;
+}
+
+/*
+ * A level at a non-integer downsample that only OpenSlide reads (no libtiff directory of it):
+ * OpenSlide resamples it at the fraction its level-0 corner maps to, so it is read in blocks of
+ * a grid fixed per level (block_edge), each always from the same level-0 corner and whole,
+ * and the region is cut out of them. A pixel then comes from the same read whatever region
+ * asks for it: the same bytes for any --tile, though OpenSlide's resampled ones (only the block
+ * at (0, 0) is the level's own pixels; docs/io.md).
+ */
+static tw_status
+os_read_blocks(tw_slide *s, os_reader *r, int level, int64_t x, int64_t y, int64_t w,
+               int64_t h, uint8_t *dst, size_t stride, tw_error *err)
+{
+    const tw_level_info *l = &s->levels[level];
+    const int64_t bw = block_edge(l->tile_w), bh = block_edge(l->tile_h);
+    uint32_t *buf = NULL;
+    tw_status st = TW_OK;
+    const char *e;
+
+    if (!(buf = malloc((size_t)bw * (size_t)bh * sizeof *buf)))
+        return twi_error_set(err, TW_E_NOMEM, "io.openslide: out of memory reading '%s'",
+                             s->path);
+    for (int64_t by = y / bh * bh; by < y + h; by += bh) {
+        const int64_t hh = l->h - by < bh ? l->h - by : bh;
+        const int64_t cy0 = y > by ? y : by, cy1 = y + h < by + hh ? y + h : by + hh;
+
+        for (int64_t bx = x / bw * bw; bx < x + w; bx += bw) {
+            const int64_t ww = l->w - bx < bw ? l->w - bx : bw;
+            const int64_t cx0 = x > bx ? x : bx, cx1 = x + w < bx + ww ? x + w : bx + ww;
+
+            openslide_read_region(r->osr, buf, llround((double)bx * l->downsample),
+                                  llround((double)by * l->downsample), (int32_t)level, ww, hh);
+            if ((e = openslide_get_error(r->osr))) {
+                st = twi_error_set(err, TW_E_FORMAT,
+                                   "io.openslide: cannot read level %d of '%s' (%s)", level,
+                                   s->path, e);
+                goto out;
+            }
+            for (int64_t row = cy0; row < cy1; row++)
+                argb_to_rgb(buf + (row - by) * ww + (cx0 - bx), cx1 - cx0,
+                            dst + (size_t)(row - y) * stride + (size_t)(cx0 - x) * 3);
+            if (s->io)
+                twi_io_add(&s->io->bytes_decoded, (uint64_t)(ww * hh) * 4);
+        }
+    }
+out:
+    free(buf);
+    return st;
+}
+
 static tw_status
 os_read_region(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_t h,
                uint8_t *dst, size_t stride, tw_error *err)
@@ -287,9 +348,22 @@ os_read_region(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_t 
 
     if (r->tiff && r->tiff_level[level] >= 0) {
         r->tiff->io = s->io; /* its decodes count as this slide's */
-        return twi_reader_tiff_ops.read_region(r->tiff, r->tiff_level[level], x, y, w, h, dst,
-                                               stride, err);
+        if ((st = twi_reader_tiff_ops.read_region(r->tiff, r->tiff_level[level], x, y, w, h,
+                                                  dst, stride, err)) != TW_OK ||
+            r->tiff->channels == 3)
+            return st;
+        /* gray: each row's w samples spread in place to R = G = B, from its end (the
+         * stride holds 3 w bytes) */
+        for (row = 0; row < h; row++) {
+            uint8_t *p = dst + (size_t)row * stride;
+
+            for (int64_t i = w - 1; i >= 0; i--)
+                p[3 * i] = p[3 * i + 1] = p[3 * i + 2] = p[i];
+        }
+        return TW_OK;
     }
+    if (ds != floor(ds))
+        return os_read_blocks(s, r, level, x, y, w, h, dst, stride, err);
     if (!(buf = malloc((size_t)cw * (size_t)(h < ch_max ? h : ch_max) * sizeof *buf)))
         return twi_error_set(err, TW_E_NOMEM, "io.openslide: out of memory reading '%s'",
                              s->path);

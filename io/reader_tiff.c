@@ -2,9 +2,16 @@
 /* tilewave: the libtiff reader: plain TIFF/BigTIFF, tiled or striped, samples kept as stored. */
 
 /*
- * Levels. Directory 0 is level 0; each later directory with the same sample layout (samples,
- * bits, sample format, photometric, tiled or striped) and a strictly smaller size is the next
- * level. Anything else (a thumbnail of another layout, a label, a mask) is skipped.
+ * Levels. Directory 0 is level 0; then the SubIFDs of directory 0, in order (OME-TIFF,
+ * vips --subifd and tifffile subifds= pyramids keep their reduced levels there); then each
+ * later directory of the main chain. Each of those with the same sample layout (samples,
+ * bits, sample format, photometric, tiled or striped) and a strictly smaller size than the
+ * last level is the next level. Anything else (a thumbnail of another layout, a label, a mask,
+ * the other channels or planes of an OME-TIFF) is skipped.
+ *
+ * Codecs. What libtiff decodes, and Aperio's JPEG 2000 (compressions 33003 and 33005, which
+ * libtiff does not know): the tile's raw bytes are read with libtiff and decoded with OpenJPEG
+ * (io/codec_j2k.c), as OpenSlide does.
  *
  * Checks at open. Before libtiff sees the file we walk the chain of directories ourselves and
  * check each lies inside the file, then check that every tile or strip of every level ends
@@ -37,7 +44,9 @@
 #define MAX_DIRS 4096
 
 typedef struct tiff_level {
-    tdir_t dir;          /* directory number */
+    tdir_t dir;          /* directory number (of the main chain; the parent of a SubIFD) */
+    uint64_t subifd;     /* file offset of the SubIFD that holds the level, 0: directory `dir` */
+    uint16_t compression;
     int64_t w, h;        /* pixels */
     bool tiled;
     uint32_t tw, th;     /* tile size; strips: width x rows per strip */
@@ -58,6 +67,8 @@ typedef struct tiff_handle {
     int level;                /* level whose directory is selected, -1 none */
     uint8_t *scratch;         /* one decoded tile or strip */
     size_t scratch_bytes;
+    uint8_t *raw;             /* one compressed JPEG 2000 tile (io/codec_j2k.c) */
+    size_t raw_bytes;
     char msg[256];            /* libtiff's first error since the last clear */
     char wmsg[256];           /* libtiff's first warning since the last clear */
     unsigned warnings;        /* libtiff warnings so far (corrupt data while decoding) */
@@ -73,7 +84,7 @@ typedef struct tiff_reader {
     char *path;
     int spp;                  /* samples per pixel in the file (an alpha sample included) */
     size_t sample_bytes;
-    bool jpeg_rgb;            /* YCbCr JPEG decoded to RGB by libjpeg */
+    bool jpeg_rgb;            /* YCbCr: JPEG levels decoded to RGB by libjpeg */
     int n_levels;
     tiff_level *levels;
     pthread_mutex_t lock;     /* guards free_list */
@@ -133,6 +144,7 @@ handle_close(tiff_handle *h)
     if (h->tif)
         TIFFClose(h->tif);
     free(h->scratch);
+    free(h->raw);
     free(h);
 }
 
@@ -174,11 +186,19 @@ handle_select(tiff_reader *r, tiff_handle *h, int level, tw_error *err)
         return TW_OK;
     h->level = -1;
     h->msg[0] = '\0';
-    if (!TIFFSetDirectory(h->tif, r->levels[level].dir))
+    if (r->levels[level].subifd) {
+        if (!TIFFSetSubDirectory(h->tif, r->levels[level].subifd))
+            return twi_error_set(err, TW_E_FORMAT,
+                                 "io.tiff: cannot read the SubIFD at byte %" PRIu64
+                                 " of '%s' (%s)",
+                                 r->levels[level].subifd, r->path, handle_msg(h));
+    } else if (!TIFFSetDirectory(h->tif, r->levels[level].dir)) {
         return twi_error_set(err, TW_E_FORMAT, "io.tiff: cannot read directory %u of '%s' (%s)",
                              (unsigned)r->levels[level].dir, r->path, handle_msg(h));
+    }
     /* a pseudo-tag reset with every directory */
-    if (r->jpeg_rgb && !TIFFSetField(h->tif, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB))
+    if (r->jpeg_rgb && r->levels[level].compression == COMPRESSION_JPEG &&
+        !TIFFSetField(h->tif, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB))
         return twi_error_set(err, TW_E_FORMAT, "io.tiff: cannot decode JPEG as RGB in '%s' (%s)",
                              r->path, handle_msg(h));
     /* the level's size, not the largest of any level: only the shared handle holds a tile
@@ -470,17 +490,41 @@ same_layout(const tiff_layout *a, const tiff_layout *b)
            a->photometric == b->photometric && a->planar == b->planar && a->tiled == b->tiled;
 }
 
+/* Whether a directory of layout l is read: libtiff decodes its compression, or it is Aperio's
+ * JPEG 2000 (tiled, three 8-bit samples) that io/codec_j2k.c decodes. */
+static bool
+can_decode(const tiff_layout *l)
+{
+    if (twi_is_aperio_j2k(l->compression))
+        return l->tiled && l->spp == 3 && l->bps == 8 && l->fmt == SAMPLEFORMAT_UINT &&
+               l->planar == PLANARCONFIG_CONTIG;
+    if (l->photometric == PHOTOMETRIC_YCBCR && l->compression != COMPRESSION_JPEG)
+        return false;
+    return TIFFIsCODECConfigured(l->compression) != 0;
+}
+
 /* What level 0's layout reads as; TW_E_FORMAT naming the first unsupported property. */
 static tw_status
 check_layout(tw_slide *s, tiff_reader *r, const tiff_layout *l, tw_error *err)
 {
     const char *p = r->path;
+    const bool j2k = twi_is_aperio_j2k(l->compression);
 
     if (l->photometric == 0xffff)
         return twi_error_set(err, TW_E_FORMAT, "io.tiff: no photometric interpretation in '%s'",
                              p);
+    if (j2k && (l->photometric != PHOTOMETRIC_RGB && l->photometric != PHOTOMETRIC_YCBCR))
+        return twi_error_set(err, TW_E_FORMAT,
+                             "io.tiff: unsupported photometric %s for JPEG 2000 in '%s'",
+                             photometric_name(l->photometric), p);
+    if (j2k && !can_decode(l))
+        return twi_error_set(err, TW_E_FORMAT,
+                             "io.tiff: unsupported JPEG 2000 layout (%s, %u samples of %u bits) "
+                             "in '%s'",
+                             l->tiled ? "tiled" : "striped", (unsigned)l->spp, (unsigned)l->bps,
+                             p);
     if (l->photometric != PHOTOMETRIC_MINISBLACK && l->photometric != PHOTOMETRIC_RGB &&
-        !(l->photometric == PHOTOMETRIC_YCBCR && l->compression == COMPRESSION_JPEG))
+        !(l->photometric == PHOTOMETRIC_YCBCR && (l->compression == COMPRESSION_JPEG || j2k)))
         return twi_error_set(err, TW_E_FORMAT, "io.tiff: unsupported photometric %s in '%s'",
                              l->photometric == PHOTOMETRIC_YCBCR ? "ycbcr without JPEG"
                                                                  : photometric_name(l->photometric),
@@ -500,7 +544,7 @@ check_layout(tw_slide *s, tiff_reader *r, const tiff_layout *l, tw_error *err)
                              "io.tiff: unsupported floating-point layout (%u bits, %u samples) "
                              "in '%s'",
                              (unsigned)l->bps, (unsigned)l->spp, p);
-    if (!TIFFIsCODECConfigured(l->compression))
+    if (!can_decode(l))
         return twi_error_set(err, TW_E_FORMAT, "io.tiff: unsupported compression %u in '%s'",
                              (unsigned)l->compression, p);
 
@@ -525,7 +569,7 @@ check_layout(tw_slide *s, tiff_reader *r, const tiff_layout *l, tw_error *err)
         if (l->bps == 32)
             return twi_error_set(err, TW_E_FORMAT,
                                  "io.tiff: unsupported bits per sample 32 for RGB in '%s'", p);
-        if (l->photometric == PHOTOMETRIC_YCBCR && (l->bps != 8 || l->spp != 3))
+        if (l->photometric == PHOTOMETRIC_YCBCR && !j2k && (l->bps != 8 || l->spp != 3))
             return twi_error_set(err, TW_E_FORMAT,
                                  "io.tiff: unsupported YCbCr JPEG layout (%u bits, %u samples) "
                                  "in '%s'",
@@ -949,6 +993,108 @@ count_decode(tw_slide *s, tiff_reader *r, tiff_handle *hd, int level, uint32_t i
         twi_io_add(&s->io->tiles_redecoded, 1);
 }
 
+/* Take the current directory (directory d of the main chain, or the SubIFD at byte `subifd`)
+ * as the next level when it is one: readable geometry, and strictly smaller than the last
+ * level (or of a wanted size, twi_tiff_open_levels). r->levels has room for it. */
+static tw_status
+try_level(tw_slide *s, tiff_reader *r, tiff_handle *h, int d, uint64_t subifd,
+          uint64_t file_size, tw_error *err)
+{
+    tiff_level lv = {.dir = (tdir_t)d, .subifd = subifd};
+    tw_status st;
+
+    TIFFGetFieldDefaulted(h->tif, TIFFTAG_COMPRESSION, &lv.compression);
+    if (r->jpeg_rgb && lv.compression == COMPRESSION_JPEG)
+        TIFFSetField(h->tif, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB);
+    if ((st = read_geometry(h->tif, r, d, &lv, err)) != TW_OK) {
+        if (d == 0 && !subifd)
+            return st;
+        /* not a level we can read: skip it, as any other odd directory */
+        TW_DEBUG("io.tiff", "skipping directory %d%s: %s", d, subifd ? " (a SubIFD)" : "",
+                 err ? err->message : "");
+        if (err)
+            memset(err, 0, sizeof *err);
+        return TW_OK;
+    }
+    if (s->want) {
+        /* the directory of one wanted level's size, the first one only */
+        int k;
+
+        for (k = 0; k < s->n_want; k++)
+            if (s->want_map[k] < 0 && s->want[k].w == (int64_t)lv.w &&
+                s->want[k].h == (int64_t)lv.h)
+                break;
+        if (k == s->n_want)
+            return TW_OK;
+        s->want_map[k] = r->n_levels;
+    } else if (r->n_levels > 0) {
+        const tiff_level *prev = &r->levels[r->n_levels - 1];
+
+        if (lv.w > prev->w || lv.h > prev->h || (lv.w == prev->w && lv.h == prev->h))
+            return TW_OK;
+    }
+    r->levels[r->n_levels] = lv;
+    if ((st = check_striles(h->tif, r, r->n_levels, file_size, err)) != TW_OK)
+        return st;
+    r->n_levels++;
+    return TW_OK;
+}
+
+/* The reduced levels an OME-TIFF, vips (--subifd) or tifffile (subifds=) pyramid keeps in the
+ * SubIFDs of directory 0 (the current directory): each, in order, is a level when its layout
+ * is level 0's. The handle is back at directory 0 afterwards. */
+static tw_status
+add_subifd_levels(tw_slide *s, tiff_reader *r, tiff_handle *h, const tiff_layout *l0,
+                  int n_dirs, uint64_t file_size, tw_error *err)
+{
+    uint16_t n = 0;
+    toff_t *offs = NULL;
+    uint64_t *copy = NULL;
+    tiff_level *grown;
+    tiff_layout l;
+    tw_status st = TW_OK;
+
+    if (!TIFFGetField(h->tif, TIFFTAG_SUBIFD, &n, &offs) || n == 0 || !offs)
+        return TW_OK;
+    /* the tag's array belongs to the directory, which the SubIFDs replace */
+    if (!(copy = malloc(n * sizeof *copy)) ||
+        !(grown = realloc(r->levels, ((size_t)n_dirs + n) * sizeof *r->levels))) {
+        free(copy);
+        return twi_error_set(err, TW_E_NOMEM, "io.tiff: out of memory opening '%s'", r->path);
+    }
+    r->levels = grown;
+    memset(r->levels + r->n_levels, 0, ((size_t)n_dirs + n - (size_t)r->n_levels) *
+                                           sizeof *r->levels);
+    for (uint16_t i = 0; i < n; i++)
+        copy[i] = offs[i];
+    for (uint16_t i = 0; i < n; i++) {
+        uint32_t subfile = 0;
+
+        h->msg[0] = '\0';
+        if (copy[i] == 0 || copy[i] >= file_size || !TIFFSetSubDirectory(h->tif, copy[i])) {
+            st = twi_error_set(err, TW_E_FORMAT,
+                               "io.tiff: cannot read SubIFD %u of directory 0 of '%s' (%s)",
+                               (unsigned)i, r->path,
+                               copy[i] >= file_size ? "it starts beyond the end of the file"
+                                                    : handle_msg(h));
+            goto out;
+        }
+        TIFFGetField(h->tif, TIFFTAG_SUBFILETYPE, &subfile);
+        if (!read_layout(h->tif, &l) || !same_layout(&l, l0) || (subfile & FILETYPE_MASK) ||
+            !can_decode(&l))
+            continue;
+        if ((st = try_level(s, r, h, 0, copy[i], file_size, err)) != TW_OK)
+            goto out;
+    }
+    h->msg[0] = '\0';
+    if (!TIFFSetDirectory(h->tif, 0))
+        st = twi_error_set(err, TW_E_FORMAT, "io.tiff: cannot read directory 0 of '%s' (%s)",
+                           r->path, handle_msg(h));
+out:
+    free(copy);
+    return st;
+}
+
 static tw_status
 tiff_open(tw_slide *s, const char *path, tw_error *err)
 {
@@ -1001,7 +1147,6 @@ tiff_open(tw_slide *s, const char *path, tw_error *err)
     }
 
     for (d = 0; d < n_dirs; d++) {
-        tiff_level lv = {.dir = (tdir_t)d};
         uint32_t subfile = 0;
 
         if (d > 0) {
@@ -1015,42 +1160,14 @@ tiff_open(tw_slide *s, const char *path, tw_error *err)
             TIFFGetField(h->tif, TIFFTAG_SUBFILETYPE, &subfile);
             if (!read_layout(h->tif, &l) || !same_layout(&l, &l0) || (subfile & FILETYPE_MASK))
                 continue;
-            if (!TIFFIsCODECConfigured(l.compression))
+            if (!can_decode(&l))
                 continue;
         }
-        if (r->jpeg_rgb)
-            TIFFSetField(h->tif, TIFFTAG_JPEGCOLORMODE, JPEGCOLORMODE_RGB);
-        if ((st = read_geometry(h->tif, r, d, &lv, err)) != TW_OK) {
-            if (d == 0)
-                goto out;
-            /* not a level we can read: skip it, as any other odd directory */
-            TW_DEBUG("io.tiff", "skipping directory %d: %s", d, err ? err->message : "");
-            if (err)
-                memset(err, 0, sizeof *err);
-            st = TW_OK;
-            continue;
-        }
-        if (s->want) {
-            /* the directory of one wanted level's size, the first one only */
-            int k;
-
-            for (k = 0; k < s->n_want; k++)
-                if (s->want_map[k] < 0 && s->want[k].w == (int64_t)lv.w &&
-                    s->want[k].h == (int64_t)lv.h)
-                    break;
-            if (k == s->n_want)
-                continue;
-            s->want_map[k] = r->n_levels;
-        } else if (d > 0) {
-            const tiff_level *prev = &r->levels[r->n_levels - 1];
-
-            if (lv.w > prev->w || lv.h > prev->h || (lv.w == prev->w && lv.h == prev->h))
-                continue;
-        }
-        r->levels[r->n_levels] = lv;
-        if ((st = check_striles(h->tif, r, r->n_levels, (uint64_t)sb.st_size, err)) != TW_OK)
+        if ((st = try_level(s, r, h, d, 0, (uint64_t)sb.st_size, err)) != TW_OK)
             goto out;
-        r->n_levels++;
+        if (d == 0 && (st = add_subifd_levels(s, r, h, &l0, n_dirs, (uint64_t)sb.st_size,
+                                              err)) != TW_OK)
+            goto out;
     }
 
     if (!(s->levels = calloc((size_t)r->n_levels, sizeof *s->levels)) ||
@@ -1082,10 +1199,47 @@ out:
     return st;
 }
 
+/* A JPEG 2000 tile: its raw bytes through libtiff, decoded by OpenJPEG (io/codec_j2k.c). */
+static tmsize_t
+decode_j2k(tiff_handle *hd, const tiff_level *lv, uint32_t idx)
+{
+    const uint64_t n = TIFFGetStrileByteCount(hd->tif, idx);
+    tmsize_t got;
+
+    if (n == 0 || n > TWI_IO_MAX_STRILE_BYTES) {
+        snprintf(hd->msg, sizeof hd->msg, "%" PRIu64 " compressed bytes", n);
+        return -1;
+    }
+    if (hd->raw_bytes < n) {
+        uint8_t *p = realloc(hd->raw, (size_t)n);
+
+        if (!p) {
+            snprintf(hd->msg, sizeof hd->msg, "out of memory for %" PRIu64 " bytes", n);
+            return -1;
+        }
+        hd->raw = p;
+        hd->raw_bytes = (size_t)n;
+    }
+    got = TIFFReadRawTile(hd->tif, idx, hd->raw, (tmsize_t)n);
+    if (got != (tmsize_t)n) {
+        if (!hd->msg[0])
+            snprintf(hd->msg, sizeof hd->msg, "read %lld of its %" PRIu64 " bytes",
+                     (long long)got, n);
+        return -1;
+    }
+    if (!twi_j2k_decode(hd->raw, (size_t)n,
+                        lv->compression == TWI_TIFF_COMPRESSION_APERIO_J2K_YCBCR, lv->tw, lv->th,
+                        hd->scratch, hd->msg, sizeof hd->msg))
+        return -1;
+    return (tmsize_t)lv->strile_bytes;
+}
+
 /* One tile or strip of a level into the handle's scratch buffer: its decoded size or -1. */
 static tmsize_t
 decode(tiff_handle *hd, const tiff_level *lv, uint32_t idx)
 {
+    if (twi_is_aperio_j2k(lv->compression))
+        return decode_j2k(hd, lv, idx);
     return lv->tiled
                ? TIFFReadEncodedTile(hd->tif, idx, hd->scratch, (tmsize_t)lv->strile_bytes)
                : TIFFReadEncodedStrip(hd->tif, idx, hd->scratch, (tmsize_t)lv->strile_bytes);

@@ -132,8 +132,8 @@ twtest_bad_slide(int i, const char *path, const char **what)
         twtest_bad_image(path, 16, 16, 3, 8, 12345, 16, TWTEST_PIXELS_AT, 16);
         return true;
     case 10:
-        *what = "JPEG 2000 compression 33003";
-        twtest_bad_image(path, 16, 16, 3, 8, 33003, 16, TWTEST_PIXELS_AT, 16);
+        *what = "JPEG 2000 compression 33003 on one gray sample";
+        twtest_bad_image(path, 16, 16, 1, 8, 33003, 16, TWTEST_PIXELS_AT, 16);
         return true;
     case 11:
         *what = "a PNG named .tif";

@@ -28,8 +28,8 @@ void twtest_bad_image(const char *path, uint32_t w, uint32_t h, uint16_t spp, ui
 
 /* Bad slide number i (0, 1, ...) at `path`, *what saying which: zero size, the sample slide
  * truncated three ways, 2^31 x 2^31 pixels striped and tiled, tiles of 0 and 65536 pixels, a
- * 4096-pixel uncompressed tile stored in 16 bytes, compressions 12345 and 33003 (JPEG 2000),
- * a PNG, a JPEG and text named .tif, and a TIFF header followed by noise. False (and no file
+ * 4096-pixel uncompressed tile stored in 16 bytes, compression 12345, compression 33003
+ * (Aperio's JPEG 2000) on one gray sample (Aperio's are RGB or YCbCr), a PNG, a JPEG and text named .tif, and a TIFF header followed by noise. False (and no file
  * made) past the last one. */
 bool twtest_bad_slide(int i, const char *path, const char **what);
 
