@@ -316,8 +316,9 @@ TW_API TW_NODISCARD tw_status tw_fill_holes_submit(tw_runtime *rt, const tw_rfil
 
 /**
  * h-maxima, exactly as scikit-image 0.19 `h_maxima(image, h, footprint)`: R = reconstruction
- * by dilation of max(image - h, 0) under the image; the result is a TW_U8 image, 1 where
- * image - R >= h and 0 elsewhere; all 0 when h exceeds max - min of the image. With
+ * by dilation of max(image - h, 0) under the image; the result is a TW_U8 mask, 1 where
+ * image - R >= h and 0 elsewhere in a caller's image, 255 and 0 in a file (since 0.7; 1 before:
+ * every 8-bit mask file is 0/255); all 0 when h exceeds max - min of the image. With
  * @p o->dome, the h-dome image image - R instead (the image's type). @p conn default 8.
  * @return as tw_mrecon_submit(); TW_E_INVALID for h < 1.
  * Misuse and ownership: as every submit function (@ref tw_ops).
@@ -328,7 +329,8 @@ TW_API TW_NODISCARD tw_status tw_hmax_submit(tw_runtime *rt, const tw_rfilter_op
 
 /**
  * Regional maxima: h-maxima with h = 1 (TW_U8, 1 on every connected plateau whose neighbours
- * are all lower, 0 elsewhere; all 0 on a constant image), the same as scikit-image
+ * are all lower (255 in a file, as tw_hmax_submit()), 0 elsewhere; all 0 on a constant image),
+ * the same as scikit-image
  * `h_maxima(image, 1)` and `local_maxima(image)`. @p conn default 8.
  * @return as tw_mrecon_submit().
  * Misuse and ownership: as every submit function (@ref tw_ops).

@@ -841,7 +841,8 @@ def fill_holes(image, out=None, *, conn=0, level=0, tile=None, compression=None,
 
 def hmax(image, h, out=None, *, dome=False, conn=0, level=0, tile=None, compression=None,
          runtime=None, progress=None, progress_interval=0.05, wait=True, **options):
-    """h-maxima (uint8 0/1 image), or the h-dome image with ``dome=True``."""
+    """h-maxima (uint8 0/1 array; 0/255 in a file, docs/io.md "Masks"), or the h-dome
+    image with ``dome=True``."""
     if int(h) < 1:
         raise ValueError(f"tilewave.hmax: h must be >= 1 (got {h})")
     return _rfilter("hmax", lib.tw_hmax_submit, image, out, None if dome else np.uint8, conn,
@@ -851,7 +852,7 @@ def hmax(image, h, out=None, *, dome=False, conn=0, level=0, tile=None, compress
 
 def regional_max(image, out=None, *, conn=0, level=0, tile=None, compression=None,
                  runtime=None, progress=None, progress_interval=0.05, wait=True, **options):
-    """Regional maxima (uint8 0/1 image)."""
+    """Regional maxima (uint8 0/1 array; 0/255 in a file, docs/io.md "Masks")."""
     return _rfilter("regional_max", lib.tw_regional_max_submit, image, out, np.uint8, conn,
                     level, tile, compression, runtime, progress, wait, progress_interval,
                     options)
