@@ -124,7 +124,8 @@ enum {
     CLI_OPT_LEVEL = CLI_OPT_RECON,
     CLI_OPT_REGION,
     CLI_OPT_READER,
-    CLI_OPT_CONN
+    CLI_OPT_CONN,
+    CLI_OPT_CHANNEL
 };
 /* How a colour slide becomes the operation's gray input or mask (common.c): --gray,
  * --stain-vectors, --tissue, --tissue-mask, and --threshold, --invert (not for edt, which has
@@ -239,19 +240,26 @@ const char *cli_command_line(void);
     {"level", required_argument, NULL, CLI_OPT_LEVEL},                                         \
         {"region", required_argument, NULL, CLI_OPT_REGION},                                   \
         {"reader", required_argument, NULL, CLI_OPT_READER},                                   \
-        {"conn", required_argument, NULL, CLI_OPT_CONN}, CLI_OUTPUT_OPTIONS, CLI_GRAY_OPTIONS,  \
+        {"conn", required_argument, NULL, CLI_OPT_CONN},                                      \
+        {"channel", required_argument, NULL, CLI_OPT_CHANNEL}, CLI_OUTPUT_OPTIONS,             \
+        CLI_GRAY_OPTIONS,                                                                      \
         CLI_THRESHOLD_OPTIONS
 
+#define CLI_CHANNEL_HELP                                                                       \
+    "  --channel N|NAME      the channel of a multi-channel image (fluorescence qptiff or\n"  \
+    "                        OME-TIFF: `tilewave info` lists them), by index or name\n"
 #define CLI_IO_HELP                                                                            \
     "  --level N             slide level to read (default 0)\n"                                \
     "  --region X,Y,W,H      region of that level (default: all of it)\n"                      \
-    "  --reader NAME         auto (default), openslide or tiff\n" CLI_OUTPUT_HELP
+    "  --reader NAME         auto (default), openslide or tiff\n"                             \
+    CLI_CHANNEL_HELP CLI_OUTPUT_HELP
 #define CLI_RECON_HELP CLI_IO_HELP CLI_GRAY_HELP CLI_THRESHOLD_HELP
 
 typedef struct cli_recon_io {
     int level;
     int64_t region[4]; /* x, y, w, h; w = 0: the whole level */
     tw_reader_kind reader;
+    const char *channel; /* --channel, NULL: not given */
     int conn; /* 0: not given */
     cli_input_io in; /* --gray, --threshold, --tissue ... */
     cli_output_io out; /* --compression, --pyramid, --overlay ... */

@@ -7,8 +7,9 @@
 static const char help[] =
     "Usage: tilewave info SLIDE [--reader auto|openslide|tiff] [--properties]\n"
     "\n"
-    "Print the format, the reader used, the pixel type, the microns per pixel and every\n"
-    "level (size, downsample, native tile size) of a slide or TIFF.\n"
+    "Print the format, the reader used, the pixel type (and every channel of a\n"
+    "multi-channel image, by index and name, as --channel takes them), the microns per pixel\n"
+    "and every level (size, downsample, native tile size) of a slide or TIFF.\n"
     "\n"
     "  --reader NAME   force OpenSlide or libtiff (default: auto)\n"
     "  --properties    also list every property (openslide.*, tiff.*)\n"
@@ -67,8 +68,19 @@ cmd_info(int argc, char **argv)
     printf("%s\n", argv[optind]);
     printf("  format:   %s (read with %s)\n", tw_slide_get_format(s),
            reader_name(tw_slide_get_reader(s)));
-    printf("  pixels:   %s, %s\n", tw_slide_get_channels(s) == 3 ? "RGB" : "gray",
-           tw_sample_type_name(tw_slide_get_sample_type(s)));
+    if (tw_slide_get_channel_count(s) > 0) {
+        /* one line per channel: what --channel takes */
+        printf("  pixels:   %d channels, %s each\n", tw_slide_get_channel_count(s),
+               tw_sample_type_name(tw_slide_get_sample_type(s)));
+        for (int ch = 0; ch < tw_slide_get_channel_count(s); ch++) {
+            const char *name = tw_slide_get_channel_name(s, ch);
+
+            printf("    channel %d: %s\n", ch, name && *name ? name : "(no name)");
+        }
+    } else {
+        printf("  pixels:   %s, %s\n", tw_slide_get_channels(s) == 3 ? "RGB" : "gray",
+               tw_sample_type_name(tw_slide_get_sample_type(s)));
+    }
     if (mx > 0)
         printf("  mpp:      %.4f x %.4f\n", mx, my);
     else

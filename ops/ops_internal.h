@@ -36,6 +36,8 @@ typedef struct twi_stream {
     const char *in_path;           /* the input's path (borrowed from the tw_input: valid
                                       during submission only), for twi_stream_open_output's
                                       checks; NULL: none */
+    int64_t t_open;                /* CLOCK_MONOTONIC ns when the input began to open (the
+                                      job's time counts from it: twi_stream_attach_io); 0 none */
     const tw_slide *meta;          /* a secondary output's stream (no slide of its own: EDT
                                       indices, max-tree areas): the main input's slide, borrowed,
                                       whose mpp it carries (with `downsample`); NULL: none */

@@ -89,6 +89,12 @@ typedef struct tw_input {
                                      glass pixel gets (RGB slides) */
     const char *tissue_mask_path; /**< optional: write the low-resolution tissue mask there */
     tw_input_report *report;    /**< optional, zeroed by the caller */
+    const char *channel;        /**< the channel of a multi-channel image to read (qptiff,
+                                     OME-TIFF; tw_slide_get_channel_count()): its name or index
+                                     (tw_slide_set_channel()). NULL: none, and such an image is
+                                     refused (TW_E_INVALID naming its channels), never read as
+                                     one of them silently; set for an image without channels,
+                                     TW_E_INVALID too. @since 0.7 */
 } tw_input;
 
 /** The output of an operation. @since 0.1 */

@@ -474,15 +474,26 @@ def _init(init, cls):
 
 _READERS = {"auto": 0, "openslide": 1, "tiff": 2}
 # Keyword options of the inputs (tw_input) and outputs (tw_output), named as the CLI flags
-# (--region, --reader, --gray, --stain-vectors, --threshold, --invert, --tissue, --tissue-mask;
-# --quality, --pyramid, --layout, --overlay). `level` and `compression` are named parameters.
-_IN_ALL = ("region", "reader", "gray", "stains", "threshold", "invert", "tissue", "tissue_mask",
-           "input_report")
+# (--region, --reader, --channel, --gray, --stain-vectors, --threshold, --invert, --tissue,
+# --tissue-mask; --quality, --pyramid, --layout, --overlay). `level` and `compression` are
+# named parameters.
+_IN_ALL = ("region", "reader", "channel", "gray", "stains", "threshold", "invert", "tissue",
+           "tissue_mask", "input_report")
 _OUT_ALL = ("quality", "pyramid", "layout", "overlay", "overlay_deflate", "description")
 
 
 def _is_number(v):
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+
+
+def _channel_arg(op, c):
+    """A channel of a multi-channel image (``channel=``): its index (int) or name (str), as
+    the C API takes it (text)."""
+    if isinstance(c, (int, np.integer)) and not isinstance(c, bool) and int(c) >= 0:
+        return str(int(c))
+    if isinstance(c, str) and c:
+        return c
+    raise ValueError(f"tilewave.{op}: channel must be an index >= 0 or a name, got {c!r}")
 
 
 def _options(op, kw, in_keys, out_keys):
@@ -509,6 +520,8 @@ def _options(op, kw, in_keys, out_keys):
     if "reader" in inp and inp["reader"] not in _READERS:
         raise ValueError(f"tilewave.{op}: unknown reader {inp['reader']!r} (auto, openslide "
                          "or tiff)")
+    if "channel" in inp:
+        inp["channel"] = _channel_arg(op, inp["channel"])
     if "gray" in inp:
         inp["gray"] = _parse(lib.tw_gray_mode_parse, "gray mode", inp["gray"], op)
     if "stains" in inp:
@@ -571,6 +584,8 @@ def _set_input(inp, path, level, opts, keep):
         inp.x, inp.y, inp.w, inp.h = opts["region"]
     if "reader" in opts:
         inp.reader = _READERS[opts["reader"]]
+    if "channel" in opts:
+        inp.channel = opts["channel"].encode()
     if "gray" in opts:
         inp.gray = opts["gray"]
     if "stains" in opts:
@@ -643,7 +658,9 @@ def _set_output(op, out, path, compression, opts, input_is_path=True):
 
 def info(path):
     """Describe a slide or TIFF: {"format", "levels": [(w, h, downsample)...], "channels",
-    "dtype", "mpp": (x, y)}."""
+    "channel_names", "dtype", "mpp": (x, y)}. "channels" is what a read gives per pixel (1, 3;
+    1 for a multi-channel image, one channel at a time); "channel_names" lists the channels of
+    a multi-channel image (fluorescence qptiff, OME-TIFF; "" where unnamed), [] otherwise."""
     s = _open(path)
     try:
         levels = []
@@ -655,6 +672,8 @@ def info(path):
         lib.tw_slide_get_mpp(s, ctypes.byref(mx), ctypes.byref(my))
         return {"format": lib.tw_slide_get_format(s).decode(), "levels": levels,
                 "channels": lib.tw_slide_get_channels(s),
+                "channel_names": [lib.tw_slide_get_channel_name(s, c).decode()
+                                  for c in range(lib.tw_slide_get_channel_count(s))],
                 "dtype": _DTYPES.get(lib.tw_slide_get_sample_type(s)),
                 "mpp": (mx.value, my.value)}
     finally:
@@ -671,13 +690,19 @@ def _open(path, reader="auto"):
     return s
 
 
-def read(path, level=0, region=None, *, reader="auto"):
+def read(path, level=0, region=None, *, reader="auto", channel=None):
     """Read a level of a slide or TIFF, or ``region`` (x, y, w, h) of it: an (h, w) or
-    (h, w, channels) array."""
+    (h, w, channels) array. ``channel`` (index or name) picks one channel of a multi-channel
+    image, which is refused without it."""
     if region is not None:
         region = _options("read", {"region": region}, ("region",), ())[0]["region"]
+    if channel is not None:
+        channel = _channel_arg("read", channel)
     s = _open(path, reader)
     try:
+        if channel is not None:
+            err = _lib.Error()
+            _check(lib.tw_slide_set_channel(s, channel.encode(), ctypes.byref(err)), err)
         li = _lib.LevelInfo()
         if int(level) < 0 or lib.tw_slide_get_level(s, int(level), ctypes.byref(li)) != \
                 _lib.TW_OK:
@@ -1141,11 +1166,11 @@ def convert(in_path, out_path, *, level=0, tile=None, compression=None, runtime=
     """Copy a level (or ``region``) of any slide tilewave reads into a tiled BigTIFF at
     ``out_path``, pixels as read (RGB stays RGB, 16-bit stays 16-bit), optionally as a
     ``pyramid`` with ``layout`` "tiff" or "ome" (`tilewave convert`). Input options: level,
-    region, reader (no gray, threshold or tissue); output options: compression, quality,
+    region, reader, channel (no gray, threshold or tissue); output options: compression, quality,
     pyramid, layout, description (no overlay)."""
     if not _is_path(in_path) or not _is_path(out_path):
         raise TypeError("tilewave.convert: in_path and out_path must be paths")
-    inopts, outopts = _options("convert", options, ("region", "reader"),
+    inopts, outopts = _options("convert", options, ("region", "reader", "channel"),
                                ("quality", "pyramid", "layout", "description"))
     o = _init(lib.tw_convert_opts_init, _lib.ConvertOpts)
     keep = []

@@ -44,7 +44,7 @@ class Input(ctypes.Structure):
                 ("gray", c_int), ("stains_set", c_bool), ("stains", c_double * 9),
                 ("threshold_mode", c_int), ("threshold", c_double), ("invert", c_bool),
                 ("tissue", c_bool), ("tissue_mask_path", c_char_p),
-                ("report", ctypes.POINTER(InputReport))]
+                ("report", ctypes.POINTER(InputReport)), ("channel", c_char_p)]
 
 
 class Output(ctypes.Structure):
@@ -171,6 +171,9 @@ _PROTOS = {
     "tw_slide_get_level_count": (c_int, [c_void_p]),
     "tw_slide_get_level": (c_int, [c_void_p, c_int, _P(LevelInfo)]),
     "tw_slide_get_channels": (c_int, [c_void_p]),
+    "tw_slide_get_channel_count": (c_int, [c_void_p]),
+    "tw_slide_get_channel_name": (c_char_p, [c_void_p, c_int]),
+    "tw_slide_set_channel": (c_int, [c_void_p, c_char_p, _E]),
     "tw_slide_get_sample_type": (c_int, [c_void_p]),
     "tw_slide_get_mpp": (None, [c_void_p, _P(c_double), _P(c_double)]),
     "tw_slide_read_region": (c_int, [c_void_p, c_int, c_int64, c_int64, c_int64, c_int64,
