@@ -159,7 +159,8 @@ enum {
     "                        margin, 0 glass)\n"
 #define CLI_THRESHOLD_HELP                                                                     \
     "  --threshold N|otsu    make the input a mask: gray > N becomes the type's maximum, the\n" \
-    "                        rest 0; otsu: Otsu's threshold of a low-resolution level\n"        \
+    "                        rest 0; otsu: Otsu's threshold of the whole input after --gray\n" \
+    "                        (as scikit-image threshold_otsu; the same for every command)\n"  \
     "  --invert              with --threshold: gray <= N is the foreground instead\n"
 
 typedef struct cli_input_io {

@@ -592,7 +592,7 @@ cli_input_apply(cli_input_io *io, tw_input *in)
     job_input = io;
 }
 
-/* "tilewave CMD: input: threshold 120 (otsu on level 2); tissue 41% of level 2, 30 of 96 reads
+/* "tilewave CMD: input: threshold 120 (otsu of level 0); tissue 41% of level 2, 30 of 96 reads
  * skipped" after a job whose inputs had a threshold or --tissue. */
 static void
 print_input_report(void)
@@ -605,13 +605,13 @@ print_input_report(void)
     r = &io->report;
     fprintf(stderr, "%s: input:", cli_prog);
     if (io->threshold_mode == TW_THRESHOLD_OTSU)
-        fprintf(stderr, " threshold %g (otsu on level %d)", r->threshold, r->otsu_level);
+        fprintf(stderr, " threshold %g (otsu of level %d)", r->threshold, r->otsu_level);
     else if (io->threshold_mode == TW_THRESHOLD_VALUE)
         fprintf(stderr, " threshold %g", r->threshold);
     if (io->tissue)
         fprintf(stderr, "%s tissue %.0f%% of level %d, %lld of %lld reads skipped",
                 io->threshold_mode != TW_THRESHOLD_NONE ? ";" : "", 100.0 * r->tissue_fraction,
-                r->otsu_level, (long long)r->skipped, (long long)r->reads);
+                r->tissue_level, (long long)r->skipped, (long long)r->reads);
     fputc('\n', stderr);
 }
 

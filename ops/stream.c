@@ -466,6 +466,8 @@ void
 twi_stream_attach_io(twi_stream *s, tw_job *job)
 {
     twi_slide_set_io(s->slide, twi_job_io(job));
+    /* the run began when its input began to open (Otsu's pass is part of it) */
+    twi_job_started_at(job, s->t_open);
     /* tiles filled while the job was set up (a low level read for Otsu, the tissue mask) */
     if (twi_job_io(job))
         twi_io_add(&twi_job_io(job)->tiles_bad, twi_slide_get_bad_tiles(s->slide));

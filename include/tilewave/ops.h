@@ -53,7 +53,10 @@ typedef enum tw_gray_mode {
 typedef enum tw_threshold_mode {
     TW_THRESHOLD_NONE = 0, /**< gray values as they are (default) */
     TW_THRESHOLD_VALUE,    /**< 0 / the type's maximum: foreground = value > threshold */
-    TW_THRESHOLD_OTSU      /**< the same with Otsu's threshold of a low-resolution level */
+    TW_THRESHOLD_OTSU      /**< the same with Otsu's threshold of the input: scikit-image
+                                threshold_otsu of the histogram of every pixel of the level and
+                                region, after RGB to one channel (docs/io.md, "Otsu"; before 0.7,
+                                of a low-resolution level) */
 } tw_threshold_mode;
 
 /**
@@ -63,11 +66,15 @@ typedef enum tw_threshold_mode {
  */
 typedef struct tw_input_report {
     double threshold;        /**< the threshold applied (Otsu's when asked for); -1: none */
-    int otsu_level;          /**< the slide level Otsu and the tissue mask were computed on */
+    int otsu_level;          /**< the slide level Otsu was computed on: the input's own level
+                                  (since 0.7; before, a low-resolution level, which
+                                  tissue_level now reports) */
     double tissue_fraction;  /**< --tissue: tissue share of the low-resolution level (before the
                                   margin) */
     int64_t reads;           /**< regions the operation read (tiles, bands, rows of tiles) */
     int64_t skipped;         /**< of which had no tissue and were not read from the slide */
+    int tissue_level;        /**< --tissue: the slide level the tissue mask was computed on.
+                                  @since 0.7 */
 } tw_input_report;
 
 /** The input of an operation. @since 0.1 */

@@ -620,6 +620,7 @@ def _report_filler(reports, target):
         r = reports[0]
         target.update({"threshold": None if r.threshold < 0 else float(r.threshold),
                        "otsu_level": int(r.otsu_level),
+                       "tissue_level": int(r.tissue_level),
                        "tissue_fraction": float(r.tissue_fraction),
                        "reads": int(r.reads), "skipped": int(r.skipped)})
     return fill

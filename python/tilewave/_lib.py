@@ -35,7 +35,7 @@ class Error(ctypes.Structure):
 
 class InputReport(ctypes.Structure):
     _fields_ = [("threshold", c_double), ("otsu_level", c_int), ("tissue_fraction", c_double),
-                ("reads", c_int64), ("skipped", c_int64)]
+                ("reads", c_int64), ("skipped", c_int64), ("tissue_level", c_int)]
 
 
 class Input(ctypes.Structure):
