@@ -109,6 +109,9 @@ int cli_runtime_create(const tw_config *cfg, tw_runtime **out);
  * CLI_FAIL (after printing the error) or, interrupted, 128 + the signal number (130 SIGINT,
  * 143 SIGTERM) after printing one line naming it. */
 int cli_job_run(tw_job *job, const char *what, bool quiet);
+/* The progress line of cli_job_run() in per cent only, for a job whose units of work are not
+ * tiles (grain and tos count tree passes and pixels); by default it also shows the tiles. */
+void cli_progress_in_percent(void);
 
 /* Parse "x,y,w,h" into four int64. Returns 0 or -1. */
 int cli_parse_region(const char *s, int64_t r[4]);
@@ -303,6 +306,10 @@ typedef struct cli_file {
  * file as an input or another output (device and inode after following links; for a file not
  * there yet, its folder's real path and its name). 0, or CLI_USAGE after one line on stderr. */
 int cli_files_check(const cli_file *files, int n);
+/* An image output must be named as a TIFF: .tif, .tiff, .btf or .tf8 (.ome.tif included), in
+ * any case, so that no viewer takes it for what another extension says (-o x.png). 0 (also
+ * for a NULL path), or CLI_USAGE after one line naming `what` and the path. */
+int cli_image_name_check(const char *what, const char *path);
 /* Build the configuration, check the output options against it (cli_output_check of `out`
  * for the command's output and input paths; in_path may be NULL), check every file of the
  * job with cli_files_check (the input, -o, --overlay, --tissue-mask, the trace and cost

@@ -486,6 +486,12 @@ check_layout(tw_slide *s, tiff_reader *r, const tiff_layout *l, tw_error *err)
 {
     const char *p = r->path;
 
+    /* before the photometric: such files are YCbCr, which is not what is wrong with them */
+    if (l->compression == COMPRESSION_OJPEG)
+        return twi_error_set(err, TW_E_FORMAT,
+                             "io.tiff: old-style JPEG (compression 6) is not supported ('%s'; "
+                             "rewrite it with new-style JPEG, compression 7)",
+                             p);
     if (l->photometric == 0xffff)
         return twi_error_set(err, TW_E_FORMAT, "io.tiff: no photometric interpretation in '%s'",
                              p);

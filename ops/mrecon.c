@@ -1444,6 +1444,8 @@ mr_setup(mr_job *m, tw_runtime *rt, const twi_mrecon_spec *sp, tw_error *err)
                            sp->prep == TWI_MRECON_PREP_MARKER ? "mask" : "input", sp->mask_file,
                            sp->mask_mem, &m->mask, err)) != TW_OK)
         return st;
+    if (sp->mask_op && (st = twi_src_mask_check(m->op, &m->mask, m->mask.s.in_mask, err)) != TW_OK)
+        return st;
     m->type = m->mask.s.in_type;
     m->W = m->mask.s.w;
     m->H = m->mask.s.h;

@@ -567,6 +567,17 @@ twi_src_open(const tw_config *cfg, const char *op, unsigned types, const char *w
 }
 
 tw_status
+twi_src_mask_check(const char *op, const twi_src *src, bool thresholded, tw_error *err)
+{
+    if (src->mem.data || src->s.in_channels != 3 || thresholded)
+        return TW_OK;
+    return twi_error_set(err, TW_E_INVALID,
+                         "%s: '%s' is a colour (RGB) image, not a mask: give a threshold, e.g. "
+                         "--threshold otsu --invert (tissue darker than the glass)",
+                         op, src->path);
+}
+
+tw_status
 twi_src_read(tw_task_ctx *ctx, const char *op, const twi_src *src, int64_t x, int64_t y,
              tw_tile_view *v, void *rgb_buf)
 {

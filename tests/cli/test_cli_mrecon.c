@@ -244,7 +244,8 @@ Test(cli_mrecon, slides_are_converted_to_gray)
     cr_assert(memcmp(a, b, (size_t)(w1 * h1)) == 0);
     free(a);
     free(b);
-    r = RUN("fill-holes", sample, "-o", o, "--level", "1", "--quiet");
+    r = RUN("fill-holes", sample, "-o", o, "--level", "1", "--threshold", "otsu", "--invert",
+            "--quiet");
     expect_ok(&r);
     b = read_gray(o, &w2, &h2);
     cr_assert(eq(i64, w2, 600));
