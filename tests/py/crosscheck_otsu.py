@@ -32,6 +32,9 @@ except ImportError as e:  # pragma: no cover - depends on the machine
           "python3-openslide)")
     sys.exit(77)
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from otsu_ref import exact_otsu  # noqa: E402  (beside this script)
+
 cli = sys.argv[1] if len(sys.argv) > 1 else "tilewave"
 work = tempfile.mkdtemp(prefix="tw-crosscheck-otsu-",
                         dir=sys.argv[2] if len(sys.argv) > 2 else None)
@@ -66,22 +69,6 @@ def luminance(rgb):
     rgb = rgb.astype(np.int64)
     return ((299 * rgb[..., 0] + 587 * rgb[..., 1] + 114 * rgb[..., 2] + 500) // 1000).astype(
         np.uint8)
-
-
-def exact_otsu(img):
-    """The first t maximising the between-class variance of {<= t} and {> t} in exact
-    integers: threshold_otsu's definition (some scikit-image versions round; reported)."""
-    vals, cnt = np.unique(img, return_counts=True)
-    n, s = int(cnt.sum()), int((vals.astype(np.int64) * cnt).sum())
-    best, best_t, w0, s0 = (0, 1), int(vals[0]), 0, 0
-    for v, c in zip(vals[:-1].tolist(), cnt[:-1].tolist()):
-        w0 += c
-        s0 += v * c
-        w1, s1 = n - w0, s - s0
-        num, den = (s0 * w1 - s1 * w0) ** 2, w0 * w1
-        if num * best[1] > best[0] * den:
-            best, best_t = (num, den), v
-    return best_t
 
 
 def reference(name, gray):
