@@ -33,6 +33,9 @@ typedef struct cli_common {
     const char *on_bad_tile; /* --on-bad-tile fail|fill (io.on_bad_tile) */
     bool summary;            /* --summary */
     bool quiet;
+    /* The command has no GPU variant (convert, grain, tos): its runtime uses no GPU whatever
+     * runtime.gpus says, so no CUDA context is created (issue 25, start-up). */
+    bool no_gpu;
 } cli_common;
 
 /* Long options of cli_common, to append to a command's own (ids >= CLI_OPT_COMMON). */
@@ -140,13 +143,24 @@ enum {
     CLI_OPT_TISSUE,
     CLI_OPT_TISSUE_MASK,
     CLI_OPT_THRESHOLD,
-    CLI_OPT_INVERT
+    CLI_OPT_INVERT,
+    CLI_OPT_MPP,
+    CLI_OPT_MAGNIFICATION
 };
 #define CLI_GRAY_OPTIONS                                                                       \
     {"gray", required_argument, NULL, CLI_OPT_GRAY},                                           \
         {"stain-vectors", required_argument, NULL, CLI_OPT_STAINS},                            \
         {"tissue", no_argument, NULL, CLI_OPT_TISSUE},                                         \
         {"tissue-mask", required_argument, NULL, CLI_OPT_TISSUE_MASK}
+/* --mpp, --magnification: the level by resolution (every command that reads a slide). */
+#define CLI_RESOLUTION_OPTIONS                                                                 \
+    {"mpp", required_argument, NULL, CLI_OPT_MPP},                                             \
+        {"magnification", required_argument, NULL, CLI_OPT_MAGNIFICATION}
+#define CLI_RESOLUTION_HELP                                                                    \
+    "  --mpp X               read at X microns per pixel: the coarsest level at least as fine\n" \
+    "                        (within 1 percent), reduced k x k by area average when it is k >= 2\n" \
+    "                        times finer; not with --level (docs/io.md)\n"                      \
+    "  --magnification M     the same for an objective magnification (5 for 5x)\n"
 #define CLI_THRESHOLD_OPTIONS                                                                  \
     {"threshold", required_argument, NULL, CLI_OPT_THRESHOLD},                                 \
         {"invert", no_argument, NULL, CLI_OPT_INVERT}
@@ -175,12 +189,17 @@ typedef struct cli_input_io {
     bool invert;
     bool tissue;
     const char *tissue_mask;
+    double mpp, magnification; /* --mpp, --magnification; 0: not given */
+    bool level_given;          /* --level was given (not with --mpp) */
     tw_input_report report; /* filled by the job, printed by cli_job_run() */
 } cli_input_io;
 
 /* Handle a CLI_GRAY_OPTIONS or CLI_THRESHOLD_OPTIONS id: 0 handled, -1 not one of them,
  * CLI_USAGE on error. */
 int cli_input_option(cli_input_io *io, int opt, const char *arg);
+/* --level was given: 0, or CLI_USAGE after printing the error when --mpp or --magnification
+ * was too (and the other way round in cli_input_option). */
+int cli_input_level_given(cli_input_io *io);
 /* Copy the options into an input (its report pointing into io); cli_job_run() then prints
  * what the job did with it: the threshold, tiles skipped. */
 void cli_input_apply(cli_input_io *io, tw_input *in);
@@ -246,14 +265,13 @@ const char *cli_command_line(void);
         {"reader", required_argument, NULL, CLI_OPT_READER},                                   \
         {"conn", required_argument, NULL, CLI_OPT_CONN},                                      \
         {"channel", required_argument, NULL, CLI_OPT_CHANNEL}, CLI_OUTPUT_OPTIONS,             \
-        CLI_GRAY_OPTIONS,                                                                      \
-        CLI_THRESHOLD_OPTIONS
+        CLI_GRAY_OPTIONS, CLI_THRESHOLD_OPTIONS, CLI_RESOLUTION_OPTIONS
 
 #define CLI_CHANNEL_HELP                                                                       \
     "  --channel N|NAME      the channel of a multi-channel image (fluorescence qptiff or\n"  \
     "                        OME-TIFF: `tilewave info` lists them), by index or name\n"
 #define CLI_IO_HELP                                                                            \
-    "  --level N             slide level to read (default 0)\n"                                \
+    "  --level N             slide level to read (default 0)\n" CLI_RESOLUTION_HELP            \
     "  --region X,Y,W,H      region of that level (default: all of it)\n"                      \
     "  --reader NAME         auto (default), openslide or tiff\n"                             \
     CLI_CHANNEL_HELP CLI_OUTPUT_HELP

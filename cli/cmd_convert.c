@@ -14,7 +14,7 @@ static const char help[] =
     "measures plain read + write throughput.\n"
     "\n"
     "  -o, --output OUT      output TIFF (written under a temporary name, renamed when done)\n"
-    "  --level N             slide level to read (default 0)\n"
+    "  --level N             slide level to read (default 0)\n" CLI_RESOLUTION_HELP
     "  --region X,Y,W,H      region of that level (default: all of it)\n"
     "  --reader NAME         auto (default), openslide or tiff\n" CLI_CHANNEL_HELP
     "  --compression NAME    deflate, zstd, lzw, none, or jpeg (lossy: 8-bit gray or RGB\n"
@@ -41,6 +41,7 @@ cmd_convert(int argc, char **argv)
         {"quality", required_argument, NULL, CLI_OPT_QUALITY},
         {"pyramid", no_argument, NULL, CLI_OPT_PYRAMID},
         {"layout", required_argument, NULL, CLI_OPT_LAYOUT},
+        CLI_RESOLUTION_OPTIONS,
         CLI_COMMON_OPTIONS,
         {NULL, 0, NULL, 0}};
     cli_common c;
@@ -54,6 +55,7 @@ cmd_convert(int argc, char **argv)
     int opt, rc = CLI_OK;
 
     cli_job_init(&c, &io);
+    c.no_gpu = true; /* no GPU variant: no CUDA context */
     tw_convert_opts_init(&o);
     while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
         switch (opt) {
@@ -70,9 +72,9 @@ cmd_convert(int argc, char **argv)
         goto out;
     o.input.path = argv[optind];
     cli_recon_apply(&io, &o.input, &o.output);
-    /* a copy takes no gray, threshold or tissue options (they are not in opts): keep the
-     * input's report out of the summary */
-    o.input.report = NULL;
+    /* a copy takes no gray, threshold or tissue options (they are not in opts): its input
+     * report says only the level and pixel size read (with --mpp, --magnification or
+     * --summary) */
     if ((rc = cli_job_setup(&c, &io.out, o.output.path, o.input.path, NULL, 0, &cfg, &rt)) !=
         CLI_OK)
         goto out;

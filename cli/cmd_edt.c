@@ -92,6 +92,7 @@ cmd_edt(int argc, char **argv)
         {"channel", required_argument, NULL, CLI_OPT_CHANNEL},
         CLI_OUTPUT_OPTIONS,
         CLI_GRAY_OPTIONS,
+        CLI_RESOLUTION_OPTIONS,
         CLI_COMMON_OPTIONS,
         {NULL, 0, NULL, 0}};
     cli_common c;

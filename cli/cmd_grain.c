@@ -88,6 +88,7 @@ run(int argc, char **argv, bool grain)
     int opt, rc = CLI_OK;
 
     cli_job_init(&c, &io);
+    c.no_gpu = true; /* no GPU variant: no CUDA context */
     tw_grain_opts_init(&g);
     tw_tos_opts_init(&t);
     tw_tos_report_init(&rep);

@@ -23,7 +23,7 @@ static const char help[] =
     "                        not read, written as a glass pixel converts\n"
     "  --tissue-mask FILE    also write that low-resolution tissue mask (255 tissue, 128\n"
     "                        margin, 0 glass)\n" CLI_THRESHOLD_HELP
-    "  --level N             slide level to read (default 0)\n"
+    "  --level N             slide level to read (default 0)\n" CLI_RESOLUTION_HELP
     "  --region X,Y,W,H      region of that level (default: all of it)\n"
     "  --reader NAME         auto (default), openslide or tiff\n" CLI_CHANNEL_HELP
     CLI_OUTPUT_HELP "\n" CLI_COMMON_HELP;
@@ -44,6 +44,7 @@ cmd_gray(int argc, char **argv)
         {"tissue", no_argument, NULL, CLI_OPT_TISSUE},
         {"tissue-mask", required_argument, NULL, CLI_OPT_TISSUE_MASK},
         CLI_THRESHOLD_OPTIONS,
+        CLI_RESOLUTION_OPTIONS,
         CLI_COMMON_OPTIONS,
         {NULL, 0, NULL, 0}};
     cli_common c;
@@ -79,6 +80,8 @@ cmd_gray(int argc, char **argv)
                 rc = cli_usage_error("--level: bad level '%s'", optarg);
                 goto out;
             }
+            if ((rc = cli_input_level_given(&in)) != 0)
+                goto out;
             break;
         case O_REGION:
             if (cli_parse_region(optarg, region) != 0 || region[2] < 1 || region[3] < 1) {

@@ -1,17 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave CLI: `info`, what a slide or TIFF holds. */
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 
 static const char help[] =
     "Usage: tilewave info SLIDE [--reader auto|openslide|tiff] [--properties]\n"
+    "                           [--mpp X | --magnification M]\n"
     "\n"
     "Print the format, the reader used, the pixel type (and every channel of a\n"
-    "multi-channel image, by index and name, as --channel takes them), the microns per pixel\n"
-    "and every level (size, downsample, native tile size) of a slide or TIFF.\n"
+    "multi-channel image, by index and name, as --channel takes them), the microns per pixel,\n"
+    "the objective power and every level (size, downsample, native tile size) of a slide or\n"
+    "TIFF.\n"
     "\n"
     "  --reader NAME   force OpenSlide or libtiff (default: auto)\n"
+    "  --mpp X         also say which level the operations read for --mpp X (and the\n"
+    "                  reduction, size and pixel size they get)\n"
+    "  --magnification M  the same for --magnification M\n"
     "  --properties    also list every property (openslide.*, tiff.*)\n"
     "  --help          this help\n";
 
@@ -26,13 +33,15 @@ cmd_info(int argc, char **argv)
 {
     static const struct option opts[] = {{"reader", required_argument, NULL, 'r'},
                                          {"properties", no_argument, NULL, 'p'},
+                                         {"mpp", required_argument, NULL, 'm'},
+                                         {"magnification", required_argument, NULL, 'g'},
                                          {"help", no_argument, NULL, 'h'},
                                          {NULL, 0, NULL, 0}};
     tw_reader_kind reader = TW_READER_AUTO;
     bool props = false;
     tw_slide *s = NULL;
     tw_error err;
-    double mx = 0, my = 0;
+    double mx = 0, my = 0, want_mpp = 0, want_mag = 0;
     int opt;
 
     optind = 1;
@@ -50,6 +59,19 @@ cmd_info(int argc, char **argv)
                 return cli_usage_error("--reader: unknown reader '%s'", optarg);
             break;
         case 'p': props = true; break;
+        case 'm':
+        case 'g': {
+            double *v = opt == 'm' ? &want_mpp : &want_mag;
+            char *end = NULL;
+
+            *v = strtod(optarg, &end);
+            if (!*optarg || *end || !(*v > 0) || !isfinite(*v))
+                return cli_usage_error("%s: bad value '%s' (a positive number)",
+                                       opt == 'm' ? "--mpp" : "--magnification", optarg);
+            if (want_mpp > 0 && want_mag > 0)
+                return cli_usage_error("--mpp and --magnification cannot both be given");
+            break;
+        }
         case 'h': fputs(help, stdout); return CLI_OK;
         default: return cli_usage_error("unknown option '%s'", argv[optind - 1]);
         }
@@ -85,6 +107,10 @@ cmd_info(int argc, char **argv)
         printf("  mpp:      %.4f x %.4f\n", mx, my);
     else
         printf("  mpp:      unknown\n");
+    if (tw_slide_get_objective_power(s) > 0)
+        printf("  objective: %gx\n", tw_slide_get_objective_power(s));
+    else
+        printf("  objective: unknown\n");
     printf("  levels:   %d\n", tw_slide_get_level_count(s));
     for (int l = 0; l < tw_slide_get_level_count(s); l++) {
         tw_level_info li;
@@ -95,6 +121,25 @@ cmd_info(int argc, char **argv)
                li.downsample);
         if (li.tile_w > 0)
             printf(", tiles %dx%d", (int)li.tile_w, (int)li.tile_h);
+        printf("\n");
+    }
+    if (want_mpp > 0 || want_mag > 0) {
+        tw_level_choice ch;
+
+        if (tw_slide_choose_level(s, want_mpp, want_mag, &ch, &err) != TW_OK) {
+            cli_error("%s", err.message);
+            tw_slide_close(s);
+            return CLI_FAIL;
+        }
+        printf("  %s %g: level %d", want_mpp > 0 ? "--mpp" : "--magnification",
+               want_mpp > 0 ? want_mpp : want_mag, ch.level);
+        if (ch.reduce > 1)
+            printf(" reduced %dx%d by area average", ch.reduce, ch.reduce);
+        printf(", %lld x %lld", (long long)ch.w, (long long)ch.h);
+        if (ch.mpp_x > 0)
+            printf(", mpp %.4f x %.4f", ch.mpp_x, ch.mpp_y);
+        if (ch.magnification > 0)
+            printf(", %.4gx", ch.magnification);
         printf("\n");
     }
     if (props) {

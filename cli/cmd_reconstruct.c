@@ -35,7 +35,7 @@ cli_recon_option(cli_recon_io *io, int opt, const char *arg)
     case CLI_OPT_LEVEL:
         if (cli_parse_int(arg, 0, 1000, &io->level) != 0)
             return cli_usage_error("--level: bad level '%s'", arg);
-        return 0;
+        return cli_input_level_given(&io->in);
     case CLI_OPT_REGION:
         if (cli_parse_region(arg, r) != 0 || r[2] < 1 || r[3] < 1)
             return cli_usage_error("--region: bad region '%s' (want X,Y,W,H with W,H >= 1)", arg);

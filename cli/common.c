@@ -174,6 +174,14 @@ cli_config_build(const cli_common *c, tw_config **out)
         if ((rc = set_flag(cfg, "--set", key, eq + 1)) != CLI_OK)
             goto out;
     }
+    if (c->no_gpu) {
+        /* over the file, the environment, the flags and --set, all checked as usual */
+        if (tw_config_set(cfg, "runtime.gpus", "none", TW_CONFIG_SET, &err) != TW_OK) {
+            cli_error("%s", err.message);
+            rc = CLI_FAIL;
+            goto out;
+        }
+    }
     if (tw_config_get_string(cfg, "log.level", &level) == TW_OK) {
         static const char *const names[] = {"error", "warn", "info", "debug"};
         for (int i = 0; i < 4; i++)
@@ -589,13 +597,41 @@ cli_input_option(cli_input_io *io, int opt, const char *arg)
         }
         return 0;
     case CLI_OPT_INVERT: io->invert = true; return 0;
+    case CLI_OPT_MPP:
+    case CLI_OPT_MAGNIFICATION: {
+        const char *flag = opt == CLI_OPT_MPP ? "--mpp" : "--magnification";
+        double v = 0;
+
+        if (parse_number(arg, &v) != 0 || !(v > 0))
+            return cli_usage_error("%s: bad value '%s' (a positive number)", flag, arg);
+        if (io->level_given)
+            return cli_usage_error("--level and %s cannot both be given (%s chooses the level)",
+                                   flag, flag);
+        if ((opt == CLI_OPT_MPP ? io->magnification : io->mpp) > 0)
+            return cli_usage_error("--mpp and --magnification cannot both be given");
+        *(opt == CLI_OPT_MPP ? &io->mpp : &io->magnification) = v;
+        return 0;
+    }
     default: return -1;
     }
+}
+
+int
+cli_input_level_given(cli_input_io *io)
+{
+    io->level_given = true;
+    if (io->mpp > 0 || io->magnification > 0)
+        return cli_usage_error("--level and %s cannot both be given (%s chooses the level)",
+                               io->mpp > 0 ? "--mpp" : "--magnification",
+                               io->mpp > 0 ? "--mpp" : "--magnification");
+    return 0;
 }
 
 void
 cli_input_apply(cli_input_io *io, tw_input *in)
 {
+    in->mpp = io->mpp;
+    in->magnification = io->magnification;
     in->gray = io->gray;
     in->stains_set = io->stains_set;
     memcpy(in->stains, io->stains, sizeof in->stains);
@@ -608,26 +644,44 @@ cli_input_apply(cli_input_io *io, tw_input *in)
     job_input = io;
 }
 
-/* "tilewave CMD: input: threshold 120 (otsu of level 0); tissue 41% of level 2, 30 of 96 reads
- * skipped" after a job whose inputs had a threshold or --tissue. */
+/* "tilewave CMD: input: level 0 reduced 2x2, 0.998 um per pixel; threshold 120 (otsu of level
+ * 0); tissue 41% of level 2, 30 of 96 reads skipped" after a job whose inputs had --mpp or
+ * --magnification (or any, with --summary), a threshold or --tissue. */
 static void
 print_input_report(void)
 {
     const cli_input_io *io = job_input;
     const tw_input_report *r;
+    bool res;
+    const char *sep = "";
 
-    if (!io || (io->threshold_mode == TW_THRESHOLD_NONE && !io->tissue))
+    if (!io)
+        return;
+    res = io->mpp > 0 || io->magnification > 0 || want_summary;
+    if (!res && io->threshold_mode == TW_THRESHOLD_NONE && !io->tissue)
         return;
     r = &io->report;
     fprintf(stderr, "%s: input:", cli_prog);
+    if (res) {
+        fprintf(stderr, " level %d", r->level);
+        if (r->reduce > 1)
+            fprintf(stderr, " reduced %dx%d by area average", r->reduce, r->reduce);
+        if (r->mpp_x > 0)
+            fprintf(stderr, ", %.4g um per pixel", r->mpp_x);
+        else
+            fprintf(stderr, ", pixel size unknown");
+        sep = ";";
+    }
     if (io->threshold_mode == TW_THRESHOLD_OTSU)
-        fprintf(stderr, " threshold %g (otsu of level %d)", r->threshold, r->otsu_level);
+        fprintf(stderr, "%s threshold %g (otsu of level %d)", sep, r->threshold, r->otsu_level);
     else if (io->threshold_mode == TW_THRESHOLD_VALUE)
-        fprintf(stderr, " threshold %g", r->threshold);
+        fprintf(stderr, "%s threshold %g", sep, r->threshold);
+    if (io->threshold_mode != TW_THRESHOLD_NONE)
+        sep = ";";
     if (io->tissue)
-        fprintf(stderr, "%s tissue %.0f%% of level %d, %lld of %lld reads skipped",
-                io->threshold_mode != TW_THRESHOLD_NONE ? ";" : "", 100.0 * r->tissue_fraction,
-                r->tissue_level, (long long)r->skipped, (long long)r->reads);
+        fprintf(stderr, "%s tissue %.0f%% of level %d, %lld of %lld reads skipped", sep,
+                100.0 * r->tissue_fraction, r->tissue_level, (long long)r->skipped,
+                (long long)r->reads);
     fputc('\n', stderr);
 }
 

@@ -47,6 +47,8 @@ struct tw_slide {
     int channels;           /* 1 or 3 */
     tw_sample_type type;
     double mpp_x, mpp_y;    /* microns per level-0 pixel, 0 when unknown */
+    double objective_power; /* the objective's magnification at level 0, 0 when unknown */
+    tw_slide *inner;        /* a reduced view (io/reduce.c): the slide it reads, which it owns */
     char **prop_names;      /* n_props names then NULL (what get_property_names returns) */
     char **prop_values;     /* n_props values */
     size_t n_props, cap_props;
@@ -85,6 +87,32 @@ TWI_HIDDEN void twi_slide_count_bad_tile(tw_slide *s, const char *what);
 
 /* Add (or replace) property `name` = `value` on s; copies both. TW_OK or TW_E_NOMEM. */
 TWI_HIDDEN tw_status twi_slide_set_property(tw_slide *s, const char *name, const char *value);
+
+/* What a file's own metadata says of its resolution (io/metadata.c); 0 = not said. */
+typedef struct twi_meta {
+    double mpp_x, mpp_y;
+    double objective_power;
+    bool own; /* tilewave's description: its resolution tags, exact, come first */
+} twi_meta;
+
+/* Read the ImageDescription of a TIFF's first directory: Aperio's "Aperio ...|KEY = VALUE|..."
+ * (and tilewave's "tilewave ...|KEY = VALUE|...") items become properties aperio.KEY
+ * (tilewave.KEY), as OpenSlide's aperio reader names them, MPP and AppMag the pixel size and
+ * objective power; OME-XML gives PhysicalSizeX/Y (in their units) and NominalMagnification.
+ * TW_OK or TW_E_NOMEM. */
+TWI_HIDDEN tw_status twi_meta_from_description(tw_slide *s, const char *desc, twi_meta *m);
+
+/* The pixel size from resolution tags in centimetres (rx, ry pixels per cm): true and the
+ * microns per pixel, or false (left untouched) when they are not positive numbers or are an
+ * image editor's default printing resolution (72, 96, 100, 150, 200, 240, 300, 600 or 1200
+ * dpi, within 0.1%: boxes.tiff's 28.3465 pixels per cm is 72 dpi), which says nothing of a
+ * microscope (io/metadata.c). */
+TWI_HIDDEN bool twi_meta_mpp_from_cm(double rx, double ry, double *mpp_x, double *mpp_y);
+
+/* Whether the TIFF at `path` says it was written by tilewave (its Software tag): such files,
+ * whose 8-bit outputs carry an Aperio-style description for OpenSlide, are read through
+ * libtiff by the automatic choice (reader_tiff.c). */
+TWI_HIDDEN bool twi_tiff_written_by_tilewave(const char *path);
 
 /* The writer as the assembler sees it (writer_tiff.c): its options and level sizes. */
 TWI_HIDDEN const tw_writer_opts *twi_writer_opts(const tw_writer *wr);

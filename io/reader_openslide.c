@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: the OpenSlide reader: vendor slides as 8-bit RGB, premultiplied ARGB undone. */
+#include <glib.h>
 #include <math.h>
 #include <openslide.h>
 #include <pthread.h>
@@ -106,11 +107,12 @@ os_attach_tiff(tw_slide *s, os_reader *r, const char *path, const char *vendor)
 
 /* OpenSlide 3.4.1 opens its TIFFs with TIFFClientOpen and no handlers of its own, so libtiff's
  * process-wide ones print its warnings and errors to stderr ("TIFFReadDirectory: Warning,
- * Unknown field with tag ..."): up to 32 lines a slide (issue 26). The library never prints
- * (house style 15): the first OpenSlide open routes them to tilewave's log at debug level, once
- * for the process. OpenSlide's own error string carries what failed; our own libtiff handles
- * have per-handle handlers and never reach these. An embedder with handlers of its own sets
- * them again after opening its first OpenSlide slide (docs/io.md). */
+ * Unknown field with tag ..."): up to 32 lines a slide (issue 26); OpenSlide and the libraries
+ * under it (GLib, gdk-pixbuf, cairo) log through GLib, whose default handler prints too. The
+ * library never prints (house style 15): the first OpenSlide open routes both to tilewave's log
+ * at debug level, once for the process. OpenSlide's own error string carries what failed; our
+ * own libtiff handles have per-handle handlers and never reach these. An embedder with
+ * handlers of its own sets them again after opening its first OpenSlide slide (docs/io.md). */
 static void
 os_tiff_warning(const char *module, const char *fmt, va_list ap)
 {
@@ -123,11 +125,25 @@ os_tiff_error(const char *module, const char *fmt, va_list ap)
     twi_tiff_log_warning("io.openslide", module, fmt, ap);
 }
 
+/* GLib's default handler for every domain: its G_LOG_LEVEL_ERROR still aborts after this
+ * returns (GLib's rule, not ours: such a message means the library under OpenSlide is broken). */
 static void
-os_route_tiff_messages(void)
+os_glib_message(const gchar *domain, GLogLevelFlags level, const gchar *message, gpointer user)
+{
+    (void)user;
+    TW_DEBUG("io.openslide", "%s %s: %s", domain ? domain : "GLib",
+             (level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL))  ? "error"
+             : (level & G_LOG_LEVEL_WARNING)                       ? "warning"
+                                                                   : "message",
+             message ? message : "");
+}
+
+static void
+os_route_messages(void)
 {
     TIFFSetWarningHandler(os_tiff_warning);
     TIFFSetErrorHandler(os_tiff_error);
+    (void)g_log_set_default_handler(os_glib_message, NULL);
 }
 
 static tw_status
@@ -149,7 +165,7 @@ os_open(tw_slide *s, const char *path, tw_error *err)
     if ((st = twi_tiff_precheck(path, "io.openslide", 4, TWI_OPENSLIDE_MAX_TILE_BYTES, err)) !=
         TW_OK)
         return st;
-    pthread_once(&routed, os_route_tiff_messages);
+    pthread_once(&routed, os_route_messages);
     if (!(r->osr = openslide_open(path)))
         return twi_error_set(err, TW_E_FORMAT,
                              "io.openslide: '%s' is not a slide OpenSlide can open", path);
@@ -185,20 +201,19 @@ os_open(tw_slide *s, const char *path, tw_error *err)
     s->type = TW_U8;
     s->mpp_x = prop_f64(r->osr, OPENSLIDE_PROPERTY_NAME_MPP_X);
     s->mpp_y = prop_f64(r->osr, OPENSLIDE_PROPERTY_NAME_MPP_Y);
-    if (s->mpp_x == 0 && s->mpp_y == 0) {
-        /* OpenSlide 3.4 gives generic TIFFs no openslide.mpp-x (4.0 does): use the tags */
+    if (!(s->mpp_x > 0 && s->mpp_y > 0)) {
+        /* OpenSlide 3.4 gives generic TIFFs no openslide.mpp-x (4.0 does, from tags in
+         * centimetres): use the tags, in centimetres only, as the libtiff reader does (tags in
+         * inches are an image editor's 72 or 300 dpi; docs/io.md) */
         const char *unit = openslide_get_property_value(r->osr, "tiff.ResolutionUnit");
-        double um = unit && strcmp(unit, "centimeter") == 0 ? 10000.0
-                    : unit && strcmp(unit, "inch") == 0     ? 25400.0
-                                                            : 0.0;
         double rx = prop_f64(r->osr, "tiff.XResolution");
         double ry = prop_f64(r->osr, "tiff.YResolution");
 
-        if (um > 0 && rx > 0 && ry > 0) {
-            s->mpp_x = um / rx;
-            s->mpp_y = um / ry;
-        }
+        s->mpp_x = s->mpp_y = 0;
+        if (unit && strcmp(unit, "centimeter") == 0)
+            twi_meta_mpp_from_cm(rx, ry, &s->mpp_x, &s->mpp_y);
     }
+    s->objective_power = prop_f64(r->osr, OPENSLIDE_PROPERTY_NAME_OBJECTIVE_POWER);
     vendor = openslide_get_property_value(r->osr, OPENSLIDE_PROPERTY_NAME_VENDOR);
     if (!(s->format = strdup(vendor ? vendor : "openslide")))
         return twi_error_set(err, TW_E_NOMEM, "io.openslide: out of memory opening '%s'", path);
@@ -207,6 +222,20 @@ os_open(tw_slide *s, const char *path, tw_error *err)
         if ((st = twi_slide_set_property(s, *names,
                                          openslide_get_property_value(r->osr, *names))) != TW_OK)
             return twi_error_set(err, st, "io.openslide: out of memory opening '%s'", path);
+    }
+    if (vendor && strcmp(vendor, "generic-tiff") == 0) {
+        /* OpenSlide 3.4 reads no metadata of generic TIFFs: the pixel size and objective
+         * power of OME-XML and of tilewave's plain descriptions, as the libtiff reader */
+        twi_meta m;
+
+        if ((st = twi_meta_from_description(
+                 s, openslide_get_property_value(r->osr, "tiff.ImageDescription"), &m)) != TW_OK)
+            return twi_error_set(err, st, "io.openslide: out of memory opening '%s'", path);
+        s->objective_power = m.objective_power;
+        if (m.mpp_x > 0 && (!m.own || !(s->mpp_x > 0))) { /* as the libtiff reader */
+            s->mpp_x = m.mpp_x;
+            s->mpp_y = m.mpp_y;
+        }
     }
     if ((e = openslide_get_error(r->osr)))
         return twi_error_set(err, TW_E_FORMAT, "io.openslide: cannot open '%s' (%s)", path, e);

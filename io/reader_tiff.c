@@ -730,12 +730,29 @@ read_properties(tw_slide *s, TIFF *tif)
                                      : unit == RESUNIT_INCH     ? "inch"
                                                                 : "none")) != TW_OK)
         return st;
-    /* microns per pixel from pixels per unit */
-    if (unit == RESUNIT_CENTIMETER || unit == RESUNIT_INCH) {
-        double um = unit == RESUNIT_CENTIMETER ? 10000.0 : 25400.0;
+    /* The pixel size: the vendor's metadata first (Aperio's MPP, OME's PhysicalSize), else
+     * the resolution tags in centimetres (first for tilewave's own outputs, whose tags are
+     * exact and may differ in x and y). Tags in inches (or without a unit) are what image
+     * editors write by default (72, 96, 300 dpi: 353, 265, 85 um per pixel) and say nothing of
+     * a microscope, nor do those values in centimetres: the size stays unknown (docs/io.md,
+     * "Resolution and metadata"). */
+    {
+        const char *desc = NULL;
+        twi_meta m;
 
-        s->mpp_x = xres > 0 ? um / (double)xres : 0.0;
-        s->mpp_y = yres > 0 ? um / (double)yres : 0.0;
+        TIFFGetField(tif, TIFFTAG_IMAGEDESCRIPTION, &desc);
+        if ((st = twi_meta_from_description(s, desc, &m)) != TW_OK)
+            return st;
+        s->objective_power = m.objective_power;
+        if (m.mpp_x > 0 && m.mpp_y > 0 && !m.own) {
+            s->mpp_x = m.mpp_x;
+            s->mpp_y = m.mpp_y;
+        } else if (!(has_unit && unit == RESUNIT_CENTIMETER &&
+                     twi_meta_mpp_from_cm((double)xres, (double)yres, &s->mpp_x, &s->mpp_y))) {
+            /* tilewave's MPP item (one value) when its tags are gone */
+            s->mpp_x = m.mpp_x;
+            s->mpp_y = m.mpp_y;
+        }
     }
     return TW_OK;
 }
@@ -1411,4 +1428,24 @@ twi_tiff_open_levels(const char *path, const tw_level_info *want, int n_want, in
     }
     *out = s;
     return TW_OK;
+}
+
+bool
+twi_tiff_written_by_tilewave(const char *path)
+{
+    tiff_handle h = {.level = -1, .path = path};
+    TIFFOpenOptions *opts = NULL;
+    const char *sw = NULL;
+    bool yes = false;
+
+    if (!(opts = TIFFOpenOptionsAlloc()))
+        return false;
+    TIFFOpenOptionsSetErrorHandlerExtR(opts, on_error, &h);
+    TIFFOpenOptionsSetWarningHandlerExtR(opts, on_warning, &h);
+    if ((h.tif = TIFFOpenExt(path, "rm", opts))) {
+        yes = TIFFGetField(h.tif, TIFFTAG_SOFTWARE, &sw) && sw && strncmp(sw, "tilewave", 8) == 0;
+        TIFFClose(h.tif);
+    }
+    TIFFOpenOptionsFree(opts);
+    return yes;
 }

@@ -178,9 +178,12 @@ tw_slide_open(const char *path, tw_reader_kind reader, tw_slide **out, tw_error 
         ops = &twi_reader_openslide_ops;
     } else {
         /* Generic TIFFs go through libtiff, which keeps gray, 16-bit and float samples that
-         * OpenSlide would turn into 8-bit RGB; vendor formats need OpenSlide. */
+         * OpenSlide would turn into 8-bit RGB; vendor formats need OpenSlide. tilewave's own
+         * 8-bit outputs look Aperio to OpenSlide (their description, for the mpp) and are
+         * plain tiled TIFFs: libtiff. */
         vendor = openslide_detect_vendor(path);
-        if (vendor && strcmp(vendor, "generic-tiff") != 0)
+        if (vendor && strcmp(vendor, "generic-tiff") != 0 &&
+            !(is_tiff && strcmp(vendor, "aperio") == 0 && twi_tiff_written_by_tilewave(path)))
             ops = &twi_reader_openslide_ops;
         else if (is_tiff)
             ops = &twi_reader_tiff_ops;
@@ -242,6 +245,8 @@ tw_slide_get_format(const tw_slide *s)
 tw_reader_kind
 tw_slide_get_reader(const tw_slide *s)
 {
+    if (s && s->inner)
+        return tw_slide_get_reader(s->inner);
     return s ? s->ops->kind : TW_READER_AUTO;
 }
 
@@ -279,6 +284,12 @@ tw_slide_get_mpp(const tw_slide *s, double *mpp_x, double *mpp_y)
         *mpp_x = s ? s->mpp_x : 0.0;
     if (mpp_y)
         *mpp_y = s ? s->mpp_y : 0.0;
+}
+
+double
+tw_slide_get_objective_power(const tw_slide *s)
+{
+    return s ? s->objective_power : 0.0;
 }
 
 const char *
@@ -381,15 +392,19 @@ twi_slide_channel_missing(const tw_slide *s, const char *op, tw_error *err)
 void
 twi_slide_set_io(tw_slide *s, twi_io_counts *io)
 {
-    if (s)
+    if (s) {
         s->io = io;
+        twi_slide_set_io(s->inner, io);
+    }
 }
 
 void
 twi_slide_set_bad_tiles(tw_slide *s, bool fill)
 {
-    if (s)
+    if (s) {
         s->fill_bad_tiles = fill;
+        twi_slide_set_bad_tiles(s->inner, fill);
+    }
 }
 
 uint64_t
@@ -403,7 +418,7 @@ twi_slide_decoded_tile_bytes(const tw_slide *s, int level)
 uint64_t
 twi_slide_get_bad_tiles(const tw_slide *s)
 {
-    return s ? atomic_load(&((tw_slide *)s)->bad_tiles) : 0;
+    return s ? atomic_load(&((tw_slide *)s)->bad_tiles) + twi_slide_get_bad_tiles(s->inner) : 0;
 }
 
 void

@@ -162,6 +162,32 @@ TWI_HIDDEN void twi_writer_tile_discard(tw_writer *wr, twi_wr_tile *t);
  * once, before the first tile; not with twi_writer_append() by the caller. */
 TWI_HIDDEN tw_status twi_writer_start_thread(tw_writer *wr, tw_error *err);
 
+/* A one-level view of `level` of src reduced k x k (k >= 2) by area average (io/reduce.c): its
+ * level 0 is ceil(w / k) x ceil(h / k) with downsample (level's downsample) x k, its mpp and
+ * objective power src's level-0 ones, its properties src's. On TW_OK the view owns src (closed
+ * with it) and reads through it; on failure src stays the caller's. TW_E_INVALID for
+ * coordinate pairs and 64-bit samples (an average would not keep them), TW_E_NOMEM. */
+TWI_HIDDEN tw_status twi_slide_reduce(tw_slide *src, int level, int k, tw_slide **out,
+                                      tw_error *err);
+/* The area average of k x k blocks: sw x sh pixels of ch samples of `type` (u8, u16, u32,
+ * f32) at src into ceil(sw / k) x ceil(sh / k) at dst. Each output sample is the sum of the
+ * block's samples inside the image divided by their count, rounded half up (integers, exact),
+ * or the double sum divided, rounded to float (f32). acc: ceil(sw / k) * ch * 8 bytes of
+ * scratch. */
+TWI_HIDDEN void twi_reduce_area(const uint8_t *src, size_t src_stride, int64_t sw, int64_t sh,
+                                int k, int ch, tw_sample_type type, void *acc, uint8_t *dst,
+                                size_t dst_stride);
+
+/* The ImageDescription of an operation's output (io/metadata.c, docs/io.md): `head` (one line:
+ * "tilewave VERSION OP level L region ..."), then items "|KEY = VALUE": AppMag and MPP of the
+ * output when known (> 0), Command (may be NULL), and the vendor properties of `src` (may be
+ * NULL) under their names. `aperio`: prefixed "Aperio Image Library (head)" so that OpenSlide's
+ * aperio reader shows the MPP and AppMag (8-bit gray or RGB outputs of the page layout). '|', CR
+ * and LF inside keys and values are written %7C, %0D, %0A. NULL when out of memory; the
+ * caller frees it. */
+TWI_HIDDEN char *twi_meta_describe(const tw_slide *src, const char *head, const char *command,
+                                   double mpp, double objective_power, bool aperio);
+
 /* The most levels tw_writer_open() accepts for a w x h image: halving until 1x1. */
 TWI_HIDDEN int twi_io_max_levels(int64_t w, int64_t h);
 

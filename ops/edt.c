@@ -1191,6 +1191,8 @@ ed_setup(ed_job *e, tw_runtime *rt, const tw_edt_opts *o, tw_error *err)
         e->idx_s.w = e->W;
         e->idx_s.h = e->H;
         e->idx_s.level = e->in.s.level;
+        e->idx_s.src_level = e->in.s.src_level;
+        e->idx_s.reduce = e->in.s.reduce;
         e->idx_s.x = e->in.s.x;
         e->idx_s.y = e->in.s.y;
         /* the resolution tags of the main output (the slide stays the main stream's) */

@@ -332,6 +332,8 @@ mx_setup(mx_job *m, tw_runtime *rt, const tw_maxtree_opts *o, tw_error *err)
         m->area_s.w = m->W;
         m->area_s.h = m->H;
         m->area_s.level = m->in.s.level;
+        m->area_s.src_level = m->in.s.src_level;
+        m->area_s.reduce = m->in.s.reduce;
         m->area_s.x = m->in.s.x;
         m->area_s.y = m->in.s.y;
         /* the resolution tags of the main output (the slide stays the main stream's) */

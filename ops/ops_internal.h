@@ -21,7 +21,9 @@
  * output writer and its assembler, the tile grid. */
 typedef struct twi_stream {
     tw_slide *slide;
-    int level;
+    int level;                     /* of `slide` (0 of a reduced view) */
+    int src_level;                 /* the file's level read (== level unless reduced) */
+    int reduce;                    /* >= 2: `slide` is src_level reduced k x k (--mpp); else 1 */
     int64_t x, y, w, h;            /* region of the level processed */
     int32_t tile_w, tile_h;        /* processing tiles */
     int64_t tiles_x, tiles_y;

@@ -113,6 +113,68 @@ reader_from_config(const tw_config *cfg, tw_reader_kind given, tw_reader_kind *o
     return TW_OK;
 }
 
+/* --mpp / --magnification (tw_input.mpp, .magnification): the level tw_slide_choose_level()
+ * picks, and s->slide replaced by its reduced view when it is 2x finer or more. Reported in
+ * the input's report and in the log. */
+static tw_status
+choose_resolution(twi_stream *s, const char *op, const tw_input *in, tw_error *err)
+{
+    tw_level_choice c;
+    tw_slide *view = NULL;
+    tw_status st;
+    const char *what = in->mpp > 0 ? "an mpp" : "a magnification";
+
+    if (!(in->mpp > 0) && !(in->magnification > 0)) {
+        if (in->mpp != 0 || in->magnification != 0)
+            return twi_error_set(err, TW_E_INVALID,
+                                 "%s: mpp %g and magnification %g: each must be a positive "
+                                 "number or 0 (not given)",
+                                 op, in->mpp, in->magnification);
+        tw_level_info li;
+
+        c.level = s->level;
+        c.reduce = 1;
+        tw_slide_get_mpp(s->slide, &c.mpp_x, &c.mpp_y);
+        if (tw_slide_get_level(s->slide, s->level, &li) == TW_OK) {
+            c.mpp_x *= li.downsample;
+            c.mpp_y *= li.downsample;
+        }
+        goto report;
+    }
+    if (in->level != 0)
+        return twi_error_set(err, TW_E_INVALID,
+                             "%s: a level (%d) and %s cannot both be given: %s chooses the level",
+                             op, in->level, what, what);
+    if ((st = tw_slide_choose_level(s->slide, in->mpp, in->magnification, &c, err)) != TW_OK)
+        return st;
+    if (c.reduce > 1) {
+        if ((st = twi_slide_reduce(s->slide, c.level, c.reduce, &view, err)) != TW_OK)
+            return st;
+        s->slide = view;
+        s->level = 0;
+    } else {
+        s->level = c.level;
+    }
+    s->src_level = c.level;
+    s->reduce = c.reduce;
+    if (c.reduce > 1)
+        TW_INFO(op, "'%s': level %d reduced %dx%d by area average, %.4g um per pixel (asked %s %g)",
+                in->path, c.level, c.reduce, c.reduce, c.mpp_x, in->mpp > 0 ? "mpp" : "magnification",
+                in->mpp > 0 ? in->mpp : in->magnification);
+    else
+        TW_INFO(op, "'%s': level %d, %.4g um per pixel (asked %s %g)", in->path, c.level,
+                c.mpp_x, in->mpp > 0 ? "mpp" : "magnification",
+                in->mpp > 0 ? in->mpp : in->magnification);
+report:
+    if (in->report) {
+        in->report->level = c.level;
+        in->report->reduce = c.reduce;
+        in->report->mpp_x = c.mpp_x;
+        in->report->mpp_y = c.mpp_y;
+    }
+    return TW_OK;
+}
+
 tw_status
 twi_stream_open_input(twi_stream *s, const tw_config *cfg, const char *op, const tw_input *in,
                       tw_error *err)
@@ -149,17 +211,20 @@ twi_stream_open_input(twi_stream *s, const tw_config *cfg, const char *op, const
                            in->level, in->path, tw_slide_get_level_count(s->slide));
         goto out;
     }
-    if ((st = tw_slide_get_level(s->slide, in->level, &li)) != TW_OK) {
-        twi_error_set(err, st, "%s: cannot describe level %d of '%s'", op, in->level, in->path);
+    s->level = s->src_level = in->level;
+    s->reduce = 1;
+    if ((st = choose_resolution(s, op, in, err)) != TW_OK)
+        goto out;
+    if ((st = tw_slide_get_level(s->slide, s->level, &li)) != TW_OK) {
+        twi_error_set(err, st, "%s: cannot describe level %d of '%s'", op, s->level, in->path);
         goto out;
     }
-    s->level = in->level;
     s->downsample = li.downsample;
     /* A tile is decoded whole (libtiff has no partial decode of a tile), outside the budget's
      * account: one larger than the whole budget is refused before anything is read. */
     {
         int64_t budget = 0;
-        uint64_t tile = twi_slide_decoded_tile_bytes(s->slide, in->level);
+        uint64_t tile = twi_slide_decoded_tile_bytes(s->slide, s->level);
 
         if (tw_config_get_int(cfg, "runtime.host_mem", &budget) == TW_OK && budget > 0 &&
             tile > (uint64_t)budget) {
@@ -169,14 +234,14 @@ twi_stream_open_input(twi_stream *s, const tw_config *cfg, const char *op, const
                                    "more than the host memory budget runtime.host_mem (%.1f "
                                    "MiB); raise the budget or rewrite the slide with smaller "
                                    "tiles",
-                                   op, (int)li.tile_w, (int)li.tile_h, in->level, in->path,
+                                   op, (int)li.tile_w, (int)li.tile_h, s->level, in->path,
                                    (double)tile / 1048576.0, (double)budget / 1048576.0);
             else
                 st = twi_error_set(err, TW_E_INVALID,
                                    "%s: a strip of level %d of '%s' decodes to %.1f MiB, more "
                                    "than the host memory budget runtime.host_mem (%.1f MiB); "
                                    "raise the budget or rewrite the slide with smaller strips",
-                                   op, in->level, in->path, (double)tile / 1048576.0,
+                                   op, s->level, in->path, (double)tile / 1048576.0,
                                    (double)budget / 1048576.0);
             goto out;
         }
@@ -192,7 +257,7 @@ twi_stream_open_input(twi_stream *s, const tw_config *cfg, const char *op, const
             st = twi_error_set(err, TW_E_INVALID,
                                "%s: region %lld,%lld,%lldx%lld is outside level %d (%lldx%lld)",
                                op, (long long)in->x, (long long)in->y, (long long)in->w,
-                               (long long)in->h, in->level, (long long)li.w, (long long)li.h);
+                               (long long)in->h, s->level, (long long)li.w, (long long)li.h);
             goto out;
         }
         s->x = in->x;
@@ -309,11 +374,10 @@ twi_stream_open_output(twi_stream *s, const tw_config *cfg, const char *op, cons
     tw_writer_opts wo;
     int64_t tw64 = 0, th64 = 0, level_cmp = 0, quality = 0;
     const char *comp_name = NULL, *word = NULL;
-    double mpp_x = 0, mpp_y = 0;
+    double mpp_x = 0, mpp_y = 0, power = 0;
     bool pyramid;
     twi_pyr_rule rule;
     char *desc = NULL;
-    size_t dlen;
 
     if (!out || !out->path)
         return twi_error_set(err, TW_E_INVALID, "%s: an output path is required", op);
@@ -365,17 +429,34 @@ twi_stream_open_output(twi_stream *s, const tw_config *cfg, const char *op, cons
         wo.n_levels = twi_io_pyramid_levels(wo.w, wo.h, wo.tile_w, wo.tile_h);
     if (s->slide || s->meta) {
         /* level 0 of the output is the level read: its pixels are `downsample` times wider */
-        tw_slide_get_mpp(s->slide ? s->slide : s->meta, &mpp_x, &mpp_y);
-        wo.mpp_x = mpp_x * (s->downsample > 0 ? s->downsample : 1.0);
-        wo.mpp_y = mpp_y * (s->downsample > 0 ? s->downsample : 1.0);
+        const tw_slide *src = s->slide ? s->slide : s->meta;
+        double ds = s->downsample > 0 ? s->downsample : 1.0;
+
+        tw_slide_get_mpp(src, &mpp_x, &mpp_y);
+        wo.mpp_x = mpp_x * ds;
+        wo.mpp_y = mpp_y * ds;
+        power = tw_slide_get_objective_power(src) / ds;
     }
-    dlen = 256 + (out->description ? strlen(out->description) : 0);
-    if (!(desc = malloc(dlen)))
-        return twi_error_set(err, TW_E_NOMEM, "%s: out of memory", op);
-    snprintf(desc, dlen, "tilewave %s %s level %d region %lld,%lld,%lldx%lld%s%s",
-             tw_version_string(), op, s->level, (long long)s->x, (long long)s->y,
-             (long long)s->w, (long long)s->h, out->description ? "\ncommand: " : "",
-             out->description ? out->description : "");
+    {
+        char head[256], red[32] = "";
+
+        if (s->reduce > 1)
+            snprintf(red, sizeof red, " reduced %dx%d", s->reduce, s->reduce);
+        snprintf(head, sizeof head, "tilewave %s %s level %d%s region %lld,%lld,%lldx%lld",
+                 tw_version_string(), op, s->reduce >= 1 ? s->src_level : s->level, red,
+                 (long long)s->x, (long long)s->y, (long long)s->w, (long long)s->h);
+        /* 8-bit gray and RGB pages: Aperio's form, for OpenSlide's mpp (io.description,
+         * docs/io.md) */
+        bool aperio = wo.layout == TW_LAYOUT_TIFF && out_type == TW_U8 &&
+                      (out_channels == 1 || out_channels == 3) &&
+                      !(tw_config_get_string(cfg, "io.description", &word) == TW_OK &&
+                        strcmp(word, "plain") == 0);
+
+        desc = twi_meta_describe(s->slide ? s->slide : s->meta, head, out->description,
+                                 wo.mpp_x, power, aperio);
+        if (!desc)
+            return twi_error_set(err, TW_E_NOMEM, "%s: out of memory", op);
+    }
     wo.description = desc;
     wo.software = "tilewave " TW_VERSION_STRING;
     st = tw_writer_open(out->path, &wo, &s->writer, err);

@@ -797,6 +797,8 @@ setup(tos_job *j, tw_runtime *rt, const tw_input *in, const tw_host_image *image
         j->area_s.w = j->W;
         j->area_s.h = j->H;
         j->area_s.level = j->in.s.level;
+        j->area_s.src_level = j->in.s.src_level;
+        j->area_s.reduce = j->in.s.reduce;
         j->area_s.x = j->in.s.x;
         j->area_s.y = j->in.s.y;
         j->area_s.meta = j->in.s.slide;

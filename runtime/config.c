@@ -68,6 +68,7 @@ static const char *const reader_words[] = {"auto", "openslide", "tiff", NULL};
 static const char *const compression_words[] = {"none", "deflate", "zstd", "lzw", "jpeg", NULL};
 static const char *const pyramid_words[] = {"no", "yes", NULL};
 static const char *const layout_words[] = {"tiff", "ome", NULL};
+static const char *const description_words[] = {"aperio", "plain", NULL};
 static const char *const partial_words[] = {"auto", "memory", "file", NULL};
 static const char *const bad_tile_words[] = {"fail", "fill", NULL};
 static const char *const log_words[] = {"error", "warn", "info", "debug", NULL};
@@ -183,6 +184,10 @@ static const key_def keys[] = {
     {.key = "io.layout", .type = TW_CONFIG_ENUM, .def = "tiff", .words = layout_words,
      .help = "Layout of written pyramids: tiff (a page per level: OpenSlide, vips, libtiff) or "
              "ome (OME-TIFF, reduced levels in SubIFDs: QuPath, Bio-Formats, vips)."},
+    {.key = "io.description", .type = TW_CONFIG_ENUM, .def = "aperio",
+     .words = description_words,
+     .help = "ImageDescription of 8-bit tiff-layout outputs: aperio (OpenSlide shows their "
+             "mpp; OpenSlide and vips read them as aperio) or plain (generic TIFF)."},
     {.key = "io.partial_tiles", .type = TW_CONFIG_ENUM, .def = "auto", .words = partial_words,
      .help = "Where partly computed output tiles wait: memory, file (a sparse scratch file in "
              "runtime.scratch_dir) or auto (file when they would take over a quarter of "

@@ -15,6 +15,7 @@ fi
 "${as_root[@]}" apt-get update -qq
 "${as_root[@]}" apt-get install -y -qq build-essential cmake pkg-config libhwloc-dev libtiff-dev \
     libopenslide-dev libinih-dev libcriterion-dev zlib1g-dev libzstd-dev libdeflate-dev \
+    libglib2.0-dev \
     libtiff-tools openslide-tools libvips-tools python3-numpy python3-scipy python3-skimage \
     python3-tifffile python3-openslide python3-pytest python3-pip libopenmpi-dev openmpi-bin \
     >/dev/null

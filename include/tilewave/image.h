@@ -119,6 +119,34 @@ TW_API tw_sample_type tw_slide_get_sample_type(const tw_slide *s);
  *  is skipped. Thread-safe. @since 0.1 */
 TW_API void tw_slide_get_mpp(const tw_slide *s, double *mpp_x, double *mpp_y);
 
+/** The objective's magnification at level 0 (20 for a 20x scan), 0 when unknown (or @p s
+ *  NULL): OpenSlide's openslide.objective-power, Aperio's AppMag, OME's NominalMagnification.
+ *  Thread-safe. @since 0.6 */
+TW_API double tw_slide_get_objective_power(const tw_slide *s);
+
+/** What tw_slide_choose_level() chose. @since 0.6 */
+typedef struct tw_level_choice {
+    int level;            /**< the level read */
+    int reduce;           /**< 1, or k >= 2: that level is reduced k x k by area average */
+    int64_t w, h;         /**< size of the image: the level's, or ceil(w / k) x ceil(h / k) */
+    double mpp_x, mpp_y;  /**< microns per pixel of that image, 0 when unknown */
+    double magnification; /**< objective power of that image, 0 when unknown */
+} tw_level_choice;
+
+/**
+ * The level to read for a pixel size of @p mpp microns, or for an objective magnification of
+ * @p magnification (give one, the other 0): the coarsest level at least as fine as asked (a
+ * level up to 1% coarser counts as fine enough: real downsamples are 4.0003 and the like),
+ * then, when that level is finer than asked by 2x or more, the whole factor k it is finer by:
+ * the level is read reduced k x k by area average (docs/io.md, "Resolution and metadata").
+ * @return TW_OK, TW_E_INVALID (NULL argument, both or neither given, not a positive number,
+ * the slide's mpp (objective power) unknown, asked finer than level 0; a message naming the
+ * file). Thread-safe. @since 0.6
+ */
+TW_API TW_NODISCARD tw_status tw_slide_choose_level(const tw_slide *s, double mpp,
+                                                   double magnification, tw_level_choice *out,
+                                                   tw_error *err);
+
 /**
  * Property @p name ("openslide.vendor", "tiff.ImageDescription", ...), or NULL (no such
  * property, or a NULL argument). Owned by @p s, valid until it is closed. Properties are

@@ -73,6 +73,11 @@ typedef struct tw_input_report {
                                   margin) */
     int64_t reads;           /**< regions the operation read (tiles, bands, rows of tiles) */
     int64_t skipped;         /**< of which had no tissue and were not read from the slide */
+    int level;               /**< the slide level read. @since 0.6 */
+    int reduce;              /**< 1, or k: that level was reduced k x k by area average
+                                  (tw_input.mpp, .magnification). @since 0.6 */
+    double mpp_x, mpp_y;     /**< microns per pixel of the image the operation saw, 0 when
+                                  unknown. @since 0.6 */
     int tissue_level;        /**< --tissue: the slide level the tissue mask was computed on.
                                   @since 0.7 */
 } tw_input_report;
@@ -96,6 +101,14 @@ typedef struct tw_input {
                                      glass pixel gets (RGB slides) */
     const char *tissue_mask_path; /**< optional: write the low-resolution tissue mask there */
     tw_input_report *report;    /**< optional, zeroed by the caller */
+    /* @since 0.6: the level by resolution (docs/io.md, "Resolution and metadata"). */
+    double mpp;                 /**< > 0: read the level for this many microns per pixel, the
+                                     coarsest at least as fine, reduced k x k by area average
+                                     when it is k >= 2 times finer (tw_slide_choose_level());
+                                     `level` must then be 0 and the region is in the frame of
+                                     that image; the slide's mpp must be known. 0: `level` */
+    double magnification;       /**< > 0: the same for an objective magnification (5 for 5x;
+                                     the slide's objective power must be known); not with mpp */
     const char *channel;        /**< the channel of a multi-channel image to read (qptiff,
                                      OME-TIFF; tw_slide_get_channel_count()): its name or index
                                      (tw_slide_set_channel()). NULL: none, and such an image is

@@ -551,3 +551,53 @@ def test_every_options_struct_matches_the_library():
                "convert": _lib.ConvertOpts, "sample": _lib.SampleOpts}[name]
         o = _core._init(getattr(lib, f"tw_{name}_opts_init"), cls)
         assert o.struct_size == ctypes.sizeof(cls)
+
+
+# ---------------------------------------------------------------- resolution
+
+def area_mean(a, k):
+    """k x k block means over the pixels inside the image, rounded half up (docs/io.md)."""
+    h, w = a.shape[:2]
+    H, W = -(-h // k), -(-w // k)
+    pad = [(0, H * k - h), (0, W * k - w)] + [(0, 0)] * (a.ndim - 2)
+    s = np.pad(a.astype(np.int64), pad).reshape(H, k, W, k, *a.shape[2:]).sum(axis=(1, 3))
+    n = np.pad(np.ones((h, w), np.int64), pad[:2]).reshape(H, k, W, k).sum(axis=(1, 3))
+    n = n[..., None] if a.ndim == 3 else n
+    return ((s + n // 2) // n).astype(a.dtype)
+
+
+def test_mpp_equals_cli_and_numpy(rt, slide, tmp_path):
+    # mpp= picks the coarsest level at least as fine (the sample: 0.25 um, levels 1024 and 512
+    # wide) and reduces it k x k by area average when k >= 2 times finer: the same file as the
+    # CLI's --mpp, equal to a numpy area average of tw.read of the level; the report says it.
+    assert [lv[0] for lv in tw.info(slide)["levels"]] == [1024, 512]
+    assert tw.choose_level(slide, mpp=0.5) == {"level": 1, "reduce": 1, "size": (512, 384),
+                                               "mpp": (0.5, 0.5), "magnification": 0.0}
+    c = tw.choose_level(slide, mpp=3.0)
+    assert (c["level"], c["reduce"], c["size"], c["mpp"]) == (1, 6, (86, 64), (3.0, 3.0))
+    c_out = tmp_path / "cli-mpp.tif"
+    line = cli("convert", slide, "-o", c_out, "--mpp", "3")
+    rep = {}
+    tw.convert(slide, str(tmp_path / "py-mpp.tif"), mpp=3, description=line,
+               input_report=rep, runtime=rt)
+    same_file(tmp_path / "py-mpp.tif", c_out, line)
+    assert (rep["level"], rep["reduce"], rep["mpp"]) == (1, 6, (3.0, 3.0))
+    want = area_mean(tw.read(slide, level=1), 6)
+    np.testing.assert_array_equal(tw.read(str(tmp_path / "py-mpp.tif")), want)
+    assert tw.info(str(tmp_path / "py-mpp.tif"))["mpp"] == pytest.approx((3.0, 3.0))
+    # an array result at 1 um: level 1 reduced 2x2, the shape choose_level() gives
+    g = tw.gray(slide, mpp=1.0, runtime=rt)
+    assert g.shape == (192, 256)
+    # (the RGB reduced first, then its luminance)
+    r = area_mean(tw.read(slide, level=1), 2).astype(np.int64)
+    np.testing.assert_array_equal(g, (299 * r[..., 0] + 587 * r[..., 1] + 114 * r[..., 2] +
+                                      500) // 1000)
+    with pytest.raises(ValueError, match="cannot both be given"):
+        tw.gray(slide, level=1, mpp=0.5, runtime=rt)
+    with pytest.raises(ValueError, match="positive number"):
+        tw.gray(slide, mpp=-1, runtime=rt)
+    with pytest.raises(tw.Error, match="objective power of .* is unknown"):
+        tw.choose_level(slide, magnification=5)
+    with pytest.raises(tw.Error, match="finer than level 0"):
+        tw.convert(slide, str(tmp_path / "never.tif"), mpp=0.1, runtime=rt)
+    assert not (tmp_path / "never.tif").exists()

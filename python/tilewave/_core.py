@@ -478,7 +478,7 @@ _READERS = {"auto": 0, "openslide": 1, "tiff": 2}
 # --tissue-mask; --quality, --pyramid, --layout, --overlay). `level` and `compression` are
 # named parameters.
 _IN_ALL = ("region", "reader", "channel", "gray", "stains", "threshold", "invert", "tissue",
-           "tissue_mask", "input_report")
+           "tissue_mask", "input_report", "mpp", "magnification")
 _OUT_ALL = ("quality", "pyramid", "layout", "overlay", "overlay_deflate", "description")
 
 
@@ -546,6 +546,11 @@ def _options(op, kw, in_keys, out_keys):
         if not _is_path(inp["tissue_mask"]):
             raise TypeError(f"tilewave.{op}: tissue_mask must be a path")
         inp["tissue"] = True
+    for k in ("mpp", "magnification"):
+        if k in inp and not (_is_number(inp[k]) and np.isfinite(inp[k]) and inp[k] > 0):
+            raise ValueError(f"tilewave.{op}: {k} must be a positive number, got {inp[k]!r}")
+    if "mpp" in inp and "magnification" in inp:
+        raise ValueError(f"tilewave.{op}: mpp and magnification cannot both be given")
     rep = inp.get("input_report")
     if rep is not None and not isinstance(rep, dict):
         raise TypeError(f"tilewave.{op}: input_report must be a dict (filled when the job "
@@ -579,7 +584,12 @@ def _set_input(inp, path, level, opts, keep):
     inp.path = _enc(path)
     if int(level) < 0:
         raise ValueError(f"tilewave: level must be >= 0 (got {level})")
+    if int(level) != 0 and ("mpp" in opts or "magnification" in opts):
+        raise ValueError("tilewave: level and mpp (or magnification) cannot both be given: "
+                         "mpp chooses the level")
     inp.level = int(level)
+    inp.mpp = float(opts.get("mpp", 0))
+    inp.magnification = float(opts.get("magnification", 0))
     if "region" in opts:
         inp.x, inp.y, inp.w, inp.h = opts["region"]
     if "reader" in opts:
@@ -622,7 +632,9 @@ def _report_filler(reports, target):
                        "otsu_level": int(r.otsu_level),
                        "tissue_level": int(r.tissue_level),
                        "tissue_fraction": float(r.tissue_fraction),
-                       "reads": int(r.reads), "skipped": int(r.skipped)})
+                       "reads": int(r.reads), "skipped": int(r.skipped),
+                       "level": int(r.level), "reduce": int(r.reduce),
+                       "mpp": (float(r.mpp_x), float(r.mpp_y))})
     return fill
 
 
@@ -659,9 +671,10 @@ def _set_output(op, out, path, compression, opts, input_is_path=True):
 
 def info(path):
     """Describe a slide or TIFF: {"format", "levels": [(w, h, downsample)...], "channels",
-    "channel_names", "dtype", "mpp": (x, y)}. "channels" is what a read gives per pixel (1, 3;
-    1 for a multi-channel image, one channel at a time); "channel_names" lists the channels of
-    a multi-channel image (fluorescence qptiff, OME-TIFF; "" where unnamed), [] otherwise."""
+    "channel_names", "dtype", "mpp": (x, y), "objective_power"} (mpp (0, 0) and objective_power
+    0: unknown). "channels" is what a read gives per pixel (1, 3; 1 for a multi-channel image,
+    one channel at a time); "channel_names" lists the channels of a multi-channel image
+    (fluorescence qptiff, OME-TIFF; "" where unnamed), [] otherwise."""
     s = _open(path)
     try:
         levels = []
@@ -676,7 +689,8 @@ def info(path):
                 "channel_names": [lib.tw_slide_get_channel_name(s, c).decode()
                                   for c in range(lib.tw_slide_get_channel_count(s))],
                 "dtype": _DTYPES.get(lib.tw_slide_get_sample_type(s)),
-                "mpp": (mx.value, my.value)}
+                "mpp": (mx.value, my.value),
+                "objective_power": float(lib.tw_slide_get_objective_power(s))}
     finally:
         lib.tw_slide_close(s)
 
@@ -724,8 +738,33 @@ def read(path, level=0, region=None, *, reader="auto", channel=None):
         lib.tw_slide_close(s)
 
 
+def choose_level(path, mpp=None, magnification=None, *, reader="auto"):
+    """The level the operations read for ``mpp`` (microns per pixel) or ``magnification``
+    (give one): {"level", "reduce" (1, or k: the level is reduced k x k by area average),
+    "size": (w, h), "mpp": (x, y), "magnification"} (docs/io.md, "Resolution and metadata")."""
+    if (mpp is None) == (magnification is None):
+        raise ValueError("tilewave.choose_level: give either mpp or magnification")
+    s = _open(path, reader)
+    try:
+        c = _lib.LevelChoice()
+        err = _lib.Error()
+        _check(lib.tw_slide_choose_level(s, float(mpp or 0), float(magnification or 0),
+                                         ctypes.byref(c), ctypes.byref(err)), err)
+        return {"level": int(c.level), "reduce": int(c.reduce), "size": (int(c.w), int(c.h)),
+                "mpp": (float(c.mpp_x), float(c.mpp_y)), "magnification": float(c.magnification)}
+    finally:
+        lib.tw_slide_close(s)
+
+
 def _gray_shape(path, level, opts=None):
     """Size and one-channel dtype of a level (or its region) as the operations read it."""
+    if opts and ("mpp" in opts or "magnification" in opts):
+        c = choose_level(path, opts.get("mpp"), opts.get("magnification"),
+                         reader=opts.get("reader", "auto"))
+        w, h = c["size"]
+        if "region" in opts:
+            w, h = opts["region"][2:]
+        return (h, w), info(path)["dtype"]
     d = info(path)
     if not 0 <= level < len(d["levels"]):
         raise ValueError(f"tilewave: no level {level} in '{os.fsdecode(path)}'")
@@ -767,7 +806,10 @@ _COMMON_DOC = """
     (gray <= threshold instead); ``tissue=True`` (regions without tissue are not read);
     ``tissue_mask=PATH`` (also write the low-resolution tissue mask; implies tissue);
     ``input_report`` (a dict, filled when the job ends with "threshold", "otsu_level",
-    "tissue_fraction", "reads", "skipped"). docs/io.md describes them.
+    "tissue_fraction", "reads", "skipped", "level", "reduce", "mpp"); ``mpp=X`` or
+    ``magnification=M`` instead of ``level`` (the coarsest level at least as fine, reduced
+    k x k by area average when k >= 2 times finer; see choose_level()). docs/io.md describes
+    them.
 
     File outputs (``out=PATH``; the CLI's output flags): ``compression`` ("deflate", "zstd",
     "lzw", "none", "jpeg"), ``quality`` (JPEG 1..100), ``pyramid=True``, ``layout`` ("tiff" or
@@ -1167,19 +1209,21 @@ def convert(in_path, out_path, *, level=0, tile=None, compression=None, runtime=
     """Copy a level (or ``region``) of any slide tilewave reads into a tiled BigTIFF at
     ``out_path``, pixels as read (RGB stays RGB, 16-bit stays 16-bit), optionally as a
     ``pyramid`` with ``layout`` "tiff" or "ome" (`tilewave convert`). Input options: level,
-    region, reader, channel (no gray, threshold or tissue); output options: compression, quality,
-    pyramid, layout, description (no overlay)."""
+    region, reader, channel, mpp, magnification, input_report (no gray, threshold or tissue);
+    output options: compression, quality, pyramid, layout, description (no overlay)."""
     if not _is_path(in_path) or not _is_path(out_path):
         raise TypeError("tilewave.convert: in_path and out_path must be paths")
-    inopts, outopts = _options("convert", options, ("region", "reader", "channel"),
+    inopts, outopts = _options("convert", options, ("region", "reader", "channel", "mpp",
+                                                    "magnification", "input_report"),
                                ("quality", "pyramid", "layout", "description"))
     o = _init(lib.tw_convert_opts_init, _lib.ConvertOpts)
     keep = []
-    _set_input(o.input, in_path, level, inopts, keep)
+    rep = _set_input(o.input, in_path, level, inopts, keep)
     _tile(o, tile)
     _set_output("convert", o.output, out_path, compression, outopts)
     return _run(runtime, lib.tw_convert_submit, o, keep, None, progress, wait,
-                progress_interval)
+                progress_interval,
+                _report_filler([rep] if rep else [], inopts.get("input_report")))
 
 
 for _f in (reconstruct, fill_holes, hmax, regional_max, open_rec, close_rec, edt, maxtree,

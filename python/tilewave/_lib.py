@@ -35,7 +35,8 @@ class Error(ctypes.Structure):
 
 class InputReport(ctypes.Structure):
     _fields_ = [("threshold", c_double), ("otsu_level", c_int), ("tissue_fraction", c_double),
-                ("reads", c_int64), ("skipped", c_int64), ("tissue_level", c_int)]
+                ("reads", c_int64), ("skipped", c_int64), ("level", c_int), ("reduce", c_int),
+                ("mpp_x", c_double), ("mpp_y", c_double), ("tissue_level", c_int)]
 
 
 class Input(ctypes.Structure):
@@ -44,7 +45,8 @@ class Input(ctypes.Structure):
                 ("gray", c_int), ("stains_set", c_bool), ("stains", c_double * 9),
                 ("threshold_mode", c_int), ("threshold", c_double), ("invert", c_bool),
                 ("tissue", c_bool), ("tissue_mask_path", c_char_p),
-                ("report", ctypes.POINTER(InputReport)), ("channel", c_char_p)]
+                ("report", ctypes.POINTER(InputReport)), ("mpp", c_double),
+                ("magnification", c_double), ("channel", c_char_p)]
 
 
 class Output(ctypes.Structure):
@@ -133,6 +135,11 @@ class LevelInfo(ctypes.Structure):
                 ("tile_w", c_int32), ("tile_h", c_int32)]
 
 
+class LevelChoice(ctypes.Structure):
+    _fields_ = [("level", c_int), ("reduce", c_int), ("w", c_int64), ("h", c_int64),
+                ("mpp_x", c_double), ("mpp_y", c_double), ("magnification", c_double)]
+
+
 class ConfigEntry(ctypes.Structure):
     _fields_ = [("key", c_char_p), ("type", c_int), ("value", c_char_p),
                 ("default_value", c_char_p), ("range", c_char_p), ("help", c_char_p),
@@ -176,6 +183,9 @@ _PROTOS = {
     "tw_slide_set_channel": (c_int, [c_void_p, c_char_p, _E]),
     "tw_slide_get_sample_type": (c_int, [c_void_p]),
     "tw_slide_get_mpp": (None, [c_void_p, _P(c_double), _P(c_double)]),
+    "tw_slide_get_objective_power": (c_double, [c_void_p]),
+    "tw_slide_choose_level": (c_int, [c_void_p, c_double, c_double, _P(LevelChoice),
+                                      _P(Error)]),
     "tw_slide_read_region": (c_int, [c_void_p, c_int, c_int64, c_int64, c_int64, c_int64,
                                      c_void_p, c_size_t, _E]),
     "tw_compression_parse": (c_int, [c_char_p, _P(c_int)]),

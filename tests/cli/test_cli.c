@@ -56,7 +56,7 @@ read_gray(const char *path, int64_t *w, int64_t *h)
     return buf;
 }
 
-TestSuite(cli, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(cli, .init = setup, .fini = teardown, .timeout = TWTEST_TIMEOUT(120));
 
 Test(cli, version_and_help_exit_zero)
 {
@@ -157,6 +157,39 @@ Test(cli, gray_matches_naive_luminance_for_any_tiling)
     free(g2);
     free(o1);
     free(o2);
+}
+
+Test(cli, commands_without_a_gpu_variant_start_no_gpu)
+{
+    /* convert, grain and tos have no GPU variant: their runtime starts no GPU manager (no CUDA
+     * context, whose start and memory they would pay for nothing) whatever --gpus says, while
+     * gray starts one per GPU present (on a machine with a GPU; elsewhere only the first half
+     * can be seen). The GPU manager's start is the info line "GPU N: memory budget". */
+    char *out = twtest_path(dir, "out.tif");
+    char *out2 = twtest_path(dir, "out2.tif");
+    twtest_run r;
+    const char *grain[] = {"grain", "tos"};
+
+    make_sample("300x200");
+    r = RUN("convert", sample, "-o", out, "--gpus", "all", "--set", "log.level=info");
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    cr_assert(strstr(r.err, "memory budget") == NULL, "convert started a GPU: %s", r.err);
+    cr_assert(strstr(r.err, "0 GPU") != NULL, "no worker line: %s", r.err);
+    twtest_run_free(&r);
+    for (int i = 0; i < 2; i++) {
+        r = i == 0 ? RUN("grain", out, "-o", out2, "--area", "10", "--set", "log.level=info")
+                   : RUN("tos", out, "-o", out2, "--set", "log.level=info");
+        cr_assert(eq(int, r.status, 0), "%s: %s", grain[i], r.err);
+        cr_assert(strstr(r.err, "memory budget") == NULL, "%s started a GPU: %s", grain[i], r.err);
+        twtest_run_free(&r);
+    }
+    r = RUN("gray", sample, "-o", out, "--set", "log.level=info");
+    cr_assert(eq(int, r.status, 0), "%s", r.err);
+    if (strstr(r.err, "memory budget"))
+        cr_log_info("gray started its GPU, convert, grain and tos did not");
+    twtest_run_free(&r);
+    free(out2);
+    free(out);
 }
 
 Test(cli, gray_region_and_level)
@@ -289,7 +322,9 @@ have_tool(const char *name)
 Test(cli, gray_output_opens_in_tiffinfo_vips_and_openslide)
 {
     /* The gray output of the sample is a TIFF that tiffinfo, vips and OpenSlide read, with the
-     * right size, one band and the generic-tiff vendor. */
+     * right size: in Aperio's form by default (docs/io.md, "Resolution and metadata"), so that
+     * OpenSlide shows the sample's 0.25 mpp and vips reads it through OpenSlide; with
+     * --set io.description=plain, a generic-tiff of one band. */
     const char *tools[] = {"tiffinfo", "vipsheader", "openslide-show-properties"};
     for (size_t i = 0; i < 3; i++)
         if (!have_tool(tools[i]))
@@ -297,34 +332,44 @@ Test(cli, gray_output_opens_in_tiffinfo_vips_and_openslide)
                          tools[i]);
     make_sample("1200x900");
     char *o = twtest_path(dir, "g.tif");
-    twtest_run r = RUN("gray", sample, "-o", o, "--quiet");
-    cr_assert(eq(int, r.status, 0), "%s", r.err);
-    twtest_run_free(&r);
-    char cmd[4096], line[512];
-    FILE *p;
+    for (int plain = 0; plain < 2; plain++) {
+        twtest_run r = plain ? RUN("gray", sample, "-o", o, "--quiet", "--set",
+                                   "io.description=plain")
+                             : RUN("gray", sample, "-o", o, "--quiet");
+        cr_assert(eq(int, r.status, 0), "%s", r.err);
+        twtest_run_free(&r);
+        char cmd[4096], line[512];
+        FILE *p;
 
-    snprintf(cmd, sizeof cmd, "tiffinfo '%s' 2>&1", o);
-    p = popen(cmd, "r");
-    bool width = false;
-    while (fgets(line, sizeof line, p))
-        width |= strstr(line, "Image Width: 1200 Image Length: 900") != NULL;
-    cr_assert(eq(int, pclose(p), 0));
-    cr_assert(width, "tiffinfo did not report 1200x900");
+        snprintf(cmd, sizeof cmd, "tiffinfo '%s' 2>&1", o);
+        p = popen(cmd, "r");
+        bool width = false;
+        while (fgets(line, sizeof line, p))
+            width |= strstr(line, "Image Width: 1200 Image Length: 900") != NULL;
+        cr_assert(eq(int, pclose(p), 0));
+        cr_assert(width, "tiffinfo did not report 1200x900");
 
-    snprintf(cmd, sizeof cmd, "vipsheader '%s' 2>&1", o);
-    p = popen(cmd, "r");
-    cr_assert(fgets(line, sizeof line, p) != NULL);
-    cr_assert(eq(int, pclose(p), 0));
-    cr_assert(strstr(line, "1200x900 uchar, 1 band") != NULL, "vipsheader: %s", line);
+        snprintf(cmd, sizeof cmd, "vipsheader '%s' 2>&1", o);
+        p = popen(cmd, "r");
+        cr_assert(fgets(line, sizeof line, p) != NULL);
+        cr_assert(eq(int, pclose(p), 0));
+        cr_assert(strstr(line, plain ? "1200x900 uchar, 1 band" : "1200x900 uchar, 4 bands, "
+                                                                  "srgb, openslideload") != NULL,
+                  "vipsheader: %s", line);
 
-    snprintf(cmd, sizeof cmd, "openslide-show-properties '%s' 2>&1", o);
-    p = popen(cmd, "r");
-    bool vendor = false, wide = false;
-    while (fgets(line, sizeof line, p)) {
-        vendor |= strstr(line, "openslide.vendor: 'generic-tiff'") != NULL;
-        wide |= strstr(line, "openslide.level[0].width: '1200'") != NULL;
+        snprintf(cmd, sizeof cmd, "openslide-show-properties '%s' 2>&1", o);
+        p = popen(cmd, "r");
+        bool vendor = false, wide = false, mpp = false;
+        while (fgets(line, sizeof line, p)) {
+            vendor |= strstr(line, plain ? "openslide.vendor: 'generic-tiff'"
+                                         : "openslide.vendor: 'aperio'") != NULL;
+            wide |= strstr(line, "openslide.level[0].width: '1200'") != NULL;
+            mpp |= strstr(line, "openslide.mpp-x: '0.25'") != NULL;
+        }
+        cr_assert(eq(int, pclose(p), 0));
+        cr_assert(vendor && wide, "openslide-show-properties did not read the output");
+        cr_assert(eq(int, mpp, !plain), "openslide.mpp-x of the %s output",
+                  plain ? "plain" : "aperio");
     }
-    cr_assert(eq(int, pclose(p), 0));
-    cr_assert(vendor && wide, "openslide-show-properties did not read the output");
     free(o);
 }

@@ -10,7 +10,7 @@
 #include "twtest_bad.h"
 #include "twtest_cli.h"
 
-TWTEST_CLI_SUITE(cli_bad_slides, .timeout = 120);
+TWTEST_CLI_SUITE(cli_bad_slides, .timeout = TWTEST_TIMEOUT(120));
 
 Test(cli_bad_slides, every_bad_slide_fails_cleanly)
 {

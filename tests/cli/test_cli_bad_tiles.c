@@ -32,7 +32,7 @@
 #define BAD_TY 2
 #define BAD_IDX (BAD_TY * (SIDE / TILE) + BAD_TX)
 
-TWTEST_CLI_SUITE(cli_bad_tiles, .timeout = 240);
+TWTEST_CLI_SUITE(cli_bad_tiles, .timeout = TWTEST_TIMEOUT(240));
 
 static uint8_t
 pattern(int x, int y)

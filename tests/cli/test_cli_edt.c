@@ -10,7 +10,7 @@
 #include "tilewave.h"
 #include "twtest_cli.h"
 
-TWTEST_CLI_SUITE(cli_edt, .timeout = 120);
+TWTEST_CLI_SUITE(cli_edt, .timeout = TWTEST_TIMEOUT(120));
 
 static char *
 write_u8(const char *name, const uint8_t *px, int64_t w, int64_t h)

@@ -64,7 +64,7 @@ teardown(void)
     free(scratch);
 }
 
-TestSuite(cli_faults, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(cli_faults, .init = setup, .fini = teardown, .timeout = TWTEST_TIMEOUT(120));
 
 /* A sample slide of side x side pixels in in_dir (malloc'd path). */
 static char *

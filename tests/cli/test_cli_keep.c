@@ -11,7 +11,7 @@
 #include "twtest_cli.h"
 #include "twtest_filter.h"
 
-TWTEST_CLI_SUITE(cli_keep, .timeout = 240);
+TWTEST_CLI_SUITE(cli_keep, .timeout = TWTEST_TIMEOUT(240));
 
 /* The count N of the summary's "(T tiles, N decoded more than once)", -1 when absent. */
 static long

@@ -11,7 +11,7 @@
 #include "twtest_cli.h"
 #include "twtest_out.h"
 
-TWTEST_CLI_SUITE(cli_list, .timeout = 120);
+TWTEST_CLI_SUITE(cli_list, .timeout = TWTEST_TIMEOUT(120));
 
 /* The pixels of level 0 of two files are the same. */
 static void

@@ -10,7 +10,7 @@
 #include "twtest_cli.h"
 #include "twtest_filter.h"
 
-TWTEST_CLI_SUITE(cli_maxtree, .timeout = 120);
+TWTEST_CLI_SUITE(cli_maxtree, .timeout = TWTEST_TIMEOUT(120));
 
 #define W 45
 #define H 33

@@ -9,7 +9,7 @@
 #include "tilewave.h"
 #include "twtest_cli.h"
 
-TWTEST_CLI_SUITE(cli_models, .timeout = 120);
+TWTEST_CLI_SUITE(cli_models, .timeout = TWTEST_TIMEOUT(120));
 
 static char *
 write_text(const char *name, const char *text)

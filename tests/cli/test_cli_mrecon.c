@@ -9,7 +9,7 @@
 #include "tilewave.h"
 #include "twtest_cli.h"
 
-TWTEST_CLI_SUITE(cli_mrecon, .timeout = 120);
+TWTEST_CLI_SUITE(cli_mrecon, .timeout = TWTEST_TIMEOUT(120));
 
 /* Write a one-channel 8-bit w x h image as a tiled TIFF under dir; returns the path. */
 static char *

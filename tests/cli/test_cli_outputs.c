@@ -11,7 +11,7 @@
 #include "twtest_cli.h"
 #include "twtest_out.h"
 
-TWTEST_CLI_SUITE(cli_outputs, .timeout = 120);
+TWTEST_CLI_SUITE(cli_outputs, .timeout = TWTEST_TIMEOUT(120));
 
 /* A w x h input of ch x t samples at dir/name (mpp 0.5, one level); the pixels, malloc'd. */
 static uint8_t *
@@ -71,37 +71,53 @@ Test(cli_outputs, bad_output_flags_exit_2_and_leave_nothing)
 Test(cli_outputs, description_has_version_and_command_line)
 {
     /* The file's metadata says what made it: "tilewave VERSION convert ..." and the command
-     * line as typed, quoted for a POSIX shell where needed, in the ImageDescription (tiff
-     * layout) or in the OME-XML's Description (ome layout, whose Creator names the version). */
+     * line as typed, quoted for a POSIX shell where needed, as the item "|Command = ..." of the
+     * ImageDescription (tiff layout; 8-bit RGB: in Aperio's form, "Aperio Image Library (...)")
+     * or of the OME-XML's Description (ome layout, whose Creator names the version); a '|' in
+     * it is written %7C (docs/io.md, "Resolution and metadata"). */
     char *in = NULL, *out = twtest_path(dir, "it's.tif"), *ome = twtest_path(dir, "x.ome.tif");
+    char *bar = twtest_path(dir, "p|q.tif");
     uint8_t *img = input("in.tif", 64, 48, 3, TW_U8, false, &in);
     char want[8192], head[128], *desc;
 
-    snprintf(head, sizeof head, "tilewave %s convert level 0 region 0,0,64x48",
-             tw_version_string());
+    snprintf(head, sizeof head, "Aperio Image Library (tilewave %s convert level 0 region "
+             "0,0,64x48)", tw_version_string());
     OK_RUN("convert", in, "-o", out, "--compression", "lzw", "--quiet");
     desc = twout_description(out);
     cr_assert_not_null(desc);
     cr_assert(strncmp(desc, head, strlen(head)) == 0, "'%s' does not start with '%s'", desc,
               head);
     /* the path with a quote is quoted: 'DIR/it'\''s.tif' */
-    snprintf(want, sizeof want, "\ncommand: %s convert %s -o '%s/it'\\''s.tif' --compression lzw "
-             "--quiet", TW_CLI_PATH, in, dir);
+    snprintf(want, sizeof want, "|Command = %s convert %s -o '%s/it'\\''s.tif' --compression "
+             "lzw --quiet", TW_CLI_PATH, in, dir);
     cr_assert(strstr(desc, want) != NULL, "'%s' lacks '%s'", desc, want);
     free(desc);
 
+    OK_RUN("convert", in, "-o", bar, "--quiet");
+    desc = twout_description(bar);
+    cr_assert_not_null(desc);
+    snprintf(want, sizeof want, "|Command = %s convert %s -o '%s/p%%7Cq.tif' --quiet",
+             TW_CLI_PATH, in, dir);
+    cr_assert(strstr(desc, want) != NULL, "'%s' lacks '%s'", desc, want);
+    free(desc);
+
+    snprintf(head, sizeof head, "tilewave %s convert level 0 region 0,0,64x48",
+             tw_version_string());
     OK_RUN("convert", in, "-o", ome, "--layout", "ome", "--pyramid", "--quiet");
     desc = twout_description(ome);
     cr_assert_not_null(desc);
     snprintf(want, sizeof want, "Creator=\"tilewave %s\"", tw_version_string());
     cr_assert(strstr(desc, want) != NULL, "'%s' lacks '%s'", desc, want);
-    snprintf(want, sizeof want, "<Description>%s\ncommand: %s convert %s -o %s --layout ome "
-             "--pyramid --quiet</Description>", head, TW_CLI_PATH, in, ome);
+    snprintf(want, sizeof want, "<Description>%s|", head);
+    cr_assert(strstr(desc, want) != NULL, "'%s' lacks '%s'", desc, want);
+    snprintf(want, sizeof want, "|Command = %s convert %s -o %s --layout ome --pyramid "
+             "--quiet</Description>", TW_CLI_PATH, in, ome);
     cr_assert(strstr(desc, want) != NULL, "'%s' lacks '%s'", desc, want);
     free(desc);
     free(img);
     free(in);
     free(out);
+    free(bar);
     free(ome);
 }
 

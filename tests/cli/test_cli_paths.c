@@ -17,7 +17,7 @@
 #include "twtest_cli.h"
 #include "twtest_rt.h"
 
-TWTEST_CLI_SUITE(cli_paths, .timeout = 180);
+TWTEST_CLI_SUITE(cli_paths, .timeout = TWTEST_TIMEOUT(180));
 
 static char *
 sample(const char *name, int side)

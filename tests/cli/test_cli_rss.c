@@ -51,7 +51,7 @@
 #define BIG 8192
 #define TILE 512
 
-TWTEST_CLI_SUITE(cli_rss, .timeout = 240);
+TWTEST_CLI_SUITE(cli_rss, .timeout = TWTEST_TIMEOUT(240));
 
 /* Run the CLI with `args` (NULL-terminated, argv[0] excluded), stdout and stderr into
  * dir/log.txt; returns the peak RSS in bytes and asserts it exited 0. */

@@ -40,7 +40,7 @@ teardown(void)
     free(scratch);
 }
 
-TestSuite(cli_signal, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(cli_signal, .init = setup, .fini = teardown, .timeout = TWTEST_TIMEOUT(120));
 
 /* A 4096 x 4096 sample slide: an area opening of it takes seconds on one worker. */
 static char *

@@ -11,7 +11,7 @@
 #include "tilewave.h"
 #include "twtest_cli.h"
 
-TWTEST_CLI_SUITE(cli_tissue, .timeout = 180);
+TWTEST_CLI_SUITE(cli_tissue, .timeout = TWTEST_TIMEOUT(180));
 
 /* The sample slide, w x h, in the test's directory. */
 static char *

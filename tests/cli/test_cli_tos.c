@@ -11,7 +11,7 @@
 #include "twtest_cli.h"
 #include "twtest_out.h"
 
-TWTEST_CLI_SUITE(cli_tos, .timeout = 120);
+TWTEST_CLI_SUITE(cli_tos, .timeout = TWTEST_TIMEOUT(120));
 
 #define W 45
 #define H 33

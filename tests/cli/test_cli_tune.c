@@ -10,7 +10,7 @@
 #include "tilewave.h"
 #include "twtest_cli.h"
 
-TWTEST_CLI_SUITE(cli_tune, .timeout = 120);
+TWTEST_CLI_SUITE(cli_tune, .timeout = TWTEST_TIMEOUT(120));
 
 
 /* The text of section [name] of an INI: from its header to the next one (malloc'd), or NULL. */

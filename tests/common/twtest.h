@@ -83,6 +83,12 @@ tw_runtime *twtest_runtime(int cpu_workers, const char *gpus, tw_error *err);
 #define TWTEST_SLOWDOWN 1.0
 #endif
 
+/* A Criterion test's timeout: a guard against hangs, never a speed check. The seconds a test
+ * takes on an idle plain build times 3 (a loaded machine: CI's 2 cores shared with other
+ * work), times the sanitizer's slowdown. ctest's own limit on the whole program
+ * (tests/CMakeLists.txt) grows the same way. */
+#define TWTEST_TIMEOUT(s) ((s) * 3.0 * TWTEST_SLOWDOWN)
+
 /* True when the build has CUDA and a device is present. */
 bool twtest_have_gpu(void);
 /* Skip the current Criterion test when there is no GPU. */

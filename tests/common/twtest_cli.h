@@ -11,7 +11,7 @@
 
 /* Declare the test suite `name` of a tests/cli program whose tests each get a fresh temporary
  * folder in `dir`, removed after the test; the remaining arguments are TestSuite's (e.g.
- * .timeout = 120). */
+ * .timeout = TWTEST_TIMEOUT(120)). */
 #define TWTEST_CLI_SUITE(name, ...)                                                            \
     static char *dir;                                                                          \
     static void suite_setup_(void)                                                             \

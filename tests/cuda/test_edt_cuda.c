@@ -1219,7 +1219,7 @@ sampled_rows_reference(const uint8_t *im, int32_t w, int32_t h, const int32_t *r
     free(g);
 }
 
-Test(edt_cuda_large, image_4097x3001_matches_cpu, .timeout = 600)
+Test(edt_cuda_large, image_4097x3001_matches_cpu, .timeout = TWTEST_TIMEOUT(600))
 {
     /* 4097 x 3001 (no size a multiple of anything), 0.05 %, 1 % and 30 % background: the
      * same bytes as the CPU twin in every format, valid indices, and sampled rows equal to a
@@ -1275,7 +1275,7 @@ Test(edt_cuda_large, image_4097x3001_matches_cpu, .timeout = 600)
     }
 }
 
-Test(edt_cuda_large, wide_and_tall_bands_match_cpu, .timeout = 600)
+Test(edt_cuda_large, wide_and_tall_bands_match_cpu, .timeout = TWTEST_TIMEOUT(600))
 {
     /* The shapes ops/edt.c sends (whole slide width, a few hundred rows) and their
      * transposes, with above / below: the CPU twin's bytes. */
@@ -1407,7 +1407,7 @@ huge_case(const int32_t *pts, int npts, bool with_idx)
     free(irow);
 }
 
-Test(edt_cuda_large, side_47000_single_corner_pixel, .timeout = 600)
+Test(edt_cuda_large, side_47000_single_corner_pixel, .timeout = TWTEST_TIMEOUT(600))
 {
     /* 47000 x 47000 (2.2 G pixels: every offset beyond int32), one background pixel in the
      * corner: d2 = x^2 + y^2 on sampled rows, then five scattered pixels. */
@@ -1456,7 +1456,7 @@ time_edt(const tw_tile_view *bin, const twi_edt_band *b, tw_tile_view *out, void
     return best;
 }
 
-Test(edt_cuda_bench, pba_8k_16k, .timeout = 600)
+Test(edt_cuda_bench, pba_8k_16k, .timeout = TWTEST_TIMEOUT(600))
 {
     /* Benchmark, run only with TW_EDT_BENCH=1: 8192^2 and 16384^2 (and 1024 x 16384,
      * 16384 x 1024), 1 % and 50 % i.i.d. background, F32 out in GPU memory, CUDA-event time

@@ -273,7 +273,7 @@ run_op(tw_runtime *rt, int op)
     }
 }
 
-Test(fault_job, every_op_gives_the_same_bytes_under_injected_faults, .timeout = 600)
+Test(fault_job, every_op_gives_the_same_bytes_under_injected_faults, .timeout = TWTEST_TIMEOUT(600))
 {
     /* For each fault setting and runtime layout, every op's output equals the fault-free
      * CPU-only run; under cuda on the GPU-only runtime every job retried tasks (with CPU

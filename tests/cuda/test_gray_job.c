@@ -61,7 +61,7 @@ run_gray(const char *in, const char *out, const char *gpus, const char *cpu_work
     return buf;
 }
 
-Test(gray_job, gpu_only_equals_cpu_only, .timeout = 300)
+Test(gray_job, gpu_only_equals_cpu_only, .timeout = TWTEST_TIMEOUT(300))
 {
     /* The gray job with GPU workers only (the GPU worker also runs the I/O tasks), with CPU
      * workers only, and with both at an odd tile size gives identical pixels. */

@@ -734,7 +734,7 @@ smooth_image(uint64_t *rng, tw_sample_type type, int32_t w, int32_t h)
     return img;
 }
 
-Test(mt_attr_cuda_large, large_tiles_on_gpu_trees, .timeout = 600)
+Test(mt_attr_cuda_large, large_tiles_on_gpu_trees, .timeout = TWTEST_TIMEOUT(600))
 {
     /* 1024 x 1024 and 3000 x 700 tiles (smooth-plus-noise and random modes), both types and
      * connectivities, random masks: the parent image comes from twi_cuda_maxtree on the

@@ -394,7 +394,7 @@ Test(maxtree_cuda, small_deterministic_over_50_runs)
     bufs_fini(&b);
 }
 
-Test(maxtree_cuda_large, images_of_many_tiles_match_cpu, .timeout = 600)
+Test(maxtree_cuda_large, images_of_many_tiles_match_cpu, .timeout = TWTEST_TIMEOUT(600))
 {
     /* 1000 x 700 (every mode) and 2048 x 2048 (smooth, noise) against the CPU twin, both
      * types and connectivities; the structural check on one of them as a third opinion. */

@@ -75,14 +75,14 @@ random_filters(int jobs)
     tw_runtime_destroy(rts[1]);
 }
 
-Test(maxtree_job_cuda, filters_on_gpu_and_mixed_workers_match_the_references, .timeout = 300)
+Test(maxtree_job_cuda, filters_on_gpu_and_mixed_workers_match_the_references, .timeout = TWTEST_TIMEOUT(300))
 {
     /* 160 random filter jobs on GPU workers (random_filters), border max-trees merged at once. */
     twtest_need_gpu();
     random_filters(160);
 }
 
-Test(maxtree_job_cuda, merged_in_blocks_on_the_gpu_match_the_references, .timeout = 300)
+Test(maxtree_job_cuda, merged_in_blocks_on_the_gpu_match_the_references, .timeout = TWTEST_TIMEOUT(300))
 {
     /* The same with the border max-trees merged in blocks of 1x1, 2x2 and 3x3 tiles
      * (maxtree.merge_block): the blocks' trees merged on the GPU; 60 jobs each. */
@@ -133,7 +133,7 @@ Test(maxtree_job_cuda, in_memory_tree_on_the_gpu_matches_the_naive_tree)
     tw_runtime_destroy(rt);
 }
 
-Test(maxtree_job_cuda, gpu_border_trees_and_merge_give_whole_image_areas, .timeout = 300)
+Test(maxtree_job_cuda, gpu_border_trees_and_merge_give_whole_image_areas, .timeout = TWTEST_TIMEOUT(300))
 {
     /* The GPU's border max-trees, merge and area map (TW_U64) on larger images cut into many
      * tiles (square, 1-pixel-wide strips, uneven edges) equal the flooding reference. */

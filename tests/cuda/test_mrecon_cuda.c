@@ -669,7 +669,7 @@ large_case(int32_t w, int32_t h, tw_sample_type t, int conn, int kind, uint64_t 
     img_free(&im);
 }
 
-Test(mrecon_cuda, large_tiles_match_cpu, .timeout = 300)
+Test(mrecon_cuda, large_tiles_match_cpu, .timeout = TWTEST_TIMEOUT(300))
 {
     /* 4096 x 4096 u8 8-connected tissue-like, 3000 x 7000 u16 4-connected tissue-like, and a
      * 1023 x 511 one-pixel serpentine (a 260,000-pixel chain) in both connectivities. */
@@ -904,7 +904,7 @@ bench_conn(int32_t n, int conn, const uint8_t *h_msk, const uint8_t *h_mrk)
     free(want);
 }
 
-Test(mrecon_cuda, bench_16k_tissue, .timeout = 600)
+Test(mrecon_cuda, bench_16k_tissue, .timeout = TWTEST_TIMEOUT(600))
 {
     /* Benchmark, run only with TW_MRECON_BENCH=1: a 16384^2 tissue-like u8 tile (smooth
      * mask, marker = mask - 40) reconstructed in GPU memory: CUDA-event time of the launcher's

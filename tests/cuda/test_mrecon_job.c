@@ -96,7 +96,7 @@ run(tw_runtime *rt, const uint16_t *j, const uint16_t *im, int64_t w, int64_t h,
     return out;
 }
 
-Test(mrecon_job, gpu_cpu_and_mixed_give_the_same_bytes, .timeout = 600)
+Test(mrecon_job, gpu_cpu_and_mixed_give_the_same_bytes, .timeout = TWTEST_TIMEOUT(600))
 {
     /* Random structured cases (8 and 16 bits, 4 and 8 connectivity, tiles from 1x1 to one
      * tile) on GPU workers only, CPU workers only, and both: identical bytes, equal to the
@@ -150,7 +150,7 @@ Test(mrecon_job, gpu_cpu_and_mixed_give_the_same_bytes, .timeout = 600)
     tw_runtime_destroy(mix);
 }
 
-Test(mrecon_job, large_tiles_on_gpu_equal_cpu, .timeout = 600)
+Test(mrecon_job, large_tiles_on_gpu_equal_cpu, .timeout = TWTEST_TIMEOUT(600))
 {
     /* A 3000x2000 16-bit relief with sparse seeds, 1024 tiles: GPU-only equals CPU-only. */
     if (!twtest_have_gpu())

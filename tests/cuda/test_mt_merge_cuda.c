@@ -245,19 +245,19 @@ large_case(tw_sample_type type, int32_t side, int32_t tile, int mode, uint64_t s
     cudaStreamDestroy(s);
 }
 
-Test(mt_merge_cuda, large_u8_4096_in_256_tiles, .timeout = 300)
+Test(mt_merge_cuda, large_u8_4096_in_256_tiles, .timeout = TWTEST_TIMEOUT(300))
 {
     /* A 4096 x 4096 smooth-ish 8-bit image in 256 x 256 tiles, 4- and 8-connected. */
     large_case(TW_U8, 4096, 256, 3, 0x6666ull);
 }
 
-Test(mt_merge_cuda, large_u8_noise_2048_in_100_tiles, .timeout = 300)
+Test(mt_merge_cuda, large_u8_noise_2048_in_100_tiles, .timeout = TWTEST_TIMEOUT(300))
 {
     /* A 2048 x 2048 8-bit noise image in 100 x 100 tiles (the last ones 48 wide/tall). */
     large_case(TW_U8, 2048, 100, 0, 0x7777ull);
 }
 
-Test(mt_merge_cuda, large_u16_2048_in_128_tiles, .timeout = 300)
+Test(mt_merge_cuda, large_u16_2048_in_128_tiles, .timeout = TWTEST_TIMEOUT(300))
 {
     /* A 2048 x 2048 16-bit image of many levels in 128 x 128 tiles: deep trees. */
     large_case(TW_U16, 2048, 128, 4, 0x8888ull);

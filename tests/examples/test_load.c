@@ -503,7 +503,7 @@ teardown(void)
 
 /* 900 s: a long run (10,000 jobs, about 95 s on 2 cores) with room; the per-job wait of 60 s
  * names a stuck job first. */
-TestSuite(load, .init = setup, .fini = teardown, .timeout = 900);
+TestSuite(load, .init = setup, .fini = teardown, .timeout = TWTEST_TIMEOUT(900));
 
 Test(load, many_jobs_eight_at_a_time_flat_memory)
 {

@@ -52,7 +52,7 @@ teardown(void)
     free(dir);
 }
 
-TestSuite(service, .init = setup, .fini = teardown, .timeout = 180);
+TestSuite(service, .init = setup, .fini = teardown, .timeout = TWTEST_TIMEOUT(180));
 
 /* Start the service on `sock` with `dir` as its root and `max_jobs`, plus up to 8 more
  * arguments (NULL-terminated). */

@@ -223,7 +223,7 @@ static const char *const expected[TWTEST_N_BAD_SLIDES][3] = {
      "is truncated (directory 0 starts at byte"},
 };
 
-Test(bad_slides, every_reader_refuses_every_bad_file, .timeout = 60)
+Test(bad_slides, every_reader_refuses_every_bad_file, .timeout = TWTEST_TIMEOUT(60))
 {
     /* Each bad file (zero size, truncated, absurd dimensions, tiles of 0 or far larger than
      * the image, unsupported compression, not a TIFF at all under a .tif name) opened with

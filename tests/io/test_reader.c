@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave tests: the slide readers: libtiff (tiled, striped, JPEG, pyramids) and OpenSlide. */
+#include <fcntl.h>
+#include <glib.h>
 #include <math.h>
 #include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdlib.h>
 
 #include "io_testutil.h"
@@ -341,7 +345,8 @@ Test(reader_tiff, jpeg_ycbcr_reads_as_rgb)
 Test(reader_tiff, properties_and_inch_resolution)
 {
     /* String tags become tiff.* properties (listed, NULL-terminated); a resolution in inches
-     * gives mpp = 25400 / resolution. */
+     * (even a plausible 50800 dpi) gives no mpp: inches are what image editors write, and only
+     * centimetres or vendor metadata are trusted (docs/io.md). The tags stay properties. */
     char *dir = twtest_tmpdir();
     char *path = twtest_path(dir, "props.tif");
     lt_image im = lt_default();
@@ -367,8 +372,9 @@ Test(reader_tiff, properties_and_inch_resolution)
 
     cr_assert_eq(tw_slide_open(path, TW_READER_AUTO, &s, &err), TW_OK, "%s", err.message);
     tw_slide_get_mpp(s, &mx, &my);
-    cr_assert_float_eq(mx, 0.5, 1e-9);
-    cr_assert_float_eq(my, 1.0, 1e-9);
+    /* inches are not a pixel size (docs/io.md, "Resolution and metadata"): unknown */
+    cr_assert_float_eq(mx, 0.0, 1e-9);
+    cr_assert_float_eq(my, 0.0, 1e-9);
     cr_assert_str_eq(tw_slide_get_property(s, "tiff.ImageDescription"), "a description");
     cr_assert_str_eq(tw_slide_get_property(s, "tiff.Software"), "unit test");
     cr_assert_str_eq(tw_slide_get_property(s, "tiff.Make"), "ACME");
@@ -529,6 +535,57 @@ Test(reader_openslide, vendor_format_goes_to_openslide)
     tu_check_region(s, 0, 100, 200, 300, 50, tu_level_seed(11, 0));
     tw_slide_close(s);
     twtest_rmtree(dir);
+    free(path);
+    free(dir);
+}
+
+/* What the log handler of the GLib test below saw. */
+static char glib_seen[512];
+
+static void
+glib_log_capture(tw_log_level level, const char *domain, const char *message, void *user)
+{
+    (void)user;
+    if (level == TW_LOG_DEBUG && strcmp(domain, "io.openslide") == 0 && strstr(message, "GdkPixbuf"))
+        snprintf(glib_seen, sizeof glib_seen, "%s", message);
+}
+
+Test(reader_openslide, glib_messages_go_to_the_log_not_to_stderr)
+{
+    /* OpenSlide and the libraries under it log through GLib, whose default handler prints to
+     * stderr (issue 26): after the first OpenSlide open, a GLib warning of any domain reaches
+     * tilewave's log handler at debug level and nothing reaches stderr. */
+    char *dir = twtest_tmpdir();
+    char *path = twtest_path(dir, "fake.svs");
+    char *errlog = twtest_path(dir, "stderr.txt");
+    tw_slide *s = NULL;
+    tw_error err = {0};
+    int saved, fd;
+    struct stat sb;
+
+    write_pyramid(path, TW_COMPRESS_DEFLATE,
+                  "Aperio Image Library vTEST\r\n1024x768 -> 1024x768|AppMag = 40|MPP = 0.25");
+    cr_assert_eq(tw_slide_open(path, TW_READER_OPENSLIDE, &s, &err), TW_OK, "%s", err.message);
+    tw_log_set_level(TW_LOG_DEBUG);
+    tw_log_set_handler(glib_log_capture, NULL);
+    fflush(stderr);
+    saved = dup(2);
+    fd = open(errlog, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    cr_assert(saved >= 0 && fd >= 0 && dup2(fd, 2) == 2);
+    close(fd);
+    g_log("GdkPixbuf", G_LOG_LEVEL_WARNING, "cannot load tile %d", 7);
+    g_log(NULL, G_LOG_LEVEL_MESSAGE, "a message of no domain");
+    fflush(stderr);
+    cr_assert_eq(dup2(saved, 2), 2);
+    close(saved);
+    tw_log_set_handler(NULL, NULL);
+    tw_log_set_level(TW_LOG_WARN);
+    cr_assert_eq(stat(errlog, &sb), 0);
+    cr_assert_eq(sb.st_size, 0, "GLib printed %lld bytes to stderr", (long long)sb.st_size);
+    cr_assert_str_eq(glib_seen, "GdkPixbuf warning: cannot load tile 7");
+    tw_slide_close(s);
+    twtest_rmtree(dir);
+    free(errlog);
     free(path);
     free(dir);
 }

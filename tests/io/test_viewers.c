@@ -10,14 +10,23 @@
 #include "twtest_out.h"
 #include "twtest_rt.h"
 
+/* io.description: "aperio" (the default: 8-bit page outputs described in Aperio's form) or
+ * "plain" (generic TIFF). */
 static tw_runtime *
-runtime(void)
+runtime_described(const char *description)
 {
     const char *const kv[] = {"runtime.gpus", "none", "runtime.cpu_workers", "2", "io.tiff_tile",
-                              "64x64", "tile.size", "96x96", NULL};
+                              "64x64", "tile.size", "96x96", "io.description", description,
+                              NULL};
 
     twtest_quiet_logs();
     return twtest_runtime_kv_ok(true, kv);
+}
+
+static tw_runtime *
+runtime(void)
+{
+    return runtime_described("aperio");
 }
 
 /* Copy `in` into `out` through convert with the output options given. */
@@ -44,16 +53,29 @@ convert(tw_runtime *rt, const char *in, const char *out, tw_compression comp, tw
     tw_job_destroy(job);
 }
 
+static char *
+prop_or_none(const tw_slide *s, const char *name)
+{
+    const char *v = tw_slide_get_property(s, name);
+
+    return (char *)(v ? v : "none");
+}
+
+/* `vendor`: "aperio" (then with OpenSlide's mpp of 0.5, the input's) or
+ * "generic-tiff" (no mpp: OpenSlide 3.4 derives none from resolution tags). */
 static void
-openslide_matches_libtiff(const char *path, int ch, const char *what)
+openslide_matches_libtiff(const char *path, int ch, const char *vendor, const char *what)
 {
     tw_slide *s = NULL;
     tw_error err = {0};
     int n = twout_level_count(path, NULL);
+    bool aperio = strcmp(vendor, "aperio") == 0;
 
     cr_assert(eq(int, tw_slide_open(path, TW_READER_OPENSLIDE, &s, &err), TW_OK), "%s",
               err.message);
-    cr_assert(eq(str, (char *)tw_slide_get_format(s), "generic-tiff"));
+    cr_assert(eq(str, (char *)tw_slide_get_format(s), (char *)vendor));
+    cr_assert(eq(str, prop_or_none(s, "openslide.mpp-x"), aperio ? "0.5" : "none"), "%s", what);
+    cr_assert(eq(str, prop_or_none(s, "openslide.mpp-y"), aperio ? "0.5" : "none"), "%s", what);
     cr_assert(eq(int, tw_slide_get_level_count(s), n));
     cr_assert(eq(int, tw_slide_get_channels(s), 3));
     for (int l = 0; l < n; l++) {
@@ -86,8 +108,10 @@ openslide_matches_libtiff(const char *path, int ch, const char *what)
 Test(viewers, openslide_reads_the_page_pyramid)
 {
     /* The page-based pyramid of an 8-bit output (RGB deflate, RGB JPEG, gray deflate) opens
-     * in OpenSlide as generic-tiff with every level, their sizes and tiles, and read_region
-     * of each whole level equals the pixels libtiff decodes from the file. */
+     * in OpenSlide as aperio, with the input's mpp as openslide.mpp-x/-y (docs/io.md,
+     * "Resolution and metadata"), or as generic-tiff with io.description=plain, with every
+     * level, their sizes and tiles, and read_region of each whole level equals the pixels
+     * libtiff decodes from the file. tilewave reads it back through libtiff. */
     char *dir = twtest_tmpdir();
     char *rgb = twtest_path(dir, "rgb.tif"), *gray = twtest_path(dir, "gray.tif"),
          *out = twtest_path(dir, "out.tif");
@@ -100,11 +124,27 @@ Test(viewers, openslide_reads_the_page_pyramid)
     twout_write_input(gray, gimg, w, h, 1, TW_U8, 1, 0.5);
     convert(rt, rgb, out, TW_COMPRESS_DEFLATE, TW_LAYOUT_TIFF);
     cr_assert(eq(int, twout_level_count(out, NULL), 3)); /* down to 130 x 98 */
-    openslide_matches_libtiff(out, 3, "RGB deflate");
+    openslide_matches_libtiff(out, 3, "aperio", "RGB deflate");
     convert(rt, rgb, out, TW_COMPRESS_JPEG, TW_LAYOUT_TIFF);
-    openslide_matches_libtiff(out, 3, "RGB JPEG");
+    openslide_matches_libtiff(out, 3, "aperio", "RGB JPEG");
     convert(rt, gray, out, TW_COMPRESS_DEFLATE, TW_LAYOUT_TIFF);
-    openslide_matches_libtiff(out, 1, "gray deflate");
+    openslide_matches_libtiff(out, 1, "aperio", "gray deflate");
+    {
+        tw_slide *s = NULL;
+        tw_error err = {0};
+
+        cr_assert(eq(int, tw_slide_open(out, TW_READER_AUTO, &s, &err), TW_OK), "%s",
+                  err.message);
+        cr_assert(eq(int, tw_slide_get_reader(s), TW_READER_TIFF));
+        cr_assert(eq(int, tw_slide_get_channels(s), 1));
+        tw_slide_close(s);
+    }
+    tw_runtime_destroy(rt);
+    rt = runtime_described("plain");
+    convert(rt, rgb, out, TW_COMPRESS_DEFLATE, TW_LAYOUT_TIFF);
+    openslide_matches_libtiff(out, 3, "generic-tiff", "RGB deflate, plain");
+    convert(rt, gray, out, TW_COMPRESS_DEFLATE, TW_LAYOUT_TIFF);
+    openslide_matches_libtiff(out, 1, "generic-tiff", "gray deflate, plain");
     free(img);
     free(gimg);
     tw_runtime_destroy(rt);
@@ -146,7 +186,9 @@ Test(viewers, vips_reads_tiff_and_ome_outputs)
     /* vips (the CLI, as users and CI have it) opens every level of tiff-layout outputs as
      * pages ([page=N], n-pages = the level count) and of OME outputs as SubIFDs ([subifd=N])
      * with the right size and bands, and its pixels equal libtiff's: RGB u8 deflate and JPEG,
-     * gray u16 zstd, float32 LZW. */
+     * gray u16 zstd, float32 LZW. With io.description=plain: 8-bit page outputs described in
+     * Aperio's form (the default) are slides to vips, read through OpenSlide
+     * (tests/py/crosscheck_resolution.py checks their resolution there). */
     static const vcase cases[] = {
         {3, TW_U8, TW_COMPRESS_DEFLATE, TW_LAYOUT_TIFF},
         {3, TW_U8, TW_COMPRESS_JPEG, TW_LAYOUT_OME},
@@ -163,7 +205,7 @@ Test(viewers, vips_reads_tiff_and_ome_outputs)
     dir = twtest_tmpdir();
     in = twtest_path(dir, "in.tif");
     out = twtest_path(dir, "out.tif");
-    rt = runtime();
+    rt = runtime_described("plain");
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         const vcase *c = &cases[k];
         const int64_t w = 300, h = 260;

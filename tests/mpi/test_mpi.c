@@ -14,7 +14,7 @@
 #include "twtest_cli.h"
 #include "twtest_out.h"
 
-TWTEST_CLI_SUITE(mpi, .timeout = 600);
+TWTEST_CLI_SUITE(mpi, .timeout = TWTEST_TIMEOUT(600));
 
 /* Open MPI in a container, as root or not, on fewer cores than ranks: the environment CI and
  * docs/mpi.md use. Other launchers ignore these. */

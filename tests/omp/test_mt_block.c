@@ -80,7 +80,7 @@ merge_in_blocks(const twtest_mt_grid *g, int64_t bx, int64_t by, int conn,
     return out;
 }
 
-Test(mt_block, blocks_give_the_answers_of_the_whole_grid, .timeout = 120)
+Test(mt_block, blocks_give_the_answers_of_the_whole_grid, .timeout = TWTEST_TIMEOUT(120))
 {
     /* Random images (every kind, 8 and 16 bits, 4- and 8-connectivity) cut into random tile
      * grids, merged in random blocks of tiles: every tile node's answer, for the area map, the

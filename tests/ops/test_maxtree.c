@@ -136,7 +136,7 @@ random_cases(tw_runtime *rt, int n)
     cr_assert(eq(int, cases, n));
 }
 
-Test(attr_filter, random_images_every_tiling_match_the_flooding_reference, .timeout = 240)
+Test(attr_filter, random_images_every_tiling_match_the_flooding_reference, .timeout = TWTEST_TIMEOUT(240))
 {
     /* 700 random cases (random_cases), the border max-trees merged all at once. */
     tw_runtime *rt = runtime_or_die(2);
@@ -145,7 +145,7 @@ Test(attr_filter, random_images_every_tiling_match_the_flooding_reference, .time
     tw_runtime_destroy(rt);
 }
 
-Test(attr_filter, merged_in_blocks_match_the_flooding_reference, .timeout = 240)
+Test(attr_filter, merged_in_blocks_match_the_flooding_reference, .timeout = TWTEST_TIMEOUT(240))
 {
     /* The same with the border max-trees merged in blocks of 1x1, 2x2 and 3x3 tiles
      * (maxtree.merge_block: each block's cells' answers through the scratch file, the blocks'
@@ -163,7 +163,7 @@ Test(attr_filter, merged_in_blocks_match_the_flooding_reference, .timeout = 240)
     unsetenv("TILEWAVE_MAXTREE_MERGE_BLOCK");
 }
 
-Test(attr_filter, border_tree_merge_gives_the_whole_image_node_areas, .timeout = 120)
+Test(attr_filter, border_tree_merge_gives_the_whole_image_node_areas, .timeout = TWTEST_TIMEOUT(120))
 {
     /* The merged border max-trees give every pixel's node its whole-image area, for tile
      * grids of 1x1, 2x1, 1x2, 3x3 and 7x5 tiles and random ones (research note 1b.7). */

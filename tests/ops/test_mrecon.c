@@ -478,7 +478,7 @@ random_cases(uint64_t seed, int workers, int n)
     tw_runtime_destroy(rt);
 }
 
-TestSuite(mrecon, .timeout = 300);
+TestSuite(mrecon, .timeout = TWTEST_TIMEOUT(300));
 
 /* Each of these runs 300 random cases (sizes 1x1 to 300x200, 8 and 16 bits, 4 and 8
  * connectivity, dilation and erosion, tiles from 1x1 to beyond the image) on 1 to 4 CPU

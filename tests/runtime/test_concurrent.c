@@ -468,7 +468,7 @@ concurrent_jobs_under(const char *policy)
     free_inputs();
 }
 
-Test(concurrent, eight_jobs_from_eight_threads_fcfs, .timeout = 240)
+Test(concurrent, eight_jobs_from_eight_threads_fcfs, .timeout = TWTEST_TIMEOUT(240))
 {
     /* fcfs, 3 CPU workers: 3 rounds of 8 jobs (3 reconstructions, 3 EDTs, 2 area openings of
      * 160-300 px images, 8 tile sizes) submitted at once from 8 threads, each equal to its
@@ -476,13 +476,13 @@ Test(concurrent, eight_jobs_from_eight_threads_fcfs, .timeout = 240)
     concurrent_jobs_under("fcfs");
 }
 
-Test(concurrent, eight_jobs_from_eight_threads_fair, .timeout = 240)
+Test(concurrent, eight_jobs_from_eight_threads_fair, .timeout = TWTEST_TIMEOUT(240))
 {
     /* The same under the fair policy (jobs served in turn). */
     concurrent_jobs_under("fair");
 }
 
-Test(concurrent, cancel_one_job_while_seven_run, .timeout = 240)
+Test(concurrent, cancel_one_job_while_seven_run, .timeout = TWTEST_TIMEOUT(240))
 {
     /* Under fcfs and fair: one thread submits a reconstruction of 600x600 16-bit pixels in
      * 16x16 tiles (about 1400 tiles) and cancels it once it has made progress; it ends

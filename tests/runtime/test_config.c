@@ -67,6 +67,7 @@ static const expect_key expected[] = {
      "TILEWAVE_IO_TIFF_TILE"},
     {"io.pyramid", TW_CONFIG_ENUM, "no", "no|yes", "TILEWAVE_IO_PYRAMID"},
     {"io.layout", TW_CONFIG_ENUM, "tiff", "tiff|ome", "TILEWAVE_IO_LAYOUT"},
+    {"io.description", TW_CONFIG_ENUM, "aperio", "aperio|plain", "TILEWAVE_IO_DESCRIPTION"},
     {"io.partial_tiles", TW_CONFIG_ENUM, "auto", "auto|memory|file",
      "TILEWAVE_IO_PARTIAL_TILES"},
     {"io.jpeg_quality", TW_CONFIG_INT, "90", "1..100", "TILEWAVE_IO_JPEG_QUALITY"},

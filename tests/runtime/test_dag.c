@@ -999,7 +999,7 @@ policy_runtime(const char *policy, int workers)
     return rt;
 }
 
-Test(dag_policy, random_dags_under_every_policy, .timeout = 240)
+Test(dag_policy, random_dags_under_every_policy, .timeout = TWTEST_TIMEOUT(240))
 {
     /* Every policy runtime.policy lists (locality too once it is there): 40 random graphs of
      * 50-400 tasks on one runtime of 3 CPU workers, from 5 threads that each keep two jobs in
@@ -1016,7 +1016,7 @@ Test(dag_policy, random_dags_under_every_policy, .timeout = 240)
     }
 }
 
-Test(dag_policy, one_worker_under_every_policy, .timeout = 120)
+Test(dag_policy, one_worker_under_every_policy, .timeout = TWTEST_TIMEOUT(120))
 {
     /* The same with a single CPU worker and one submitting thread (two jobs in flight): the
      * held gate and the mid-graph waits must not stall it. */
@@ -1031,7 +1031,7 @@ Test(dag_policy, one_worker_under_every_policy, .timeout = 120)
     }
 }
 
-Test(dag_policy, policy_from_the_environment, .timeout = 120)
+Test(dag_policy, policy_from_the_environment, .timeout = TWTEST_TIMEOUT(120))
 {
     /* TILEWAVE_RUNTIME_POLICY=NAME picks the policy of the test runtimes (twtest_runtime, as
      * `TILEWAVE_RUNTIME_POLICY=NAME ctest` does for the whole suite): the runtime reports that

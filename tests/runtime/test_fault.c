@@ -578,7 +578,7 @@ submit_op(tw_runtime *rt, cancel_op op, uint8_t *img, void *out, int64_t w, int6
     return job;
 }
 
-Test(cancel, real_jobs_stop_soon_after_a_cancel, .timeout = 600)
+Test(cancel, real_jobs_stop_soon_after_a_cancel, .timeout = TWTEST_TIMEOUT(600))
 {
     /* Reconstruction filters, the EDT, an area opening, the max-tree and the tree of shapes of
      * an 8192 x 6144 image run for seconds on two CPU workers: canceled 300 ms after

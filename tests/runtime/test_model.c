@@ -54,7 +54,7 @@ teardown(void)
     free(tmp);
 }
 
-TestSuite(model, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(model, .init = setup, .fini = teardown, .timeout = TWTEST_TIMEOUT(60));
 
 static const tw_task_kind kind_a = {.name = "test.a", .devices = TW_DEVICE_CPU};
 static const tw_task_kind kind_b = {.name = "test.b", .devices = TW_DEVICE_CPU};
