@@ -112,6 +112,9 @@ int cli_runtime_create(const tw_config *cfg, tw_runtime **out);
  * CLI_FAIL (after printing the error) or, interrupted, 128 + the signal number (130 SIGINT,
  * 143 SIGTERM) after printing one line naming it. */
 int cli_job_run(tw_job *job, const char *what, bool quiet);
+/* The progress line of cli_job_run() in per cent only, for a job whose units of work are not
+ * tiles (grain and tos count tree passes and pixels); by default it also shows the tiles. */
+void cli_progress_in_percent(void);
 
 /* Parse "x,y,w,h" into four int64. Returns 0 or -1. */
 int cli_parse_region(const char *s, int64_t r[4]);
@@ -127,7 +130,8 @@ enum {
     CLI_OPT_LEVEL = CLI_OPT_RECON,
     CLI_OPT_REGION,
     CLI_OPT_READER,
-    CLI_OPT_CONN
+    CLI_OPT_CONN,
+    CLI_OPT_CHANNEL
 };
 /* How a colour slide becomes the operation's gray input or mask (common.c): --gray,
  * --stain-vectors, --tissue, --tissue-mask, and --threshold, --invert (not for edt, which has
@@ -172,7 +176,8 @@ enum {
     "                        margin, 0 glass)\n"
 #define CLI_THRESHOLD_HELP                                                                     \
     "  --threshold N|otsu    make the input a mask: gray > N becomes the type's maximum, the\n" \
-    "                        rest 0; otsu: Otsu's threshold of a low-resolution level\n"        \
+    "                        rest 0; otsu: Otsu's threshold of the whole input after --gray\n" \
+    "                        (as scikit-image threshold_otsu; the same for every command)\n"  \
     "  --invert              with --threshold: gray <= N is the foreground instead\n"
 
 typedef struct cli_input_io {
@@ -258,19 +263,25 @@ const char *cli_command_line(void);
     {"level", required_argument, NULL, CLI_OPT_LEVEL},                                         \
         {"region", required_argument, NULL, CLI_OPT_REGION},                                   \
         {"reader", required_argument, NULL, CLI_OPT_READER},                                   \
-        {"conn", required_argument, NULL, CLI_OPT_CONN}, CLI_OUTPUT_OPTIONS, CLI_GRAY_OPTIONS,  \
-        CLI_THRESHOLD_OPTIONS, CLI_RESOLUTION_OPTIONS
+        {"conn", required_argument, NULL, CLI_OPT_CONN},                                      \
+        {"channel", required_argument, NULL, CLI_OPT_CHANNEL}, CLI_OUTPUT_OPTIONS,             \
+        CLI_GRAY_OPTIONS, CLI_THRESHOLD_OPTIONS, CLI_RESOLUTION_OPTIONS
 
+#define CLI_CHANNEL_HELP                                                                       \
+    "  --channel N|NAME      the channel of a multi-channel image (fluorescence qptiff or\n"  \
+    "                        OME-TIFF: `tilewave info` lists them), by index or name\n"
 #define CLI_IO_HELP                                                                            \
     "  --level N             slide level to read (default 0)\n" CLI_RESOLUTION_HELP            \
     "  --region X,Y,W,H      region of that level (default: all of it)\n"                      \
-    "  --reader NAME         auto (default), openslide or tiff\n" CLI_OUTPUT_HELP
+    "  --reader NAME         auto (default), openslide or tiff\n"                             \
+    CLI_CHANNEL_HELP CLI_OUTPUT_HELP
 #define CLI_RECON_HELP CLI_IO_HELP CLI_GRAY_HELP CLI_THRESHOLD_HELP
 
 typedef struct cli_recon_io {
     int level;
     int64_t region[4]; /* x, y, w, h; w = 0: the whole level */
     tw_reader_kind reader;
+    const char *channel; /* --channel, NULL: not given */
     int conn; /* 0: not given */
     cli_input_io in; /* --gray, --threshold, --tissue ... */
     cli_output_io out; /* --compression, --pyramid, --overlay ... */
@@ -313,6 +324,10 @@ typedef struct cli_file {
  * file as an input or another output (device and inode after following links; for a file not
  * there yet, its folder's real path and its name). 0, or CLI_USAGE after one line on stderr. */
 int cli_files_check(const cli_file *files, int n);
+/* An image output must be named as a TIFF: .tif, .tiff, .btf or .tf8 (.ome.tif included), in
+ * any case, so that no viewer takes it for what another extension says (-o x.png). 0 (also
+ * for a NULL path), or CLI_USAGE after one line naming `what` and the path. */
+int cli_image_name_check(const char *what, const char *path);
 /* Build the configuration, check the output options against it (cli_output_check of `out`
  * for the command's output and input paths; in_path may be NULL), check every file of the
  * job with cli_files_check (the input, -o, --overlay, --tissue-mask, the trace and cost

@@ -16,7 +16,7 @@ static const char help[] =
     "  -o, --output OUT      output TIFF (written under a temporary name, renamed when done)\n"
     "  --level N             slide level to read (default 0)\n" CLI_RESOLUTION_HELP
     "  --region X,Y,W,H      region of that level (default: all of it)\n"
-    "  --reader NAME         auto (default), openslide or tiff\n"
+    "  --reader NAME         auto (default), openslide or tiff\n" CLI_CHANNEL_HELP
     "  --compression NAME    deflate, zstd, lzw, none, or jpeg (lossy: 8-bit gray or RGB\n"
     "                        input only) (default: key io.compression)\n"
     "  --quality Q           JPEG quality 1..100 (with jpeg only; default: io.jpeg_quality)\n"
@@ -36,6 +36,7 @@ cmd_convert(int argc, char **argv)
         {"level", required_argument, NULL, CLI_OPT_LEVEL},
         {"region", required_argument, NULL, CLI_OPT_REGION},
         {"reader", required_argument, NULL, CLI_OPT_READER},
+        {"channel", required_argument, NULL, CLI_OPT_CHANNEL},
         {"compression", required_argument, NULL, CLI_OPT_COMPRESSION},
         {"quality", required_argument, NULL, CLI_OPT_QUALITY},
         {"pyramid", no_argument, NULL, CLI_OPT_PYRAMID},

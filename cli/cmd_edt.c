@@ -89,6 +89,7 @@ cmd_edt(int argc, char **argv)
         {"level", required_argument, NULL, CLI_OPT_LEVEL},
         {"region", required_argument, NULL, CLI_OPT_REGION},
         {"reader", required_argument, NULL, CLI_OPT_READER},
+        {"channel", required_argument, NULL, CLI_OPT_CHANNEL},
         CLI_OUTPUT_OPTIONS,
         CLI_GRAY_OPTIONS,
         CLI_RESOLUTION_OPTIONS,

@@ -128,6 +128,7 @@ run(int argc, char **argv, bool grain)
                             (const cli_file[]){{"--area", area_path, true}}, 1, &cfg, &rt)) !=
         CLI_OK)
         goto out;
+    cli_progress_in_percent(); /* its units are tree passes and pixels, not tiles */
     st = grain ? tw_grain_submit(rt, &g, &job, &err) : tw_tos_submit(rt, &t, &job, &err);
     rc = cli_job_submitted(st, &err, job, grain ? "grain" : "tos", c.quiet);
     if (rc == CLI_OK && !c.quiet)

@@ -25,19 +25,20 @@ static const char help[] =
     "                        margin, 0 glass)\n" CLI_THRESHOLD_HELP
     "  --level N             slide level to read (default 0)\n" CLI_RESOLUTION_HELP
     "  --region X,Y,W,H      region of that level (default: all of it)\n"
-    "  --reader NAME         auto (default), openslide or tiff\n" CLI_OUTPUT_HELP
-    "\n" CLI_COMMON_HELP;
+    "  --reader NAME         auto (default), openslide or tiff\n" CLI_CHANNEL_HELP
+    CLI_OUTPUT_HELP "\n" CLI_COMMON_HELP;
 
 int
 cmd_gray(int argc, char **argv)
 {
-    enum { O_MODE = 1, O_LEVEL, O_REGION, O_READER };
+    enum { O_MODE = 1, O_LEVEL, O_REGION, O_READER, O_CHANNEL };
     static const struct option opts[] = {
         {"output", required_argument, NULL, 'o'},
         {"mode", required_argument, NULL, O_MODE},
         {"level", required_argument, NULL, O_LEVEL},
         {"region", required_argument, NULL, O_REGION},
         {"reader", required_argument, NULL, O_READER},
+        {"channel", required_argument, NULL, O_CHANNEL},
         CLI_OUTPUT_OPTIONS,
         {"stain-vectors", required_argument, NULL, CLI_OPT_STAINS},
         {"tissue", no_argument, NULL, CLI_OPT_TISSUE},
@@ -104,6 +105,13 @@ cmd_gray(int argc, char **argv)
                 rc = cli_usage_error("--reader: unknown reader '%s'", optarg);
                 goto out;
             }
+            break;
+        case O_CHANNEL:
+            if (!*optarg) {
+                rc = cli_usage_error("--channel: empty channel (an index or a name)");
+                goto out;
+            }
+            o.input.channel = optarg;
             break;
         case 'h':
         case CLI_OPT_HELP: fputs(help, stdout); goto out;

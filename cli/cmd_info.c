@@ -10,8 +10,10 @@ static const char help[] =
     "Usage: tilewave info SLIDE [--reader auto|openslide|tiff] [--properties]\n"
     "                           [--mpp X | --magnification M]\n"
     "\n"
-    "Print the format, the reader used, the pixel type, the microns per pixel, the objective\n"
-    "power and every level (size, downsample, native tile size) of a slide or TIFF.\n"
+    "Print the format, the reader used, the pixel type (and every channel of a\n"
+    "multi-channel image, by index and name, as --channel takes them), the microns per pixel,\n"
+    "the objective power and every level (size, downsample, native tile size) of a slide or\n"
+    "TIFF.\n"
     "\n"
     "  --reader NAME   force OpenSlide or libtiff (default: auto)\n"
     "  --mpp X         also say which level the operations read for --mpp X (and the\n"
@@ -88,8 +90,19 @@ cmd_info(int argc, char **argv)
     printf("%s\n", argv[optind]);
     printf("  format:   %s (read with %s)\n", tw_slide_get_format(s),
            reader_name(tw_slide_get_reader(s)));
-    printf("  pixels:   %s, %s\n", tw_slide_get_channels(s) == 3 ? "RGB" : "gray",
-           tw_sample_type_name(tw_slide_get_sample_type(s)));
+    if (tw_slide_get_channel_count(s) > 0) {
+        /* one line per channel: what --channel takes */
+        printf("  pixels:   %d channels, %s each\n", tw_slide_get_channel_count(s),
+               tw_sample_type_name(tw_slide_get_sample_type(s)));
+        for (int ch = 0; ch < tw_slide_get_channel_count(s); ch++) {
+            const char *name = tw_slide_get_channel_name(s, ch);
+
+            printf("    channel %d: %s\n", ch, name && *name ? name : "(no name)");
+        }
+    } else {
+        printf("  pixels:   %s, %s\n", tw_slide_get_channels(s) == 3 ? "RGB" : "gray",
+               tw_sample_type_name(tw_slide_get_sample_type(s)));
+    }
     if (mx > 0)
         printf("  mpp:      %.4f x %.4f\n", mx, my);
     else

@@ -51,6 +51,11 @@ cli_recon_option(cli_recon_io *io, int opt, const char *arg)
         else
             return cli_usage_error("--reader: unknown reader '%s'", arg);
         return 0;
+    case CLI_OPT_CHANNEL:
+        if (!*arg)
+            return cli_usage_error("--channel: empty channel (an index or a name)");
+        io->channel = arg;
+        return 0;
     case CLI_OPT_CONN:
         if (strcmp(arg, "4") == 0)
             io->conn = 4;
@@ -96,6 +101,7 @@ cli_recon_apply(cli_recon_io *io, tw_input *in, tw_output *out)
         cli_input_apply(&io->in, in);
         in->level = io->level;
         in->reader = io->reader;
+        in->channel = io->channel;
         in->x = io->region[0];
         in->y = io->region[1];
         in->w = io->region[2];

@@ -80,6 +80,8 @@ cmd_sample(int argc, char **argv)
     }
     if (optind != argc - 1)
         return cli_usage_error(optind >= argc ? "missing OUT" : "too many arguments");
+    if (cli_image_name_check("OUT", argv[optind]) != CLI_OK)
+        return CLI_USAGE;
 #ifdef TW_CLI_FUZZ
     (void)quiet;
     return CLI_FUZZ_STOP;

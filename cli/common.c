@@ -111,6 +111,7 @@ set_flag(tw_config *cfg, const char *flag, const char *key, const char *value)
 /* --summary: the runtime of this process, whose workers cli_job_run() describes at the end
  * (one runtime and one job per command). */
 static bool want_summary;
+static bool progress_percent; /* cli_progress_in_percent() */
 static tw_runtime *summary_rt;
 /* The input options of this process's job (cli_input_apply), whose report cli_job_run()
  * prints. */
@@ -358,6 +359,12 @@ format_seconds(char *buf, size_t n, double s)
         snprintf(buf, n, "%d min %02d s", (int)(s / 60), (int)s % 60);
 }
 
+void
+cli_progress_in_percent(void)
+{
+    progress_percent = true;
+}
+
 int
 cli_job_run(tw_job *job, const char *what, bool quiet)
 {
@@ -386,9 +393,13 @@ cli_job_run(tw_job *job, const char *what, bool quiet)
             format_seconds(el, sizeof el, p.elapsed_s);
             if (p.eta_s >= 0)
                 format_seconds(eta, sizeof eta, p.eta_s);
-            fprintf(stderr, "%s%s: %3d%% (%lld/%lld tiles), %s, ETA %s%s", tty ? "\r" : "", what,
-                    (int)(100 * p.done / p.total), (long long)p.done, (long long)p.total, el,
-                    eta, tty ? "\033[K" : "\n");
+            if (progress_percent)
+                fprintf(stderr, "%s%s: %3d%%, %s, ETA %s%s", tty ? "\r" : "", what,
+                        (int)(100 * p.done / p.total), el, eta, tty ? "\033[K" : "\n");
+            else
+                fprintf(stderr, "%s%s: %3d%% (%lld/%lld tiles), %s, ETA %s%s", tty ? "\r" : "",
+                        what, (int)(100 * p.done / p.total), (long long)p.done,
+                        (long long)p.total, el, eta, tty ? "\033[K" : "\n");
             fflush(stderr);
             last_line = p.elapsed_s;
             shown = true;
@@ -477,10 +488,15 @@ cli_job_setup(const cli_common *c, const cli_output_io *out, const char *out_pat
     files[n++] = (cli_file){"runtime.models", models, true};
     for (int i = 0; i < n_more && n < (int)(sizeof files / sizeof files[0]); i++)
         files[n++] = more[i];
-    if ((rc = cli_files_check(files, n)) != CLI_OK ||
-        (rc = cli_runtime_create(*cfg, rt)) != CLI_OK)
+    if ((rc = cli_files_check(files, n)) != CLI_OK)
         return rc;
-    return CLI_OK;
+    /* images (after what a file is: '/dev/null' is a device, whatever its name): -o,
+     * --overlay, --tissue-mask and the command's other outputs, not the trace or models */
+    for (int i = 0; i < n; i++)
+        if (files[i].output && (i < 4 || i >= N_OWN) &&
+            (rc = cli_image_name_check(files[i].what, files[i].path)) != CLI_OK)
+            return rc;
+    return cli_runtime_create(*cfg, rt);
 }
 
 int
@@ -628,8 +644,8 @@ cli_input_apply(cli_input_io *io, tw_input *in)
     job_input = io;
 }
 
-/* "tilewave CMD: input: level 0 reduced 2x2, 0.998 um per pixel; threshold 120 (otsu on level
- * 2); tissue 41% of level 2, 30 of 96 reads skipped" after a job whose inputs had --mpp or
+/* "tilewave CMD: input: level 0 reduced 2x2, 0.998 um per pixel; threshold 120 (otsu of level
+ * 0); tissue 41% of level 2, 30 of 96 reads skipped" after a job whose inputs had --mpp or
  * --magnification (or any, with --summary), a threshold or --tissue. */
 static void
 print_input_report(void)
@@ -657,14 +673,14 @@ print_input_report(void)
         sep = ";";
     }
     if (io->threshold_mode == TW_THRESHOLD_OTSU)
-        fprintf(stderr, "%s threshold %g (otsu on level %d)", sep, r->threshold, r->otsu_level);
+        fprintf(stderr, "%s threshold %g (otsu of level %d)", sep, r->threshold, r->otsu_level);
     else if (io->threshold_mode == TW_THRESHOLD_VALUE)
         fprintf(stderr, "%s threshold %g", sep, r->threshold);
     if (io->threshold_mode != TW_THRESHOLD_NONE)
         sep = ";";
     if (io->tissue)
         fprintf(stderr, "%s tissue %.0f%% of level %d, %lld of %lld reads skipped", sep,
-                100.0 * r->tissue_fraction, r->otsu_level, (long long)r->skipped,
+                100.0 * r->tissue_fraction, r->tissue_level, (long long)r->skipped,
                 (long long)r->reads);
     fputc('\n', stderr);
 }

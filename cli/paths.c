@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -154,4 +155,25 @@ cli_files_check(const cli_file *files, int n)
         free(id[i].name);
     free(id);
     return rc;
+}
+
+int
+cli_image_name_check(const char *what, const char *path)
+{
+    static const char *const ext[] = {".tif", ".tiff", ".btf", ".tf8"};
+    size_t n;
+
+    if (!path)
+        return CLI_OK;
+    n = strlen(path);
+    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++) {
+        size_t k = strlen(ext[i]);
+
+        if (n > k && strcasecmp(path + n - k, ext[i]) == 0 && path[n - k - 1] != '/')
+            return CLI_OK;
+    }
+    cli_error("%s: '%s' is not named as a TIFF (.tif, .tiff, .btf or .ome.tif): tilewave "
+              "writes tiled BigTIFF, which other programs would not read under that name",
+              what, path);
+    return CLI_USAGE;
 }

@@ -25,6 +25,8 @@ typedef struct twi_reader_ops {
      * apart, stride >= w * channels * sample size). Called concurrently from any thread. */
     tw_status (*read_region)(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_t h,
                              uint8_t *dst, size_t stride, tw_error *err);
+    /* Read channel c (0 <= c < s->n_channels) from now on (NULL: the backend has none). */
+    void (*set_channel)(tw_slide *s, int c);
     /* Bytes one decoded tile or strip of `level` takes in the reader (NULL: not known). */
     uint64_t (*decoded_tile_bytes)(const tw_slide *s, int level);
     /* Free s->priv (may be NULL). */
@@ -51,6 +53,13 @@ struct tw_slide {
     char **prop_values;     /* n_props values */
     size_t n_props, cap_props;
     bool layout_unsupported; /* set by a failing open: a valid file of a layout not kept */
+    /* Several channels that are not RGB colour (fluorescence: qptiff pages, OME planes, gray
+     * samples): n_channels >= 2 and their names ("" when the file names none), else 0 and
+     * NULL. `channel` is the one read (tw_slide_set_channel), -1 until one is chosen: a read
+     * before is refused, never a silent pick. `channels` above is then 1. */
+    int n_channels;
+    char **channel_names;
+    int channel;
     twi_io_counts *io;      /* where reads are counted (a job's, twi_slide_set_io), or NULL */
     /* io.on_bad_tile (twi_slide_set_bad_tiles): false = a tile that does not decode cleanly
      * fails the read; true = it reads as zeros and is counted in bad_tiles (and io). */
@@ -62,6 +71,15 @@ struct tw_slide {
     int n_want;
     int *want_map;
 };
+
+/* The channel names of a multi-channel file (io/channels.c). The name in a PerkinElmer qptiff
+ * page's ImageDescription (its first <Name> element), copied into out (n bytes); false when
+ * there is none. */
+TWI_HIDDEN bool twi_channel_name_qptiff(const char *desc, char *out, size_t n);
+/* The Name attributes of the <Channel> elements of an OME-XML description, in order, into
+ * names[0..n) (malloc'ed; entries without a name stay NULL). The number of <Channel> elements
+ * (-1 when `xml` is not OME-XML); names are filled only when it is n. */
+TWI_HIDDEN int twi_channel_names_ome(const char *xml, char **names, int n);
 
 /* Count one bad tile that was filled with zeros (fill_bad_tiles); `what` says which and why,
  * logged at debug level (the caller reports the count). */

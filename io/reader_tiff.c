@@ -52,6 +52,10 @@ typedef struct tiff_level {
     uint32_t tw, th;     /* tile size; strips: width x rows per strip */
     uint32_t n_across;   /* tiles per row (1 for strips) */
     uint32_t n_striles;  /* tiles or strips */
+    int n_pages;         /* channels as pages: this directory and the n_pages - 1 after it,
+                            of the same size, layout and subfile type (qptiff, OME planes);
+                            else 1 */
+    uint32_t subfile;    /* its SubfileType */
     size_t strile_bytes; /* decoded bytes of a full tile or strip */
     /* Decodes of each tile or strip while reads are counted (twi_slide_set_io): 0, 1, 2 =
      * more than once; made at the first counted decode (under the reader's lock). */
@@ -85,6 +89,10 @@ typedef struct tiff_reader {
     int spp;                  /* samples per pixel in the file (an alpha sample included) */
     size_t sample_bytes;
     bool jpeg_rgb;            /* YCbCr: JPEG levels decoded to RGB by libjpeg */
+    /* The channel read (tw_slide_set_channel): a page after each level's directory (page), or
+     * a sample of each pixel (sample_off bytes in); 0 without channels. */
+    int page;
+    size_t sample_off;
     int n_levels;
     tiff_level *levels;
     pthread_mutex_t lock;     /* guards free_list */
@@ -184,17 +192,20 @@ handle_select(tiff_reader *r, tiff_handle *h, int level, tw_error *err)
 {
     if (h->level == level)
         return TW_OK;
+    const tdir_t dir = (tdir_t)(r->levels[level].dir + (tdir_t)r->page);
+
     h->level = -1;
     h->msg[0] = '\0';
     if (r->levels[level].subifd) {
+        /* SubIFD levels hold no channel pages (finish_channels keeps only levels with all) */
         if (!TIFFSetSubDirectory(h->tif, r->levels[level].subifd))
             return twi_error_set(err, TW_E_FORMAT,
                                  "io.tiff: cannot read the SubIFD at byte %" PRIu64
                                  " of '%s' (%s)",
                                  r->levels[level].subifd, r->path, handle_msg(h));
-    } else if (!TIFFSetDirectory(h->tif, r->levels[level].dir)) {
+    } else if (!TIFFSetDirectory(h->tif, dir)) {
         return twi_error_set(err, TW_E_FORMAT, "io.tiff: cannot read directory %u of '%s' (%s)",
-                             (unsigned)r->levels[level].dir, r->path, handle_msg(h));
+                             (unsigned)dir, r->path, handle_msg(h));
     }
     /* a pseudo-tag reset with every directory */
     if (r->jpeg_rgb && r->levels[level].compression == COMPRESSION_JPEG &&
@@ -510,6 +521,12 @@ check_layout(tw_slide *s, tiff_reader *r, const tiff_layout *l, tw_error *err)
     const char *p = r->path;
     const bool j2k = twi_is_aperio_j2k(l->compression);
 
+    /* before the photometric: such files are YCbCr, which is not what is wrong with them */
+    if (l->compression == COMPRESSION_OJPEG)
+        return twi_error_set(err, TW_E_FORMAT,
+                             "io.tiff: old-style JPEG (compression 6) is not supported ('%s'; "
+                             "rewrite it with new-style JPEG, compression 7)",
+                             p);
     if (l->photometric == 0xffff)
         return twi_error_set(err, TW_E_FORMAT, "io.tiff: no photometric interpretation in '%s'",
                              p);
@@ -549,12 +566,17 @@ check_layout(tw_slide *s, tiff_reader *r, const tiff_layout *l, tw_error *err)
                              (unsigned)l->compression, p);
 
     if (l->photometric == PHOTOMETRIC_MINISBLACK) {
-        /* 2 samples: the u32 (row, column) pairs tilewave writes for EDT indices */
-        if (l->spp != 1 && !(l->spp == 2 && l->bps == 32 && l->fmt == SAMPLEFORMAT_UINT))
+        /* 2 samples of u32: the (row, column) pairs tilewave writes for EDT indices; other
+         * gray samples are channels (fluorescence), one read at a time */
+        const bool pairs = l->spp == 2 && l->bps == 32 && l->fmt == SAMPLEFORMAT_UINT;
+
+        if (l->spp != 1 && !pairs && l->bps != 8 && l->bps != 16)
             return twi_error_set(err, TW_E_FORMAT,
                                  "io.tiff: unsupported samples per pixel %u for gray in '%s'",
                                  (unsigned)l->spp, p);
-        s->channels = l->spp;
+        s->channels = pairs ? 2 : 1;
+        if (l->spp > 1 && !pairs)
+            s->n_channels = l->spp;
         s->type = l->fmt == SAMPLEFORMAT_IEEEFP ? TW_F32
                   : l->bps == 8                 ? TW_U8
                   : l->bps == 16                ? TW_U16
@@ -938,6 +960,83 @@ out:
     return st;
 }
 
+/* ---- channels */
+
+/* Keep the name of channel `c` (a page's qptiff <Name>) in names[c]; NULL when none. */
+static void
+page_name(TIFF *tif, char **names, int c)
+{
+    const char *desc = NULL;
+    char buf[256];
+
+    if (TIFFGetField(tif, TIFFTAG_IMAGEDESCRIPTION, &desc) && desc &&
+        twi_channel_name_qptiff(desc, buf, sizeof buf))
+        names[c] = strdup(buf);
+}
+
+/* After the levels are known: level 0's pages (or samples) as the slide's channels, named by
+ * OME-XML or the pages' qptiff names (else ""), and only the levels that have every channel as
+ * a page kept. The names of names[] (the pages', n_names of them) that are used are taken (set
+ * to NULL). */
+static tw_status
+finish_channels(tw_slide *s, tiff_reader *r, char **names, int n_names)
+{
+    int n = r->levels[0].n_pages > 1 ? r->levels[0].n_pages : s->n_channels, kept = 0;
+    char **ome = NULL;
+    tw_status st = TW_OK;
+
+    if (n < 2) {
+        s->n_channels = 0;
+        goto out;
+    }
+    /* a multi-sample image whose levels are pages too is not a layout anyone writes */
+    if (r->levels[0].n_pages > 1 && s->n_channels > 1) {
+        st = TW_E_FORMAT;
+        goto out;
+    }
+    for (int i = 0; i < r->n_levels; i++)
+        if (r->levels[i].n_pages == r->levels[0].n_pages)
+            r->levels[kept++] = r->levels[i];
+    r->n_levels = kept;
+    s->n_channels = n;
+    if (!(s->channel_names = calloc((size_t)n, sizeof *s->channel_names)) ||
+        !(ome = calloc((size_t)n, sizeof *ome))) {
+        st = TW_E_NOMEM;
+        goto out;
+    }
+    if (twi_channel_names_ome(tw_slide_get_property(s, "tiff.ImageDescription"), ome, n) == n)
+        for (int c = 0; c < n; c++) {
+            s->channel_names[c] = ome[c];
+            ome[c] = NULL;
+        }
+    for (int c = 0; c < n; c++) {
+        if (!s->channel_names[c] && c < n_names && names[c]) {
+            s->channel_names[c] = names[c];
+            names[c] = NULL;
+        }
+        if (!s->channel_names[c] && !(s->channel_names[c] = strdup(""))) {
+            st = TW_E_NOMEM;
+            goto out;
+        }
+    }
+out:
+    for (int c = 0; ome && c < n; c++)
+        free(ome[c]);
+    free(ome);
+    return st;
+}
+
+static void
+tiff_set_channel(tw_slide *s, int c)
+{
+    tiff_reader *r = s->priv;
+
+    if (r->levels[0].n_pages > 1)
+        r->page = c;
+    else
+        r->sample_off = (size_t)c * r->sample_bytes;
+}
+
 /* ---- the backend */
 
 static void
@@ -995,10 +1094,13 @@ count_decode(tw_slide *s, tiff_reader *r, tiff_handle *hd, int level, uint32_t i
 
 /* Take the current directory (directory d of the main chain, or the SubIFD at byte `subifd`)
  * as the next level when it is one: readable geometry, and strictly smaller than the last
- * level (or of a wanted size, twi_tiff_open_levels). r->levels has room for it. */
+ * level (or of a wanted size, twi_tiff_open_levels); or, in the main chain, as one more channel
+ * page of the last level: a page of its size, layout and SubfileType right after its pages
+ * (gray only: an RGB page of the same size is no fluorescence channel). r->levels has room
+ * for it; names[] gets level 0's pages' qptiff names. */
 static tw_status
-try_level(tw_slide *s, tiff_reader *r, tiff_handle *h, int d, uint64_t subifd,
-          uint64_t file_size, tw_error *err)
+try_level(tw_slide *s, tiff_reader *r, tiff_handle *h, int d, uint64_t subifd, uint32_t subfile,
+          char **names, uint64_t file_size, tw_error *err)
 {
     tiff_level lv = {.dir = (tdir_t)d, .subifd = subifd};
     tw_status st;
@@ -1028,11 +1130,24 @@ try_level(tw_slide *s, tiff_reader *r, tiff_handle *h, int d, uint64_t subifd,
             return TW_OK;
         s->want_map[k] = r->n_levels;
     } else if (r->n_levels > 0) {
-        const tiff_level *prev = &r->levels[r->n_levels - 1];
+        tiff_level *prev = &r->levels[r->n_levels - 1];
 
+        if (!subifd && !prev->subifd && lv.w == prev->w && lv.h == prev->h && r->spp == 1 &&
+            subfile == prev->subfile && (tdir_t)d == prev->dir + (tdir_t)prev->n_pages) {
+            if ((st = check_striles(h->tif, r, r->n_levels - 1, file_size, err)) != TW_OK)
+                return st;
+            if (r->n_levels == 1)
+                page_name(h->tif, names, prev->n_pages);
+            prev->n_pages++;
+            return TW_OK;
+        }
         if (lv.w > prev->w || lv.h > prev->h || (lv.w == prev->w && lv.h == prev->h))
             return TW_OK;
     }
+    lv.n_pages = 1;
+    lv.subfile = subfile;
+    if (d == 0 && !subifd && !s->want)
+        page_name(h->tif, names, 0);
     r->levels[r->n_levels] = lv;
     if ((st = check_striles(h->tif, r, r->n_levels, file_size, err)) != TW_OK)
         return st;
@@ -1083,7 +1198,7 @@ add_subifd_levels(tw_slide *s, tiff_reader *r, tiff_handle *h, const tiff_layout
         if (!read_layout(h->tif, &l) || !same_layout(&l, l0) || (subfile & FILETYPE_MASK) ||
             !can_decode(&l))
             continue;
-        if ((st = try_level(s, r, h, 0, copy[i], file_size, err)) != TW_OK)
+        if ((st = try_level(s, r, h, 0, copy[i], subfile, NULL, file_size, err)) != TW_OK)
             goto out;
     }
     h->msg[0] = '\0';
@@ -1105,6 +1220,7 @@ tiff_open(tw_slide *s, const char *path, tw_error *err)
     struct stat sb;
     int n_dirs = 0, d, i;
     char ebuf[128];
+    char **names = NULL; /* the qptiff names of level 0's pages */
 
     if (!(r = calloc(1, sizeof *r)) || !(r->path = strdup(path))) {
         free(r);
@@ -1141,7 +1257,8 @@ tiff_open(tw_slide *s, const char *path, tw_error *err)
         twi_error_set(err, st, "io.tiff: out of memory reading the tags of '%s'", path);
         goto out;
     }
-    if (!(r->levels = calloc((size_t)n_dirs, sizeof *r->levels))) {
+    if (!(r->levels = calloc((size_t)n_dirs, sizeof *r->levels)) ||
+        !(names = calloc((size_t)n_dirs, sizeof *names))) {
         st = twi_error_set(err, TW_E_NOMEM, "io.tiff: out of memory opening '%s'", path);
         goto out;
     }
@@ -1162,14 +1279,26 @@ tiff_open(tw_slide *s, const char *path, tw_error *err)
                 continue;
             if (!can_decode(&l))
                 continue;
+        } else {
+            TIFFGetField(h->tif, TIFFTAG_SUBFILETYPE, &subfile);
         }
-        if ((st = try_level(s, r, h, d, 0, (uint64_t)sb.st_size, err)) != TW_OK)
+        if ((st = try_level(s, r, h, d, 0, subfile, names, (uint64_t)sb.st_size, err)) !=
+            TW_OK)
             goto out;
         if (d == 0 && (st = add_subifd_levels(s, r, h, &l0, n_dirs, (uint64_t)sb.st_size,
                                               err)) != TW_OK)
             goto out;
     }
 
+    if (r->n_levels > 0 && !s->want &&
+        (st = finish_channels(s, r, names, n_dirs)) != TW_OK) {
+        if (st == TW_E_FORMAT)
+            twi_error_set(err, st, "io.tiff: '%s' has channels both as samples and as pages",
+                          path);
+        else
+            twi_error_set(err, st, "io.tiff: out of memory opening '%s'", path);
+        goto out;
+    }
     if (!(s->levels = calloc((size_t)r->n_levels, sizeof *s->levels)) ||
         !(s->format = strdup("tiff"))) {
         st = twi_error_set(err, TW_E_NOMEM, "io.tiff: out of memory opening '%s'", path);
@@ -1195,6 +1324,9 @@ tiff_open(tw_slide *s, const char *path, tw_error *err)
     handle_release(r, h);
     h = NULL;
 out:
+    for (i = 0; names && i < n_dirs; i++)
+        free(names[i]);
+    free(names);
     handle_close(h);
     return st;
 }
@@ -1379,7 +1511,7 @@ tiff_read_region(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, int64_
             }
             for (row = cy0; row < cy1; row++) {
                 const uint8_t *sp = hd->scratch + (size_t)(row - oy) * src_row +
-                                    (size_t)(cx0 - ox) * src_px;
+                                    (size_t)(cx0 - ox) * src_px + r->sample_off;
                 uint8_t *dp = dst + (size_t)(row - y) * stride + (size_t)(cx0 - x) * dst_px;
 
                 if (src_px == dst_px) {
@@ -1418,6 +1550,7 @@ const twi_reader_ops twi_reader_tiff_ops = {
     .kind = TW_READER_TIFF,
     .open = tiff_open,
     .read_region = tiff_read_region,
+    .set_channel = tiff_set_channel,
     .decoded_tile_bytes = tiff_decoded_tile_bytes,
     .close = tiff_close,
 };

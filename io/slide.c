@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <openslide.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -129,6 +130,7 @@ open_with(const twi_reader_ops *ops, const char *path, tw_slide **out, bool *uns
         goto out;
     }
     s->ops = ops;
+    s->channel = -1;
     if ((st = ops->open(s, path, err)) != TW_OK) {
         if (unsupported)
             *unsupported = s->layout_unsupported;
@@ -225,6 +227,9 @@ tw_slide_close(tw_slide *s)
     }
     free(s->prop_names);
     free(s->prop_values);
+    for (int c = 0; s->channel_names && c < s->n_channels; c++)
+        free(s->channel_names[c]);
+    free(s->channel_names);
     free(s->levels);
     free(s->format);
     free(s->path);
@@ -306,6 +311,84 @@ tw_slide_get_property_names(const tw_slide *s)
     return s ? (const char *const *)s->prop_names : NULL;
 }
 
+int
+tw_slide_get_channel_count(const tw_slide *s)
+{
+    return s ? s->n_channels : 0;
+}
+
+const char *
+tw_slide_get_channel_name(const tw_slide *s, int c)
+{
+    return s && c >= 0 && c < s->n_channels ? s->channel_names[c] : NULL;
+}
+
+int
+tw_slide_get_channel(const tw_slide *s)
+{
+    return s && s->n_channels ? s->channel : -1;
+}
+
+/* "0 DAPI, 1 FITC, 2 Cy3" (names omitted where the file has none), cut short to fit. */
+static const char *
+channel_list(const tw_slide *s, char *buf, size_t n)
+{
+    size_t used = 0;
+
+    buf[0] = '\0';
+    for (int c = 0; c < s->n_channels && used + 1 < n; c++) {
+        int k = snprintf(buf + used, n - used, "%s%d%s%s", c ? ", " : "", c,
+                         s->channel_names[c][0] ? " " : "", s->channel_names[c]);
+
+        if (k < 0)
+            break;
+        used += (size_t)k < n - used ? (size_t)k : n - used - 1;
+    }
+    return buf;
+}
+
+tw_status
+tw_slide_set_channel(tw_slide *s, const char *channel, tw_error *err)
+{
+    char list[512];
+    int64_t idx = -1;
+    int c;
+
+    if (!s || !channel)
+        return twi_error_set(err, TW_E_INVALID, "io: tw_slide_set_channel: NULL argument");
+    if (s->n_channels == 0)
+        return twi_error_set(err, TW_E_INVALID,
+                             "io: '%s' has no channels to choose from (one %s channel); leave "
+                             "out --channel",
+                             s->path, s->channels == 3 ? "RGB colour" : "gray");
+    /* a name first: a channel may well be called "1" */
+    for (c = 0; c < s->n_channels; c++)
+        if (s->channel_names[c][0] && strcmp(s->channel_names[c], channel) == 0)
+            break;
+    if (c == s->n_channels && twi_parse_i64(channel, 0, s->n_channels - 1, &idx) == TW_OK)
+        c = (int)idx;
+    if (c == s->n_channels)
+        return twi_error_set(err, TW_E_INVALID,
+                             "io: '%s' has no channel '%s'; its channels are %s", s->path,
+                             channel, channel_list(s, list, sizeof list));
+    s->channel = c;
+    if (s->ops->set_channel)
+        s->ops->set_channel(s, c);
+    return TW_OK;
+}
+
+tw_status
+twi_slide_channel_missing(const tw_slide *s, const char *op, tw_error *err)
+{
+    char list[512];
+
+    if (!s || s->n_channels == 0 || s->channel >= 0)
+        return TW_OK;
+    return twi_error_set(err, TW_E_INVALID,
+                         "%s: '%s' has %d channels (%s): choose one with --channel N|NAME",
+                         op, s->path, s->n_channels, channel_list(s, list, sizeof list));
+}
+
 void
 twi_slide_set_io(tw_slide *s, twi_io_counts *io)
 {
@@ -359,6 +442,8 @@ tw_slide_read_region(tw_slide *s, int level, int64_t x, int64_t y, int64_t w, in
         return twi_error_set(err, TW_E_INVALID, "io: level %d does not exist ('%s' has %d %s)",
                              level, s->path, s->n_levels, s->n_levels == 1 ? "level" : "levels");
     l = &s->levels[level];
+    if (twi_slide_channel_missing(s, "io", err) != TW_OK)
+        return TW_E_INVALID;
     if (w < 1 || h < 1)
         return twi_error_set(err, TW_E_INVALID,
                              "io: region %" PRId64 ",%" PRId64 ",%" PRId64 "x%" PRId64

@@ -32,6 +32,11 @@ TWI_HIDDEN void twi_slide_set_bad_tiles(tw_slide *s, bool fill);
 /* Bytes one decoded tile or strip of `level` takes while it is read (the libtiff reader; 0
  * when the backend does not say). Thread-safe. */
 TWI_HIDDEN uint64_t twi_slide_decoded_tile_bytes(const tw_slide *s, int level);
+/* A slide of several channels (tw_slide_get_channel_count) none of which was chosen
+ * (tw_slide_set_channel): TW_E_INVALID "OP: 'PATH' has N channels (0 DAPI, 1 FITC, ...):
+ * choose one with --channel N|NAME", never a silent pick; else TW_OK. */
+TWI_HIDDEN tw_status twi_slide_channel_missing(const tw_slide *s, const char *op,
+                                               tw_error *err);
 /* Bad tiles filled so far. Thread-safe. */
 TWI_HIDDEN uint64_t twi_slide_get_bad_tiles(const tw_slide *s);
 /* Count the writer's encoded and written bytes into `io` (as twi_slide_set_io). */

@@ -64,6 +64,7 @@ fill_holes(tw_runtime *rt, const tw_rfilter_opts *o, tw_mpi *mpi, tw_mpi_report 
     if ((st = base_spec("fill-holes", o, 4, &sp, err)) != TW_OK)
         return st;
     sp.complement = true;
+    sp.mask_op = true;
     sp.prep = TWI_MRECON_PREP_BORDER;
     sp.out = TWI_MRECON_OUT_RESULT;
     sp.mpi = mpi;

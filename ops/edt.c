@@ -1041,6 +1041,10 @@ ed_setup(ed_job *e, tw_runtime *rt, const tw_edt_opts *o, tw_error *err)
     if ((st = twi_src_open(cfg, OP, TWI_SRC_U8 | TWI_SRC_U16 | TWI_SRC_U32 | TWI_SRC_F32,
                            "input", &o->input, &o->image, &e->in, err)) != TW_OK)
         return st;
+    /* threshold 0 ("nonzero") on colour measures to the slide's black pixels: refused */
+    if ((st = twi_src_mask_check(OP, &e->in, e->otsu || e->threshold != 0 || e->in.s.in_mask,
+                                 err)) != TW_OK)
+        return st;
     e->W = e->in.s.w;
     e->H = e->in.s.h;
     if (e->W > TWI_EDT_MAX_SIDE || e->H > TWI_EDT_MAX_SIDE)

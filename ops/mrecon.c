@@ -1111,6 +1111,7 @@ store_cpu(tw_task_ctx *ctx, void *arg)
     tw_tile_view jv = twi_ctx_view(ctx, 0), iv = twi_ctx_view(ctx, 1), ov = jv;
     size_t oss = tw_sample_size(m->out_type);
     bool none = false;
+    uint8_t fg;
     tw_error err;
     tw_status st;
 
@@ -1149,12 +1150,15 @@ store_cpu(tw_task_ctx *ctx, void *arg)
         pthread_mutex_lock(&m->lock);
         none = m->hval > (int64_t)m->img_max - (int64_t)m->img_min;
         pthread_mutex_unlock(&m->lock);
+        /* A file gets 0/255, as every 8-bit mask written (viewers show 0/1 as black); a
+         * caller's image 0/1 (docs/io.md, "Masks"). */
+        fg = m->out_file ? 255 : 1;
         TYPED(jv.type, {
             for (int32_t y = 0; y < t->h; y++) {
                 const T *j = ROW(&jv, T, y), *i = ROW(&iv, T, y);
                 uint8_t *o = ROW(&ov, uint8_t, y);
                 for (int32_t x = 0; x < t->w; x++)
-                    o[x] = (uint8_t)(!none && (int64_t)i[x] - (int64_t)j[x] >= m->hval);
+                    o[x] = !none && (int64_t)i[x] - (int64_t)j[x] >= m->hval ? fg : 0;
             }
         });
         break;
@@ -1439,6 +1443,8 @@ mr_setup(mr_job *m, tw_runtime *rt, const twi_mrecon_spec *sp, tw_error *err)
     if ((st = twi_src_open(cfg, m->op, TWI_SRC_U8 | TWI_SRC_U16,
                            sp->prep == TWI_MRECON_PREP_MARKER ? "mask" : "input", sp->mask_file,
                            sp->mask_mem, &m->mask, err)) != TW_OK)
+        return st;
+    if (sp->mask_op && (st = twi_src_mask_check(m->op, &m->mask, m->mask.s.in_mask, err)) != TW_OK)
         return st;
     m->type = m->mask.s.in_type;
     m->W = m->mask.s.w;

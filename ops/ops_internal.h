@@ -38,6 +38,8 @@ typedef struct twi_stream {
     const char *in_path;           /* the input's path (borrowed from the tw_input: valid
                                       during submission only), for twi_stream_open_output's
                                       checks; NULL: none */
+    int64_t t_open;                /* CLOCK_MONOTONIC ns when the input began to open (the
+                                      job's time counts from it: twi_stream_attach_io); 0 none */
     const tw_slide *meta;          /* a secondary output's stream (no slide of its own: EDT
                                       indices, max-tree areas): the main input's slide, borrowed,
                                       whose mpp it carries (with `downsample`); NULL: none */
@@ -174,6 +176,12 @@ TWI_HIDDEN tw_status twi_src_open(const tw_config *cfg, const char *op, unsigned
                                   const char *what, const tw_input *file,
                                   const tw_host_image *mem, twi_src *src, tw_error *err);
 
+/* A mask operation (fill-holes, edt) on a colour (RGB) file that no threshold makes a mask
+ * (`thresholded` false): TW_E_INVALID naming the file and the options to add (the luminance
+ * of an H&E slide is no mask: every non-black pixel would be foreground). TW_OK otherwise. */
+TWI_HIDDEN tw_status twi_src_mask_check(const char *op, const twi_src *src, bool thresholded,
+                                        tw_error *err);
+
 /* Read the v->w x v->h pixels of src at (x, y) of its frame into v (1 channel of the source's
  * type): a region of the slide, converted by the gray kernel (mode, threshold) when RGB or
  * thresholded, or the glass value without reading when --tissue finds no tissue there; or
@@ -249,6 +257,8 @@ typedef struct twi_mrecon_spec {
     bool clamp;                      /* PREP_MARKER: clamp instead of failing */
     twi_mrecon_prep prep;
     twi_mrecon_out out;
+    bool mask_op;                    /* the input is a mask (fill-holes): a colour file needs a
+                                        threshold (twi_src_mask_check) */
     int64_t h;                       /* PREP_SUB_H, OUT_MAXIMA */
     int32_t radius;                  /* PREP_ERODE */
     int32_t tile_w, tile_h;          /* 0: mrecon.tile_size, else tile.size */

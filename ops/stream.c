@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "omp_kernels.h"
 #include "ops_internal.h"
@@ -182,13 +183,27 @@ twi_stream_open_input(twi_stream *s, const tw_config *cfg, const char *op, const
     tw_reader_kind reader = TW_READER_AUTO;
     tw_level_info li;
 
+    struct timespec now;
+    tw_error cerr;
+
     if (!in || !in->path)
         return twi_error_set(err, TW_E_INVALID, "%s: an input path is required", op);
     const char *bad_tile = NULL;
 
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    s->t_open = (int64_t)now.tv_sec * 1000000000 + (int64_t)now.tv_nsec;
+
     reader_from_config(cfg, in->reader, &reader);
     if ((st = tw_slide_open(in->path, reader, &s->slide, err)) != TW_OK)
         return st;
+    if (in->channel && (st = tw_slide_set_channel(s->slide, in->channel, &cerr)) != TW_OK) {
+        /* the message is io's; the operation names it */
+        twi_error_set(err, st, "%s: %s", op,
+                      strncmp(cerr.message, "io: ", 4) == 0 ? cerr.message + 4 : cerr.message);
+        goto out;
+    }
+    if ((st = twi_slide_channel_missing(s->slide, op, err)) != TW_OK)
+        goto out;
     if (tw_config_get_string(cfg, "io.on_bad_tile", &bad_tile) == TW_OK && bad_tile)
         twi_slide_set_bad_tiles(s->slide, strcmp(bad_tile, "fill") == 0);
     if (in->level < 0 || in->level >= tw_slide_get_level_count(s->slide)) {
@@ -532,6 +547,8 @@ void
 twi_stream_attach_io(twi_stream *s, tw_job *job)
 {
     twi_slide_set_io(s->slide, twi_job_io(job));
+    /* the run began when its input began to open (Otsu's pass is part of it) */
+    twi_job_started_at(job, s->t_open);
     /* tiles filled while the job was set up (a low level read for Otsu, the tissue mask) */
     if (twi_job_io(job))
         twi_io_add(&twi_job_io(job)->tiles_bad, twi_slide_get_bad_tiles(s->slide));
@@ -628,6 +645,17 @@ twi_src_open(const tw_config *cfg, const char *op, unsigned types, const char *w
         return st;
     }
     return TW_OK;
+}
+
+tw_status
+twi_src_mask_check(const char *op, const twi_src *src, bool thresholded, tw_error *err)
+{
+    if (src->mem.data || src->s.in_channels != 3 || thresholded)
+        return TW_OK;
+    return twi_error_set(err, TW_E_INVALID,
+                         "%s: '%s' is a colour (RGB) image, not a mask: give a threshold, e.g. "
+                         "--threshold otsu --invert (tissue darker than the glass)",
+                         op, src->path);
 }
 
 tw_status

@@ -3,10 +3,17 @@
 /*
  * Every operation reads its file inputs through twi_src_read() (gray through its own read
  * task); this file holds what decides how: the gray kernel's parameters (mode, stain vectors,
- * threshold), and, built once at submission from a low-resolution level of the slide,
- * Otsu's threshold and the tissue mask (docs/io.md, "Gray from colour").
+ * threshold), Otsu's threshold and, built once at submission from a low-resolution level of
+ * the slide, the tissue mask (docs/io.md, "Gray from colour").
  *
- * The low-resolution image. Of the levels at or below the operation's level in resolution,
+ * Otsu's threshold, one definition for every operation (edt computes the same histogram in its
+ * own tasks, keeping the tiles it reads): scikit-image's threshold_otsu on the histogram of
+ * every pixel of the operation's input, its level and region, after step 1 (RGB to one
+ * channel). Made at submission by one parallel pass over the region in blocks of whole file
+ * tiles, so each file tile is decoded once: one extra read of the input. With --tissue, a
+ * block the tissue mask skips counts as the glass value, as the operation reads it.
+ *
+ * The low-resolution image (--tissue). Of the levels at or below the operation's level in resolution,
  * the smallest whose part under the operation's region still has at least 1 MPix; when that is
  * the operation's own level and its region has more than 4 MPix (a slide without a pyramid),
  * a box average of it by the integer factor k that keeps at least 1 MPix, read in bands of k
@@ -22,6 +29,7 @@
  * glass pixel becomes in the chosen mode and threshold.
  */
 #include <math.h>
+#include <omp.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +44,7 @@
 #define CHROMA_MAX 25
 #define DARK_LUM 100       /* below: tissue whatever its chroma */
 #define MARGIN_DEFAULT 64
+#define OTSU_BLOCK_PX (1 << 20) /* Otsu's pass reads blocks of about this many pixels */
 
 struct twi_prep {
     twi_gray_params gp;
@@ -265,45 +274,6 @@ read_low(const char *op, twi_stream *s, low_image *li, tw_error *err)
                                 (size_t)li->w * ch * ss, err);
 }
 
-/* Gray values of the low image (the input's mode, no threshold) -> Otsu. */
-static tw_status
-low_otsu(const char *op, const twi_prep *p, const low_image *li, int64_t *t, tw_error *err)
-{
-    size_t ss = tw_sample_size(p->type), bins = ss == 1 ? 256 : 65536;
-    twi_gray_params gp = p->gp;
-    tw_tile_view in, out;
-    uint64_t *hist = calloc(bins, sizeof *hist);
-    void *g = malloc((size_t)(li->w * li->h) * ss);
-    tw_status st = TW_OK;
-
-    if (!hist || !g) {
-        st = twi_error_set(err, TW_E_NOMEM, "%s: out of memory for Otsu's threshold", op);
-        goto out;
-    }
-    gp.threshold = 0;
-    memset(&in, 0, sizeof in);
-    in.data = li->px;
-    in.w = (int32_t)li->w;
-    in.h = (int32_t)li->h;
-    in.channels = p->channels;
-    in.type = p->type;
-    in.stride = (int64_t)((size_t)li->w * (size_t)p->channels * ss);
-    out = in;
-    out.data = g;
-    out.channels = 1;
-    out.stride = (int64_t)((size_t)li->w * ss);
-    if ((st = twi_omp_gray_p(&in, &out, &gp, 1)) != TW_OK) {
-        st = twi_error_set(err, st, "%s: cannot convert the low-resolution image", op);
-        goto out;
-    }
-    for (int64_t i = 0; i < li->w * li->h; i++)
-        hist[ss == 1 ? ((const uint8_t *)g)[i] : ((const uint16_t *)g)[i]]++;
-    *t = twi_otsu(hist, bins);
-out:
-    free(hist);
-    free(g);
-    return st;
-}
 
 /* 8-bit view of sample c of low pixel i. */
 static unsigned
@@ -450,9 +420,86 @@ out:
     return st;
 }
 
-/* What one glass pixel becomes. */
+/* A rectangle of the region (region-relative) without tissue (p->tissue set), uncounted. */
+static bool
+no_tissue(const twi_prep *p, int64_t x, int64_t y, int64_t w, int64_t h)
+{
+    int64_t x0, y0, x1, y1, W;
+
+    /* One low pixel of slack each way on top of the margin: rounding never hides tissue. */
+    x0 = (int64_t)floor(p->ox + (double)x / p->rx) - 1;
+    y0 = (int64_t)floor(p->oy + (double)y / p->ry) - 1;
+    x1 = (int64_t)ceil(p->ox + (double)(x + w) / p->rx) + 1;
+    y1 = (int64_t)ceil(p->oy + (double)(y + h) / p->ry) + 1;
+    x0 = x0 < 0 ? 0 : x0;
+    y0 = y0 < 0 ? 0 : y0;
+    x1 = x1 > p->lw ? p->lw : x1;
+    y1 = y1 > p->lh ? p->lh : y1;
+    if (x0 >= x1 || y0 >= y1)
+        return false;
+    W = p->lw + 1;
+    return (int64_t)p->sat[y1 * W + x1] - p->sat[y0 * W + x1] - p->sat[y1 * W + x0] +
+               p->sat[y0 * W + x0] ==
+           0;
+}
+
+/* The blocks of Otsu's pass: whole file tiles of the level, about OTSU_BLOCK_PX pixels, on the
+ * level's tile grid (so no file tile is decoded by two blocks); for a striped level, bands of
+ * the region's width, a multiple of 64 rows, on the level's grid of such bands. */
 static void
-glass_value(twi_prep *p)
+otsu_blocks(const twi_stream *s, const tw_level_info *L, int64_t *bw, int64_t *bh)
+{
+    if (L->tile_w > 0 && L->tile_h > 0) {
+        int64_t side = (int64_t)sqrt((double)OTSU_BLOCK_PX);
+
+        *bw = L->tile_w * (side / L->tile_w > 1 ? side / L->tile_w : 1);
+        *bh = L->tile_h * (side / L->tile_h > 1 ? side / L->tile_h : 1);
+    } else {
+        int64_t rows = (OTSU_BLOCK_PX / s->w + 63) / 64 * 64;
+
+        *bw = L->w;
+        *bh = rows > 64 ? rows : 64;
+    }
+}
+
+/* Count the gray values (step 1, no threshold) of w x h pixels read at buf into hist. */
+static tw_status
+count_block(const twi_prep *p, const twi_gray_params *gp, void *buf, void *gray, int64_t w,
+            int64_t h, uint64_t *hist)
+{
+    size_t ss = tw_sample_size(p->type);
+    tw_tile_view in, out;
+    const void *g = buf;
+    tw_status st;
+
+    if (p->channels != 1) {
+        memset(&in, 0, sizeof in);
+        in.data = buf;
+        in.w = (int32_t)w;
+        in.h = (int32_t)h;
+        in.channels = p->channels;
+        in.type = p->type;
+        in.stride = (int64_t)((size_t)w * (size_t)p->channels * ss);
+        out = in;
+        out.data = gray;
+        out.channels = 1;
+        out.stride = (int64_t)((size_t)w * ss);
+        if ((st = twi_omp_gray_p(&in, &out, gp, 1)) != TW_OK)
+            return st;
+        g = gray;
+    }
+    if (ss == 1)
+        for (int64_t i = 0; i < w * h; i++)
+            hist[((const uint8_t *)g)[i]]++;
+    else
+        for (int64_t i = 0; i < w * h; i++)
+            hist[((const uint16_t *)g)[i]]++;
+    return TW_OK;
+}
+
+/* What a glass pixel is after step 1 (--tissue: the value of a skipped block). */
+static unsigned
+glass_gray(const twi_prep *p, const twi_gray_params *gp)
 {
     uint16_t out = 0;
     uint8_t in8[3] = {(uint8_t)p->glass[0], (uint8_t)p->glass[1], (uint8_t)p->glass[2]};
@@ -468,8 +515,107 @@ glass_value(twi_prep *p)
     vo.channels = 1;
     vo.data = &out;
     vo.stride = (int64_t)tw_sample_size(p->type);
-    if (twi_omp_gray_p(&vi, &vo, &p->gp, 1) == TW_OK)
-        p->bg = p->type == TW_U8 ? *(uint8_t *)&out : out;
+    if (twi_omp_gray_p(&vi, &vo, gp, 1) != TW_OK)
+        return 0;
+    return p->type == TW_U8 ? *(uint8_t *)&out : out;
+}
+
+/* What one glass pixel becomes (steps 1 and 2). */
+static void
+glass_value(twi_prep *p)
+{
+    p->bg = (uint16_t)glass_gray(p, &p->gp);
+}
+
+/* Otsu's threshold of the whole input (the definition at the top of this file) into p->gp.t,
+ * with the blocks read in parallel by as many threads as the runtime has CPU workers. */
+static tw_status
+full_otsu(const tw_config *cfg, const char *op, twi_prep *p, twi_stream *s, tw_error *err)
+{
+    const size_t ss = tw_sample_size(p->type), bins = ss == 1 ? 256 : 65536;
+    const size_t px = (size_t)p->channels * ss;
+    twi_gray_params gp = p->gp;
+    tw_level_info L;
+    int64_t bw, bh, gx0, gy0, nbx, nby, n, workers = -1;
+    uint64_t *hist = NULL;
+    atomic_int failed;
+    tw_error first;
+    unsigned glass = 0;
+    int nthreads;
+    tw_status st = TW_OK;
+
+    gp.threshold = 0;
+    memset(&first, 0, sizeof first);
+    atomic_init(&failed, 0);
+    if ((st = tw_slide_get_level(s->slide, s->level, &L)) != TW_OK)
+        return twi_error_set(err, st, "%s: cannot describe level %d", op, s->level);
+    otsu_blocks(s, &L, &bw, &bh);
+    gx0 = s->x / bw * bw;
+    gy0 = s->y / bh * bh;
+    nbx = (s->x + s->w - gx0 + bw - 1) / bw;
+    nby = (s->y + s->h - gy0 + bh - 1) / bh;
+    n = nbx * nby;
+    if (p->tissue)
+        glass = glass_gray(p, &gp);
+    if (tw_config_get_int(cfg, "runtime.cpu_workers", &workers) != TW_OK || workers < 1)
+        workers = omp_get_max_threads();
+    nthreads = (int)(workers < n ? workers : n);
+    if (!(hist = calloc(bins, sizeof *hist)))
+        return twi_error_set(err, TW_E_NOMEM, "%s: out of memory for Otsu's threshold", op);
+#pragma omp parallel num_threads(nthreads)
+    {
+        uint64_t *local = calloc(bins, sizeof *local);
+        void *buf = malloc((size_t)(bw * bh) * px);
+        void *gray = p->channels != 1 ? malloc((size_t)(bw * bh) * ss) : NULL;
+        tw_error lerr;
+        tw_status lst = TW_OK;
+
+        memset(&lerr, 0, sizeof lerr);
+        if (!local || !buf || (p->channels != 1 && !gray))
+            lst = twi_error_set(&lerr, TW_E_NOMEM, "%s: out of memory for Otsu's threshold",
+                                op);
+#pragma omp for schedule(dynamic)
+        for (int64_t b = 0; b < n; b++) {
+            int64_t x0 = gx0 + (b % nbx) * bw, y0 = gy0 + (b / nbx) * bh;
+            int64_t x1 = x0 + bw, y1 = y0 + bh;
+
+            if (lst != TW_OK || atomic_load(&failed))
+                continue;
+            x0 = x0 > s->x ? x0 : s->x;
+            y0 = y0 > s->y ? y0 : s->y;
+            x1 = x1 < s->x + s->w ? x1 : s->x + s->w;
+            y1 = y1 < s->y + s->h ? y1 : s->y + s->h;
+            if (p->tissue && no_tissue(p, x0 - s->x, y0 - s->y, x1 - x0, y1 - y0)) {
+                local[glass] += (uint64_t)((x1 - x0) * (y1 - y0));
+                continue;
+            }
+            if ((lst = tw_slide_read_region(s->slide, s->level, x0, y0, x1 - x0, y1 - y0, buf,
+                                            (size_t)(x1 - x0) * px, &lerr)) == TW_OK &&
+                (lst = count_block(p, &gp, buf, gray, x1 - x0, y1 - y0, local)) != TW_OK)
+                twi_error_set(&lerr, lst, "%s: cannot convert '%s' to gray", op, s->in_path);
+            if (lst != TW_OK)
+                atomic_store(&failed, 1);
+        }
+#pragma omp critical(tw_otsu_merge)
+        {
+            if (lst != TW_OK && first.status == TW_OK)
+                first = lerr;
+            if (lst == TW_OK)
+                for (size_t k = 0; k < bins; k++)
+                    hist[k] += local[k];
+        }
+        free(local);
+        free(buf);
+        free(gray);
+    }
+    if (first.status != TW_OK) {
+        st = twi_error_set(err, first.status, "%s", first.message);
+    } else {
+        p->gp.t = twi_otsu(hist, bins);
+        p->gp.threshold = 1;
+    }
+    free(hist);
+    return st;
 }
 
 /* ---- the preparation */
@@ -527,16 +673,21 @@ twi_prep_create(const tw_config *cfg, const char *op, const tw_input *in, int mo
     atomic_init(&p->skipped, 0);
     if (in->report)
         in->report->threshold = -1;
-    if (in->threshold_mode == TW_THRESHOLD_OTSU || in->tissue) {
-        if ((st = read_low(op, s, &li, err)) != TW_OK)
+    if (in->tissue) {
+        if ((st = read_low(op, s, &li, err)) != TW_OK ||
+            (st = build_tissue(cfg, op, in, p, &li, err)) != TW_OK)
             goto out;
+        p->tissue = true;
         if (in->report)
-            in->report->otsu_level = li.level;
+            in->report->tissue_level = li.level;
     }
     if (in->threshold_mode == TW_THRESHOLD_OTSU) {
-        if ((st = low_otsu(op, p, &li, &p->gp.t, err)) != TW_OK)
+        if ((st = full_otsu(cfg, op, p, s, err)) != TW_OK)
             goto out;
-        p->gp.threshold = 1;
+        if (in->report)
+            in->report->otsu_level = s->level;
+        TW_INFO(op, "Otsu threshold %lld of '%s' (level %d)", (long long)p->gp.t, in->path,
+                s->level);
     } else if (in->threshold_mode == TW_THRESHOLD_VALUE) {
         double maxv = s->in_type == TW_U8 ? 255.0 : 65535.0;
         double t = floor(in->threshold);
@@ -548,12 +699,8 @@ twi_prep_create(const tw_config *cfg, const char *op, const tw_input *in, int mo
     if (p->gp.threshold && in->report)
         in->report->threshold = in->threshold_mode == TW_THRESHOLD_OTSU ? (double)p->gp.t
                                                                         : in->threshold;
-    if (in->tissue) {
-        if ((st = build_tissue(cfg, op, in, p, &li, err)) != TW_OK)
-            goto out;
-        p->tissue = true;
+    if (p->tissue)
         glass_value(p);
-    }
 out:
     free(li.px);
     if (st != TW_OK) {
@@ -586,27 +733,10 @@ twi_prep_params(const twi_prep *p)
 bool
 twi_prep_skip(twi_prep *p, int64_t x, int64_t y, int64_t w, int64_t h)
 {
-    int64_t x0, y0, x1, y1, W;
-    int64_t n;
-
     if (!p || !p->tissue)
         return false;
     atomic_fetch_add(&p->reads, 1);
-    /* One low pixel of slack each way on top of the margin: rounding never hides tissue. */
-    x0 = (int64_t)floor(p->ox + (double)x / p->rx) - 1;
-    y0 = (int64_t)floor(p->oy + (double)y / p->ry) - 1;
-    x1 = (int64_t)ceil(p->ox + (double)(x + w) / p->rx) + 1;
-    y1 = (int64_t)ceil(p->oy + (double)(y + h) / p->ry) + 1;
-    x0 = x0 < 0 ? 0 : x0;
-    y0 = y0 < 0 ? 0 : y0;
-    x1 = x1 > p->lw ? p->lw : x1;
-    y1 = y1 > p->lh ? p->lh : y1;
-    if (x0 >= x1 || y0 >= y1)
-        return false;
-    W = p->lw + 1;
-    n = (int64_t)p->sat[y1 * W + x1] - p->sat[y0 * W + x1] - p->sat[y1 * W + x0] +
-        p->sat[y0 * W + x0];
-    if (n > 0)
+    if (!no_tissue(p, x, y, w, h))
         return false;
     atomic_fetch_add(&p->skipped, 1);
     return true;

@@ -343,6 +343,20 @@ twi_job_io(tw_job *job)
 }
 
 void
+twi_job_started_at(tw_job *job, int64_t t0_ns)
+{
+    int64_t cur;
+
+    if (!job || t0_ns <= 0)
+        return;
+    cur = (int64_t)job->t0.tv_sec * 1000000000 + (int64_t)job->t0.tv_nsec;
+    if (t0_ns < cur) {
+        job->t0.tv_sec = (time_t)(t0_ns / 1000000000);
+        job->t0.tv_nsec = (long)(t0_ns % 1000000000); /* lint-allow: the timespec field */
+    }
+}
+
+void
 tw_job_get_io(tw_job *job, tw_job_io *out)
 {
     if (!out)

@@ -307,6 +307,11 @@ TWI_HIDDEN tw_status twi_job_hold(tw_job *job);
 TWI_HIDDEN void twi_job_unhold(tw_job *job);
 /* The job's I/O counts, for its streams' readers and writers (tw_job_get_io). */
 TWI_HIDDEN twi_io_counts *twi_job_io(tw_job *job);
+/* Count the job's time (tw_progress.elapsed_s) from `t0_ns` (CLOCK_MONOTONIC nanoseconds)
+ * when that is earlier than its creation: the work its operation did at submission, before
+ * the job existed (opening the input, Otsu's pass, the tissue mask), is part of the run.
+ * Before the job's first task; 0 is ignored. */
+TWI_HIDDEN void twi_job_started_at(tw_job *job, int64_t t0_ns);
 
 /* ---- the streaming window (runtime/window.c, docs/runtime.md "Streaming window"): a job's
  * stream of n units (tiles, bands, the cells of a pass) admitted by the runtime, in order,

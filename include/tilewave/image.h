@@ -80,9 +80,37 @@ TW_API int tw_slide_get_level_count(const tw_slide *s);
 TW_API TW_NODISCARD tw_status tw_slide_get_level(const tw_slide *s, int level,
                                                 tw_level_info *out);
 
-/** Channels per pixel as read: 1 (gray), 2 (u32 coordinate pairs) or 3 (RGB); 0 for a NULL
- *  slide. Thread-safe. @since 0.1 */
+/** Channels per pixel as read: 1 (gray, or the chosen channel of a multi-channel image), 2
+ *  (u32 coordinate pairs) or 3 (RGB); 0 for a NULL slide. Thread-safe. @since 0.1 */
 TW_API int tw_slide_get_channels(const tw_slide *s);
+
+/**
+ * Channels of a multi-channel image, which are not RGB colour: fluorescence channels stored as
+ * pages of one size (PerkinElmer qptiff, OME-TIFF planes) or as the gray samples of each pixel.
+ * Their number (>= 2), or 0 for an image of one channel or RGB colour (and a NULL slide). Such
+ * an image is read one channel at a time, chosen with tw_slide_set_channel(); until then
+ * tw_slide_read_region() refuses it, naming the channels. Thread-safe. @since 0.7
+ */
+TW_API int tw_slide_get_channel_count(const tw_slide *s);
+
+/** Name of channel @p c ("DAPI": the qptiff page's name, the OME Channel's Name; "" when the
+ *  file names none), or NULL (@p c out of range, NULL @p s). Owned by @p s. Thread-safe.
+ *  @since 0.7 */
+TW_API const char *tw_slide_get_channel_name(const tw_slide *s, int c);
+
+/** The channel chosen with tw_slide_set_channel(), -1 when none is (or the image has no
+ *  channels, or @p s is NULL). @since 0.7 */
+TW_API int tw_slide_get_channel(const tw_slide *s);
+
+/**
+ * Read channel @p channel of a multi-channel image from now on: its name (exact) or its index
+ * ("0", "1", ...; a name that is a number wins). Call before reading, not while regions are
+ * read. tw_slide_get_channels() stays 1.
+ * @return TW_OK, TW_E_INVALID (NULL argument; an image without channels; no such channel: the
+ * message lists those there are). @since 0.7
+ */
+TW_API TW_NODISCARD tw_status tw_slide_set_channel(tw_slide *s, const char *channel,
+                                                  tw_error *err);
 
 /** Sample type as read (#TW_U8 for a NULL slide). Thread-safe. @since 0.1 */
 TW_API tw_sample_type tw_slide_get_sample_type(const tw_slide *s);

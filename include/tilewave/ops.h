@@ -53,7 +53,10 @@ typedef enum tw_gray_mode {
 typedef enum tw_threshold_mode {
     TW_THRESHOLD_NONE = 0, /**< gray values as they are (default) */
     TW_THRESHOLD_VALUE,    /**< 0 / the type's maximum: foreground = value > threshold */
-    TW_THRESHOLD_OTSU      /**< the same with Otsu's threshold of a low-resolution level */
+    TW_THRESHOLD_OTSU      /**< the same with Otsu's threshold of the input: scikit-image
+                                threshold_otsu of the histogram of every pixel of the level and
+                                region, after RGB to one channel (docs/io.md, "Otsu"; before 0.7,
+                                of a low-resolution level) */
 } tw_threshold_mode;
 
 /**
@@ -63,7 +66,9 @@ typedef enum tw_threshold_mode {
  */
 typedef struct tw_input_report {
     double threshold;        /**< the threshold applied (Otsu's when asked for); -1: none */
-    int otsu_level;          /**< the slide level Otsu and the tissue mask were computed on */
+    int otsu_level;          /**< the slide level Otsu was computed on: the input's own level
+                                  (since 0.7; before, a low-resolution level, which
+                                  tissue_level now reports) */
     double tissue_fraction;  /**< --tissue: tissue share of the low-resolution level (before the
                                   margin) */
     int64_t reads;           /**< regions the operation read (tiles, bands, rows of tiles) */
@@ -73,6 +78,8 @@ typedef struct tw_input_report {
                                   (tw_input.mpp, .magnification). @since 0.6 */
     double mpp_x, mpp_y;     /**< microns per pixel of the image the operation saw, 0 when
                                   unknown. @since 0.6 */
+    int tissue_level;        /**< --tissue: the slide level the tissue mask was computed on.
+                                  @since 0.7 */
 } tw_input_report;
 
 /** The input of an operation. @since 0.1 */
@@ -102,6 +109,12 @@ typedef struct tw_input {
                                      that image; the slide's mpp must be known. 0: `level` */
     double magnification;       /**< > 0: the same for an objective magnification (5 for 5x;
                                      the slide's objective power must be known); not with mpp */
+    const char *channel;        /**< the channel of a multi-channel image to read (qptiff,
+                                     OME-TIFF; tw_slide_get_channel_count()): its name or index
+                                     (tw_slide_set_channel()). NULL: none, and such an image is
+                                     refused (TW_E_INVALID naming its channels), never read as
+                                     one of them silently; set for an image without channels,
+                                     TW_E_INVALID too. @since 0.7 */
 } tw_input;
 
 /** The output of an operation. @since 0.1 */
@@ -329,8 +342,9 @@ TW_API TW_NODISCARD tw_status tw_fill_holes_submit(tw_runtime *rt, const tw_rfil
 
 /**
  * h-maxima, exactly as scikit-image 0.19 `h_maxima(image, h, footprint)`: R = reconstruction
- * by dilation of max(image - h, 0) under the image; the result is a TW_U8 image, 1 where
- * image - R >= h and 0 elsewhere; all 0 when h exceeds max - min of the image. With
+ * by dilation of max(image - h, 0) under the image; the result is a TW_U8 mask, 1 where
+ * image - R >= h and 0 elsewhere in a caller's image, 255 and 0 in a file (since 0.7; 1 before:
+ * every 8-bit mask file is 0/255); all 0 when h exceeds max - min of the image. With
  * @p o->dome, the h-dome image image - R instead (the image's type). @p conn default 8.
  * @return as tw_mrecon_submit(); TW_E_INVALID for h < 1.
  * Misuse and ownership: as every submit function (@ref tw_ops).
@@ -341,7 +355,8 @@ TW_API TW_NODISCARD tw_status tw_hmax_submit(tw_runtime *rt, const tw_rfilter_op
 
 /**
  * Regional maxima: h-maxima with h = 1 (TW_U8, 1 on every connected plateau whose neighbours
- * are all lower, 0 elsewhere; all 0 on a constant image), the same as scikit-image
+ * are all lower (255 in a file, as tw_hmax_submit()), 0 elsewhere; all 0 on a constant image),
+ * the same as scikit-image
  * `h_maxima(image, 1)` and `local_maxima(image)`. @p conn default 8.
  * @return as tw_mrecon_submit().
  * Misuse and ownership: as every submit function (@ref tw_ops).

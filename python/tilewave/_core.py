@@ -474,15 +474,26 @@ def _init(init, cls):
 
 _READERS = {"auto": 0, "openslide": 1, "tiff": 2}
 # Keyword options of the inputs (tw_input) and outputs (tw_output), named as the CLI flags
-# (--region, --reader, --gray, --stain-vectors, --threshold, --invert, --tissue, --tissue-mask;
-# --quality, --pyramid, --layout, --overlay). `level` and `compression` are named parameters.
-_IN_ALL = ("region", "reader", "gray", "stains", "threshold", "invert", "tissue", "tissue_mask",
-           "input_report", "mpp", "magnification")
+# (--region, --reader, --channel, --gray, --stain-vectors, --threshold, --invert, --tissue,
+# --tissue-mask; --quality, --pyramid, --layout, --overlay). `level` and `compression` are
+# named parameters.
+_IN_ALL = ("region", "reader", "channel", "gray", "stains", "threshold", "invert", "tissue",
+           "tissue_mask", "input_report", "mpp", "magnification")
 _OUT_ALL = ("quality", "pyramid", "layout", "overlay", "overlay_deflate", "description")
 
 
 def _is_number(v):
     return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+
+
+def _channel_arg(op, c):
+    """A channel of a multi-channel image (``channel=``): its index (int) or name (str), as
+    the C API takes it (text)."""
+    if isinstance(c, (int, np.integer)) and not isinstance(c, bool) and int(c) >= 0:
+        return str(int(c))
+    if isinstance(c, str) and c:
+        return c
+    raise ValueError(f"tilewave.{op}: channel must be an index >= 0 or a name, got {c!r}")
 
 
 def _options(op, kw, in_keys, out_keys):
@@ -509,6 +520,8 @@ def _options(op, kw, in_keys, out_keys):
     if "reader" in inp and inp["reader"] not in _READERS:
         raise ValueError(f"tilewave.{op}: unknown reader {inp['reader']!r} (auto, openslide "
                          "or tiff)")
+    if "channel" in inp:
+        inp["channel"] = _channel_arg(op, inp["channel"])
     if "gray" in inp:
         inp["gray"] = _parse(lib.tw_gray_mode_parse, "gray mode", inp["gray"], op)
     if "stains" in inp:
@@ -581,6 +594,8 @@ def _set_input(inp, path, level, opts, keep):
         inp.x, inp.y, inp.w, inp.h = opts["region"]
     if "reader" in opts:
         inp.reader = _READERS[opts["reader"]]
+    if "channel" in opts:
+        inp.channel = opts["channel"].encode()
     if "gray" in opts:
         inp.gray = opts["gray"]
     if "stains" in opts:
@@ -615,6 +630,7 @@ def _report_filler(reports, target):
         r = reports[0]
         target.update({"threshold": None if r.threshold < 0 else float(r.threshold),
                        "otsu_level": int(r.otsu_level),
+                       "tissue_level": int(r.tissue_level),
                        "tissue_fraction": float(r.tissue_fraction),
                        "reads": int(r.reads), "skipped": int(r.skipped),
                        "level": int(r.level), "reduce": int(r.reduce),
@@ -655,7 +671,10 @@ def _set_output(op, out, path, compression, opts, input_is_path=True):
 
 def info(path):
     """Describe a slide or TIFF: {"format", "levels": [(w, h, downsample)...], "channels",
-    "dtype", "mpp": (x, y), "objective_power"} (mpp (0, 0) and objective_power 0: unknown)."""
+    "channel_names", "dtype", "mpp": (x, y), "objective_power"} (mpp (0, 0) and objective_power
+    0: unknown). "channels" is what a read gives per pixel (1, 3; 1 for a multi-channel image,
+    one channel at a time); "channel_names" lists the channels of a multi-channel image
+    (fluorescence qptiff, OME-TIFF; "" where unnamed), [] otherwise."""
     s = _open(path)
     try:
         levels = []
@@ -667,6 +686,8 @@ def info(path):
         lib.tw_slide_get_mpp(s, ctypes.byref(mx), ctypes.byref(my))
         return {"format": lib.tw_slide_get_format(s).decode(), "levels": levels,
                 "channels": lib.tw_slide_get_channels(s),
+                "channel_names": [lib.tw_slide_get_channel_name(s, c).decode()
+                                  for c in range(lib.tw_slide_get_channel_count(s))],
                 "dtype": _DTYPES.get(lib.tw_slide_get_sample_type(s)),
                 "mpp": (mx.value, my.value),
                 "objective_power": float(lib.tw_slide_get_objective_power(s))}
@@ -684,13 +705,19 @@ def _open(path, reader="auto"):
     return s
 
 
-def read(path, level=0, region=None, *, reader="auto"):
+def read(path, level=0, region=None, *, reader="auto", channel=None):
     """Read a level of a slide or TIFF, or ``region`` (x, y, w, h) of it: an (h, w) or
-    (h, w, channels) array."""
+    (h, w, channels) array. ``channel`` (index or name) picks one channel of a multi-channel
+    image, which is refused without it."""
     if region is not None:
         region = _options("read", {"region": region}, ("region",), ())[0]["region"]
+    if channel is not None:
+        channel = _channel_arg("read", channel)
     s = _open(path, reader)
     try:
+        if channel is not None:
+            err = _lib.Error()
+            _check(lib.tw_slide_set_channel(s, channel.encode(), ctypes.byref(err)), err)
         li = _lib.LevelInfo()
         if int(level) < 0 or lib.tw_slide_get_level(s, int(level), ctypes.byref(li)) != \
                 _lib.TW_OK:
@@ -882,7 +909,8 @@ def fill_holes(image, out=None, *, conn=0, level=0, tile=None, compression=None,
 
 def hmax(image, h, out=None, *, dome=False, conn=0, level=0, tile=None, compression=None,
          runtime=None, progress=None, progress_interval=0.05, wait=True, **options):
-    """h-maxima (uint8 0/1 image), or the h-dome image with ``dome=True``."""
+    """h-maxima (uint8 0/1 array; 0/255 in a file, docs/io.md "Masks"), or the h-dome
+    image with ``dome=True``."""
     if int(h) < 1:
         raise ValueError(f"tilewave.hmax: h must be >= 1 (got {h})")
     return _rfilter("hmax", lib.tw_hmax_submit, image, out, None if dome else np.uint8, conn,
@@ -892,7 +920,7 @@ def hmax(image, h, out=None, *, dome=False, conn=0, level=0, tile=None, compress
 
 def regional_max(image, out=None, *, conn=0, level=0, tile=None, compression=None,
                  runtime=None, progress=None, progress_interval=0.05, wait=True, **options):
-    """Regional maxima (uint8 0/1 image)."""
+    """Regional maxima (uint8 0/1 array; 0/255 in a file, docs/io.md "Masks")."""
     return _rfilter("regional_max", lib.tw_regional_max_submit, image, out, np.uint8, conn,
                     level, tile, compression, runtime, progress, wait, progress_interval,
                     options)
@@ -1181,12 +1209,12 @@ def convert(in_path, out_path, *, level=0, tile=None, compression=None, runtime=
     """Copy a level (or ``region``) of any slide tilewave reads into a tiled BigTIFF at
     ``out_path``, pixels as read (RGB stays RGB, 16-bit stays 16-bit), optionally as a
     ``pyramid`` with ``layout`` "tiff" or "ome" (`tilewave convert`). Input options: level,
-    region, reader, mpp, magnification, input_report (no gray, threshold or tissue); output
-    options: compression, quality, pyramid, layout, description (no overlay)."""
+    region, reader, channel, mpp, magnification, input_report (no gray, threshold or tissue);
+    output options: compression, quality, pyramid, layout, description (no overlay)."""
     if not _is_path(in_path) or not _is_path(out_path):
         raise TypeError("tilewave.convert: in_path and out_path must be paths")
-    inopts, outopts = _options("convert", options, ("region", "reader", "mpp", "magnification",
-                                                    "input_report"),
+    inopts, outopts = _options("convert", options, ("region", "reader", "channel", "mpp",
+                                                    "magnification", "input_report"),
                                ("quality", "pyramid", "layout", "description"))
     o = _init(lib.tw_convert_opts_init, _lib.ConvertOpts)
     keep = []

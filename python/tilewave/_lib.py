@@ -36,7 +36,7 @@ class Error(ctypes.Structure):
 class InputReport(ctypes.Structure):
     _fields_ = [("threshold", c_double), ("otsu_level", c_int), ("tissue_fraction", c_double),
                 ("reads", c_int64), ("skipped", c_int64), ("level", c_int), ("reduce", c_int),
-                ("mpp_x", c_double), ("mpp_y", c_double)]
+                ("mpp_x", c_double), ("mpp_y", c_double), ("tissue_level", c_int)]
 
 
 class Input(ctypes.Structure):
@@ -46,7 +46,7 @@ class Input(ctypes.Structure):
                 ("threshold_mode", c_int), ("threshold", c_double), ("invert", c_bool),
                 ("tissue", c_bool), ("tissue_mask_path", c_char_p),
                 ("report", ctypes.POINTER(InputReport)), ("mpp", c_double),
-                ("magnification", c_double)]
+                ("magnification", c_double), ("channel", c_char_p)]
 
 
 class Output(ctypes.Structure):
@@ -178,6 +178,9 @@ _PROTOS = {
     "tw_slide_get_level_count": (c_int, [c_void_p]),
     "tw_slide_get_level": (c_int, [c_void_p, c_int, _P(LevelInfo)]),
     "tw_slide_get_channels": (c_int, [c_void_p]),
+    "tw_slide_get_channel_count": (c_int, [c_void_p]),
+    "tw_slide_get_channel_name": (c_char_p, [c_void_p, c_int]),
+    "tw_slide_set_channel": (c_int, [c_void_p, c_char_p, _E]),
     "tw_slide_get_sample_type": (c_int, [c_void_p]),
     "tw_slide_get_mpp": (None, [c_void_p, _P(c_double), _P(c_double)]),
     "tw_slide_get_objective_power": (c_double, [c_void_p]),

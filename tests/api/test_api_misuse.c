@@ -409,6 +409,17 @@ Test(api_slide, getters_with_null_and_bad_levels, .init = setup_dir, .fini = tea
     FAILS_NOMSG(TW_E_INVALID, tw_slide_get_level(s, -1, &lv));
     FAILS_NOMSG(TW_E_INVALID, tw_slide_get_level(s, tw_slide_get_level_count(s), &lv));
     cr_expect_eq(lv.tile_w, (int32_t)0xabababab);
+    /* channels (@since 0.7): none on a gray image, NULL arguments refused */
+    cr_expect_eq(tw_slide_get_channel_count(NULL), 0);
+    cr_expect_eq(tw_slide_get_channel_count(s), 0);
+    cr_expect_null(tw_slide_get_channel_name(NULL, 0));
+    cr_expect_null(tw_slide_get_channel_name(s, 0));
+    cr_expect_null(tw_slide_get_channel_name(s, -1));
+    cr_expect_eq(tw_slide_get_channel(NULL), -1);
+    cr_expect_eq(tw_slide_get_channel(s), -1);
+    FAILS(TW_E_INVALID, "NULL", tw_slide_set_channel(NULL, "0", &terr));
+    FAILS(TW_E_INVALID, "NULL", tw_slide_set_channel(s, NULL, &terr));
+    FAILS(TW_E_INVALID, "has no channels to choose from", tw_slide_set_channel(s, "0", &terr));
     tw_slide_close(s);
 }
 

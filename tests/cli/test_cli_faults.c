@@ -245,8 +245,9 @@ Test(cli_faults, full_disk_while_writing_fails_cleanly)
                                                    "none", "--pyramid", "--quiet", "--set",
                                                    scratch_set, NULL});
     expect_clean_failure(&r, "cannot write", out, "convert --pyramid");
-    r = run_fsize(1 << 20, (const char *const[]){"fill-holes", in, "-o", out, "--mem-budget",
-                                                 "1M", "--tile", "256x256", "--quiet", "--set",
+    r = run_fsize(1 << 20, (const char *const[]){"fill-holes", in, "-o", out, "--threshold",
+                                                 "otsu", "--invert", "--mem-budget", "1M",
+                                                 "--tile", "256x256", "--quiet", "--set",
                                                  scratch_set, NULL});
     expect_clean_failure(&r, "File too large", out, "fill-holes, budget");
     free(in);

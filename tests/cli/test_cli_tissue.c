@@ -89,41 +89,45 @@ printed_threshold(const char *err)
     return atoi(p + 10);
 }
 
-Test(cli_tissue, otsu_threshold_of_the_low_level)
+Test(cli_tissue, otsu_threshold_of_the_whole_level)
 {
-    /* --threshold otsu uses Otsu's threshold of the hematoxylin channel of level 1 (the
-     * smallest level with >= 1 MPix: 1280x1024 of 2560x2048), printed in the summary; the
-     * mask is 255 exactly where level 0's hematoxylin is above it. */
-    char *s = sample(2560, 2048), *h1 = twtest_path(dir, "h1.tif");
-    char *h0 = twtest_path(dir, "h0.tif"), *m = twtest_path(dir, "m.tif");
-    int64_t w, h, w0, h0n;
-    uint64_t hist[256] = {0};
-    uint8_t *g1, *g0, *mk;
-    int t;
+    /* --threshold otsu uses Otsu's threshold of the hematoxylin channel of every pixel of the
+     * input's level (level 0 here; level 1 with --level 1), printed in the summary; the mask
+     * is 255 exactly where the hematoxylin is above it. */
+    char *s = sample(2560, 2048), *m = twtest_path(dir, "m.tif");
+    char *h[2] = {twtest_path(dir, "h0.tif"), twtest_path(dir, "h1.tif")};
 
-    OK_RUN("gray", s, "-o", h1, "--mode", "hematoxylin", "--level", "1", "--quiet");
-    OK_RUN("gray", s, "-o", h0, "--mode", "hematoxylin", "--quiet");
-    twtest_run r = RUN("gray", s, "-o", m, "--mode", "hematoxylin", "--threshold", "otsu");
-    cr_assert(eq(int, r.status, 0), "%s", r.err);
-    cr_assert(strstr(r.err, "(otsu on level 1)") != NULL, "%s", r.err);
-    t = printed_threshold(r.err);
-    twtest_run_free(&r);
-    g1 = read_u8(h1, &w, &h, 1);
-    cr_assert(eq(i64, w, 1280));
-    for (int64_t i = 0; i < w * h; i++)
-        hist[g1[i]]++;
-    cr_assert(eq(i64, (int64_t)t, twi_otsu(hist, 256)));
-    g0 = read_u8(h0, &w0, &h0n, 1);
-    mk = read_u8(m, &w, &h, 1);
-    for (int64_t i = 0; i < w0 * h0n; i++)
-        cr_assert(eq(u8, mk[i], g0[i] > t ? 255 : 0));
-    free(g1);
-    free(g0);
-    free(mk);
+    for (int lv = 0; lv < 2; lv++) {
+        char level[8], want[32];
+        uint64_t hist[256] = {0};
+        int64_t w, hh, mw, mh;
+        uint8_t *g, *mk;
+        int t;
+
+        snprintf(level, sizeof level, "%d", lv);
+        snprintf(want, sizeof want, "(otsu of level %d)", lv);
+        OK_RUN("gray", s, "-o", h[lv], "--mode", "hematoxylin", "--level", level, "--quiet");
+        twtest_run r = RUN("gray", s, "-o", m, "--mode", "hematoxylin", "--level", level,
+                           "--threshold", "otsu");
+        cr_assert(eq(int, r.status, 0), "%s", r.err);
+        cr_assert(strstr(r.err, want) != NULL, "%s", r.err);
+        t = printed_threshold(r.err);
+        twtest_run_free(&r);
+        g = read_u8(h[lv], &w, &hh, 1);
+        for (int64_t i = 0; i < w * hh; i++)
+            hist[g[i]]++;
+        cr_assert(eq(i64, (int64_t)t, twi_otsu(hist, 256)));
+        mk = read_u8(m, &mw, &mh, 1);
+        cr_assert(eq(i64, mw, w));
+        for (int64_t i = 0; i < w * hh; i++)
+            cr_assert(eq(u8, mk[i], g[i] > t ? 255 : 0));
+        free(g);
+        free(mk);
+    }
     free(s);
-    free(h1);
-    free(h0);
     free(m);
+    free(h[0]);
+    free(h[1]);
 }
 
 /* Compare two files pixel for pixel. */

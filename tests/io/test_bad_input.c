@@ -290,7 +290,7 @@ write_layout(const char *path, uint16_t spp, uint16_t bps, uint16_t fmt, uint16_
 Test(bad_input, unsupported_layouts)
 {
     /* 12-bit and 1-bit samples, a palette, separate planes, signed integers, 64-bit floats,
-     * CMYK: TW_E_FORMAT naming the unsupported property and the file. */
+     * CMYK, two float samples: TW_E_FORMAT naming the unsupported property and the file. */
     static const struct {
         uint16_t spp, bps, fmt, photometric, planar;
         const char *sub;
@@ -309,7 +309,9 @@ Test(bad_input, unsupported_layouts)
          "io.tiff: unsupported bits per sample 64 in '"},
         {4, 8, SAMPLEFORMAT_UINT, PHOTOMETRIC_SEPARATED, PLANARCONFIG_CONTIG,
          "io.tiff: unsupported photometric separated (CMYK) in '"},
-        {2, 8, SAMPLEFORMAT_UINT, PHOTOMETRIC_MINISBLACK, PLANARCONFIG_CONTIG,
+        /* several gray samples of 8 or 16 bits are channels (tests/cli/test_cli_channels.c);
+         * of floats, not */
+        {2, 32, SAMPLEFORMAT_IEEEFP, PHOTOMETRIC_MINISBLACK, PLANARCONFIG_CONTIG,
          "io.tiff: unsupported samples per pixel 2 for gray in '"},
     };
     char *p = tmp_path("layout.tif");

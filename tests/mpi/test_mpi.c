@@ -141,7 +141,7 @@ write_rows(const char *name, const uint8_t *px, int64_t w, int64_t h, int64_t y0
 }
 
 /* Inputs in the test's folder: the sample slide (RGB), its gray version, markers under it (its
- * regional maxima, 0/1; the gray image in its last 8 rows only, and in its first 8 rows only,
+ * regional maxima, 0/255; the gray image in its last 8 rows only, and in its first 8 rows only,
  * so that reconstruction must climb through every band, or go down through them) and one over
  * it (its holes filled). */
 static void
@@ -241,7 +241,9 @@ Test(mpi, reconstruction_in_bands_is_the_one_process_result)
         const char *const up[] = {"reconstruct", "--marker", bot, "--mask", g, NULL};
         const char *const down[] = {"reconstruct", "--marker", top, "--mask", g, "--conn", "4",
                                     NULL};
-        const char *const dil[] = {"reconstruct", "--marker", lo, "--mask", g, NULL};
+        /* the maxima are 0/255 in a file: clamped under the mask, the gray maxima */
+        const char *const dil[] = {"reconstruct", "--marker", lo, "--mask", g,
+                                   "--clamp-marker", NULL};
         const char *const ero[] = {"reconstruct", "--marker", hi, "--mask", g, "--erode",
                                    "--conn", "4", NULL};
 

@@ -39,6 +39,9 @@ except ImportError as e:  # pragma: no cover - depends on the machine
     print(f"SKIP: {e} (install python3-numpy python3-scipy python3-skimage python3-tifffile)")
     sys.exit(77)
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from otsu_ref import exact_otsu  # noqa: E402  (beside this script)
+
 TILES = ["7x5", "16x16", "64x32", "13x200", "200x9", "1000x1000", "33x17", "256x256"]
 FORMATS = ["f32", "u16", "sq32"]
 NONE32 = 4294967295
@@ -203,24 +206,6 @@ def case_threshold(name, img, k, arg, fg):
     got, _, _ = run(path, "--tile", TILES[(k + 2) % len(TILES)], "--threshold", arg,
                     "--format", "sq32")
     check_format(what + " sq32", "sq32", got, fg, dist, d2)
-
-
-def exact_otsu(img):
-    """Otsu's threshold of an integer image in exact integer arithmetic: the first value t
-    maximising the between-class variance of {<= t} and {> t}, as threshold_otsu defines it.
-    (Some scikit-image versions round: 0.26.0 gives 27731 on an image where 0.19.3 and this
-    give 27734, whose variance is larger.)"""
-    vals, cnt = np.unique(img, return_counts=True)
-    n, s = int(cnt.sum()), int((vals.astype(np.int64) * cnt).sum())
-    best, best_t, w0, s0 = (0, 1), int(vals[0]), 0, 0
-    for v, c in zip(vals[:-1].tolist(), cnt[:-1].tolist()):
-        w0 += c
-        s0 += v * c
-        w1, s1 = n - w0, s - s0
-        num, den = (s0 * w1 - s1 * w0) ** 2, w0 * w1  # w0 w1 (mean0 - mean1)^2 = num / den
-        if num * best[1] > best[0] * den:
-            best, best_t = (num, den), v
-    return best_t
 
 
 def otsu(name, img):

@@ -90,15 +90,16 @@ def check_filters(name, img, tile, hconn, rng):
     top = int(img.max()) - int(img.min())
     for h in sorted({max(1, top // 10), max(1, top // 3), top + 1}):
         got = run("hmax", fi, "--h", str(h), "--tile", tile, "--conn", str(hconn))
+        # masks in files are 0/255 (docs/io.md, "Masks"); scikit-image's are 0/1
         same(f"hmax h {h} conn {hconn} tile {tile} on {name} {img.dtype}", got,
-             h_maxima(img, h, footprint=FOOT[hconn]))
+             h_maxima(img, h, footprint=FOOT[hconn]) * np.uint8(255))
     for conn in (4, 8):
         got = run("regional-max", fi, "--tile", tile, "--conn", str(conn))
         same(f"regional-max conn {conn} tile {tile} on {name} {img.dtype}", got,
-             h_maxima(img, 1, footprint=FOOT[conn]))
+             h_maxima(img, 1, footprint=FOOT[conn]) * np.uint8(255))
         if top > 0:
             same(f"regional-max conn {conn} on {name} vs local_maxima", got,
-                 local_maxima(img, connectivity=1 if conn == 4 else 2).astype(np.uint8))
+                 local_maxima(img, connectivity=1 if conn == 4 else 2).astype(np.uint8) * np.uint8(255))
     h = max(1, top // 5)
     got = run("hmax", fi, "--h", str(h), "--dome", "--tile", tile)
     shifted = np.where(img >= h, img - np.array(h, img.dtype), 0).astype(img.dtype)
