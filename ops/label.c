@@ -261,6 +261,8 @@ lb_tp2(tw_task_ctx *ctx, void *arg)
     if ((st = lb_label(ctx, c, &lab, &n)) != TW_OK)
         return st;
     one.n = n;
+    if (a->n_tiles == 1)
+        c->b.n = n; /* no pass 1: the tile's count is the total (lb_tp2_commit) */
     if (b->n != n)
         return twi_ctx_fail(ctx, TW_E_INTERNAL,
                             OP ": tile %lld has %lld labels in pass 2, %lld in pass 1",
@@ -281,6 +283,8 @@ lb_tp2_commit(tw_task_ctx *ctx, void *arg)
     lb_cell *c = arg;
 
     lb_count_tp(ctx, c->a);
+    if (c->a->n_tiles == 1)
+        c->a->objects = (uint64_t)c->b.n;
     twi_job_add_done(c->a->job, 1);
     return TW_OK;
 }
