@@ -25,6 +25,7 @@ const cli_command cli_commands[] = {
     {"grain", cmd_grain},
     {"tos", cmd_tos},
     {"label", cmd_label},
+    {"objects", cmd_objects},
     {"tune", cmd_tune},
 };
 const size_t cli_n_commands = sizeof cli_commands / sizeof cli_commands[0];
