@@ -440,7 +440,7 @@ put_ring(ob_job *j, const int32_t *pts, const ob_ring *r, double ox, double oy)
 {
     twi_text_out_printf(j->out, "[");
     for (int64_t v = r->at; v < r->at + r->n; v++)
-        twi_text_out_printf(j->out, "%s[%.10g,%.10g]", v > r->at ? "," : "",
+        twi_text_out_printf(j->out, "%s[%.15g,%.15g]", v > r->at ? "," : "",
                             (pts[2 * v] + ox) * j->scale + j->off_x,
                             (pts[2 * v + 1] + oy) * j->scale + j->off_y);
     twi_text_out_printf(j->out, "]");
@@ -459,13 +459,13 @@ obj_write(ob_job *j, ob_obj *o)
         twi_text_out_printf(j->out, "%llu,%llu,", (unsigned long long)o->label,
                             (unsigned long long)o->area);
         if (j->um2 > 0)
-            twi_text_out_printf(j->out, "%.10g", (double)o->area * j->um2);
-        twi_text_out_printf(j->out, ",%.10g,%.10g,%lld,%lld,%lld,%lld,%llu", cx, cy,
+            twi_text_out_printf(j->out, "%.17g", (double)o->area * j->um2);
+        twi_text_out_printf(j->out, ",%.17g,%.17g,%lld,%lld,%lld,%lld,%llu", cx, cy,
                             (long long)o->bx0, (long long)o->by0,
                             (long long)(o->bx1 - o->bx0 + 1), (long long)(o->by1 - o->by0 + 1),
                             (unsigned long long)o->perim);
         if (j->has_inten)
-            twi_text_out_printf(j->out, ",%.10g,%u,%u", o->isum / (double)o->area, o->imin,
+            twi_text_out_printf(j->out, ",%.17g,%u,%u", o->isum / (double)o->area, o->imin,
                                 o->imax);
         twi_text_out_printf(j->out, "\n");
     } else {
@@ -518,16 +518,16 @@ obj_write(ob_job *j, ob_obj *o)
                             ",\"label\":%llu,\"measurements\":{\"area\":%llu,",
                             (unsigned long long)o->label, (unsigned long long)o->area);
         if (j->um2 > 0)
-            twi_text_out_printf(j->out, "\"area_um2\":%.10g,", (double)o->area * j->um2);
+            twi_text_out_printf(j->out, "\"area_um2\":%.17g,", (double)o->area * j->um2);
         twi_text_out_printf(j->out,
-                            "\"centroid_x\":%.10g,\"centroid_y\":%.10g,\"bbox_x\":%lld,"
+                            "\"centroid_x\":%.17g,\"centroid_y\":%.17g,\"bbox_x\":%lld,"
                             "\"bbox_y\":%lld,\"bbox_w\":%lld,\"bbox_h\":%lld,\"perimeter\":%llu",
                             cx, cy, (long long)o->bx0, (long long)o->by0,
                             (long long)(o->bx1 - o->bx0 + 1), (long long)(o->by1 - o->by0 + 1),
                             (unsigned long long)o->perim);
         if (j->has_inten)
             twi_text_out_printf(j->out,
-                                ",\"intensity_mean\":%.10g,\"intensity_min\":%u,"
+                                ",\"intensity_mean\":%.17g,\"intensity_min\":%u,"
                                 "\"intensity_max\":%u",
                                 o->isum / (double)o->area, o->imin, o->imax);
         twi_text_out_printf(j->out, "}}}");
