@@ -58,42 +58,55 @@ uf_union(uint32_t *par, uint32_t a, uint32_t b)
         par[a] = b;
 }
 
-/* Join pixel (x, y) with its earlier neighbours in rows >= r0 (row y - 1 only when y > r0). */
-static inline void
-join_earlier(const tw_tile_view *m, uint32_t *par, int32_t x, int32_t y, int32_t r0, int conn)
-{
-    uint32_t w = (uint32_t)m->w, p = (uint32_t)y * w + (uint32_t)x;
-
-    if (x > 0 && fg(m, x - 1, y))
-        uf_union(par, p, p - 1);
-    if (y <= r0)
-        return;
-    if (fg(m, x, y - 1))
-        uf_union(par, p, p - w);
-    if (conn == 8) {
-        if (x > 0 && fg(m, x - 1, y - 1))
-            uf_union(par, p, p - w - 1);
-        if (x + 1 < m->w && fg(m, x + 1, y - 1))
-            uf_union(par, p, p - w + 1);
-    }
-}
-
 /* Phase 1, one chunk of rows [r0, r1): sets inside the chunk, then flattened in raster order
- * (each parent is below its child, so it is already flat when the child is reached). */
+ * (each parent is below its child, so it is already flat when the child is reached). A pixel
+ * joins the set of an earlier neighbour by pointing at it (a smaller index, so roots stay the
+ * smallest indices); only when two earlier neighbours may be in different sets are the sets
+ * joined (Wu et al.'s decision tree for 8-connectivity: the upper neighbour touches all the
+ * others; the upper-left and left ones touch each other). */
+#define CHUNK_LABEL(T)                                                                         \
+    for (int32_t y = r0; y < r1; y++) {                                                        \
+        const T *c = ROW(m, T, y), *u = y > r0 ? ROW(m, T, y - 1) : NULL;                      \
+        uint32_t *pr = par + (size_t)y * w;                                                    \
+                                                                                               \
+        for (int32_t x = 0; x < m->w; x++) {                                                   \
+            uint32_t p = (uint32_t)y * w + (uint32_t)x;                                        \
+            bool l = x > 0 && c[x - 1], up = u && u[x];                                        \
+                                                                                               \
+            if (!c[x])                                                                         \
+                continue;                                                                      \
+            if (conn == 4) {                                                                   \
+                pr[x] = up ? p - w : l ? p - 1 : p;                                            \
+                if (up && l)                                                                   \
+                    uf_union(par, p - w, p - 1);                                               \
+                continue;                                                                      \
+            }                                                                                  \
+            if (up) {                                                                          \
+                pr[x] = p - w;                                                                 \
+            } else if (u && x + 1 < m->w && u[x + 1]) {                                        \
+                pr[x] = p - w + 1;                                                             \
+                if (x > 0 && u[x - 1])                                                         \
+                    uf_union(par, p - w + 1, p - w - 1);                                       \
+                else if (l)                                                                    \
+                    uf_union(par, p - w + 1, p - 1);                                           \
+            } else if (u && x > 0 && u[x - 1]) {                                               \
+                pr[x] = p - w - 1;                                                             \
+            } else {                                                                           \
+                pr[x] = l ? p - 1 : p;                                                         \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
 static void
 chunk_label(const tw_tile_view *m, uint32_t *par, int conn, int32_t r0, int32_t r1)
 {
     uint32_t w = (uint32_t)m->w;
 
-    for (int32_t y = r0; y < r1; y++)
-        for (int32_t x = 0; x < m->w; x++) {
-            uint32_t p = (uint32_t)y * w + (uint32_t)x;
-
-            if (!fg(m, x, y))
-                continue;
-            par[p] = p;
-            join_earlier(m, par, x, y, r0, conn);
-        }
+    if (m->type == TW_U8) {
+        CHUNK_LABEL(uint8_t)
+    } else {
+        CHUNK_LABEL(uint16_t)
+    }
     for (int32_t y = r0; y < r1; y++)
         for (int32_t x = 0; x < m->w; x++) {
             uint32_t p = (uint32_t)y * w + (uint32_t)x;
@@ -102,13 +115,14 @@ chunk_label(const tw_tile_view *m, uint32_t *par, int conn, int32_t r0, int32_t 
                 par[p] = par[par[p]];
         }
 }
+#undef CHUNK_LABEL
 
 /* Phase 3: the final root (+ 1) of every pixel of the chunk into lab, 0 for background. */
 static void
 chunk_roots(const tw_tile_view *m, const uint32_t *par, tw_tile_view *lab, int32_t r0,
             int32_t r1)
 {
-    uint32_t w = (uint32_t)m->w;
+    uint32_t w = (uint32_t)m->w, last = UINT32_MAX, root = 0;
 
     for (int32_t y = r0; y < r1; y++) {
         uint32_t *o = ROW(lab, uint32_t, y);
@@ -120,10 +134,14 @@ chunk_roots(const tw_tile_view *m, const uint32_t *par, tw_tile_view *lab, int32
                 o[x] = 0;
                 continue;
             }
-            r = par[r];
-            while (par[r] != r)
-                r = par[r];
-            o[x] = r + 1;
+            r = par[r]; /* the chunk's root; its own root after the seams were joined */
+            if (r != last) {
+                last = r;
+                while (par[r] != r)
+                    r = par[r];
+                root = r;
+            }
+            o[x] = root + 1;
         }
     }
 }
