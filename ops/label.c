@@ -52,6 +52,7 @@ typedef struct lb_cell {
     tw_tile *img, *out;   /* the job's references while the cell's pass runs */
     int pass;
     twi_label_border b;   /* pass 1's border labels and row counts, until pass 2 */
+    uint64_t *map;        /* pass 2 on a GPU: the host map being uploaded, until the commit */
 } lb_cell;
 
 struct lb_job {
@@ -112,6 +113,34 @@ lb_label(tw_task_ctx *ctx, lb_cell *c, tw_tile_view *lab, int64_t *n)
     return TW_OK;
 }
 
+#ifdef TW_HAVE_CUDA
+/* The same on a GPU worker: view 0 and *lab in device memory, *n copied back. */
+static tw_status
+lb_label_cuda(tw_task_ctx *ctx, lb_cell *c, tw_tile_view *lab, int64_t *n)
+{
+    tw_tile_view v = twi_ctx_view(ctx, 0);
+    size_t px = (size_t)v.w * (size_t)v.h, sb = twi_cuda_label_scratch_size(v.w, v.h);
+    uint32_t *d_n, hn = 0;
+    void *sc;
+    tw_status st;
+
+    *lab = v;
+    lab->type = TW_U32;
+    lab->stride = (int64_t)v.w * 4;
+    if (!(lab->data = twi_ctx_scratch(ctx, px * 4 + 4)) || !(sc = twi_ctx_scratch(ctx, sb)) ||
+        !(d_n = twi_ctx_scratch(ctx, 4)))
+        return twi_ctx_fail(ctx, TW_E_DEVICE, OP ": no GPU memory to label tile %lld",
+                            (long long)c->i);
+    if ((st = twi_cuda_label(&v, c->a->conn, lab, d_n, sc, sb, twi_ctx_stream(ctx))) != TW_OK)
+        return twi_ctx_fail(ctx, st, OP ": labelling tile %lld on the GPU failed (%s)",
+                            (long long)c->i, tw_status_string(st));
+    if ((st = twi_ctx_copy_to_host(ctx, &hn, d_n, 4)) != TW_OK)
+        return st;
+    *n = hn;
+    return TW_OK;
+}
+#endif
+
 static void
 lb_count_tp(tw_task_ctx *ctx, lb_job *a)
 {
@@ -168,9 +197,31 @@ lb_tp1(tw_task_ctx *ctx, void *arg)
     tw_status st;
 
     twi_label_border_free(&c->b); /* a retry starts from nothing */
-    if ((st = lb_label(ctx, c, &lab, &n)) != TW_OK)
-        return st;
-    if ((st = twi_label_border_extract(&lab, n, c->sides, &c->b)) != TW_OK)
+#ifdef TW_HAVE_CUDA
+    if (twi_ctx_device(ctx) == TW_DEVICE_CUDA) {
+        /* the labels come back to the host, where the border labels are taken */
+        tw_tile_view h;
+
+        if ((st = lb_label_cuda(ctx, c, &lab, &n)) != TW_OK)
+            return st;
+        h = lab;
+        if (!(h.data = malloc((size_t)lab.stride * (size_t)lab.h + 4)))
+            return twi_ctx_fail(ctx, TW_E_NOMEM, OP ": out of memory for tile %lld",
+                                (long long)c->i);
+        if ((st = twi_ctx_copy_to_host(ctx, h.data, lab.data,
+                                       (size_t)lab.stride * (size_t)lab.h)) == TW_OK)
+            st = twi_label_border_extract(&h, n, c->sides, &c->b);
+        free(h.data);
+        if (st == TW_E_DEVICE)
+            return st;
+    } else
+#endif
+    {
+        if ((st = lb_label(ctx, c, &lab, &n)) != TW_OK)
+            return st;
+        st = twi_label_border_extract(&lab, n, c->sides, &c->b);
+    }
+    if (st != TW_OK)
         return twi_ctx_fail(ctx, st, OP ": the border labels of tile %lld failed (%s)",
                             (long long)c->i, tw_status_string(st));
     return TW_OK;
@@ -258,7 +309,13 @@ lb_tp2(tw_task_ctx *ctx, void *arg)
     int64_t n;
     tw_status st;
 
-    if ((st = lb_label(ctx, c, &lab, &n)) != TW_OK)
+#ifdef TW_HAVE_CUDA
+    if (twi_ctx_device(ctx) == TW_DEVICE_CUDA)
+        st = lb_label_cuda(ctx, c, &lab, &n);
+    else
+#endif
+        st = lb_label(ctx, c, &lab, &n);
+    if (st != TW_OK)
         return st;
     one.n = n;
     if (a->n_tiles == 1)
@@ -267,11 +324,32 @@ lb_tp2(tw_task_ctx *ctx, void *arg)
         return twi_ctx_fail(ctx, TW_E_INTERNAL,
                             OP ": tile %lld has %lld labels in pass 2, %lld in pass 1",
                             (long long)c->i, (long long)n, (long long)b->n);
-    if (!(map = twi_ctx_scratch(ctx, ((size_t)n + 1) * sizeof *map)))
+    free(c->map); /* a retry */
+    c->map = NULL;
+    map = twi_ctx_device(ctx) == TW_DEVICE_CUDA ? (c->map = malloc(((size_t)n + 1) * sizeof *map))
+                                                : twi_ctx_scratch(ctx, ((size_t)n + 1) * sizeof *map);
+    if (!map)
         return twi_ctx_fail(ctx, TW_E_NOMEM, OP ": out of memory for the labels of tile %lld",
                             (long long)c->i);
-    if ((st = twi_label_map(b, a->n_tiles > 1 ? &a->merged : NULL, c->i, c->y, map)) != TW_OK ||
-        (st = twi_omp_label_apply(&lab, map, &o, twi_ctx_team(ctx))) != TW_OK)
+    if ((st = twi_label_map(b, a->n_tiles > 1 ? &a->merged : NULL, c->i, c->y, map)) != TW_OK)
+        return twi_ctx_fail(ctx, st, OP ": numbering tile %lld failed (%s)", (long long)c->i,
+                            tw_status_string(st));
+#ifdef TW_HAVE_CUDA
+    if (twi_ctx_device(ctx) == TW_DEVICE_CUDA) {
+        uint64_t *d_map = twi_ctx_scratch(ctx, ((size_t)n + 1) * sizeof *map);
+
+        /* the host map stays until the commit: the upload is asynchronous */
+        if (!d_map)
+            return twi_ctx_fail(ctx, TW_E_DEVICE, OP ": no GPU memory for the labels of tile %lld",
+                                (long long)c->i);
+        if ((st = twi_ctx_copy_to_device(ctx, d_map, map, ((size_t)n + 1) * sizeof *map)) !=
+            TW_OK)
+            return st;
+        st = twi_cuda_label_apply(&lab, d_map, &o, twi_ctx_stream(ctx));
+    } else
+#endif
+        st = twi_omp_label_apply(&lab, map, &o, twi_ctx_team(ctx));
+    if (st != TW_OK)
         return twi_ctx_fail(ctx, st, OP ": numbering tile %lld failed (%s)", (long long)c->i,
                             tw_status_string(st));
     return TW_OK;
@@ -283,6 +361,8 @@ lb_tp2_commit(tw_task_ctx *ctx, void *arg)
     lb_cell *c = arg;
 
     lb_count_tp(ctx, c->a);
+    free(c->map);
+    c->map = NULL;
     if (c->a->n_tiles == 1)
         c->a->objects = (uint64_t)c->b.n;
     twi_job_add_done(c->a->job, 1);
@@ -339,8 +419,8 @@ static const tw_task_kind lb_load_kind = {
 };
 static const tw_task_kind lb_tp1_kind = {
     .name = "label.tp1",
-    .devices = TW_DEVICE_CPU,
     .cpu = lb_tp1,
+    TWI_CUDA_VARIANT(lb_tp1),
     .host_bytes = lb_tp_host_bytes,
     .commit = lb_tp1_commit,
     .team = true,
@@ -353,8 +433,8 @@ static const tw_task_kind lb_merge_kind = {
 };
 static const tw_task_kind lb_tp2_kind = {
     .name = "label.tp2",
-    .devices = TW_DEVICE_CPU,
     .cpu = lb_tp2,
+    TWI_CUDA_VARIANT(lb_tp2),
     .host_bytes = lb_tp_host_bytes,
     .commit = lb_tp2_commit,
     .team = true,
@@ -441,6 +521,7 @@ lb_free(void *user)
         twi_tile_release(a->cells[i].img);
         twi_tile_release(a->cells[i].out);
         twi_label_border_free(&a->cells[i].b);
+        free(a->cells[i].map);
     }
     twi_label_merged_free(&a->merged);
     free(a->cells);
