@@ -272,12 +272,7 @@ twi_cuda_label_apply(const tw_tile_view *labels, const uint64_t *d_map, tw_tile_
     try {
         cudaStream_t s = static_cast<cudaStream_t>(stream);
 
-        if (!labels || !d_map || !out || labels->type != TW_U32 || labels->channels != 1 ||
-            out->channels != 1 || (out->type != TW_U32 && out->type != TW_U64) ||
-            labels->w != out->w || labels->h != out->h ||
-            !twi_view_fits(labels, (size_t)labels->w * 4, 4) ||
-            !twi_view_fits(out, (size_t)out->w * tw_sample_size(out->type),
-                           tw_sample_size(out->type)))
+        if (twi_label_apply_check(labels, d_map, out) != TW_OK)
             return TW_E_INVALID;
         if (labels->w == 0 || labels->h == 0)
             return TW_OK;

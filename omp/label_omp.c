@@ -636,8 +636,7 @@ twi_label_map(const twi_label_border *b, const twi_label_merged *m, int64_t t, i
 }
 
 tw_status
-twi_omp_label_apply(const tw_tile_view *labels, const uint64_t *map, tw_tile_view *out,
-                    int nthreads)
+twi_label_apply_check(const tw_tile_view *labels, const uint64_t *map, const tw_tile_view *out)
 {
     if (!labels || !map || !out || labels->type != TW_U32 || labels->channels != 1 ||
         out->channels != 1 || (out->type != TW_U32 && out->type != TW_U64) ||
@@ -645,6 +644,15 @@ twi_omp_label_apply(const tw_tile_view *labels, const uint64_t *map, tw_tile_vie
         !twi_view_fits(labels, (size_t)labels->w * 4, 4) ||
         !twi_view_fits(out, (size_t)out->w * tw_sample_size(out->type),
                        tw_sample_size(out->type)))
+        return TW_E_INVALID;
+    return TW_OK;
+}
+
+tw_status
+twi_omp_label_apply(const tw_tile_view *labels, const uint64_t *map, tw_tile_view *out,
+                    int nthreads)
+{
+    if (twi_label_apply_check(labels, map, out) != TW_OK)
         return TW_E_INVALID;
 #pragma omp parallel for num_threads(nthreads > 1 ? nthreads : 1) schedule(static)
     for (int32_t y = 0; y < labels->h; y++) {

@@ -431,6 +431,9 @@ tw_status twi_label_map(const twi_label_border *b, const twi_label_merged *m, in
 /* out = map[labels] (out TW_U32 or TW_U64, the same w x h). TW_OK or TW_E_INVALID. */
 tw_status twi_omp_label_apply(const tw_tile_view *labels, const uint64_t *map,
                               tw_tile_view *out, int nthreads);
+/* Its argument check, shared with the CUDA twin (map only tested for NULL). */
+tw_status twi_label_apply_check(const tw_tile_view *labels, const uint64_t *map,
+                                const tw_tile_view *out);
 
 #ifdef __cplusplus
 }

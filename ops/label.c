@@ -32,15 +32,6 @@
 
 #define OP "label"
 
-static double
-now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 typedef struct lb_job lb_job;
 
 typedef struct lb_cell {
@@ -240,7 +231,7 @@ lb_tp1_commit(tw_task_ctx *ctx, void *arg)
     if (atomic_fetch_add(&a->labelled, 1) + 1 == a->n_tiles) {
         tw_task *t = NULL;
 
-        a->t1 = now_s();
+        a->t1 = twi_now_s();
         if ((st = twi_task_create(a->job, &lb_merge_kind, a, NULL, &t)) == TW_OK)
             st = twi_task_submit(t);
         twi_task_release(t);
@@ -287,7 +278,7 @@ lb_merge_commit(tw_task_ctx *ctx, void *arg)
     for (int64_t i = 0; i < a->n_tiles; i++)
         twi_label_border_free_sides(&a->cells[i].b);
     a->objects = a->merged.total;
-    a->t2 = now_s();
+    a->t2 = twi_now_s();
     twi_job_add_done(a->job, 1);
     if ((st = twi_window_open(a->job, a->n_tiles, lb_unit_bytes(a, 2), lb_admit2, a,
                               &a->win[2])) != TW_OK)
@@ -486,7 +477,7 @@ lb_finish(tw_job *job, tw_status st, void *user)
 {
     lb_job *a = user;
     tw_error err;
-    double t3 = now_s();
+    double t3 = twi_now_s();
 
     st = twi_stream_finish(&a->in.s, st, &err);
     if (a->report) {
@@ -654,7 +645,7 @@ tw_label_submit(tw_runtime *rt, const tw_label_opts *o, tw_job **out, tw_error *
     /* One tile: pass 2 alone. Progress: load, tp1 per tile; the merge; load, tp2, store. */
     pass = a->n_tiles > 1 ? 1 : 2;
     twi_job_add_total(job, 3 * a->n_tiles + (pass == 1 ? 2 * a->n_tiles + 1 : 0));
-    a->t0 = now_s();
+    a->t0 = twi_now_s();
     st = twi_window_open(job, a->n_tiles, lb_unit_bytes(a, pass), pass == 1 ? lb_admit1 : lb_admit2,
                          a, &a->win[pass]);
     return twi_ops_job_launch(job, OP, st, out, err);
