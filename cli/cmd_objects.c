@@ -64,6 +64,8 @@ cmd_objects(int argc, char **argv)
     memset(&oio, 0, sizeof oio);
     tw_objects_opts_init(&o);
     tw_objects_report_init(&rep);
+    optind = 1;
+    opterr = 0;
     while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
         switch (opt) {
         case 'o': o.output = optarg; break;

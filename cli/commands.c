@@ -24,8 +24,8 @@ const cli_command cli_commands[] = {
     {"height-close", cmd_height_close},
     {"grain", cmd_grain},
     {"tos", cmd_tos},
+    {"tune", cmd_tune},
     {"label", cmd_label},
     {"objects", cmd_objects},
-    {"tune", cmd_tune},
 };
 const size_t cli_n_commands = sizeof cli_commands / sizeof cli_commands[0];
