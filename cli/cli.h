@@ -411,5 +411,9 @@ int cmd_tune(int argc, char **argv);
 /* cli/cmd_grain.c */
 int cmd_grain(int argc, char **argv);
 int cmd_tos(int argc, char **argv);
+/* cli/cmd_label.c */
+int cmd_label(int argc, char **argv);
+/* cli/cmd_objects.c */
+int cmd_objects(int argc, char **argv);
 
 #endif /* TW_CLI_H */

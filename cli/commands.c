@@ -25,5 +25,7 @@ const cli_command cli_commands[] = {
     {"grain", cmd_grain},
     {"tos", cmd_tos},
     {"tune", cmd_tune},
+    {"label", cmd_label},
+    {"objects", cmd_objects},
 };
 const size_t cli_n_commands = sizeof cli_commands / sizeof cli_commands[0];

@@ -161,6 +161,18 @@ tw_status twi_cuda_mt_merge(const void *d_pack, const twi_mt_pack *layout, int c
                             const twi_mt_filter *f, uint64_t *d_res, int64_t *d_links,
                             void *d_scratch, size_t scratch_bytes, void *stream);
 
+/*
+ * label: the CUDA twin of twi_omp_label (omp/omp_kernels.h): the same labels of the same views,
+ * on the device. The component count is left in device memory at *d_n (uint32, copy it back to
+ * size the map). Scratch: twi_cuda_label_scratch_size(w, h) bytes (parents, root flags, their
+ * scan). twi_cuda_label_apply is the twin of twi_omp_label_apply (d_map device memory).
+ */
+size_t twi_cuda_label_scratch_size(int32_t w, int32_t h);
+tw_status twi_cuda_label(const tw_tile_view *mask, int conn, tw_tile_view *labels, uint32_t *d_n,
+                         void *d_scratch, size_t scratch_bytes, void *stream);
+tw_status twi_cuda_label_apply(const tw_tile_view *labels, const uint64_t *d_map,
+                               tw_tile_view *out, void *stream);
+
 #endif /* TW_HAVE_CUDA */
 
 #ifdef __cplusplus

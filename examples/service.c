@@ -12,7 +12,8 @@
  *     shutdown                           ok shutting down (running jobs are canceled)
  *
  * OP is gray, convert, edt, fill-holes, hmax, regional-max, open-rec, close-rec, area-open,
- * area-close, height-open or height-close; the keys are the CLI's options of the same name
+ * area-close, height-open, height-close, label or objects (IN a label image, OUT a .geojson,
+ * .json or .csv table); the keys are the CLI's options of the same name
  * (tile=WxH, level=N, compression=NAME, pyramid=0|1, gray=MODE, threshold=N|otsu, invert=0|1,
  * conn=4|8, area=N, height=N, h=N, dome=0|1, radius=N, mode=NAME, format=NAME), each taken by
  * the operations it applies to. Paths are single words (no blanks).
@@ -176,6 +177,26 @@ submit_op(tw_runtime *rt, const svc_op *op, const svc_params *p, tw_job **out, t
         o.tile_w = p->tile_w;
         o.tile_h = p->tile_h;
         return op->rfilter(rt, &o, out, err);
+    }
+    case SVC_OP_LABEL: {
+        tw_label_opts o;
+
+        tw_label_opts_init(&o);
+        apply_io(p, &o.input, &o.output, true);
+        if (p->conn)
+            o.connectivity = p->conn;
+        o.tile_w = p->tile_w;
+        o.tile_h = p->tile_h;
+        return tw_label_submit(rt, &o, out, err);
+    }
+    case SVC_OP_OBJECTS: { /* the table's format from OUT's name (.geojson, .json, .csv) */
+        tw_objects_opts o;
+
+        tw_objects_opts_init(&o);
+        o.labels.path = p->in;
+        o.labels.level = p->level;
+        o.output = p->out;
+        return tw_objects_submit(rt, &o, out, err);
     }
     default: { /* SVC_OP_ATTR */
         tw_attr_filter_opts o;

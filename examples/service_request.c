@@ -43,6 +43,8 @@ static const svc_op ops[] = {
     {"area-close", SVC_OP_ATTR, K_MASK | K_CONN | K_AREA, NULL, TW_AREA_CLOSING},
     {"height-open", SVC_OP_ATTR, K_MASK | K_CONN | K_HEIGHT, NULL, TW_HEIGHT_OPENING},
     {"height-close", SVC_OP_ATTR, K_MASK | K_CONN | K_HEIGHT, NULL, TW_HEIGHT_CLOSING},
+    {"label", SVC_OP_LABEL, K_MASK | K_CONN, NULL, 0},
+    {"objects", SVC_OP_OBJECTS, K_LEVEL, NULL, 0},
 };
 
 bool
@@ -147,7 +149,7 @@ parse_submit(char **w, int n_words, svc_request *r, char *why, size_t n)
     if (!r->op) {
         snprintf(why, n, "unknown operation '%s' (gray, convert, edt, fill-holes, hmax, "
                          "regional-max, open-rec, close-rec, area-open, area-close, "
-                         "height-open, height-close)", w[1]);
+                         "height-open, height-close, label, objects)", w[1]);
         return false;
     }
     r->p.in = w[2];

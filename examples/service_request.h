@@ -19,8 +19,10 @@ typedef enum svc_verb {
     SVC_SUBMIT, SVC_STATUS, SVC_WAIT, SVC_CANCEL, SVC_LIST, SVC_SHUTDOWN
 } svc_verb;
 
-typedef enum svc_op_kind { SVC_OP_GRAY, SVC_OP_CONVERT, SVC_OP_EDT, SVC_OP_RFILTER, SVC_OP_ATTR }
-    svc_op_kind;
+typedef enum svc_op_kind {
+    SVC_OP_GRAY, SVC_OP_CONVERT, SVC_OP_EDT, SVC_OP_RFILTER, SVC_OP_ATTR, SVC_OP_LABEL,
+    SVC_OP_OBJECTS
+} svc_op_kind;
 
 typedef tw_status (*svc_rfilter_fn)(tw_runtime *rt, const tw_rfilter_opts *o, tw_job **out,
                                     tw_error *err);

@@ -189,6 +189,19 @@ twi_pixel_size(int channels, tw_sample_type type)
     return (size_t)channels * tw_sample_size(type);
 }
 
+/* ---- output files that appear only when complete (io/outfile.c) */
+/* A nameless file in `dir` ("" = the current folder) that only linkat() can name, or -1 with
+ * errno (EOPNOTSUPP, EISDIR, EINVAL where the file system or kernel lacks O_TMPFILE). */
+TWI_HIDDEN int twi_out_nameless(const char *dir);
+/* Create "<dir>.<base of path><suffix>XXXXXX" securely (mkostemp): its descriptor, and its name
+ * in *name (malloc'ed); -1 with errno on failure. */
+TWI_HIDDEN int twi_out_beside(const char *dir, const char *path, const char *suffix,
+                              char **name);
+/* Give the nameless file keep_fd a temporary name beside `path` (*tmp_path, malloc'ed), for the
+ * rename over it: linkat through /proc (AT_EMPTY_PATH would need CAP_DAC_READ_SEARCH), to a
+ * fresh name, retried if another process took it meanwhile. Returns 0, or -1 with errno. */
+TWI_HIDDEN int twi_out_link(int keep_fd, const char *dir, const char *path, char **tmp_path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -191,6 +191,22 @@ TWI_HIDDEN char *twi_meta_describe(const tw_slide *src, const char *head, const 
 /* The most levels tw_writer_open() accepts for a w x h image: halving until 1x1. */
 TWI_HIDDEN int twi_io_max_levels(int64_t w, int64_t h);
 
+/* ---- text outputs (io/outfile.c): a file written through a buffered stream that appears at
+ * its path only when twi_text_out_close() succeeds (created nameless in the path's folder, or
+ * under a hidden temporary name where the file system cannot; links at the path followed; only
+ * a regular file is replaced). Not thread-safe: one writer at a time. `domain` prefixes the
+ * messages. */
+typedef struct twi_text_out twi_text_out;
+TWI_HIDDEN tw_status twi_text_out_open(const char *path, const char *domain, twi_text_out **out,
+                                       tw_error *err);
+/* Formatted text (the caller picks the locale); a write error is kept for close. */
+TWI_HIDDEN void twi_text_out_printf(twi_text_out *t, const char *fmt, ...) TW_PRINTF(2, 3);
+TWI_HIDDEN void twi_text_out_vprintf(twi_text_out *t, const char *fmt, va_list ap);
+/* Flush, sync, name and rename into place; frees t whatever the result. */
+TWI_HIDDEN tw_status twi_text_out_close(twi_text_out *t, const char *domain, tw_error *err);
+/* Discard: nothing is left at the path (NULL is a no-op); frees t. */
+TWI_HIDDEN void twi_text_out_abort(twi_text_out *t);
+
 #ifdef __cplusplus
 }
 #endif

@@ -599,75 +599,6 @@ writer_discard(tw_writer *wr)
     writer_free(wr);
 }
 
-/* A nameless file in `dir` ("" = the current folder) that only linkat() can name, or -1 with
- * errno (EOPNOTSUPP, EISDIR, EINVAL where the file system or kernel lacks O_TMPFILE). */
-static int
-open_nameless(const char *dir)
-{
-#ifdef O_TMPFILE
-    return open(*dir ? dir : ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-#else
-    (void)dir;
-    errno = EOPNOTSUPP;
-    return -1;
-#endif
-}
-
-/* Create "<dir>.<base><suffix>XXXXXX" securely (mkostemp): its descriptor, and its name in
- * *name (malloc'ed); -1 with errno on failure. */
-static int
-create_beside(const tw_writer *wr, const char *suffix, char **name)
-{
-    const char *slash = strrchr(wr->path, '/'), *base = slash ? slash + 1 : wr->path;
-    size_t n = strlen(wr->dir) + 1 + strlen(base) + strlen(suffix) + sizeof "XXXXXX";
-    int fd;
-
-    if (!(*name = malloc(n))) {
-        errno = ENOMEM;
-        return -1;
-    }
-    snprintf(*name, n, "%s.%s%sXXXXXX", wr->dir, base, suffix);
-    if ((fd = mkostemp(*name, O_CLOEXEC)) < 0) {
-        int e = errno;
-
-        free(*name);
-        *name = NULL;
-        errno = e;
-    }
-    return fd;
-}
-
-/* Give the nameless file a temporary name beside the output (wr->tmp_path), for the rename
- * over it: linkat through /proc (AT_EMPTY_PATH would need CAP_DAC_READ_SEARCH), to a fresh
- * name, retried if another process took it meanwhile. Returns 0, or -1 with errno. */
-static int
-link_nameless(tw_writer *wr)
-{
-    char proc[64];
-
-    snprintf(proc, sizeof proc, "/proc/self/fd/%d", wr->keep_fd);
-    for (int attempt = 0; attempt < 100; attempt++) {
-        int fd = create_beside(wr, ".tw-", &wr->tmp_path), e;
-
-        if (fd < 0)
-            return -1;
-        /* the name is ours; swap the empty file under it for the nameless one */
-        close(fd);
-        unlink(wr->tmp_path);
-        if (linkat(AT_FDCWD, proc, AT_FDCWD, wr->tmp_path, AT_SYMLINK_FOLLOW) == 0)
-            return 0;
-        e = errno;
-        free(wr->tmp_path);
-        wr->tmp_path = NULL;
-        if (e != EEXIST) {
-            errno = e;
-            return -1;
-        }
-    }
-    errno = EEXIST;
-    return -1;
-}
-
 tw_status
 tw_writer_open(const char *path, const tw_writer_opts *o, tw_writer **out, tw_error *err)
 {
@@ -756,7 +687,7 @@ tw_writer_open(const char *path, const tw_writer_opts *o, tw_writer **out, tw_er
         st = twi_error_set(err, TW_E_NOMEM, "io.writer: out of memory");
         goto out;
     }
-    if ((fd = open_nameless(wr->dir)) >= 0) {
+    if ((fd = twi_out_nameless(wr->dir)) >= 0) {
         if ((wr->keep_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0) {
             int e = errno;
 
@@ -764,7 +695,7 @@ tw_writer_open(const char *path, const tw_writer_opts *o, tw_writer **out, tw_er
                                twi_io_strerror(e, ebuf, sizeof ebuf));
             goto out;
         }
-    } else if ((fd = create_beside(wr, ".tw-", &wr->tmp_path)) < 0) {
+    } else if ((fd = twi_out_beside(wr->dir, wr->path, ".tw-", &wr->tmp_path)) < 0) {
         int e = errno;
 
         st = twi_error_set(err, TW_E_IO, "io.writer: cannot create '%s' (%s)", path,
@@ -944,8 +875,8 @@ spill_tile(tw_writer *wr, int level, int64_t idx, const uint8_t *src, size_t n, 
         char *name = NULL;
 
         /* nameless from the start (or unlinked at once): nothing is left behind */
-        if ((wr->spill_fd = open_nameless(wr->dir)) < 0 &&
-            (wr->spill_fd = create_beside(wr, ".tw-s-", &name)) < 0) {
+        if ((wr->spill_fd = twi_out_nameless(wr->dir)) < 0 &&
+            (wr->spill_fd = twi_out_beside(wr->dir, wr->path, ".tw-s-", &name)) < 0) {
             int e = errno;
 
             return twi_error_set(err, TW_E_IO, "io.writer: cannot create a scratch file beside "
@@ -1404,7 +1335,7 @@ tw_writer_close(tw_writer *wr, tw_error *err)
                            wr->msg);
         goto fail;
     }
-    if (wr->keep_fd >= 0 && link_nameless(wr) != 0) {
+    if (wr->keep_fd >= 0 && twi_out_link(wr->keep_fd, wr->dir, wr->path, &wr->tmp_path) != 0) {
         int e = errno;
 
         st = twi_error_set(err, TW_E_IO, "io.writer: cannot name the file for '%s' (%s)",

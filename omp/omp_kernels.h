@@ -388,6 +388,53 @@ typedef struct twi_tos_run {
 tw_status twi_omp_tos(const tw_tile_view *in, tw_tile_view *parent, tw_tile_view *area,
                       tw_tile_view *grain, uint64_t grain_area, twi_tos_run *r);
 
+/*
+ * label: connected components of one tile (runtime/tw_tile_view.h, twi_label_border). `mask`:
+ * 1 channel, TW_U8 or TW_U16, nonzero = foreground. `labels`: TW_U32, the same w x h, receives
+ * 0 on background and 1..n on the components (4- or 8-connected, `conn`), numbered in raster
+ * order of each component's first pixel (scikit-image's measure.label numbering); *n_out = n.
+ * `scratch`: w * h uint32 (host). Union-find over raster indices, rows in chunks over a team of
+ * nthreads; the same bytes for any nthreads. Tiles of fewer than 2^32 - 1 pixels.
+ * Returns TW_OK, TW_E_INVALID (bad views, conn, a NULL scratch for a non-empty tile),
+ * TW_E_NOMEM.
+ */
+tw_status twi_omp_label(const tw_tile_view *mask, int conn, tw_tile_view *labels,
+                        uint32_t *scratch, int64_t *n_out, int nthreads);
+/* The argument check of twi_omp_label, shared with its CUDA twin: TW_OK or TW_E_INVALID. */
+tw_status twi_label_check(const tw_tile_view *mask, int conn, const tw_tile_view *labels);
+/* Pass 1: the border labels of a labelled tile (`labels` as twi_omp_label leaves them, n its
+ * label count) towards the `sides` (TWI_MT_SIDE bits), and its per-row counts of first pixels.
+ * Returns TW_OK, TW_E_INVALID (labels not numbered in raster order, out of range), TW_E_NOMEM
+ * (b is then empty). Free with twi_label_border_free(); the sides, needed only by the merge,
+ * may go earlier with twi_label_border_free_sides(). */
+tw_status twi_label_border_extract(const tw_tile_view *labels, int64_t n, unsigned sides,
+                                   twi_label_border *b);
+void twi_label_border_free(twi_label_border *b);
+void twi_label_border_free_sides(twi_label_border *b);
+/*
+ * BP: merge the border labels of a tiles_x x tiles_y grid of tiles of tw x th (the last row and
+ * column may be smaller; W the image's width) under 4- or 8-connectivity (corners included):
+ * a union-find keyed by the global raster index of each border label's first pixel, then each
+ * component's final label = 1 + the components whose first pixel comes first in the image's
+ * raster order (counted per image row and tile column). Memory: the border labels and one
+ * count per image row and tile column. Free *out with twi_label_merged_free().
+ * Returns TW_OK, TW_E_INVALID, TW_E_NOMEM.
+ */
+tw_status twi_label_merge(twi_label_border *const *tiles, int64_t tiles_x, int64_t tiles_y,
+                          int32_t tw, int32_t th, int64_t W, int conn, twi_label_merged *out);
+void twi_label_merged_free(twi_label_merged *m);
+/* Pass 2: the final label of each local label of tile t (image row y0 of its first row):
+ * map[0 .. b->n], map[0] = 0. m NULL: a single tile, whose labels are final. TW_OK, or
+ * TW_E_INVALID when b does not match the merge. */
+tw_status twi_label_map(const twi_label_border *b, const twi_label_merged *m, int64_t t,
+                        int64_t y0, uint64_t *map);
+/* out = map[labels] (out TW_U32 or TW_U64, the same w x h). TW_OK or TW_E_INVALID. */
+tw_status twi_omp_label_apply(const tw_tile_view *labels, const uint64_t *map,
+                              tw_tile_view *out, int nthreads);
+/* Its argument check, shared with the CUDA twin (map only tested for NULL). */
+tw_status twi_label_apply_check(const tw_tile_view *labels, const uint64_t *map,
+                                const tw_tile_view *out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -14,15 +14,6 @@
 
 #define ROW(v, T, y) ((T *)(void *)((char *)(v)->data + (int64_t)(y) * (v)->stride))
 
-static double
-now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Levels v -> MAX - v in place (closings run as openings of the inverted image). */
 static void
 invert_view(tw_tile_view *v)
@@ -776,7 +767,7 @@ af_tp1_commit(tw_task_ctx *ctx, void *arg)
     if (atomic_fetch_add(&a->extracted, 1) + 1 == a->n_tiles) {
         tw_task *t = NULL;
 
-        a->t1 = now_s();
+        a->t1 = twi_now_s();
         if ((st = twi_task_create(a->job, &af_merge_kind, a, NULL, &t)) == TW_OK)
             st = twi_task_submit(t);
         twi_task_release(t);
@@ -846,7 +837,7 @@ af_bmerge_commit(tw_task_ctx *ctx, void *arg)
     (void)ctx;
     if (atomic_fetch_add(&a->blocks_merged, 1) + 1 != a->n_blocks)
         return TW_OK;
-    a->t1 = now_s();
+    a->t1 = twi_now_s();
     if ((st = twi_task_create(a->job, a->dist ? &af_dmerge_kind : &af_merge_kind, a, NULL, &t)) ==
         TW_OK)
         st = twi_task_submit(t);
@@ -1176,7 +1167,7 @@ af_merge_commit(tw_task_ctx *ctx, void *arg)
     for (int64_t i = 0; i < (a->blk ? a->n_blocks : a->n_tiles); i++)
         twi_mt_border_free(merge_tree(a, i));
     a->merge_dev = twi_ctx_device(ctx);
-    a->t2 = now_s();
+    a->t2 = twi_now_s();
     twi_job_add_done(a->job, 1);
     if ((st = twi_window_open(a->job, a->n_tiles, af_unit_bytes(a, 2), af_admit2, a,
                               &a->win[2])) != TW_OK)
@@ -1388,7 +1379,7 @@ af_finish(tw_job *job, tw_status st, void *user)
 {
     af_job *a = user;
     tw_error err;
-    double t3 = now_s();
+    double t3 = twi_now_s();
 
     if (a->dist) {
         /* Across ranks: the run's totals, or tell the others; before the output is renamed. */
@@ -1740,7 +1731,7 @@ af_graph(af_job *a, tw_runtime *rt)
      * opens the second. */
     a->rt = rt;
     twi_job_add_total(a->job, 3 * a->n_tiles + (pass == 1 ? 2 * a->n_tiles + 1 : 0));
-    a->t0 = now_s();
+    a->t0 = twi_now_s();
     return twi_window_open(a->job, a->n_tiles, af_unit_bytes(a, pass),
                            pass == 1 ? af_admit1 : af_admit2, a, &a->win[pass]);
 }

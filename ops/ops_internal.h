@@ -45,6 +45,9 @@ typedef struct twi_stream {
                                       whose mpp it carries (with `downsample`); NULL: none */
 } twi_stream;
 
+/* Seconds on the monotonic clock, for the phases an operation reports. */
+TWI_HIDDEN double twi_now_s(void);
+
 /* Resolve the processing tile size: explicit (w, h > 0), else the op's key (e.g.
  * "gray.tile_size", 0x0 = inherit), else tile.size. */
 TWI_HIDDEN tw_status twi_ops_tile_size(const tw_config *cfg, const char *op_key, int32_t w,

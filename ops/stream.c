@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -21,6 +22,15 @@ key_source(const tw_config *cfg, const char *key)
         if (tw_config_describe(cfg, i, &e) == TW_OK && strcmp(e.key, key) == 0)
             return e.source;
     return TW_CONFIG_DEFAULT;
+}
+
+double
+twi_now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 tw_status

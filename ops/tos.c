@@ -44,15 +44,6 @@
 #define BANDS_PER_WORKER 4
 #define BAND_PIXELS ((int64_t)1 << 21)
 
-static double
-now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 typedef struct tos_job {
     tw_job *job;
     const char *op;              /* TOS or GRAIN */
@@ -192,7 +183,7 @@ t_prep(tw_task_ctx *ctx, void *arg)
     twi_tos_part *root = NULL;
     tw_status st;
 
-    j->t_start = now_s();
+    j->t_start = twi_now_s();
     if (!(j->a = malloc(nk * sizeof *j->a)) ||
         !(j->seen = malloc(twi_tos_seen_words(j->W, j->H) * sizeof *j->seen)) ||
         (!j->par && !(j->par = j->par_own = malloc(n * sizeof *j->par))))
@@ -285,7 +276,7 @@ t_sort_commit(tw_task_ctx *ctx, void *arg)
     if (atomic_fetch_sub_explicit(&j->parts, 1, memory_order_acq_rel) != 1)
         return TW_OK;
     /* the last part: every rank is written */
-    j->t_sorted = now_s();
+    j->t_sorted = twi_now_s();
     j->rule.exterior = twi_tos_sort_exterior(j->sort);
     j->rule.area = j->grain_area;
     twi_tos_sort_stats(j->sort, j->report ? &j->report->parts : NULL, NULL, &j->queue_bytes);
@@ -388,7 +379,7 @@ t_attr_prep(tw_task_ctx *ctx, void *arg)
     tos_job *j = ((tos_arg *)arg)->j;
     const size_t n = (size_t)(j->W * j->H);
 
-    j->t_tree = now_s();
+    j->t_tree = twi_now_s();
     j->rule.implicit_root = twi_tos_un_root_implicit(j->un);
     twi_tos_un_destroy(j->un);
     j->un = NULL;
@@ -483,7 +474,7 @@ t_store(tw_task_ctx *ctx, void *arg)
     tw_tile_view v = { .w = (int32_t)j->W, .h = (int32_t)j->H, .channels = 1 };
     tw_status st;
 
-    j->t_end = now_s();
+    j->t_end = twi_now_s();
     if (j->grain) {
         v.data = j->gout;
         v.type = j->type;

@@ -135,6 +135,35 @@ typedef struct twi_mt_pack {
     size_t sides_at;      /* uint32_t [...]: every present side's node numbers, in turn */
 } twi_mt_pack;
 
+/*
+ * Connected-component labelling across tiles (omp/label_omp.c, cuda/label_cuda.cu; ops/label.c
+ * drives them). A tile's local labels are 1..n in raster order of each component's first
+ * pixel within the tile (0: background). Its border labels are those on a side shared with
+ * another tile (TWI_MT_* sides, as for border max-trees).
+ */
+typedef struct twi_label_border {
+    int64_t n;          /* local labels */
+    int32_t w, h;
+    uint32_t *rows;     /* [h] local labels whose first pixel lies in that row */
+    int64_t m;          /* border labels */
+    uint32_t *lab;      /* [m] the border labels, ascending */
+    uint32_t *first;    /* [m] tile raster index (y * w + x) of each one's first pixel */
+    uint32_t *side[4];  /* TWI_MT_*: the label of every pixel of that side (w or h of them),
+                           NULL when the side is not a border */
+} twi_label_border;
+
+/* What the merge of a grid's border labels gives (twi_label_merge). */
+typedef struct twi_label_merged {
+    int64_t n;            /* border labels of all tiles */
+    int64_t *off;         /* [n_tiles + 1]: tile t's border labels are off[t] .. off[t + 1] - 1 */
+    uint64_t *final;      /* [n]: each border label's final label */
+    uint8_t *start;       /* [n]: 1 when it holds its component's first pixel */
+    uint64_t *row_base;   /* [H * tiles_x]: components whose first pixel comes before
+                             (image row y, tile column tx) in raster order: entry y * tiles_x + tx */
+    int64_t tiles_x;
+    uint64_t total;       /* components of the whole image */
+} twi_label_merged;
+
 #ifdef __cplusplus
 }
 #endif

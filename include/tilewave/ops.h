@@ -708,6 +708,133 @@ TW_API TW_NODISCARD tw_status tw_grain_submit(tw_runtime *rt, const tw_grain_opt
 
 /** @} */
 
+/**
+ * @defgroup label Connected components
+ * Connected components of a mask across a whole slide, exact whatever the tiling: foreground
+ * is every nonzero pixel of an 8- or 16-bit input (or of the mask an input's threshold makes,
+ * tw_input.threshold_mode). Labels are numbered as scikit-image's `measure.label` numbers
+ * them: 1, 2, ... in raster order of each component's first pixel (smallest row, then
+ * column, in the whole image), 0 the background. docs/objects.md.
+ * @{
+ */
+
+/** What a label job did, filled when the job ends. @since 0.7 */
+typedef struct tw_label_report {
+    size_t struct_size;      /**< set by tw_label_report_init() */
+    uint64_t objects;        /**< components found (the largest label) */
+    int label_bits;          /**< 32 or 64: the labels' type */
+    int64_t tiles;           /**< tiles of the grid */
+    int32_t tile_w, tile_h;  /**< their size */
+    int64_t border_labels;   /**< tile labels on shared tile sides, merged by BP */
+    int64_t tp_cpu, tp_cuda; /**< tile tasks (both passes) on CPU / GPU workers */
+    double label_s;          /**< first pass: every tile labelled, its border labels kept */
+    double merge_s;          /**< the merge of the border labels (BP) */
+    double write_s;          /**< second pass: tiles labelled again, numbered and written */
+} tw_label_report;
+
+/** Zero @p r and set its struct_size; NULL is a no-op. Thread-safe. @since 0.7 */
+TW_API void tw_label_report_init(tw_label_report *r);
+
+/** Options of tw_label_submit(). Initialise with tw_label_opts_init(). @since 0.7 */
+typedef struct tw_label_opts {
+    size_t struct_size;      /**< set by tw_label_opts_init() */
+    tw_input input;          /**< the mask file (any input with its threshold options), when
+                                  image.data is NULL */
+    tw_host_image image;     /**< the mask in memory (data != NULL: used instead); TW_U8 or
+                                  TW_U16, nonzero = foreground */
+    tw_output output;        /**< the label image file (TW_U32, or TW_U64: see label_bits) */
+    tw_host_image result;    /**< in memory instead: the mask's size, TW_U32 or TW_U64 (its
+                                  type gives the label width when label_bits is 0) */
+    int connectivity;        /**< 4 or 8 (default 8, scikit-image's default in 2D) */
+    int label_bits;          /**< 0 (default): a file gets 32-bit labels unless the image could
+                                  hold more than 2^32 - 1 components (4: half its pixels, 8: a
+                                  quarter), else 64; or 32, 64 */
+    int32_t tile_w, tile_h;  /**< 0: the config's tile.size */
+    tw_label_report *report; /**< optional, initialised with tw_label_report_init() */
+} tw_label_opts;
+
+/** Fill @p o with defaults and set its struct_size; NULL is a no-op. Thread-safe.
+ *  @since 0.7 */
+TW_API void tw_label_opts_init(tw_label_opts *o);
+
+/**
+ * Label the connected components of @p o->input (or image) into @p o->output (or result),
+ * tile by tile: each tile is labelled (TP), the labels touching shared tile sides are merged
+ * once (BP, a union-find over the border labels keyed by their first pixels: memory bounded by
+ * the tiles' borders, not the image), and each tile is labelled again and numbered. The same
+ * bytes for any tile size, worker count and device. More components than the labels' width
+ * holds (32-bit labels asked for) fails the job.
+ * @return TW_OK (the job runs), TW_E_INVALID, TW_E_IO, TW_E_FORMAT, TW_E_NOMEM.
+ * Misuse and ownership: as every submit function (@ref tw_ops).
+ * Thread-safe. @since 0.7
+ */
+TW_API TW_NODISCARD tw_status tw_label_submit(tw_runtime *rt, const tw_label_opts *o,
+                                             tw_job **out, tw_error *err);
+
+/** Format of tw_objects_submit()'s table. @since 0.7 */
+typedef enum tw_objects_format {
+    TW_OBJECTS_AUTO = 0, /**< from the output's name: .geojson or .json, .csv */
+    TW_OBJECTS_GEOJSON,  /**< a FeatureCollection of QuPath detections with their outlines */
+    TW_OBJECTS_CSV       /**< one row per object, no outline */
+} tw_objects_format;
+
+/** What an objects job did, filled when it succeeded. @since 0.7 */
+typedef struct tw_objects_report {
+    size_t struct_size;      /**< set by tw_objects_report_init() */
+    uint64_t objects;        /**< objects written */
+    int64_t max_active;      /**< the most objects held at once (crossing the rows in flight) */
+    int64_t bands;           /**< bands of rows the labels were read in */
+    int32_t band_h;          /**< their height */
+} tw_objects_report;
+
+/** Zero @p r and set its struct_size; NULL is a no-op. Thread-safe. @since 0.7 */
+TW_API void tw_objects_report_init(tw_objects_report *r);
+
+/** Options of tw_objects_submit(). Initialise with tw_objects_opts_init(). @since 0.7 */
+typedef struct tw_objects_opts {
+    size_t struct_size;         /**< set by tw_objects_opts_init() */
+    tw_input labels;            /**< the label image: 1 channel of TW_U8, TW_U16 or TW_U32, 0
+                                     the background, every other value one object (as
+                                     tw_label_submit() writes them; no threshold or tissue) */
+    tw_input intensity;         /**< optional (path NULL: none): the image whose mean, minimum
+                                     and maximum are measured per object, the labels' size
+                                     (8/16-bit, RGB by its gray mode) */
+    const char *output;         /**< the table's path */
+    tw_objects_format format;   /**< default TW_OBJECTS_AUTO */
+    const char *classification; /**< optional: the GeoJSON features' classification name */
+    double downsample;          /**< outline coordinates are (x + region x) * downsample +
+                                     offset; 0 (default): the level read's downsample, so that
+                                     they are level-0 pixels of the slide read */
+    double offset_x, offset_y;  /**< added to the outline coordinates (default 0) */
+    int32_t band_h;             /**< rows read at a time; 0: the config's tile.size height
+                                     (bands hold at most about 16M pixels) */
+    tw_objects_report *report;  /**< optional, initialised with tw_objects_report_init() */
+} tw_objects_opts;
+
+/** Fill @p o with defaults and set its struct_size; NULL is a no-op. Thread-safe.
+ *  @since 0.7 */
+TW_API void tw_objects_opts_init(tw_objects_opts *o);
+
+/**
+ * Measure every object of a label image and write the table (docs/objects.md): per object its
+ * label, area (pixels, and square microns when the image has an mpp), centroid (mean column
+ * and row), bounding box, perimeter (the number of pixel sides between the object and
+ * anything else, the image's edge included), and with an intensity image the mean, minimum and
+ * maximum there; in GeoJSON also its outline, a Polygon (MultiPolygon for pieces touching only
+ * at corners) with holes, on the pixel-edge grid. Measurements are in the pixels of the level
+ * read; outlines in level-0 pixels (see downsample). Streamed in bands of rows: an object is
+ * written and freed once the scan passes its last row, in order of last row, then label.
+ * Labels are expected to be connected (tw_label_submit()): pixels of one label separated by
+ * whole rows without it make several objects of that label.
+ * @return TW_OK (the job runs), TW_E_INVALID, TW_E_IO, TW_E_FORMAT, TW_E_NOMEM.
+ * Misuse and ownership: as every submit function (@ref tw_ops).
+ * Thread-safe. @since 0.7
+ */
+TW_API TW_NODISCARD tw_status tw_objects_submit(tw_runtime *rt, const tw_objects_opts *o,
+                                               tw_job **out, tw_error *err);
+
+/** @} */
+
 /** @} */
 
 #ifdef __cplusplus

@@ -11,12 +11,13 @@ The library is found through TILEWAVE_LIBRARY (a full path), then the system's l
 """
 from ._core import (Canceled, Error, Job, Runtime, area_close, area_open, attr_filter,
                     build_has_cuda, choose_level, close_rec, convert, default_runtime, edt,
-                    fill_holes, grain, gray, height_close, height_open, hmax, info, maxtree,
+                    fill_holes, grain, gray, height_close, height_open, hmax, info, label,
+                    maxtree, objects,
                     open_rec, read, reconstruct, regional_max, sample, tos, version)
 
 __version__ = "0.6.0"
 __all__ = ["Canceled", "Error", "Job", "Runtime", "area_close", "area_open", "attr_filter",
            "build_has_cuda", "choose_level", "close_rec", "convert", "default_runtime", "edt",
            "fill_holes", "grain", "gray", "height_close", "height_open", "hmax", "info",
-           "maxtree", "open_rec", "read", "reconstruct", "regional_max", "sample", "tos",
-           "version"]
+           "label", "maxtree", "objects", "open_rec", "read", "reconstruct", "regional_max",
+           "sample", "tos", "version"]

@@ -1145,6 +1145,82 @@ def height_close(image, height, out=None, **kw):
     return attr_filter(image, "height-close", height, out, **kw)
 
 
+def label(image, out=None, *, conn=8, label_bits=0, level=0, tile=None, compression=None,
+          return_num=False, runtime=None, progress=None, progress_interval=0.05, wait=True,
+          **options):
+    """Connected components of a mask (nonzero pixels of a uint8/uint16 array or slide; with
+    ``threshold=N`` of any slide), numbered as ``skimage.measure.label(mask,
+    connectivity=1 for conn=4, 2 for conn=8)`` numbers them: 1, 2, ... in raster order of each
+    component's first pixel, 0 the background (docs/objects.md, `tilewave label`). Exact for
+    any ``tile``. Returns a uint32 array (uint64 with ``label_bits=64``, or when the image could
+    hold more than 2^32 - 1 components), or None with ``out=PATH``; with ``return_num=True``
+    the pair (labels, number of components)."""
+    inopts, outopts = _options("label", options, _IN_ALL, _OUT_ALL)
+    _input_used("label", inopts, _is_path(image), level)
+    if label_bits not in (0, 32, 64):
+        raise ValueError(f"tilewave.label: label_bits must be 0, 32 or 64 (got {label_bits!r})")
+    o = _init(lib.tw_label_opts_init, _lib.LabelOpts)
+    rep = _init(lib.tw_label_report_init, _lib.LabelReport)
+    keep = [rep]
+    arr, shape, _, irep = _src("label", "image", image, _U8_U16, o.input, o.image, level,
+                               inopts, keep)
+    h, w = int(shape[0]), int(shape[1])
+    most = (h * w + 1) // 2 if conn == 4 else ((w + 1) // 2) * ((h + 1) // 2)
+    dt = np.uint64 if label_bits == 64 or (label_bits == 0 and most > 2 ** 32 - 1) else np.uint32
+    o.connectivity = int(conn)
+    o.label_bits = int(label_bits)
+    o.report = ctypes.cast(ctypes.pointer(rep), ctypes.c_void_p)
+    _tile(o, tile)
+    res = _dst("label", o.output, o.result, out, compression, outopts, shape, dt,
+               _is_path(image))
+
+    def num(ok):
+        if return_num and ok:
+            return (res, int(rep.objects))
+        return None
+    return _run(runtime, lib.tw_label_submit, o, (arr, res, keep), res, progress, wait,
+                progress_interval,
+                _chain(_report_filler([irep] if irep else [], inopts.get("input_report")), num))
+
+
+def objects(labels, out, *, intensity=None, format=None, classification=None, level=0,
+            region=None, gray="luminance", downsample=0.0, offset=(0.0, 0.0), band=0,
+            runtime=None, progress=None, progress_interval=0.05, wait=True):
+    """Write the table of the objects of a label image file (as `label` writes it) to
+    ``out``: GeoJSON (QuPath detections with their outlines, in level-0 pixels) or CSV, from
+    the name or ``format`` ("geojson", "csv"). Per object: label, area (and um^2 with an mpp),
+    centroid, bounding box, perimeter, and with ``intensity`` (a path of the same size) its
+    mean, minimum and maximum (docs/objects.md, `tilewave objects`). Returns the number of
+    objects written."""
+    if not _is_path(labels) or not _is_path(out) or (intensity is not None and
+                                                     not _is_path(intensity)):
+        raise TypeError("tilewave.objects: labels, out and intensity are paths")
+    fmts = {None: 0, "geojson": 1, "csv": 2}
+    if format not in fmts:
+        raise ValueError(f"tilewave.objects: unknown format {format!r} (geojson, csv)")
+    o = _init(lib.tw_objects_opts_init, _lib.ObjectsOpts)
+    rep = _init(lib.tw_objects_report_init, _lib.ObjectsReport)
+    keep = [rep]
+    for inp, path in ((o.labels, labels), (o.intensity, intensity)):
+        if path is None:
+            continue
+        inp.path = _enc(path)
+        inp.level = int(level)
+        if region is not None:
+            inp.x, inp.y, inp.w, inp.h = (int(v) for v in region)
+    o.intensity.gray = _parse(lib.tw_gray_mode_parse, "gray mode", gray, "objects")
+    o.output = _enc(out)
+    o.format = fmts[format]
+    if classification is not None:
+        o.classification = str(classification).encode()
+    o.downsample = float(downsample)
+    o.offset_x, o.offset_y = float(offset[0]), float(offset[1])
+    o.band_h = int(band)
+    o.report = ctypes.cast(ctypes.pointer(rep), ctypes.c_void_p)
+    return _run(runtime, lib.tw_objects_submit, o, keep, None, progress, wait,
+                progress_interval, lambda ok: int(rep.objects) if ok else None)
+
+
 def _temp_output(op):
     """A temporary file for an operation that only writes files; its finish hook reads the
     result back (on success) and removes the folder."""

@@ -120,6 +120,32 @@ class GrainOpts(ctypes.Structure):
                 ("report", c_void_p)]
 
 
+class LabelReport(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("objects", c_uint64), ("label_bits", c_int),
+                ("tiles", c_int64), ("tile_w", c_int32), ("tile_h", c_int32),
+                ("border_labels", c_int64), ("tp_cpu", c_int64), ("tp_cuda", c_int64),
+                ("label_s", c_double), ("merge_s", c_double), ("write_s", c_double)]
+
+
+class LabelOpts(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("input", Input), ("image", HostImage),
+                ("output", Output), ("result", HostImage), ("connectivity", c_int),
+                ("label_bits", c_int), ("tile_w", c_int32), ("tile_h", c_int32),
+                ("report", c_void_p)]
+
+
+class ObjectsReport(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("objects", c_uint64), ("max_active", c_int64),
+                ("bands", c_int64), ("band_h", c_int32)]
+
+
+class ObjectsOpts(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("labels", Input), ("intensity", Input),
+                ("output", c_char_p), ("format", c_int), ("classification", c_char_p),
+                ("downsample", c_double), ("offset_x", c_double), ("offset_y", c_double),
+                ("band_h", c_int32), ("report", c_void_p)]
+
+
 class ConvertOpts(ctypes.Structure):
     _fields_ = [("struct_size", c_size_t), ("input", Input), ("output", Output),
                 ("tile_w", c_int32), ("tile_h", c_int32)]
@@ -215,6 +241,12 @@ _PROTOS = {
     "tw_tos_submit": (c_int, [c_void_p, _P(TosOpts), _P(c_void_p), _E]),
     "tw_grain_opts_init": (None, [_P(GrainOpts)]),
     "tw_grain_submit": (c_int, [c_void_p, _P(GrainOpts), _P(c_void_p), _E]),
+    "tw_label_opts_init": (None, [_P(LabelOpts)]),
+    "tw_label_report_init": (None, [_P(LabelReport)]),
+    "tw_label_submit": (c_int, [c_void_p, _P(LabelOpts), _P(c_void_p), _E]),
+    "tw_objects_opts_init": (None, [_P(ObjectsOpts)]),
+    "tw_objects_report_init": (None, [_P(ObjectsReport)]),
+    "tw_objects_submit": (c_int, [c_void_p, _P(ObjectsOpts), _P(c_void_p), _E]),
     "tw_convert_opts_init": (None, [_P(ConvertOpts)]),
     "tw_convert_submit": (c_int, [c_void_p, _P(ConvertOpts), _P(c_void_p), _E]),
     "tw_sample_opts_init": (None, [_P(SampleOpts)]),

@@ -747,3 +747,52 @@ Test(service, one_connection_runs_at_most_max_client_jobs)
     free(slide);
     free(corrupt);
 }
+
+Test(service, label_then_objects_as_the_cli_writes_them)
+{
+    /* `submit label` of the sample slide thresholded, then `submit objects` of those labels:
+     * the service's label image has the CLI's pixels and its GeoJSON table the CLI's bytes. */
+    char *slide, *corrupt, *lab = twtest_path(dir, "lab.tif"), *gj = twtest_path(dir, "o.geojson");
+    char *rlab = twtest_path(dir, "rlab.tif"), *rgj = twtest_path(dir, "r.geojson");
+    char *a, *b;
+    const char *msg;
+    conn c;
+    int id;
+
+    write_slides(&slide, &corrupt);
+    start_service("4");
+    c = open_conn();
+    id = submit(&c, "label %s %s threshold=200 invert=1 conn=4 tile=256x256", slide, lab);
+    cr_assert_str_eq(wait_job(&c, id, &msg), "done", "%s", msg);
+    id = submit(&c, "objects %s %s", lab, gj);
+    cr_assert_str_eq(wait_job(&c, id, &msg), "done", "%s", msg);
+    cr_assert(strncmp(ask(&c, "submit objects %s %s tile=256x256", lab, gj),
+                      "error objects takes no key", 26) == 0);
+    cr_assert_str_eq(ask(&c, "shutdown"), "ok shutting down");
+    close_conn(&c);
+    cr_assert_eq(service_exit(), 0);
+    {
+        const char *la[] = {"label", slide, "-o", rlab, "--threshold", "200", "--invert",
+                            "--conn", "4", "--quiet", NULL};
+        const char *oa[] = {"objects", rlab, "-o", rgj, "--quiet", NULL};
+        twtest_run run = twtest_cli(la, NULL);
+
+        cr_assert_eq(run.status, 0, "tilewave label: %s", run.err);
+        twtest_run_free(&run);
+        run = twtest_cli(oa, NULL);
+        cr_assert_eq(run.status, 0, "tilewave objects: %s", run.err);
+        twtest_run_free(&run);
+    }
+    expect_same_pixels(lab, rlab);
+    a = twtest_slurp(gj);
+    b = twtest_slurp(rgj);
+    cr_assert(strlen(a) > 100 && strcmp(a, b) == 0, "the service's table differs from the CLI's");
+    free(a);
+    free(b);
+    free(slide);
+    free(corrupt);
+    free(lab);
+    free(gj);
+    free(rlab);
+    free(rgj);
+}

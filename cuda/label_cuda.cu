@@ -1,0 +1,294 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave: connected-component labelling of a tile on CUDA, the twin of twi_omp_label (the
+ * same labels: 1..n in raster order of each component's first pixel), and the relabelling. */
+/*
+ * A union-find over raster indices whose roots are always the smallest index of their set
+ * (a link always goes from the larger root to the smaller, by atomicMin, as the GPU max-tree's
+ * CONNECT merges with atomic updates; Playne and Hawick 2018): every pixel unites with its
+ * earlier foreground neighbours concurrently, then points at its root; the roots are the
+ * components' first pixels, and an exclusive scan of "is a root" over the raster order numbers
+ * them as the CPU kernel does. Each kernel strides over the tile, so any size fits the grid.
+ */
+#include <cstdint>
+
+#include <cub/device/device_scan.cuh>
+#include <cuda_runtime.h>
+
+#include "cuda_kernels.h"
+#include "omp_kernels.h" /* twi_label_check: the contract both variants share */
+
+namespace {
+
+/* Tuning (house style rule 34): one thread per pixel, 256 a block, a grid of at most 65535
+ * blocks striding over the tile. */
+struct LabelPolicy {
+    static constexpr int THREADS = 256;
+    static constexpr unsigned MAX_GRID = 65535u;
+};
+static_assert(LabelPolicy::THREADS <= 1024, "block too large");
+
+template <typename T>
+__device__ __forceinline__ bool
+is_fg(const unsigned char *m, int64_t stride, uint32_t x, uint32_t y)
+{
+    return reinterpret_cast<const T *>(m + (int64_t)y * stride)[x] != 0;
+}
+
+__device__ __forceinline__ uint32_t
+find_root(const uint32_t *par, uint32_t p)
+{
+    const volatile uint32_t *v = par;
+    uint32_t q = v[p];
+
+    while (q != p) {
+        p = q;
+        q = v[p];
+    }
+    return p;
+}
+
+/* Join the sets of a and b: the larger root goes under the smaller, retried when another
+ * thread linked it meanwhile (atomicMin returns what it found). */
+__device__ __forceinline__ void
+unite(uint32_t *par, uint32_t a, uint32_t b)
+{
+    for (;;) {
+        a = find_root(par, a);
+        b = find_root(par, b);
+        if (a == b)
+            return;
+        if (a < b) {
+            uint32_t old = atomicMin(&par[b], a);
+
+            if (old == b)
+                return;
+            b = old;
+        } else {
+            uint32_t old = atomicMin(&par[a], b);
+
+            if (old == a)
+                return;
+            a = old;
+        }
+    }
+}
+
+__global__ void __launch_bounds__(LabelPolicy::THREADS)
+init_kernel(uint32_t *par, uint32_t n)
+{
+    for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < n; p += gridDim.x * blockDim.x)
+        par[p] = p;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(LabelPolicy::THREADS)
+merge_kernel(const unsigned char *m, int64_t stride, uint32_t w, uint32_t h, int conn,
+             uint32_t *par)
+{
+    const uint32_t n = w * h;
+
+    for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < n; p += gridDim.x * blockDim.x) {
+        uint32_t x = p % w, y = p / w;
+
+        if (!is_fg<T>(m, stride, x, y))
+            continue;
+        if (x > 0 && is_fg<T>(m, stride, x - 1, y))
+            unite(par, p, p - 1);
+        if (y == 0)
+            continue;
+        if (is_fg<T>(m, stride, x, y - 1))
+            unite(par, p, p - w);
+        if (conn == 8 && x > 0 && is_fg<T>(m, stride, x - 1, y - 1))
+            unite(par, p, p - w - 1);
+        if (conn == 8 && x + 1 < w && is_fg<T>(m, stride, x + 1, y - 1))
+            unite(par, p, p - w + 1);
+    }
+}
+
+/* Every foreground pixel points at its root; flags[p] = 1 for the roots (flags[n] = 0). */
+template <typename T>
+__global__ void __launch_bounds__(LabelPolicy::THREADS)
+flatten_kernel(const unsigned char *m, int64_t stride, uint32_t w, uint32_t h, uint32_t *par,
+               uint32_t *flags)
+{
+    const uint32_t n = w * h;
+
+    for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p <= n; p += gridDim.x * blockDim.x) {
+        if (p == n || !is_fg<T>(m, stride, p % w, p / w)) {
+            flags[p] = 0;
+            continue;
+        }
+        uint32_t r = find_root(par, p);
+
+        par[p] = r;
+        flags[p] = r == p;
+    }
+}
+
+/* labels = the root's rank + 1, 0 on background; *d_n = the count. */
+template <typename T>
+__global__ void __launch_bounds__(LabelPolicy::THREADS)
+number_kernel(const unsigned char *m, int64_t stride, uint32_t w, uint32_t h,
+              const uint32_t *par, const uint32_t *rank, unsigned char *lab, int64_t lstride,
+              uint32_t *d_n)
+{
+    const uint32_t n = w * h;
+
+    for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < n; p += gridDim.x * blockDim.x) {
+        uint32_t x = p % w, y = p / w;
+
+        reinterpret_cast<uint32_t *>(lab + (int64_t)y * lstride)[x] =
+            is_fg<T>(m, stride, x, y) ? rank[par[p]] + 1 : 0;
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        *d_n = rank[n];
+}
+
+template <typename O>
+__global__ void __launch_bounds__(LabelPolicy::THREADS)
+apply_kernel(const unsigned char *lab, int64_t lstride, const uint64_t *map, unsigned char *out,
+             int64_t ostride, uint32_t w, uint32_t h)
+{
+    const uint32_t n = w * h;
+
+    for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < n; p += gridDim.x * blockDim.x) {
+        uint32_t x = p % w, y = p / w;
+        uint32_t l = reinterpret_cast<const uint32_t *>(lab + (int64_t)y * lstride)[x];
+
+        reinterpret_cast<O *>(out + (int64_t)y * ostride)[x] = (O)map[l];
+    }
+}
+
+unsigned
+grid_for(uint64_t n)
+{
+    uint64_t g = (n + LabelPolicy::THREADS - 1) / LabelPolicy::THREADS;
+
+    return (unsigned)(g < 1 ? 1 : g > LabelPolicy::MAX_GRID ? LabelPolicy::MAX_GRID : g);
+}
+
+/* The scan's temporary storage for n + 1 items (a host-side size query, no device work). */
+size_t
+scan_bytes(uint32_t n)
+{
+    size_t bytes = 0;
+
+    cub::DeviceScan::ExclusiveSum(nullptr, bytes, static_cast<const uint32_t *>(nullptr),
+                                  static_cast<uint32_t *>(nullptr), (int)n + 1);
+    return bytes;
+}
+
+size_t
+align256(size_t b)
+{
+    return (b + 255) & ~(size_t)255;
+}
+
+tw_status
+finish_launch(cudaStream_t stream)
+{
+    /* Catch launch errors now (CUB's Debug()), not at the worker's next synchronisation. */
+    if (cudaGetLastError() != cudaSuccess)
+        return TW_E_DEVICE;
+#ifdef TW_CUDA_DEBUG_SYNC
+    if (cudaStreamSynchronize(stream) != cudaSuccess || cudaGetLastError() != cudaSuccess)
+        return TW_E_DEVICE;
+#else
+    (void)stream;
+#endif
+    return TW_OK;
+}
+
+template <typename T>
+tw_status
+launch_label(const tw_tile_view *mask, int conn, tw_tile_view *labels, uint32_t *d_n,
+             unsigned char *scratch, size_t scratch_bytes, cudaStream_t stream)
+{
+    const uint32_t w = (uint32_t)mask->w, h = (uint32_t)mask->h, n = w * h;
+    uint32_t *par = reinterpret_cast<uint32_t *>(scratch);
+    uint32_t *flags = reinterpret_cast<uint32_t *>(scratch + align256((size_t)n * 4));
+    uint32_t *rank = reinterpret_cast<uint32_t *>(scratch + 2 * align256(((size_t)n + 1) * 4));
+    unsigned char *tmp = scratch + 3 * align256(((size_t)n + 1) * 4);
+    size_t tmp_bytes = scan_bytes(n);
+    const unsigned char *m = static_cast<const unsigned char *>(mask->data);
+    const unsigned g = grid_for((uint64_t)n + 1);
+
+    if (scratch_bytes < twi_cuda_label_scratch_size(mask->w, mask->h))
+        return TW_E_INVALID;
+    init_kernel<<<g, LabelPolicy::THREADS, 0, stream>>>(par, n);
+    merge_kernel<T><<<g, LabelPolicy::THREADS, 0, stream>>>(m, mask->stride, w, h, conn, par);
+    flatten_kernel<T><<<g, LabelPolicy::THREADS, 0, stream>>>(m, mask->stride, w, h, par, flags);
+    if (cub::DeviceScan::ExclusiveSum(tmp, tmp_bytes, flags, rank, (int)n + 1, stream) !=
+        cudaSuccess)
+        return TW_E_DEVICE;
+    number_kernel<T><<<g, LabelPolicy::THREADS, 0, stream>>>(
+        m, mask->stride, w, h, par, rank, static_cast<unsigned char *>(labels->data),
+        labels->stride, d_n);
+    return finish_launch(stream);
+}
+
+} // namespace
+
+extern "C" size_t
+twi_cuda_label_scratch_size(int32_t w, int32_t h)
+{
+    try {
+        uint32_t n = (uint32_t)((w > 0 ? w : 0) * (uint64_t)(h > 0 ? h : 0));
+
+        return 3 * align256(((size_t)n + 1) * 4) + align256(scan_bytes(n));
+    } catch (...) {
+        return 0;
+    }
+}
+
+extern "C" tw_status
+twi_cuda_label(const tw_tile_view *mask, int conn, tw_tile_view *labels, uint32_t *d_n,
+               void *d_scratch, size_t scratch_bytes, void *stream)
+{
+    try {
+        tw_status st = twi_label_check(mask, conn, labels);
+        cudaStream_t s = static_cast<cudaStream_t>(stream);
+
+        if (st != TW_OK || !d_n)
+            return TW_E_INVALID;
+        if (mask->w == 0 || mask->h == 0)
+            return cudaMemsetAsync(d_n, 0, 4, s) == cudaSuccess ? TW_OK : TW_E_DEVICE;
+        if (!d_scratch)
+            return TW_E_INVALID;
+        unsigned char *sc = static_cast<unsigned char *>(d_scratch);
+
+        return mask->type == TW_U8
+                   ? launch_label<uint8_t>(mask, conn, labels, d_n, sc, scratch_bytes, s)
+                   : launch_label<uint16_t>(mask, conn, labels, d_n, sc, scratch_bytes, s);
+    } catch (...) {
+        return TW_E_DEVICE;
+    }
+}
+
+extern "C" tw_status
+twi_cuda_label_apply(const tw_tile_view *labels, const uint64_t *d_map, tw_tile_view *out,
+                     void *stream)
+{
+    try {
+        cudaStream_t s = static_cast<cudaStream_t>(stream);
+
+        if (twi_label_apply_check(labels, d_map, out) != TW_OK)
+            return TW_E_INVALID;
+        if (labels->w == 0 || labels->h == 0)
+            return TW_OK;
+        const uint32_t w = (uint32_t)labels->w, h = (uint32_t)labels->h;
+        const unsigned g = grid_for((uint64_t)w * h);
+        const unsigned char *l = static_cast<const unsigned char *>(labels->data);
+        unsigned char *o = static_cast<unsigned char *>(out->data);
+
+        if (out->type == TW_U32)
+            apply_kernel<uint32_t><<<g, LabelPolicy::THREADS, 0, s>>>(l, labels->stride, d_map, o,
+                                                                      out->stride, w, h);
+        else
+            apply_kernel<uint64_t><<<g, LabelPolicy::THREADS, 0, s>>>(l, labels->stride, d_map, o,
+                                                                      out->stride, w, h);
+        return finish_launch(s);
+    } catch (...) {
+        return TW_E_DEVICE;
+    }
+}

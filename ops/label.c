@@ -1,0 +1,671 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave: `label`, connected components of a whole slide, tile by tile, exact. */
+/*
+ * Two passes over the tiles and one merge between them (seed 004's TP/BP shape):
+ *
+ *   pass 1, per tile:  label.load (CPU) --> label.tp1 (the tile's labels, its border labels
+ *                      and per-row counts of first pixels; the labels themselves are dropped)
+ *   BP, once:          label.merge (CPU): a union-find over every tile's border labels, keyed
+ *                      by the global raster index of each one's first pixel; the final
+ *                      numbers (omp/label_omp.c, twi_label_merge)
+ *   pass 2, per tile:  label.load --> label.tp2 (the tile labelled again, the same bytes, and
+ *                      mapped to the final numbers) --> label.store
+ *
+ * Both passes stream through windows (runtime/window.c): memory holds the tiles in flight,
+ * the border labels (bounded by the tiles' border pixels) and one count per image row and tile
+ * column, never the image. The input is read twice rather than kept: labels are 4 bytes a
+ * pixel, the mask 1. A single tile needs no merge: pass 2 alone, its labels final.
+ *
+ * Numbering: as scikit-image's measure.label, components in raster order of their first pixel
+ * (the smallest y, then x, of the whole image), 0 the background; TW_U32 labels, or TW_U64
+ * when the image could hold more than 2^32 - 1 components (or label_bits says so). The result
+ * depends on nothing but the mask and the connectivity.
+ */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cuda_kernels.h"
+#include "omp_kernels.h"
+#include "ops_internal.h"
+
+#define OP "label"
+
+typedef struct lb_job lb_job;
+
+typedef struct lb_cell {
+    lb_job *a;
+    int64_t i;
+    int64_t x, y;
+    int32_t w, h;
+    unsigned sides;
+    tw_tile *img, *out;   /* the job's references while the cell's pass runs */
+    int pass;
+    twi_label_border b;   /* pass 1's border labels and row counts, until pass 2 */
+    uint64_t *map;        /* pass 2 on a GPU: the host map being uploaded, until the commit */
+} lb_cell;
+
+struct lb_job {
+    tw_job *job;
+    twi_src in;           /* in.s holds the writer when out_file */
+    bool out_file;
+    tw_host_image result;
+    int64_t W, H;
+    int32_t tw, th;
+    int64_t tiles_x, tiles_y, n_tiles;
+    lb_cell *cells;
+    int conn;
+    tw_sample_type out_type;
+    twi_window *win[3];   /* the cells of pass 1 and pass 2 (win[pass]) */
+    tw_runtime *rt;
+    atomic_llong labelled;
+    atomic_llong tp_cpu, tp_cuda;
+    twi_label_merged merged;
+    uint64_t objects;
+    double t0, t1, t2;
+    tw_label_report *report;
+};
+
+static tw_status lb_submit_cell(lb_job *a, lb_cell *c, int pass);
+
+static tw_status
+lb_load(tw_task_ctx *ctx, void *arg)
+{
+    lb_cell *c = arg;
+    tw_tile_view v = twi_ctx_view(ctx, 0);
+    tw_status st;
+
+    if ((st = twi_src_read(ctx, OP, &c->a->in, c->x, c->y, &v, NULL)) != TW_OK)
+        return st;
+    twi_job_add_done(c->a->job, 1);
+    return TW_OK;
+}
+
+/* The tile's local labels (view 0 the mask) into scratch: *lab, *n. */
+static tw_status
+lb_label(tw_task_ctx *ctx, lb_cell *c, tw_tile_view *lab, int64_t *n)
+{
+    tw_tile_view v = twi_ctx_view(ctx, 0);
+    size_t px = (size_t)v.w * (size_t)v.h;
+    uint32_t *par;
+    tw_status st;
+
+    *lab = v;
+    lab->type = TW_U32;
+    lab->stride = (int64_t)v.w * 4;
+    if (!(lab->data = twi_ctx_scratch(ctx, px * 4 + 4)) ||
+        !(par = twi_ctx_scratch(ctx, px * 4 + 4)))
+        return twi_ctx_fail(ctx, TW_E_NOMEM, OP ": out of memory labelling tile %lld",
+                            (long long)c->i);
+    if ((st = twi_omp_label(&v, c->a->conn, lab, par, n, twi_ctx_team(ctx))) != TW_OK)
+        return twi_ctx_fail(ctx, st, OP ": labelling tile %lld failed (%s)", (long long)c->i,
+                            tw_status_string(st));
+    return TW_OK;
+}
+
+#ifdef TW_HAVE_CUDA
+/* The same on a GPU worker: view 0 and *lab in device memory, *n copied back. */
+static tw_status
+lb_label_cuda(tw_task_ctx *ctx, lb_cell *c, tw_tile_view *lab, int64_t *n)
+{
+    tw_tile_view v = twi_ctx_view(ctx, 0);
+    size_t px = (size_t)v.w * (size_t)v.h, sb = twi_cuda_label_scratch_size(v.w, v.h);
+    uint32_t *d_n, hn = 0;
+    void *sc;
+    tw_status st;
+
+    *lab = v;
+    lab->type = TW_U32;
+    lab->stride = (int64_t)v.w * 4;
+    if (!(lab->data = twi_ctx_scratch(ctx, px * 4 + 4)) || !(sc = twi_ctx_scratch(ctx, sb)) ||
+        !(d_n = twi_ctx_scratch(ctx, 4)))
+        return twi_ctx_fail(ctx, TW_E_DEVICE, OP ": no GPU memory to label tile %lld",
+                            (long long)c->i);
+    if ((st = twi_cuda_label(&v, c->a->conn, lab, d_n, sc, sb, twi_ctx_stream(ctx))) != TW_OK)
+        return twi_ctx_fail(ctx, st, OP ": labelling tile %lld on the GPU failed (%s)",
+                            (long long)c->i, tw_status_string(st));
+    if ((st = twi_ctx_copy_to_host(ctx, &hn, d_n, 4)) != TW_OK)
+        return st;
+    *n = hn;
+    return TW_OK;
+}
+#endif
+
+static void
+lb_count_tp(tw_task_ctx *ctx, lb_job *a)
+{
+    atomic_fetch_add(twi_ctx_device(ctx) == TW_DEVICE_CUDA ? &a->tp_cuda : &a->tp_cpu, 1);
+}
+
+/* Let go of a cell's tiles and retire it from its pass's window. */
+static void
+lb_cell_done(lb_cell *c, int pass)
+{
+    twi_tile_release(c->img);
+    c->img = NULL;
+    twi_tile_release(c->out);
+    c->out = NULL;
+    twi_job_add_done(c->a->job, 1);
+    twi_window_retire(c->a->win[pass]);
+}
+
+static tw_status
+lb_admit1(void *arg, int64_t k)
+{
+    lb_job *a = arg;
+
+    return lb_submit_cell(a, &a->cells[k], 1);
+}
+
+static tw_status
+lb_admit2(void *arg, int64_t k)
+{
+    lb_job *a = arg;
+
+    return lb_submit_cell(a, &a->cells[k], 2);
+}
+
+/* Host bytes a cell holds while its pass runs: its mask tile, in pass 2 its labels. */
+static int64_t
+lb_unit_bytes(const lb_job *a, int pass)
+{
+    int64_t px = (int64_t)a->tw * a->th;
+
+    return px * (int64_t)tw_sample_size(a->in.s.in_type) +
+           (pass == 2 ? px * (int64_t)tw_sample_size(a->out_type) : 0);
+}
+
+static const tw_task_kind lb_merge_kind;
+
+/* TP, pass 1: the tile's labels, its border labels and row counts. */
+static tw_status
+lb_tp1(tw_task_ctx *ctx, void *arg)
+{
+    lb_cell *c = arg;
+    tw_tile_view lab;
+    int64_t n;
+    tw_status st;
+
+    twi_label_border_free(&c->b); /* a retry starts from nothing */
+#ifdef TW_HAVE_CUDA
+    if (twi_ctx_device(ctx) == TW_DEVICE_CUDA) {
+        /* the labels come back to the host, where the border labels are taken */
+        tw_tile_view h;
+
+        if ((st = lb_label_cuda(ctx, c, &lab, &n)) != TW_OK)
+            return st;
+        h = lab;
+        if (!(h.data = malloc((size_t)lab.stride * (size_t)lab.h + 4)))
+            return twi_ctx_fail(ctx, TW_E_NOMEM, OP ": out of memory for tile %lld",
+                                (long long)c->i);
+        if ((st = twi_ctx_copy_to_host(ctx, h.data, lab.data,
+                                       (size_t)lab.stride * (size_t)lab.h)) == TW_OK)
+            st = twi_label_border_extract(&h, n, c->sides, &c->b);
+        free(h.data);
+        if (st == TW_E_DEVICE)
+            return st;
+    } else
+#endif
+    {
+        if ((st = lb_label(ctx, c, &lab, &n)) != TW_OK)
+            return st;
+        st = twi_label_border_extract(&lab, n, c->sides, &c->b);
+    }
+    if (st != TW_OK)
+        return twi_ctx_fail(ctx, st, OP ": the border labels of tile %lld failed (%s)",
+                            (long long)c->i, tw_status_string(st));
+    return TW_OK;
+}
+
+/* After pass 1 of a tile succeeded: the last one starts the merge. */
+static tw_status
+lb_tp1_commit(tw_task_ctx *ctx, void *arg)
+{
+    lb_cell *c = arg;
+    lb_job *a = c->a;
+    tw_status st;
+
+    lb_count_tp(ctx, a);
+    lb_cell_done(c, 1);
+    if (atomic_fetch_add(&a->labelled, 1) + 1 == a->n_tiles) {
+        tw_task *t = NULL;
+
+        a->t1 = twi_now_s();
+        if ((st = twi_task_create(a->job, &lb_merge_kind, a, NULL, &t)) == TW_OK)
+            st = twi_task_submit(t);
+        twi_task_release(t);
+        if (st != TW_OK)
+            return twi_ctx_fail(ctx, st, OP ": cannot submit the merge (%s)",
+                                tw_status_string(st));
+    }
+    return TW_OK;
+}
+
+/* BP: merge every tile's border labels into the final numbers. */
+static tw_status
+lb_merge(tw_task_ctx *ctx, void *arg)
+{
+    lb_job *a = arg;
+    twi_label_border **bs;
+    tw_status st;
+
+    twi_label_merged_free(&a->merged);
+    if (!(bs = malloc((size_t)a->n_tiles * sizeof *bs)))
+        return twi_ctx_fail(ctx, TW_E_NOMEM, OP ": out of memory for the merge");
+    for (int64_t i = 0; i < a->n_tiles; i++)
+        bs[i] = &a->cells[i].b;
+    st = twi_label_merge(bs, a->tiles_x, a->tiles_y, a->tw, a->th, a->W, a->conn, &a->merged);
+    free(bs);
+    if (st != TW_OK)
+        return twi_ctx_fail(ctx, st, OP ": the merge of the border labels failed (%s)",
+                            tw_status_string(st));
+    if (a->out_type == TW_U32 && a->merged.total > UINT32_MAX)
+        return twi_ctx_fail(ctx, TW_E_INVALID,
+                            OP ": %llu objects do not fit 32-bit labels (64-bit labels needed)",
+                            (unsigned long long)a->merged.total);
+    return TW_OK;
+}
+
+/* After the merge: the sides go (pass 2 needs the row counts and border labels), pass 2
+ * starts. */
+static tw_status
+lb_merge_commit(tw_task_ctx *ctx, void *arg)
+{
+    lb_job *a = arg;
+    tw_status st;
+
+    for (int64_t i = 0; i < a->n_tiles; i++)
+        twi_label_border_free_sides(&a->cells[i].b);
+    a->objects = a->merged.total;
+    a->t2 = twi_now_s();
+    twi_job_add_done(a->job, 1);
+    if ((st = twi_window_open(a->job, a->n_tiles, lb_unit_bytes(a, 2), lb_admit2, a,
+                              &a->win[2])) != TW_OK)
+        return twi_ctx_fail(ctx, st, OP ": cannot submit the tile tasks (%s)",
+                            tw_status_string(st));
+    return TW_OK;
+}
+
+/* TP, pass 2: the tile labelled again and mapped to the final numbers into view 1. */
+static tw_status
+lb_tp2(tw_task_ctx *ctx, void *arg)
+{
+    lb_cell *c = arg;
+    lb_job *a = c->a;
+    tw_tile_view lab, o = twi_ctx_view(ctx, 1);
+    twi_label_border one = {0};
+    const twi_label_border *b = a->n_tiles > 1 ? &c->b : &one;
+    uint64_t *map;
+    int64_t n;
+    tw_status st;
+
+#ifdef TW_HAVE_CUDA
+    if (twi_ctx_device(ctx) == TW_DEVICE_CUDA)
+        st = lb_label_cuda(ctx, c, &lab, &n);
+    else
+#endif
+        st = lb_label(ctx, c, &lab, &n);
+    if (st != TW_OK)
+        return st;
+    one.n = n;
+    if (a->n_tiles == 1)
+        c->b.n = n; /* no pass 1: the tile's count is the total (lb_tp2_commit) */
+    if (b->n != n)
+        return twi_ctx_fail(ctx, TW_E_INTERNAL,
+                            OP ": tile %lld has %lld labels in pass 2, %lld in pass 1",
+                            (long long)c->i, (long long)n, (long long)b->n);
+    free(c->map); /* a retry */
+    c->map = NULL;
+    map = twi_ctx_device(ctx) == TW_DEVICE_CUDA ? (c->map = malloc(((size_t)n + 1) * sizeof *map))
+                                                : twi_ctx_scratch(ctx, ((size_t)n + 1) * sizeof *map);
+    if (!map)
+        return twi_ctx_fail(ctx, TW_E_NOMEM, OP ": out of memory for the labels of tile %lld",
+                            (long long)c->i);
+    if ((st = twi_label_map(b, a->n_tiles > 1 ? &a->merged : NULL, c->i, c->y, map)) != TW_OK)
+        return twi_ctx_fail(ctx, st, OP ": numbering tile %lld failed (%s)", (long long)c->i,
+                            tw_status_string(st));
+#ifdef TW_HAVE_CUDA
+    if (twi_ctx_device(ctx) == TW_DEVICE_CUDA) {
+        uint64_t *d_map = twi_ctx_scratch(ctx, ((size_t)n + 1) * sizeof *map);
+
+        /* the host map stays until the commit: the upload is asynchronous */
+        if (!d_map)
+            return twi_ctx_fail(ctx, TW_E_DEVICE, OP ": no GPU memory for the labels of tile %lld",
+                                (long long)c->i);
+        if ((st = twi_ctx_copy_to_device(ctx, d_map, map, ((size_t)n + 1) * sizeof *map)) !=
+            TW_OK)
+            return st;
+        st = twi_cuda_label_apply(&lab, d_map, &o, twi_ctx_stream(ctx));
+    } else
+#endif
+        st = twi_omp_label_apply(&lab, map, &o, twi_ctx_team(ctx));
+    if (st != TW_OK)
+        return twi_ctx_fail(ctx, st, OP ": numbering tile %lld failed (%s)", (long long)c->i,
+                            tw_status_string(st));
+    return TW_OK;
+}
+
+static tw_status
+lb_tp2_commit(tw_task_ctx *ctx, void *arg)
+{
+    lb_cell *c = arg;
+
+    lb_count_tp(ctx, c->a);
+    free(c->map);
+    c->map = NULL;
+    if (c->a->n_tiles == 1)
+        c->a->objects = (uint64_t)c->b.n;
+    twi_job_add_done(c->a->job, 1);
+    return TW_OK;
+}
+
+/* Write a numbered tile out (view 0). */
+static tw_status
+lb_store(tw_task_ctx *ctx, void *arg)
+{
+    lb_cell *c = arg;
+    lb_job *a = c->a;
+    tw_tile_view o = twi_ctx_view(ctx, 0);
+    tw_error err;
+    tw_status st;
+
+    o.x0 = c->x;
+    o.y0 = c->y;
+    if (a->out_file) {
+        if ((st = twi_assembler_put(a->in.s.assembler, c->x, c->y, &o, &err)) != TW_OK)
+            return twi_ctx_fail(ctx, st, "%s", err.message);
+    } else {
+        twi_host_image_put(&a->result, &o, c->x, c->y);
+    }
+    twi_label_border_free(&c->b);
+    lb_cell_done(c, 2);
+    return TW_OK;
+}
+
+/* Host budget: a load waits until its tile and, in pass 2, the labels it becomes fit. */
+static int64_t
+lb_load_host_bytes(const void *arg)
+{
+    const lb_cell *c = arg;
+
+    return c->out ? (int64_t)c->w * c->h * (int64_t)tw_sample_size(c->a->out_type) : 0;
+}
+
+/* The tile tasks' scratch: labels and union-find parents, 8 bytes a pixel. */
+static int64_t
+lb_tp_host_bytes(const void *arg)
+{
+    const lb_cell *c = arg;
+
+    return (int64_t)c->w * c->h * 8;
+}
+
+static const tw_task_kind lb_load_kind = {
+    .name = "label.load",
+    .devices = TW_DEVICE_CPU,
+    .cpu = lb_load,
+    .host_bytes = lb_load_host_bytes,
+    .load = true,
+};
+static const tw_task_kind lb_tp1_kind = {
+    .name = "label.tp1",
+    .cpu = lb_tp1,
+    TWI_CUDA_VARIANT(lb_tp1),
+    .host_bytes = lb_tp_host_bytes,
+    .commit = lb_tp1_commit,
+    .team = true,
+};
+static const tw_task_kind lb_merge_kind = {
+    .name = "label.merge",
+    .devices = TW_DEVICE_CPU,
+    .cpu = lb_merge,
+    .commit = lb_merge_commit,
+};
+static const tw_task_kind lb_tp2_kind = {
+    .name = "label.tp2",
+    .cpu = lb_tp2,
+    TWI_CUDA_VARIANT(lb_tp2),
+    .host_bytes = lb_tp_host_bytes,
+    .commit = lb_tp2_commit,
+    .team = true,
+};
+static const tw_task_kind lb_store_kind = {
+    .name = "label.store",
+    .devices = TW_DEVICE_CPU,
+    .cpu = lb_store,
+};
+
+/* A cell's tiles and tasks: load -> tp1 (pass 1) or load -> tp2 -> store (pass 2). */
+static tw_status
+lb_submit_cell(lb_job *a, lb_cell *c, int pass)
+{
+    tw_task *ld = NULL, *tp = NULL, *sto = NULL;
+    tw_status st;
+
+    c->pass = pass;
+    if ((st = twi_tile_create(a->rt, c->w, c->h, 1, a->in.s.in_type, &c->img)) != TW_OK ||
+        (pass == 2 && (st = twi_tile_create(a->rt, c->w, c->h, 1, a->out_type, &c->out)) != TW_OK))
+        return st;
+    twi_tile_set_origin(c->img, c->x, c->y);
+    if (c->out)
+        twi_tile_set_origin(c->out, c->x, c->y);
+    if ((st = twi_task_create(a->job, &lb_load_kind, c, NULL, &ld)) != TW_OK ||
+        (st = twi_task_add_tile(ld, c->img, TW_W)) != TW_OK ||
+        (st = twi_task_create(a->job, pass == 1 ? &lb_tp1_kind : &lb_tp2_kind, c, NULL, &tp)) !=
+            TW_OK ||
+        (st = twi_task_add_tile(tp, c->img, TW_R)) != TW_OK ||
+        (pass == 2 && (st = twi_task_add_tile(tp, c->out, TW_W)) != TW_OK) ||
+        (st = twi_task_depend(tp, ld)) != TW_OK)
+        goto out;
+    if (pass == 2 && ((st = twi_task_create(a->job, &lb_store_kind, c, NULL, &sto)) != TW_OK ||
+                      (st = twi_task_add_tile(sto, c->out, TW_RW)) != TW_OK ||
+                      (st = twi_task_depend(sto, tp)) != TW_OK ||
+                      (st = twi_task_submit(sto)) != TW_OK))
+        goto out;
+    if ((st = twi_task_submit(tp)) == TW_OK)
+        st = twi_task_submit(ld);
+out:
+    twi_task_release(ld);
+    twi_task_release(tp);
+    twi_task_release(sto);
+    return st;
+}
+
+static tw_status
+lb_finish(tw_job *job, tw_status st, void *user)
+{
+    lb_job *a = user;
+    tw_error err;
+    double t3 = twi_now_s();
+
+    st = twi_stream_finish(&a->in.s, st, &err);
+    if (a->report) {
+        tw_label_report *r = a->report;
+
+        r->objects = st == TW_OK ? a->objects : 0;
+        r->tiles = a->n_tiles;
+        r->tile_w = a->tw;
+        r->tile_h = a->th;
+        r->label_bits = a->out_type == TW_U64 ? 64 : 32;
+        r->border_labels = a->merged.n;
+        r->tp_cpu = atomic_load(&a->tp_cpu);
+        r->tp_cuda = atomic_load(&a->tp_cuda);
+        r->label_s = a->t1 > 0 ? a->t1 - a->t0 : 0;
+        r->merge_s = a->t2 > 0 ? a->t2 - a->t1 : 0;
+        r->write_s = t3 - (a->t2 > 0 ? a->t2 : a->t0);
+    }
+    if (st != TW_OK && st != TW_E_CANCELED)
+        return twi_job_fail(job, st, "%s", err.message);
+    return st;
+}
+
+static void
+lb_free(void *user)
+{
+    lb_job *a = user;
+
+    if (!a)
+        return;
+    twi_stream_finish(&a->in.s, TW_E_CANCELED, NULL);
+    for (int64_t i = 0; a->cells && i < a->n_tiles; i++) {
+        twi_tile_release(a->cells[i].img);
+        twi_tile_release(a->cells[i].out);
+        twi_label_border_free(&a->cells[i].b);
+        free(a->cells[i].map);
+    }
+    twi_label_merged_free(&a->merged);
+    free(a->cells);
+    free(a);
+}
+
+/* The most components a w x h image can hold: a checkerboard (4) or every other pixel of
+ * every other row (8). */
+static uint64_t
+max_components(int64_t w, int64_t h, int conn)
+{
+    if (conn == 4)
+        return ((uint64_t)w * (uint64_t)h + 1) / 2;
+    return (uint64_t)((w + 1) / 2) * (uint64_t)((h + 1) / 2);
+}
+
+static tw_status
+lb_setup(lb_job *a, tw_runtime *rt, const tw_label_opts *o, tw_error *err)
+{
+    const tw_config *cfg = tw_runtime_get_config(rt);
+    tw_status st;
+
+    if ((st = twi_src_open(cfg, OP, TWI_SRC_U8 | TWI_SRC_U16, "mask", &o->input, &o->image,
+                           &a->in, err)) != TW_OK)
+        return st;
+    a->W = a->in.s.w;
+    a->H = a->in.s.h;
+    if (o->label_bits == 64 ||
+        (o->label_bits == 0 && (o->output.path ? max_components(a->W, a->H, a->conn) > UINT32_MAX
+                                               : o->result.type == TW_U64)))
+        a->out_type = TW_U64;
+    else
+        a->out_type = TW_U32;
+    if (o->output.path) {
+        if (a->in.path && twi_ops_same_file(a->in.path, o->output.path))
+            return twi_error_set(err, TW_E_INVALID, OP ": the output '%s' would overwrite the input",
+                                 o->output.path);
+        a->out_file = true;
+    } else {
+        if ((st = twi_host_image_check(OP, "result", &o->result, a->W, a->H, a->out_type, err)) !=
+            TW_OK)
+            return st;
+        a->result = o->result;
+    }
+    if ((st = twi_ops_tile_size(cfg, NULL, o->tile_w, o->tile_h, &a->tw, &a->th, err)) != TW_OK)
+        return st;
+    if (twi_ops_tile_implicit(cfg, NULL, o->tile_w))
+        twi_stream_align_tile(&a->in.s, &a->tw, &a->th);
+    if ((int64_t)a->tw * a->th >= (int64_t)UINT32_MAX)
+        return twi_error_set(err, TW_E_INVALID,
+                             OP ": tiles of %dx%d pixels do not fit 32-bit tile indices",
+                             (int)a->tw, (int)a->th);
+    a->tiles_x = (a->W + a->tw - 1) / a->tw;
+    a->tiles_y = (a->H + a->th - 1) / a->th;
+    a->n_tiles = a->tiles_x * a->tiles_y;
+    if (!(a->cells = calloc((size_t)a->n_tiles, sizeof *a->cells)))
+        return twi_error_set(err, TW_E_NOMEM, OP ": out of memory");
+    for (int64_t i = 0; i < a->n_tiles; i++) {
+        lb_cell *c = &a->cells[i];
+        int64_t tx = i % a->tiles_x, ty = i / a->tiles_x;
+
+        c->a = a;
+        c->i = i;
+        c->x = tx * a->tw;
+        c->y = ty * a->th;
+        c->w = (int32_t)(a->W - c->x < a->tw ? a->W - c->x : a->tw);
+        c->h = (int32_t)(a->H - c->y < a->th ? a->H - c->y : a->th);
+        c->sides = (ty > 0 ? TWI_MT_SIDE(TWI_MT_TOP) : 0u) |
+                   (ty + 1 < a->tiles_y ? TWI_MT_SIDE(TWI_MT_BOTTOM) : 0u) |
+                   (tx > 0 ? TWI_MT_SIDE(TWI_MT_LEFT) : 0u) |
+                   (tx + 1 < a->tiles_x ? TWI_MT_SIDE(TWI_MT_RIGHT) : 0u);
+    }
+    if (a->out_file &&
+        (st = twi_stream_open_output(&a->in.s, cfg, OP, &o->output, 1, a->out_type, err)) !=
+            TW_OK)
+        return st;
+    return TW_OK;
+}
+
+tw_status
+tw_label_submit(tw_runtime *rt, const tw_label_opts *o, tw_job **out, tw_error *err)
+{
+    lb_job *a;
+    tw_job *job = NULL;
+    tw_status st;
+    int pass;
+
+    if (!rt || !o || !out)
+        return twi_error_set(err, TW_E_INVALID, OP ": NULL argument");
+    if (o->struct_size != sizeof *o)
+        return twi_error_set(err, TW_E_INVALID,
+                             OP ": options not initialised with tw_label_opts_init()");
+    if (o->connectivity != 4 && o->connectivity != 8)
+        return twi_error_set(err, TW_E_INVALID, OP ": connectivity %d (4 or 8)",
+                             o->connectivity);
+    if (o->label_bits != 0 && o->label_bits != 32 && o->label_bits != 64)
+        return twi_error_set(err, TW_E_INVALID, OP ": label bits %d (0, 32 or 64)",
+                             o->label_bits);
+    if (!o->output.path && !o->result.data)
+        return twi_error_set(err, TW_E_INVALID, OP ": no output given (a file or an image)");
+    if (o->output.path && o->result.data)
+        return twi_error_set(err, TW_E_INVALID, OP ": both an output file and an output image");
+    if (o->result.data && o->label_bits &&
+        o->result.type != (o->label_bits == 64 ? TW_U64 : TW_U32))
+        return twi_error_set(err, TW_E_INVALID,
+                             OP ": the result image's type does not hold %d-bit labels",
+                             o->label_bits);
+    if (o->report && o->report->struct_size != sizeof *o->report)
+        return twi_error_set(err, TW_E_INVALID,
+                             OP ": report not initialised with tw_label_report_init()");
+    if (!(a = calloc(1, sizeof *a)))
+        return twi_error_set(err, TW_E_NOMEM, OP ": out of memory");
+    a->conn = o->connectivity;
+    a->report = o->report;
+    atomic_init(&a->labelled, 0);
+    atomic_init(&a->tp_cpu, 0);
+    atomic_init(&a->tp_cuda, 0);
+    if ((st = lb_setup(a, rt, o, err)) != TW_OK) {
+        lb_free(a);
+        return st;
+    }
+    if ((st = twi_job_create(rt, OP, &job)) != TW_OK) {
+        lb_free(a);
+        return twi_error_set(err, st, OP ": cannot create the job");
+    }
+    a->job = job;
+    a->rt = rt;
+    twi_job_set_finish(job, lb_finish, a, lb_free);
+    twi_stream_attach_io(&a->in.s, job);
+    /* One tile: pass 2 alone. Progress: load, tp1 per tile; the merge; load, tp2, store. */
+    pass = a->n_tiles > 1 ? 1 : 2;
+    twi_job_add_total(job, 3 * a->n_tiles + (pass == 1 ? 2 * a->n_tiles + 1 : 0));
+    a->t0 = twi_now_s();
+    st = twi_window_open(job, a->n_tiles, lb_unit_bytes(a, pass), pass == 1 ? lb_admit1 : lb_admit2,
+                         a, &a->win[pass]);
+    return twi_ops_job_launch(job, OP, st, out, err);
+}
+
+void
+tw_label_opts_init(tw_label_opts *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+    o->connectivity = 8;
+}
+
+void
+tw_label_report_init(tw_label_report *r)
+{
+    if (!r)
+        return;
+    memset(r, 0, sizeof *r);
+    r->struct_size = sizeof *r;
+}
