@@ -377,5 +377,6 @@ int cmd_tune(int argc, char **argv);
 /* cli/cmd_grain.c */
 int cmd_grain(int argc, char **argv);
 int cmd_tos(int argc, char **argv);
+int cmd_watershed(int argc, char **argv);
 
 #endif /* TW_CLI_H */

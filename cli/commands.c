@@ -24,6 +24,7 @@ const cli_command cli_commands[] = {
     {"height-close", cmd_height_close},
     {"grain", cmd_grain},
     {"tos", cmd_tos},
+    {"watershed", cmd_watershed},
     {"tune", cmd_tune},
 };
 const size_t cli_n_commands = sizeof cli_commands / sizeof cli_commands[0];

@@ -34,6 +34,8 @@ static const char usage[] =
     "  grain IN --area N -o OUT\n"
     "                        grain filter: remove bright and dark shapes under N pixels\n"
     "  tos IN -o PARENT      tree of shapes (parent image) of an image in memory\n"
+    "  watershed IN --markers M -o LABELS\n"
+    "                        marker-controlled watershed (32-bit labels; --mask, --lines)\n"
     "  config --print        the configuration in effect, with every key documented\n"
     "  tune -o OUT.ini       measure the fastest tile sizes (and GPU parameters) of each\n"
     "                        operation on this machine; write them as a config file\n"

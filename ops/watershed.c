@@ -82,7 +82,7 @@ typedef struct ws_tile {
 struct ws_job {
     tw_job *job;        /* borrowed: the job owns this struct */
     twi_src img, markers, mask; /* the output writer lives in img.s */
-    bool has_mask, out_file, lines, invert;
+    bool has_mask, out_file, lines, negate;
     tw_host_image result;
     int conn;
     int64_t W, H;
@@ -175,7 +175,7 @@ load_cpu(tw_task_ctx *ctx, void *arg)
 
     if ((st = read_view(ctx, &m->img, t, &v)) != TW_OK)
         return st;
-    if (twi_omp_ws_levels(&v, m->invert, (uint32_t *)(void *)(p + 8 * n), &nan) != TW_OK) {
+    if (twi_omp_ws_levels(&v, m->negate, (uint32_t *)(void *)(p + 8 * n), &nan) != TW_OK) {
         if (nan < 0)
             return twi_ctx_fail(ctx, TW_E_INTERNAL, "%s: bad image view", OP);
         record_bad(m, t, nan, "the image is NaN", 0);
@@ -640,7 +640,7 @@ ws_setup(ws_job *m, tw_runtime *rt, const tw_watershed_opts *o, tw_error *err)
     m->lock_init = true;
     m->conn = o->conn;
     m->lines = o->lines;
-    m->invert = o->invert;
+    m->negate = o->negate;
     m->rounds_out = o->rounds;
     m->phase = 1;
     if ((st = twi_src_open(cfg, OP, TWI_SRC_U8 | TWI_SRC_U16 | TWI_SRC_F32, "input", &o->input,

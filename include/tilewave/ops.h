@@ -710,7 +710,7 @@ typedef struct tw_watershed_opts {
     bool lines;                  /**< watershed lines as 0: of two touching pixels of different
                                       labels, the one flooded later (higher key, then higher
                                       label) */
-    bool invert;                 /**< flood the negated image (from the maxima down: a distance
+    bool negate;                 /**< flood the negated image (from the maxima down: a distance
                                       map as it is) */
     int32_t tile_w, tile_h;      /**< 0: the config's tile.size */
     int64_t *rounds;             /**< optional: the border-propagation rounds run (both

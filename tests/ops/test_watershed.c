@@ -57,7 +57,7 @@ rstep(rkey q, double lp)
 
 typedef struct rcase {
     int64_t w, h;
-    double *lev;    /* the level of each pixel (negated with invert) */
+    double *lev;    /* the level of each pixel (negated with negate) */
     uint32_t *mark; /* 0: none */
     uint8_t *in;    /* 1: inside the mask */
     int conn;
@@ -274,7 +274,7 @@ typedef struct inputs {
     void *mark;
     tw_sample_type mark_type;
     uint8_t *mask; /* NULL: none */
-    bool invert;
+    bool negate;
 } inputs;
 
 /* Levels: noise, blurred noise (basins and plateaus), few levels (large plateaus), a cone. */
@@ -327,7 +327,7 @@ random_case(tw_runtime *rt, int index, int workers)
     tw_sample_type it, mt;
     char msg[512] = "";
     int kind = (int)rnd(5);
-    bool invert;
+    bool negate;
     int64_t n;
 
     switch (rnd(4)) {
@@ -360,8 +360,8 @@ random_case(tw_runtime *rt, int index, int workers)
         c.lev[p] = it == TW_U8 ? (double)((int)v % 256) : it == TW_U16 ? (double)(uint16_t)(v * 37)
                                                                        : (double)(float)(v * 0.25 - 100.0);
     }
-    invert = rnd(4) == 0;
-    if (invert)
+    negate = rnd(4) == 0;
+    if (negate)
         for (int64_t p = 0; p < n; p++)
             c.lev[p] = -c.lev[p];
     /* Markers: a few single pixels and a few rectangles (crossing tiles), distinct labels each
@@ -409,7 +409,7 @@ random_case(tw_runtime *rt, int index, int workers)
     got = calloc((size_t)n, sizeof *got);
 
     tw_watershed_opts_init(&o);
-    o.invert = invert;
+    o.negate = negate;
     o.image = (tw_host_image){img, w, h, 0, it};
     o.markers_image = (tw_host_image){mark, w, h, 0, mt};
     if (mask)
