@@ -12,10 +12,10 @@ The library is found through TILEWAVE_LIBRARY (a full path), then the system's l
 from ._core import (Canceled, Error, Job, Runtime, area_close, area_open, attr_filter,
                     build_has_cuda, close_rec, convert, default_runtime, edt, fill_holes, grain,
                     gray, height_close, height_open, hmax, info, maxtree, open_rec, read,
-                    reconstruct, regional_max, sample, tos, version)
+                    reconstruct, regional_max, sample, tos, version, watershed)
 
 __version__ = "0.6.0"
 __all__ = ["Canceled", "Error", "Job", "Runtime", "area_close", "area_open", "attr_filter",
            "build_has_cuda", "close_rec", "convert", "default_runtime", "edt", "fill_holes",
            "grain", "gray", "height_close", "height_open", "hmax", "info", "maxtree", "open_rec",
-           "read", "reconstruct", "regional_max", "sample", "tos", "version"]
+           "read", "reconstruct", "regional_max", "sample", "tos", "version", "watershed"]
