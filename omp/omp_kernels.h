@@ -454,9 +454,11 @@ tw_status twi_omp_ws_levels(const tw_tile_view *img, bool invert, uint32_t *lev,
  * seeds == NULL: from every pixel whose key is below TWI_WS_KINF (the markers); else from the
  * n_seeds listed pixels (tile raster indices), whose keys were just lowered from outside.
  * Result: the smallest key over paths inside the tile from those pixels; pixels outside the
- * mask are never entered. Allocates its heap. Returns TW_OK, TW_E_INVALID, TW_E_NOMEM.
+ * mask are never entered. Allocates its heap. `stop` (or NULL) is asked every 2^16 pixels:
+ * TW_E_CANCELED, the keys then unusable. Returns TW_OK, TW_E_INVALID, TW_E_NOMEM.
  */
-tw_status twi_omp_ws_flood(twi_ws_tile *t, int conn, const uint32_t *seeds, int64_t n_seeds);
+tw_status twi_omp_ws_flood(twi_ws_tile *t, int conn, const uint32_t *seeds, int64_t n_seeds,
+                           const twi_stop *stop);
 
 /* The best-predecessor bits of every pixel of the tile, the keys final (ring: keys only). */
 void twi_omp_ws_preds(twi_ws_tile *t, int conn, const twi_ws_ring *ring);
@@ -464,9 +466,11 @@ void twi_omp_ws_preds(twi_ws_tile *t, int conn, const twi_ws_ring *ring);
 /*
  * Labels inside the tile: lab(p) := min(lab(p), lab(q)) over the best predecessors q in the
  * tile, until stable (a FIFO worklist): seeds == NULL: from every labelled pixel; else from
- * the listed pixels, just lowered from outside. Allocates its queue. Returns TW_OK, TW_E_NOMEM.
+ * the listed pixels, just lowered from outside. Allocates its queue. `stop` as for the flood.
+ * Returns TW_OK, TW_E_NOMEM, TW_E_CANCELED.
  */
-tw_status twi_omp_ws_label(twi_ws_tile *t, int conn, const uint32_t *seeds, int64_t n_seeds);
+tw_status twi_omp_ws_label(twi_ws_tile *t, int conn, const uint32_t *seeds, int64_t n_seeds,
+                           const twi_stop *stop);
 
 /*
  * The output labels of the tile (TW_U32 view, w x h): lab, 0 where TWI_WS_LINF. With `lines`,

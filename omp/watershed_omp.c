@@ -18,6 +18,10 @@
 #include <string.h>
 
 #include "omp_kernels.h"
+#include "omp_stop.h"
+
+/* Pixels between two cancel checks of a tile kernel. */
+#define STOP_EVERY 65536
 
 const int twi_ws_dx[8] = {0, 0, -1, 1, -1, 1, 1, -1};
 const int twi_ws_dy[8] = {-1, 1, 0, 0, -1, 1, -1, 1};
@@ -141,9 +145,11 @@ heap_pop(heap *h)
 }
 
 tw_status
-twi_omp_ws_flood(twi_ws_tile *t, int conn, const uint32_t *seeds, int64_t n_seeds)
+twi_omp_ws_flood(twi_ws_tile *t, int conn, const uint32_t *seeds, int64_t n_seeds,
+                 const twi_stop *stop)
 {
-    int64_t n;
+    atomic_bool stopped = false;
+    int64_t n, pops = 0;
     int nk = conn == 8 ? 8 : 4;
     heap h = {NULL, 0, 0};
     tw_status st = TW_OK;
@@ -175,6 +181,10 @@ twi_omp_ws_flood(twi_ws_tile *t, int conn, const uint32_t *seeds, int64_t n_seed
 
         if (e.k != t->key[e.i])
             continue; /* lowered since it was pushed */
+        if (++pops % STOP_EVERY == 0 && twi_stop_now(stop, &stopped)) {
+            st = TW_E_CANCELED;
+            goto out;
+        }
         x = (int32_t)(e.i % (uint32_t)t->w);
         y = (int32_t)(e.i / (uint32_t)t->w);
         for (int k = 0; k < nk; k++) {
@@ -236,9 +246,12 @@ twi_omp_ws_preds(twi_ws_tile *t, int conn, const twi_ws_ring *ring)
 }
 
 tw_status
-twi_omp_ws_label(twi_ws_tile *t, int conn, const uint32_t *seeds, int64_t n_seeds)
+twi_omp_ws_label(twi_ws_tile *t, int conn, const uint32_t *seeds, int64_t n_seeds,
+                 const twi_stop *stop)
 {
-    int64_t n = (int64_t)t->w * t->h, head = 0, tail = 0, len = 0;
+    atomic_bool stopped = false;
+    int64_t n = (int64_t)t->w * t->h, head = 0, tail = 0, len = 0, pops = 0;
+    tw_status st = TW_OK;
     int nk = conn == 8 ? 8 : 4;
     uint32_t *q = NULL;
     uint8_t *inq = NULL;
@@ -275,6 +288,10 @@ twi_omp_ws_label(twi_ws_tile *t, int conn, const uint32_t *seeds, int64_t n_seed
         head = head + 1 == n ? 0 : head + 1;
         len--;
         inq[p] = 0;
+        if (++pops % STOP_EVERY == 0 && twi_stop_now(stop, &stopped)) {
+            st = TW_E_CANCELED;
+            break;
+        }
         /* Successors: neighbours s for which p is a best predecessor (s sees p as k ^ 1). */
         for (int k = 0; k < nk; k++) {
             int32_t sx = x + twi_ws_dx[k], sy = y + twi_ws_dy[k];
@@ -292,7 +309,7 @@ twi_omp_ws_label(twi_ws_tile *t, int conn, const uint32_t *seeds, int64_t n_seed
 #undef PUSH
     free(q);
     free(inq);
-    return TW_OK;
+    return st;
 }
 
 void

@@ -240,7 +240,14 @@ flood_cpu(tw_task_ctx *ctx, void *arg)
     twi_job_add_done(t->m->job, 1);
     if (atomic_load(&t->m->bad))
         return TW_OK; /* the first BP fails the job */
-    st = twi_omp_ws_flood(&t->k, t->m->conn, t->seeded ? t->tp_seeds : NULL, t->n_tp_seeds);
+    {
+        const twi_stop stop = {twi_ops_ctx_stop, ctx};
+
+        st = twi_omp_ws_flood(&t->k, t->m->conn, t->seeded ? t->tp_seeds : NULL,
+                              t->n_tp_seeds, &stop);
+    }
+    if (st == TW_E_CANCELED)
+        return st;
     if (st != TW_OK)
         return tp_fail(ctx, t, "flooding", st);
     return TW_OK;
@@ -299,7 +306,14 @@ label_cpu(tw_task_ctx *ctx, void *arg)
         fill_ring(m, t, ring.key, NULL);
         twi_omp_ws_preds(&t->k, m->conn, &ring);
     }
-    st = twi_omp_ws_label(&t->k, m->conn, t->seeded ? t->tp_seeds : NULL, t->n_tp_seeds);
+    {
+        const twi_stop stop = {twi_ops_ctx_stop, ctx};
+
+        st = twi_omp_ws_label(&t->k, m->conn, t->seeded ? t->tp_seeds : NULL, t->n_tp_seeds,
+                              &stop);
+    }
+    if (st == TW_E_CANCELED)
+        return st;
     if (st != TW_OK)
         return tp_fail(ctx, t, "labelling", st);
     twi_job_add_done(m->job, 1);
