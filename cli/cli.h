@@ -415,5 +415,7 @@ int cmd_tos(int argc, char **argv);
 int cmd_label(int argc, char **argv);
 /* cli/cmd_objects.c */
 int cmd_objects(int argc, char **argv);
+/* cli/cmd_watershed.c */
+int cmd_watershed(int argc, char **argv);
 
 #endif /* TW_CLI_H */

@@ -24,6 +24,7 @@ const cli_command cli_commands[] = {
     {"height-close", cmd_height_close},
     {"grain", cmd_grain},
     {"tos", cmd_tos},
+    {"watershed", cmd_watershed},
     {"tune", cmd_tune},
     {"label", cmd_label},
     {"objects", cmd_objects},

@@ -38,6 +38,8 @@ static const char usage[] =
     "  objects LABELS -o OUT.geojson|OUT.csv\n"
     "                        per-object table: area, centroid, box, perimeter, intensity,\n"
     "                        outlines (GeoJSON detections for QuPath)\n"
+    "  watershed IN --markers M -o LABELS\n"
+    "                        marker-controlled watershed (32-bit labels; --mask, --lines)\n"
     "  config --print        the configuration in effect, with every key documented\n"
     "  tune -o OUT.ini       measure the fastest tile sizes (and GPU parameters) of each\n"
     "                        operation on this machine; write them as a config file\n"

@@ -72,6 +72,7 @@ typedef struct job {
     tw_progress progress; /* the final one, once reaped */
     uint64_t owner;       /* the serial of the connection that submitted it */
     char *in, *out;       /* the resolved paths the job's options point to, until it ends */
+    char *markers, *mask; /* watershed's other inputs, likewise; NULL: none */
     char error[TW_ERROR_MAX];
 } job;
 
@@ -198,6 +199,22 @@ submit_op(tw_runtime *rt, const svc_op *op, const svc_params *p, tw_job **out, t
         o.output = p->out;
         return tw_objects_submit(rt, &o, out, err);
     }
+    case SVC_OP_WATERSHED: {
+        tw_watershed_opts o;
+
+        tw_watershed_opts_init(&o);
+        apply_io(p, &o.input, &o.output, false);
+        o.markers.path = p->markers;
+        o.markers.level = o.mask.level = p->level;
+        o.mask.path = p->mask;
+        if (p->conn)
+            o.conn = p->conn;
+        o.lines = p->lines;
+        o.negate = p->negate;
+        o.tile_w = p->tile_w;
+        o.tile_h = p->tile_h;
+        return tw_watershed_submit(rt, &o, out, err);
+    }
     default: { /* SVC_OP_ATTR */
         tw_attr_filter_opts o;
 
@@ -306,7 +323,9 @@ job_free_paths(job *j)
 {
     free(j->in);
     free(j->out);
-    j->in = j->out = NULL;
+    free(j->markers);
+    free(j->mask);
+    j->in = j->out = j->markers = j->mask = NULL;
 }
 
 /* Collect the jobs that have ended: their final state, progress and error. */
@@ -356,7 +375,7 @@ forget(service *s)
 static void
 handle_submit(service *s, client *c, svc_request *r)
 {
-    char why[REQUEST_MAX + 64], *in = NULL, *out = NULL;
+    char why[REQUEST_MAX + 64], *in = NULL, *out = NULL, *markers = NULL, *mask = NULL;
     bool in_exists, out_exists;
     dev_t in_dev = 0, out_dev = 0;
     ino_t in_ino = 0, out_ino = 0;
@@ -374,6 +393,25 @@ handle_submit(service *s, client *c, svc_request *r)
         (in_exists && out_exists && in_dev == out_dev && in_ino == out_ino)) {
         replyf(c, "error the output is the input: %s", r->p.out);
         goto out;
+    }
+    /* watershed's markers= and mask= are inputs too: confined the same way, never the output. */
+    for (int k = 0; k < 2; k++) {
+        const char *given = k == 0 ? r->p.markers : r->p.mask;
+        char **dst = k == 0 ? &markers : &mask;
+        bool exists;
+        dev_t dev = 0;
+        ino_t ino = 0;
+
+        if (!given)
+            continue;
+        if (!svc_path_confine(&s->roots, given, dst, &exists, &dev, &ino, why, sizeof why)) {
+            replyf(c, "error %s", why);
+            goto out;
+        }
+        if (strcmp(*dst, out) == 0 || (exists && out_exists && dev == out_dev && ino == out_ino)) {
+            replyf(c, "error the output is an input: %s", r->p.out);
+            goto out;
+        }
     }
     for (int i = 0; i < s->n_jobs; i++) {
         if (s->jobs[i].tj && strcmp(s->jobs[i].out, out) == 0) {
@@ -408,9 +446,13 @@ handle_submit(service *s, client *c, svc_request *r)
     j->owner = c->serial;
     j->in = in;
     j->out = out;
-    in = out = NULL;
+    j->markers = markers;
+    j->mask = mask;
+    in = out = markers = mask = NULL;
     r->p.in = j->in;
     r->p.out = j->out;
+    r->p.markers = j->markers;
+    r->p.mask = j->mask;
     /* A job the library refuses (input missing or unreadable, bad options) is a failed job
      * with the library's message: the client sees it through status, as any other failure. */
     if (submit_op(s->rt, r->op, &r->p, &j->tj, &err) != TW_OK) {
@@ -423,6 +465,8 @@ handle_submit(service *s, client *c, svc_request *r)
 out:
     free(in);
     free(out);
+    free(markers);
+    free(mask);
 }
 
 /* The job a `status`, `wait` or `cancel` names, or NULL after replying with the error. */

@@ -22,13 +22,15 @@ enum {
     K_TILE = 1u << 0, K_LEVEL = 1u << 1, K_COMPRESSION = 1u << 2, K_PYRAMID = 1u << 3,
     K_GRAY = 1u << 4, K_THRESHOLD = 1u << 5, K_INVERT = 1u << 6, K_CONN = 1u << 7,
     K_AREA = 1u << 8, K_HEIGHT = 1u << 9, K_H = 1u << 10, K_DOME = 1u << 11,
-    K_RADIUS = 1u << 12, K_MODE = 1u << 13, K_FORMAT = 1u << 14,
+    K_RADIUS = 1u << 12, K_MODE = 1u << 13, K_FORMAT = 1u << 14, K_MARKERS = 1u << 15,
+    K_MASKFILE = 1u << 16, K_LINES = 1u << 17, K_NEGATE = 1u << 18,
     K_IO = K_TILE | K_LEVEL | K_COMPRESSION | K_PYRAMID,
     K_MASK = K_IO | K_GRAY | K_THRESHOLD | K_INVERT
 };
 static const char *const key_names[] = {"tile", "level", "compression", "pyramid", "gray",
                                         "threshold", "invert", "conn", "area", "height", "h",
-                                        "dome", "radius", "mode", "format"};
+                                        "dome", "radius", "mode", "format", "markers", "mask",
+                                        "lines", "negate"};
 
 static const svc_op ops[] = {
     {"gray", SVC_OP_GRAY, K_IO | K_MODE | K_THRESHOLD | K_INVERT, NULL, 0},
@@ -45,6 +47,8 @@ static const svc_op ops[] = {
     {"height-close", SVC_OP_ATTR, K_MASK | K_CONN | K_HEIGHT, NULL, TW_HEIGHT_CLOSING},
     {"label", SVC_OP_LABEL, K_MASK | K_CONN, NULL, 0},
     {"objects", SVC_OP_OBJECTS, K_LEVEL, NULL, 0},
+    {"watershed", SVC_OP_WATERSHED,
+     K_IO | K_GRAY | K_CONN | K_MARKERS | K_MASKFILE | K_LINES | K_NEGATE, NULL, 0},
 };
 
 bool
@@ -129,6 +133,10 @@ parse_key(svc_params *p, const svc_op *op, char *word, char *why, size_t n)
         p->radius = (int32_t)v;
         break;
     case K_FORMAT: ok = tw_edt_format_parse(val, &p->format) == TW_OK; break;
+    case K_MARKERS: ok = *(p->markers = val) != '\0'; break;
+    case K_MASKFILE: ok = *(p->mask = val) != '\0'; break;
+    case K_LINES: ok = parse_bool(val, &p->lines); break;
+    case K_NEGATE: ok = parse_bool(val, &p->negate); break;
     }
     if (!ok)
         snprintf(why, n, "bad value '%s' for %s", val, word);
@@ -149,7 +157,7 @@ parse_submit(char **w, int n_words, svc_request *r, char *why, size_t n)
     if (!r->op) {
         snprintf(why, n, "unknown operation '%s' (gray, convert, edt, fill-holes, hmax, "
                          "regional-max, open-rec, close-rec, area-open, area-close, "
-                         "height-open, height-close, label, objects)", w[1]);
+                         "height-open, height-close, label, objects, watershed)", w[1]);
         return false;
     }
     r->p.in = w[2];
@@ -157,6 +165,10 @@ parse_submit(char **w, int n_words, svc_request *r, char *why, size_t n)
     for (int i = 4; i < n_words; i++)
         if (!parse_key(&r->p, r->op, w[i], why, n))
             return false;
+    if (r->op->kind == SVC_OP_WATERSHED && !r->p.markers) {
+        snprintf(why, n, "watershed needs markers=PATH");
+        return false;
+    }
     return true;
 }
 

@@ -21,7 +21,7 @@ typedef enum svc_verb {
 
 typedef enum svc_op_kind {
     SVC_OP_GRAY, SVC_OP_CONVERT, SVC_OP_EDT, SVC_OP_RFILTER, SVC_OP_ATTR, SVC_OP_LABEL,
-    SVC_OP_OBJECTS
+    SVC_OP_OBJECTS, SVC_OP_WATERSHED
 } svc_op_kind;
 
 typedef tw_status (*svc_rfilter_fn)(tw_runtime *rt, const tw_rfilter_opts *o, tw_job **out,
@@ -39,10 +39,11 @@ typedef struct svc_op {
 /* The parameters of a submit, from its words. */
 typedef struct svc_params {
     const char *in, *out;    /* as the request wrote them (point into the parsed line) */
+    const char *markers, *mask; /* watershed's other inputs, the same way; NULL: not given */
     int32_t tile_w, tile_h;  /* 0: the operation's default */
     int level, conn;         /* conn 0: the default */
     tw_compression compression;
-    bool compression_set, pyramid, invert, dome;
+    bool compression_set, pyramid, invert, dome, lines, negate;
     tw_gray_mode gray, mode;
     tw_threshold_mode threshold_mode;
     double threshold;

@@ -435,6 +435,98 @@ tw_status twi_omp_label_apply(const tw_tile_view *labels, const uint64_t *map,
 tw_status twi_label_apply_check(const tw_tile_view *labels, const uint64_t *map,
                                 const tw_tile_view *out);
 
+/*
+ * watershed: marker-controlled watershed inside one tile (ops/watershed.c drives the tiles;
+ * docs/watershed.md states the rule). Every pixel p has a sortable level lev(p) (u32) and a
+ * flooding key
+ *     key(p) = (L(p) << 32) | D(p)
+ * the smallest, in that order, over the paths from a marker pixel to p inside the mask of the
+ * path cost: L = the highest level on the path, D = the steps since the path last rose to a
+ * new highest level (a marker pixel: (lev, 0)). One step from q to p: twi_ws_step(key(q),
+ * lev(p)). Unreached and masked-out pixels keep TWI_WS_KINF. Labels: a marker pixel keeps its
+ * own; any other reached pixel takes the smallest label among its "best predecessors", the
+ * neighbours q with twi_ws_step(key(q), lev(p)) == key(p) whose key is the lowest of those.
+ *
+ * The tile's arrays are tile-raster (y * w + x). Neighbours outside the tile reach the kernels
+ * only through a halo ring (twi_ws_ring) that the driver fills from the adjacent tiles: the
+ * row above (w + 2 entries, x = -1 .. w), the row below (w + 2), the column left (h entries),
+ * the column right (h); outside the image: TWI_WS_KINF keys and TWI_WS_LINF labels.
+ */
+#define TWI_WS_KINF UINT64_MAX
+#define TWI_WS_LINF UINT32_MAX
+
+typedef struct twi_ws_tile {
+    int32_t w, h;
+    const uint32_t *lev; /* [w h] sortable levels */
+    const uint8_t *in;   /* [w h] 1: inside the mask */
+    uint64_t *key;       /* [w h] flooding keys (RW) */
+    uint32_t *lab;       /* [w h] labels, TWI_WS_LINF: none yet (RW) */
+    uint8_t *pred;       /* [w h] bit k: neighbour k (twi_ws_dx/dy) is a best predecessor */
+} twi_ws_tile;
+
+typedef struct twi_ws_ring {
+    uint64_t *key; /* [2 (w + 2) + 2 h]: above, below, left, right */
+    uint32_t *lab; /* same layout; NULL where the kernel reads keys only */
+} twi_ws_ring;
+
+/* Neighbour k of a pixel: (dx, dy) = (twi_ws_dx[k], twi_ws_dy[k]); k < 4 are the 4-neighbours,
+ * k < 8 the 8-neighbours; neighbour k of p sees p as neighbour k ^ 1. */
+extern const int twi_ws_dx[8], twi_ws_dy[8];
+
+/* The key of p reached from a neighbour of key kq (< TWI_WS_KINF), lev(p) = lp. */
+static inline uint64_t
+twi_ws_step(uint64_t kq, uint32_t lp)
+{
+    return (uint64_t)lp > (kq >> 32) ? ((uint64_t)lp << 32) | 1u : kq + 1u;
+}
+
+/* Ring index of (x, y), x in [-1, w], y in [-1, h], outside the tile. */
+static inline int64_t
+twi_ws_ring_at(int32_t w, int32_t h, int32_t x, int32_t y)
+{
+    if (y < 0)
+        return x + 1;
+    if (y >= h)
+        return (int64_t)w + 2 + x + 1;
+    return 2 * ((int64_t)w + 2) + (x < 0 ? y : (int64_t)h + y);
+}
+
+/* Sortable levels of a 1-channel view (TW_U8, TW_U16: the value; TW_F32: the float's order as
+ * a u32, -0 = +0); with `invert` the order is reversed (the negated image). Returns TW_OK, or
+ * TW_E_INVALID for a NaN (its tile raster index in *nan) or a bad view. */
+tw_status twi_omp_ws_levels(const tw_tile_view *img, bool invert, uint32_t *lev, int64_t *nan);
+
+/*
+ * Flooding keys inside the tile (Dijkstra over the path cost, a binary heap of the keys):
+ * seeds == NULL: from every pixel whose key is below TWI_WS_KINF (the markers); else from the
+ * n_seeds listed pixels (tile raster indices), whose keys were just lowered from outside.
+ * Result: the smallest key over paths inside the tile from those pixels; pixels outside the
+ * mask are never entered. Allocates its heap. `stop` (or NULL) is asked every 2^16 pixels:
+ * TW_E_CANCELED, the keys then unusable. Returns TW_OK, TW_E_INVALID, TW_E_NOMEM.
+ */
+tw_status twi_omp_ws_flood(twi_ws_tile *t, int conn, const uint32_t *seeds, int64_t n_seeds,
+                           const twi_stop *stop);
+
+/* The best-predecessor bits of every pixel of the tile, the keys final (ring: keys only). */
+void twi_omp_ws_preds(twi_ws_tile *t, int conn, const twi_ws_ring *ring);
+
+/*
+ * Labels inside the tile: lab(p) := min(lab(p), lab(q)) over the best predecessors q in the
+ * tile, until stable (a FIFO worklist): seeds == NULL: from every labelled pixel; else from
+ * the listed pixels, just lowered from outside. Allocates its queue. `stop` as for the flood.
+ * Returns TW_OK, TW_E_NOMEM, TW_E_CANCELED.
+ */
+tw_status twi_omp_ws_label(twi_ws_tile *t, int conn, const uint32_t *seeds, int64_t n_seeds,
+                           const twi_stop *stop);
+
+/*
+ * The output labels of the tile (TW_U32 view, w x h): lab, 0 where TWI_WS_LINF. With `lines`,
+ * also 0 where a neighbour q has another label and (key(q), lab(q)) < (key(p), lab(p)): of two
+ * touching regions the pixel flooded later becomes the line (ring: keys and labels).
+ */
+void twi_omp_ws_output(const twi_ws_tile *t, int conn, const twi_ws_ring *ring, bool lines,
+                       tw_tile_view *out);
+
 #ifdef __cplusplus
 }
 #endif

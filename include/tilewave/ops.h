@@ -835,6 +835,63 @@ TW_API TW_NODISCARD tw_status tw_objects_submit(tw_runtime *rt, const tw_objects
 
 /** @} */
 
+/**
+ * @name Watershed
+ * Marker-controlled watershed by flooding (docs/watershed.md). Every pixel inside the mask
+ * that a marker reaches gets a flooding key: the smallest, over the paths from a marker pixel
+ * to it inside the mask, of (the highest level on the path, the steps since the path last rose
+ * to that level); a marker pixel has (its level, 0). A marker pixel keeps its label; any other
+ * reached pixel takes the smallest label among its best predecessors: the neighbours from
+ * which one step gives its key, and among those the ones of lowest key. The result is a pure
+ * function of the inputs: the same bytes for every tile size, worker count and device.
+ * @{
+ */
+
+/** Options of tw_watershed_submit(). Initialise with tw_watershed_opts_init(). @since 0.7 */
+typedef struct tw_watershed_opts {
+    size_t struct_size;          /**< set by tw_watershed_opts_init() */
+    tw_input input;              /**< the image flooded (8/16-bit, float32), when image.data
+                                      is NULL */
+    tw_host_image image;         /**< the image in memory (data != NULL: used instead) */
+    tw_input markers;            /**< the marker labels (8/16/32-bit, 0 = no marker), when
+                                      markers_image.data is NULL */
+    tw_host_image markers_image; /**< the markers in memory (data != NULL: used instead) */
+    tw_input mask;               /**< optional mask (8/16-bit, nonzero = flooded); neither a
+                                      path nor mask_image.data: the whole image */
+    tw_host_image mask_image;    /**< the mask in memory (data != NULL: used instead) */
+    tw_output output;            /**< the output file (32-bit labels), when result.data is NULL */
+    tw_host_image result;        /**< the labels in memory: TW_U32, the image's size */
+    int conn;                    /**< 4 or 8 (default 8) */
+    bool lines;                  /**< watershed lines as 0: of two touching pixels of different
+                                      labels, the one flooded later (higher key, then higher
+                                      label) */
+    bool negate;                 /**< flood the negated image (from the maxima down: a distance
+                                      map as it is) */
+    int32_t tile_w, tile_h;      /**< 0: the config's tile.size */
+    int64_t *rounds;             /**< optional: the border-propagation rounds run (both
+                                      phases), written when the job ends */
+} tw_watershed_opts;
+
+/** Fill @p o with defaults and set its struct_size; NULL is a no-op. Thread-safe.
+ *  @since 0.7 */
+TW_API void tw_watershed_opts_init(tw_watershed_opts *o);
+
+/**
+ * Watershed of @p o->input from the labels of @p o->markers, inside @p o->mask: writes 32-bit
+ * labels, 0 where no marker reaches (and outside the mask, and on the lines with
+ * @p o->lines). The inputs are checked synchronously (open, same size, sample types); a NaN
+ * in a float image, or a marker label of 4294967295, fails the job while it runs with a
+ * message naming the first such pixel in raster order. Images of at most 2^32 - 1 pixels;
+ * the job holds about 18 bytes per pixel in memory.
+ * @return TW_OK (the job runs), TW_E_INVALID, TW_E_IO, TW_E_FORMAT, TW_E_NOMEM.
+ * Misuse and ownership: as every submit function (@ref tw_ops).
+ * Thread-safe. @since 0.7
+ */
+TW_API TW_NODISCARD tw_status tw_watershed_submit(tw_runtime *rt, const tw_watershed_opts *o,
+                                                 tw_job **out, tw_error *err);
+
+/** @} */
+
 /** @} */
 
 #ifdef __cplusplus

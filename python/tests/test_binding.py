@@ -107,6 +107,27 @@ def test_reconstruct_accepts_non_contiguous_views(rt):
     np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("conn", [4, 8])
+def test_watershed_matches_skimage_on_a_smooth_image(rt, conn):
+    # A smooth float32 image with three markers and a mask: the labels of scikit-image's
+    # watershed (no ties on a float image), the same for two tilings; a marker shape that
+    # differs is a ValueError before anything runs.
+    ndi = pytest.importorskip("scipy.ndimage")
+    seg = pytest.importorskip("skimage.segmentation")
+    img = ndi.gaussian_filter(rng(29).random((80, 70)), 3).astype(np.float32)
+    markers = np.zeros(img.shape, np.uint16)
+    markers[5, 5], markers[70, 60], markers[40, 30] = 7, 3, 12
+    mask = img > np.percentile(img, 15)
+    markers[~mask] = 0
+    want = seg.watershed(img, markers, mask=mask, connectivity=1 if conn == 4 else 2)
+    for tile in ((9, 9), 4096):
+        got = tw.watershed(img, markers, mask=mask, conn=conn, tile=tile, runtime=rt)
+        assert got.dtype == np.uint32 and got.shape == img.shape
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError):
+        tw.watershed(img, markers[:10], runtime=rt)
+
+
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float32])
 def test_edt_matches_scipy(rt, dtype):
     # The f32 distance equals float32(SciPy distance_transform_edt) bit for bit; sq32 equals

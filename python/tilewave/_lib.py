@@ -146,6 +146,14 @@ class ObjectsOpts(ctypes.Structure):
                 ("band_h", c_int32), ("report", c_void_p)]
 
 
+class WatershedOpts(ctypes.Structure):
+    _fields_ = [("struct_size", c_size_t), ("input", Input), ("image", HostImage),
+                ("markers", Input), ("markers_image", HostImage), ("mask", Input),
+                ("mask_image", HostImage), ("output", Output), ("result", HostImage),
+                ("conn", c_int), ("lines", c_bool), ("negate", c_bool), ("tile_w", c_int32),
+                ("tile_h", c_int32), ("rounds", c_void_p)]
+
+
 class ConvertOpts(ctypes.Structure):
     _fields_ = [("struct_size", c_size_t), ("input", Input), ("output", Output),
                 ("tile_w", c_int32), ("tile_h", c_int32)]
@@ -247,6 +255,8 @@ _PROTOS = {
     "tw_objects_opts_init": (None, [_P(ObjectsOpts)]),
     "tw_objects_report_init": (None, [_P(ObjectsReport)]),
     "tw_objects_submit": (c_int, [c_void_p, _P(ObjectsOpts), _P(c_void_p), _E]),
+    "tw_watershed_opts_init": (None, [_P(WatershedOpts)]),
+    "tw_watershed_submit": (c_int, [c_void_p, _P(WatershedOpts), _P(c_void_p), _E]),
     "tw_convert_opts_init": (None, [_P(ConvertOpts)]),
     "tw_convert_submit": (c_int, [c_void_p, _P(ConvertOpts), _P(c_void_p), _E]),
     "tw_sample_opts_init": (None, [_P(SampleOpts)]),

@@ -1,0 +1,795 @@
+/* SPDX-License-Identifier: MIT */
+/* tilewave: marker-controlled watershed across tiles, two TP/BP fixpoints (keys, then labels). */
+/*
+ * The guarantee. The result is a pure function of the image, the markers, the mask and the
+ * connectivity (docs/watershed.md states it for users):
+ *
+ *   key(p)  = min over paths P from a marker pixel to p inside the mask of
+ *             (max level on P, steps of P since it last rose to a new maximum),
+ *             compared as a pair (lexicographically); a marker pixel: (its level, 0);
+ *   preds(p) = the neighbours q with step(key(q), lev(p)) == key(p) whose key is the lowest
+ *             among those (the "best predecessors": reached at the lowest level, then the
+ *             fewest plateau steps);
+ *   lab(p)  = its marker label for a marker pixel, else min over preds(p) of lab(q).
+ *
+ * The first component of the key is the minimax ("topographic") level at which the flood
+ * reaches p; the second orders a plateau by the distance from where the flood entered it, as a
+ * FIFO inside a level does in scikit-image. Both fixpoints are unique and reached by any order
+ * of monotone "min" updates (omp/watershed_omp.c says why), so tiles, worker counts and
+ * devices cannot change the bytes. With --lines, a pixel with a neighbour of another label
+ * and a smaller (key, label) becomes 0: of two touching pixels of different regions, the one
+ * flooded later; no two different labels then touch.
+ *
+ * The tiles. The image is cut into a grid of tiles (any size, 1x1 up). Each tile holds, for
+ * the whole job, in job-owned host arrays: levels (u32), in-mask flags, keys (u64), labels
+ * (u32) and best-predecessor bits: 18 bytes per pixel. Slide-scale spilling is for later.
+ *
+ * The task graph:
+ *
+ *     ws.load[i] --> ws.flood[i] (full) --> ws.bp (keys, round 0) --> ws.flood[j] (seeded)
+ *        --> ws.bp (round 1) ... nothing lowered: ws.label[i] (full) --> ws.bp (labels) -->
+ *        ws.label[j] (seeded) ... nothing lowered: ws.store[i]
+ *
+ * load reads a tile of each input and makes its levels, flags and initial keys and labels
+ * (markers inside the mask). A flood TP runs Dijkstra inside its tile from its markers (full)
+ * or from the pixels BP lowered (seeded). A label TP first computes the best-predecessor bits
+ * of its pixels, which needs the final keys of the neighbouring tiles' border pixels (a ring:
+ * no task writes keys in the label phase), then propagates labels inside the tile.
+ *
+ * What BP does. A BP runs when every TP of its round has finished (it depends on them, and
+ * nothing else writes tiles meanwhile). For every tile that ran a TP in the round, or that
+ * touches one that did, it pulls across its perimeter: each border pixel q and each neighbour
+ * p of q in another tile, key(q) := min(key(q), step(key(p), lev(q))) in the key phase, and
+ * lab(q) := min(lab(q), lab(p)) where p is a best predecessor of q in the label phase. A
+ * lowered q is a seed of its tile. Tiles with seeds get a seeded TP and one new BP depends on
+ * them. Invariant: after a BP, every pair of neighbours across a border is consistent or lies
+ * in or next to a tile that runs a TP in the next round; so a BP that lowers nothing finds the
+ * fixpoint of the whole image. Rounds are bounded by the number of tile borders the longest
+ * flooding path crosses.
+ *
+ * Bad inputs found while loading (a NaN level, a marker label of 4294967295) are recorded,
+ * the first in raster order kept under a lock; the first BP, after every load, fails the job
+ * with it: the message does not depend on the order in which loads ran.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "omp_kernels.h"
+#include "ops_internal.h"
+
+#define OP "watershed"
+
+typedef struct ws_job ws_job;
+
+typedef struct ws_tile {
+    ws_job *m;
+    int64_t index;
+    int64_t x, y;       /* first pixel in the image frame */
+    int32_t w, h;
+    twi_ws_tile k;      /* the kernel's arrays, allocated by the load */
+    void *mem;          /* the one allocation behind them */
+    uint32_t *seeds;    /* pixels lowered by the running BP (tile raster indices) */
+    int64_t n_seeds, cap_seeds;
+    uint32_t *tp_seeds; /* the seeds of the pending seeded TP (swapped with `seeds`) */
+    int64_t n_tp_seeds, cap_tp_seeds;
+    bool seeded;        /* the pending TP is seeded (false: full) */
+    bool ran;           /* a TP of the tile ran in the round being compared */
+} ws_tile;
+
+struct ws_job {
+    tw_job *job;        /* borrowed: the job owns this struct */
+    twi_src img, markers, mask; /* the output writer lives in img.s */
+    bool has_mask, out_file, lines, negate;
+    tw_host_image result;
+    int conn;
+    int64_t W, H;
+    int32_t tw, th;
+    int64_t tiles_x, tiles_y, n;
+    ws_tile *tiles;
+    int phase;          /* BP only: 1 keys, 2 labels */
+    int64_t rounds;
+    int64_t *rounds_out;
+    int64_t *next, n_next;
+
+    atomic_bool bad;
+    pthread_mutex_t lock;
+    bool lock_init;
+    /* under lock: the first bad pixel in raster order */
+    int64_t bad_x, bad_y;
+    char bad_msg[160];
+};
+
+static const tw_task_kind load_kind, flood_kind, label_kind, bp_kind, store_kind;
+
+static inline ws_tile *
+tile_at(ws_job *m, int64_t x, int64_t y)
+{
+    return &m->tiles[(y / m->th) * m->tiles_x + x / m->tw];
+}
+
+/* ---- load */
+
+static void
+record_bad(ws_job *m, const ws_tile *t, int64_t idx, const char *what, unsigned long long v)
+{
+    int64_t x = t->x + idx % t->w, y = t->y + idx / t->w;
+
+    pthread_mutex_lock(&m->lock);
+    if (!atomic_load(&m->bad) || y < m->bad_y || (y == m->bad_y && x < m->bad_x)) {
+        m->bad_x = x;
+        m->bad_y = y;
+        if (v)
+            snprintf(m->bad_msg, sizeof m->bad_msg, "%s %llu", what, v);
+        else
+            snprintf(m->bad_msg, sizeof m->bad_msg, "%s", what);
+        atomic_store(&m->bad, true);
+    }
+    pthread_mutex_unlock(&m->lock);
+}
+
+/* Read `src` at the tile into a scratch view of its type. */
+static tw_status
+read_view(tw_task_ctx *ctx, const twi_src *src, const ws_tile *t, tw_tile_view *v)
+{
+    size_t ss = tw_sample_size(src->s.in_type);
+
+    memset(v, 0, sizeof *v);
+    v->w = t->w;
+    v->h = t->h;
+    v->channels = 1;
+    v->type = src->s.in_type;
+    v->stride = (int64_t)((size_t)t->w * ss);
+    v->x0 = t->x;
+    v->y0 = t->y;
+    if (!(v->data = twi_ctx_scratch(ctx, (size_t)v->stride * (size_t)t->h)))
+        return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory", OP);
+    return twi_src_read(ctx, OP, src, t->x, t->y, v, NULL);
+}
+
+static tw_status
+load_cpu(tw_task_ctx *ctx, void *arg)
+{
+    ws_tile *t = arg;
+    ws_job *m = t->m;
+    int64_t n = (int64_t)t->w * t->h, nan = -1;
+    twi_ws_tile *k = &t->k;
+    tw_tile_view v;
+    char *p;
+    tw_status st;
+
+    /* keys, levels, labels, flags, preds: 8 + 4 + 4 + 1 + 1 bytes a pixel, keys first. */
+    if (!(p = t->mem = malloc((size_t)n * 18u)))
+        return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory for a %dx%d tile", OP,
+                            (int)t->w, (int)t->h);
+    k->w = t->w;
+    k->h = t->h;
+    k->key = (uint64_t *)(void *)p;
+    k->lev = (uint32_t *)(void *)(p + 8 * n);
+    k->lab = (uint32_t *)(void *)(p + 12 * n);
+    k->in = (uint8_t *)(p + 16 * n);
+    k->pred = (uint8_t *)(p + 17 * n);
+    memset(k->pred, 0, (size_t)n);
+
+    if ((st = read_view(ctx, &m->img, t, &v)) != TW_OK)
+        return st;
+    if (twi_omp_ws_levels(&v, m->negate, (uint32_t *)(void *)(p + 8 * n), &nan) != TW_OK) {
+        if (nan < 0)
+            return twi_ctx_fail(ctx, TW_E_INTERNAL, "%s: bad image view", OP);
+        record_bad(m, t, nan, "the image is NaN", 0);
+    }
+    if (m->has_mask) {
+        if ((st = read_view(ctx, &m->mask, t, &v)) != TW_OK)
+            return st;
+        for (int32_t y = 0; y < t->h; y++) {
+            const char *row = (const char *)v.data + (int64_t)y * v.stride;
+            uint8_t *o = (uint8_t *)(p + 16 * n) + (int64_t)y * t->w;
+
+            for (int32_t x = 0; x < t->w; x++)
+                o[x] = v.type == TW_U8 ? ((const uint8_t *)row)[x] != 0
+                                       : ((const uint16_t *)(const void *)row)[x] != 0;
+        }
+    } else {
+        memset(p + 16 * n, 1, (size_t)n);
+    }
+    if ((st = read_view(ctx, &m->markers, t, &v)) != TW_OK)
+        return st;
+    for (int32_t y = 0; y < t->h; y++) {
+        const char *row = (const char *)v.data + (int64_t)y * v.stride;
+
+        for (int32_t x = 0; x < t->w; x++) {
+            int64_t i = (int64_t)y * t->w + x;
+            uint32_t l = v.type == TW_U8    ? ((const uint8_t *)row)[x]
+                         : v.type == TW_U16 ? ((const uint16_t *)(const void *)row)[x]
+                                            : ((const uint32_t *)(const void *)row)[x];
+
+            if (l == TWI_WS_LINF) {
+                record_bad(m, t, i, "marker label", l);
+                l = 0;
+            }
+            if (l != 0 && k->in[i]) {
+                k->lab[i] = l;
+                k->key[i] = (uint64_t)k->lev[i] << 32;
+            } else {
+                k->lab[i] = TWI_WS_LINF;
+                k->key[i] = TWI_WS_KINF;
+            }
+        }
+    }
+    twi_job_add_done(m->job, 1);
+    return TW_OK;
+}
+
+/* ---- TPs */
+
+static tw_status
+tp_fail(tw_task_ctx *ctx, const ws_tile *t, const char *what, tw_status st)
+{
+    return twi_ctx_fail(ctx, st, "%s: %s of the tile at (%lld, %lld) failed (%s)", OP, what,
+                        (long long)t->x, (long long)t->y, tw_status_string(st));
+}
+
+static tw_status
+flood_cpu(tw_task_ctx *ctx, void *arg)
+{
+    ws_tile *t = arg;
+    tw_status st;
+
+    twi_job_add_done(t->m->job, 1);
+    if (atomic_load(&t->m->bad))
+        return TW_OK; /* the first BP fails the job */
+    {
+        const twi_stop stop = {twi_ops_ctx_stop, ctx};
+
+        st = twi_omp_ws_flood(&t->k, t->m->conn, t->seeded ? t->tp_seeds : NULL,
+                              t->n_tp_seeds, &stop);
+    }
+    if (st == TW_E_CANCELED)
+        return st;
+    if (st != TW_OK)
+        return tp_fail(ctx, t, "flooding", st);
+    return TW_OK;
+}
+
+/* The ring around t (twi_ws_ring_at's layout) from the neighbouring tiles; their keys and
+ * labels are read while no task writes them. */
+static void
+fill_ring(ws_job *m, const ws_tile *t, uint64_t *key, uint32_t *lab)
+{
+    int64_t len = 2 * ((int64_t)t->w + 2) + 2 * (int64_t)t->h;
+
+    for (int64_t r = 0; r < len; r++) {
+        int32_t x, y;
+        int64_t gx, gy;
+
+        if (r < 2 * ((int64_t)t->w + 2)) {
+            x = (int32_t)(r % (t->w + 2)) - 1;
+            y = r < t->w + 2 ? -1 : t->h;
+        } else {
+            int64_t c = r - 2 * ((int64_t)t->w + 2);
+
+            x = c < t->h ? -1 : t->w;
+            y = (int32_t)(c % t->h);
+        }
+        gx = t->x + x;
+        gy = t->y + y;
+        if (gx < 0 || gy < 0 || gx >= m->W || gy >= m->H) {
+            key[r] = TWI_WS_KINF;
+            if (lab)
+                lab[r] = TWI_WS_LINF;
+        } else {
+            const ws_tile *u = tile_at(m, gx, gy);
+            int64_t i = (gy - u->y) * u->w + (gx - u->x);
+
+            key[r] = u->k.key[i];
+            if (lab)
+                lab[r] = u->k.lab[i];
+        }
+    }
+}
+
+static tw_status
+label_cpu(tw_task_ctx *ctx, void *arg)
+{
+    ws_tile *t = arg;
+    ws_job *m = t->m;
+    tw_status st;
+
+    if (!t->seeded) {
+        twi_ws_ring ring = {NULL, NULL};
+
+        if (!(ring.key = twi_ctx_scratch(ctx, (size_t)(2 * ((int64_t)t->w + 2) + 2 * t->h) *
+                                                  sizeof *ring.key)))
+            return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory", OP);
+        fill_ring(m, t, ring.key, NULL);
+        twi_omp_ws_preds(&t->k, m->conn, &ring);
+    }
+    {
+        const twi_stop stop = {twi_ops_ctx_stop, ctx};
+
+        st = twi_omp_ws_label(&t->k, m->conn, t->seeded ? t->tp_seeds : NULL, t->n_tp_seeds,
+                              &stop);
+    }
+    if (st == TW_E_CANCELED)
+        return st;
+    if (st != TW_OK)
+        return tp_fail(ctx, t, "labelling", st);
+    twi_job_add_done(m->job, 1);
+    return TW_OK;
+}
+
+/* ---- BP */
+
+static tw_status
+add_seed(ws_job *m, ws_tile *t, int64_t idx)
+{
+    if (t->n_seeds == t->cap_seeds) {
+        int64_t cap = t->cap_seeds ? 2 * t->cap_seeds : 16;
+        uint32_t *p = realloc(t->seeds, (size_t)cap * sizeof *p);
+
+        if (!p)
+            return TW_E_NOMEM;
+        t->seeds = p;
+        t->cap_seeds = cap;
+    }
+    if (t->n_seeds == 0)
+        m->next[m->n_next++] = t->index;
+    t->seeds[t->n_seeds++] = (uint32_t)idx;
+    return TW_OK;
+}
+
+/* Pull across the perimeter of b from its neighbours in other tiles (the phase's update). */
+static tw_status
+pull(ws_job *m, ws_tile *b)
+{
+    int nk = m->conn == 8 ? 8 : 4;
+    tw_status st = TW_OK;
+
+    for (int32_t y = 0; y < b->h && st == TW_OK; y++) {
+        bool edge_row = y == 0 || y == b->h - 1;
+        int32_t step = edge_row || b->w == 1 ? 1 : b->w - 1;
+
+        for (int32_t x = 0; x < b->w && st == TW_OK; x += step) {
+            int64_t q = (int64_t)y * b->w + x;
+            bool lowered = false;
+
+            if (!b->k.in[q])
+                continue;
+            for (int k = 0; k < nk; k++) {
+                int64_t gx = b->x + x + twi_ws_dx[k], gy = b->y + y + twi_ws_dy[k], p;
+                ws_tile *a;
+
+                if (gx < 0 || gy < 0 || gx >= m->W || gy >= m->H ||
+                    (gx >= b->x && gx < b->x + b->w && gy >= b->y && gy < b->y + b->h))
+                    continue;
+                a = tile_at(m, gx, gy);
+                p = (gy - a->y) * a->w + (gx - a->x);
+                if (m->phase == 1) {
+                    uint64_t c;
+
+                    if (a->k.key[p] == TWI_WS_KINF ||
+                        (c = twi_ws_step(a->k.key[p], b->k.lev[q])) >= b->k.key[q])
+                        continue;
+                    b->k.key[q] = c;
+                } else {
+                    if (!(b->k.pred[q] & (1u << k)) || a->k.lab[p] >= b->k.lab[q])
+                        continue;
+                    b->k.lab[q] = a->k.lab[p];
+                }
+                lowered = true;
+            }
+            if (lowered)
+                st = add_seed(m, b, q);
+        }
+    }
+    return st;
+}
+
+/* Does t or a tile next to it (8 around) have `ran` set? */
+static bool
+near_ran(const ws_job *m, const ws_tile *t)
+{
+    int64_t tx = t->index % m->tiles_x, ty = t->index / m->tiles_x;
+
+    for (int64_t dy = -1; dy <= 1; dy++)
+        for (int64_t dx = -1; dx <= 1; dx++) {
+            int64_t ux = tx + dx, uy = ty + dy;
+
+            if (ux >= 0 && uy >= 0 && ux < m->tiles_x && uy < m->tiles_y &&
+                m->tiles[uy * m->tiles_x + ux].ran)
+                return true;
+        }
+    return false;
+}
+
+/* Submit a TP of `kind` for each tile listed (all when list is NULL), and a BP after them.
+ * Each TP's seeds are set before: it may start at once. */
+static tw_status
+submit_round(ws_job *m, const tw_task_kind *kind, const int64_t *list, int64_t n)
+{
+    tw_task *bp = NULL, *tp = NULL;
+    tw_status st;
+
+    if ((st = twi_task_create(m->job, &bp_kind, m, NULL, &bp)) != TW_OK)
+        return st;
+    twi_job_add_total(m->job, n + 1);
+    for (int64_t k = 0; k < n && st == TW_OK; k++) {
+        ws_tile *t = &m->tiles[list ? list[k] : k];
+
+        t->ran = true;
+        if ((st = twi_task_create(m->job, kind, t, NULL, &tp)) == TW_OK &&
+            (st = twi_task_depend(bp, tp)) == TW_OK)
+            st = twi_task_submit(tp);
+        twi_task_release(tp);
+        tp = NULL;
+    }
+    if (st == TW_OK)
+        st = twi_task_submit(bp);
+    twi_task_release(bp);
+    return st;
+}
+
+static tw_status
+submit_stores(ws_job *m)
+{
+    tw_status st = TW_OK;
+
+    twi_job_add_total(m->job, m->n);
+    for (int64_t i = 0; i < m->n && st == TW_OK; i++) {
+        tw_task *task = NULL;
+
+        if ((st = twi_task_create(m->job, &store_kind, &m->tiles[i], NULL, &task)) == TW_OK)
+            st = twi_task_submit(task);
+        twi_task_release(task);
+    }
+    return st;
+}
+
+static tw_status
+bp_cpu(tw_task_ctx *ctx, void *arg)
+{
+    ws_job *m = arg;
+    tw_status st = TW_OK;
+
+    if (twi_ctx_canceled(ctx))
+        return TW_OK;
+    if (atomic_load(&m->bad)) {
+        pthread_mutex_lock(&m->lock);
+        st = twi_ctx_fail(ctx, TW_E_INVALID, "%s: %s at (%lld, %lld)", OP, m->bad_msg,
+                          (long long)(m->img.s.x + m->bad_x), (long long)(m->img.s.y + m->bad_y));
+        pthread_mutex_unlock(&m->lock);
+        return st;
+    }
+    m->n_next = 0;
+    for (int64_t i = 0; i < m->n && st == TW_OK; i++)
+        if (near_ran(m, &m->tiles[i]))
+            st = pull(m, &m->tiles[i]);
+    if (st != TW_OK)
+        return twi_ctx_fail(ctx, st, "%s: out of memory in border propagation", OP);
+    m->rounds++;
+    for (int64_t i = 0; i < m->n; i++)
+        m->tiles[i].ran = false;
+    /* The seeds become the next TPs' (swapped: the buffers are reused). */
+    for (int64_t k = 0; k < m->n_next; k++) {
+        ws_tile *t = &m->tiles[m->next[k]];
+        uint32_t *s = t->tp_seeds;
+        int64_t cap = t->cap_tp_seeds;
+
+        t->tp_seeds = t->seeds;
+        t->n_tp_seeds = t->n_seeds;
+        t->cap_tp_seeds = t->cap_seeds;
+        t->seeds = s;
+        t->cap_seeds = cap;
+        t->n_seeds = 0;
+        t->seeded = true;
+    }
+    if (m->n_next > 0) {
+        st = submit_round(m, m->phase == 1 ? &flood_kind : &label_kind, m->next, m->n_next);
+    } else if (m->phase == 1) {
+        m->phase = 2;
+        for (int64_t i = 0; i < m->n; i++) {
+            m->tiles[i].seeded = false;
+            m->tiles[i].n_tp_seeds = 0;
+        }
+        st = submit_round(m, &label_kind, NULL, m->n);
+    } else {
+        st = submit_stores(m);
+    }
+    twi_job_add_done(m->job, 1);
+    if (st != TW_OK)
+        return twi_ctx_fail(ctx, st, "%s: cannot submit round %lld (%s)", OP,
+                            (long long)m->rounds, tw_status_string(st));
+    return TW_OK;
+}
+
+/* ---- store */
+
+static tw_status
+store_cpu(tw_task_ctx *ctx, void *arg)
+{
+    ws_tile *t = arg;
+    ws_job *m = t->m;
+    twi_ws_ring ring = {NULL, NULL};
+    tw_tile_view ov;
+    tw_error err;
+    tw_status st;
+    int64_t len = 2 * ((int64_t)t->w + 2) + 2 * (int64_t)t->h;
+
+    memset(&ov, 0, sizeof ov);
+    ov.w = t->w;
+    ov.h = t->h;
+    ov.channels = 1;
+    ov.type = TW_U32;
+    ov.x0 = t->x;
+    ov.y0 = t->y;
+    if (m->lines) {
+        if (!(ring.key = twi_ctx_scratch(ctx, (size_t)len * 12u)))
+            return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory", OP);
+        ring.lab = (uint32_t *)(void *)(ring.key + len);
+        fill_ring(m, t, ring.key, ring.lab);
+    }
+    if (m->out_file) {
+        ov.stride = (int64_t)t->w * 4;
+        if (!(ov.data = malloc((size_t)ov.stride * (size_t)t->h)))
+            return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory", OP);
+    } else {
+        size_t stride = m->result.stride ? m->result.stride : (size_t)m->W * 4u;
+
+        ov.stride = (int64_t)stride;
+        ov.data = (char *)m->result.data + (size_t)t->y * stride + (size_t)t->x * 4u;
+    }
+    twi_omp_ws_output(&t->k, m->conn, &ring, m->lines, &ov);
+    if (m->out_file) {
+        st = twi_assembler_put(m->img.s.assembler, t->x, t->y, &ov, &err);
+        free(ov.data);
+        if (st != TW_OK)
+            return twi_ctx_fail(ctx, st, "%s", err.message);
+    }
+    twi_job_add_done(m->job, 1);
+    return TW_OK;
+}
+
+/* ---- kinds */
+
+static const tw_task_kind load_kind = {
+    .name = "ws.load",
+    .devices = TW_DEVICE_CPU,
+    .cpu = load_cpu,
+    .load = true,
+};
+
+static const tw_task_kind flood_kind = {
+    .name = "ws.flood",
+    .devices = TW_DEVICE_CPU,
+    .cpu = flood_cpu,
+};
+
+static const tw_task_kind label_kind = {
+    .name = "ws.label",
+    .devices = TW_DEVICE_CPU,
+    .cpu = label_cpu,
+};
+
+static const tw_task_kind bp_kind = {
+    .name = "ws.bp",
+    .devices = TW_DEVICE_CPU,
+    .cpu = bp_cpu,
+};
+
+static const tw_task_kind store_kind = {
+    .name = "ws.store",
+    .devices = TW_DEVICE_CPU,
+    .cpu = store_cpu,
+};
+
+/* ---- the job */
+
+static tw_status
+ws_finish(tw_job *job, tw_status st, void *user)
+{
+    ws_job *m = user;
+    tw_error err;
+
+    twi_stream_finish(&m->markers.s, TW_E_CANCELED, NULL);
+    twi_stream_finish(&m->mask.s, TW_E_CANCELED, NULL);
+    /* The image's stream holds the writer: closing it renames the output into place. */
+    st = twi_stream_finish(&m->img.s, st, &err);
+    if (m->rounds_out)
+        *m->rounds_out = m->rounds;
+    if (st != TW_OK && st != TW_E_CANCELED)
+        return twi_job_fail(job, st, "%s", err.message);
+    return st;
+}
+
+static void
+ws_free(void *user)
+{
+    ws_job *m = user;
+
+    if (!m)
+        return;
+    twi_stream_finish(&m->markers.s, TW_E_CANCELED, NULL);
+    twi_stream_finish(&m->mask.s, TW_E_CANCELED, NULL);
+    twi_stream_finish(&m->img.s, TW_E_CANCELED, NULL);
+    if (m->tiles)
+        for (int64_t i = 0; i < m->n; i++) {
+            free(m->tiles[i].mem);
+            free(m->tiles[i].seeds);
+            free(m->tiles[i].tp_seeds);
+        }
+    free(m->tiles);
+    free(m->next);
+    if (m->lock_init)
+        pthread_mutex_destroy(&m->lock);
+    free(m);
+}
+
+/* An input of the image's size, or an error naming it. */
+static tw_status
+same_size(const ws_job *m, const twi_src *s, const char *what, tw_error *err)
+{
+    if (s->s.w == m->W && s->s.h == m->H)
+        return TW_OK;
+    return twi_error_set(err, TW_E_INVALID, "%s: the %s is %lldx%lld but the image is %lldx%lld",
+                         OP, what, (long long)s->s.w, (long long)s->s.h, (long long)m->W,
+                         (long long)m->H);
+}
+
+static bool
+overwrites(const twi_src *s, const char *out)
+{
+    return s->path && twi_ops_same_file(s->path, out);
+}
+
+static tw_status
+ws_setup(ws_job *m, tw_runtime *rt, const tw_watershed_opts *o, tw_error *err)
+{
+    const tw_config *cfg = tw_runtime_get_config(rt);
+    tw_status st;
+
+    if (pthread_mutex_init(&m->lock, NULL) != 0)
+        return twi_error_set(err, TW_E_NOMEM, "%s: out of memory", OP);
+    m->lock_init = true;
+    m->conn = o->conn;
+    m->lines = o->lines;
+    m->negate = o->negate;
+    m->rounds_out = o->rounds;
+    m->phase = 1;
+    if ((st = twi_src_open(cfg, OP, TWI_SRC_U8 | TWI_SRC_U16 | TWI_SRC_F32, "input", &o->input,
+                           &o->image, &m->img, err)) != TW_OK)
+        return st;
+    m->W = m->img.s.w;
+    m->H = m->img.s.h;
+    if (m->W * m->H > (int64_t)UINT32_MAX)
+        return twi_error_set(err, TW_E_INVALID,
+                             "%s: the image is %lldx%lld, more than 2^32 - 1 pixels", OP,
+                             (long long)m->W, (long long)m->H);
+    if ((st = twi_src_open(cfg, OP, TWI_SRC_U8 | TWI_SRC_U16 | TWI_SRC_U32, "markers",
+                           &o->markers, &o->markers_image, &m->markers, err)) != TW_OK ||
+        (st = same_size(m, &m->markers, "markers image", err)) != TW_OK)
+        return st;
+    if (o->mask.path || o->mask_image.data) {
+        m->has_mask = true;
+        if ((st = twi_src_open(cfg, OP, TWI_SRC_U8 | TWI_SRC_U16, "mask", &o->mask,
+                               &o->mask_image, &m->mask, err)) != TW_OK ||
+            (st = same_size(m, &m->mask, "mask", err)) != TW_OK)
+            return st;
+    }
+    if (o->output.path) {
+        if (overwrites(&m->img, o->output.path) || overwrites(&m->markers, o->output.path) ||
+            overwrites(&m->mask, o->output.path))
+            return twi_error_set(err, TW_E_INVALID, "%s: the output '%s' would overwrite an input",
+                                 OP, o->output.path);
+        m->out_file = true;
+    } else {
+        if ((st = twi_host_image_check(OP, "result", &o->result, m->W, m->H, TW_U32, err)) !=
+            TW_OK)
+            return st;
+        m->result = o->result;
+    }
+    if ((st = twi_ops_tile_size(cfg, NULL, o->tile_w, o->tile_h, &m->tw, &m->th, err)) != TW_OK)
+        return st;
+    if (twi_ops_tile_implicit(cfg, NULL, o->tile_w))
+        twi_stream_align_tile(&m->img.s, &m->tw, &m->th);
+    m->tiles_x = (m->W + m->tw - 1) / m->tw;
+    m->tiles_y = (m->H + m->th - 1) / m->th;
+    m->n = m->tiles_x * m->tiles_y;
+    if (!(m->tiles = calloc((size_t)m->n, sizeof *m->tiles)) ||
+        !(m->next = malloc((size_t)m->n * sizeof *m->next)))
+        return twi_error_set(err, TW_E_NOMEM, "%s: out of memory for %lld tiles", OP,
+                             (long long)m->n);
+    for (int64_t i = 0; i < m->n; i++) {
+        ws_tile *t = &m->tiles[i];
+
+        t->m = m;
+        t->index = i;
+        t->x = (i % m->tiles_x) * m->tw;
+        t->y = (i / m->tiles_x) * m->th;
+        t->w = (int32_t)(m->W - t->x < m->tw ? m->W - t->x : m->tw);
+        t->h = (int32_t)(m->H - t->y < m->th ? m->H - t->y : m->th);
+    }
+    if (m->out_file &&
+        (st = twi_stream_open_output(&m->img.s, cfg, OP, &o->output, 1, TW_U32, err)) != TW_OK)
+        return st;
+    return TW_OK;
+}
+
+/* Round 0: a load and a full flood per tile, the first BP after every flood. */
+static tw_status
+submit_graph(ws_job *m)
+{
+    tw_task *bp = NULL;
+    tw_status st;
+
+    twi_job_add_total(m->job, 2 * m->n + 1);
+    if ((st = twi_task_create(m->job, &bp_kind, m, NULL, &bp)) != TW_OK)
+        return st;
+    for (int64_t i = 0; i < m->n && st == TW_OK; i++) {
+        ws_tile *t = &m->tiles[i];
+        tw_task *ld = NULL, *tp = NULL;
+
+        t->ran = true;
+        if ((st = twi_task_create(m->job, &load_kind, t, NULL, &ld)) == TW_OK &&
+            (st = twi_task_create(m->job, &flood_kind, t, NULL, &tp)) == TW_OK &&
+            (st = twi_task_depend(tp, ld)) == TW_OK && (st = twi_task_depend(bp, tp)) == TW_OK &&
+            (st = twi_task_submit(tp)) == TW_OK)
+            st = twi_task_submit(ld);
+        twi_task_release(ld);
+        twi_task_release(tp);
+    }
+    if (st == TW_OK)
+        st = twi_task_submit(bp);
+    twi_task_release(bp);
+    return st;
+}
+
+void
+tw_watershed_opts_init(tw_watershed_opts *o)
+{
+    if (!o)
+        return;
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+    o->conn = 8;
+}
+
+tw_status
+tw_watershed_submit(tw_runtime *rt, const tw_watershed_opts *o, tw_job **out, tw_error *err)
+{
+    ws_job *m = NULL;
+    tw_job *job = NULL;
+    tw_status st;
+
+    if (!rt || !o || !out)
+        return twi_error_set(err, TW_E_INVALID, "%s: NULL argument", OP);
+    if (o->struct_size != sizeof *o)
+        return twi_error_set(err, TW_E_INVALID,
+                             "%s: options not initialised with tw_watershed_opts_init()", OP);
+    if (o->conn != 4 && o->conn != 8)
+        return twi_error_set(err, TW_E_INVALID, "%s: connectivity %d (4 or 8)", OP, o->conn);
+    if (!o->output.path && !o->result.data)
+        return twi_error_set(err, TW_E_INVALID, "%s: no output given (a file or an image)", OP);
+    if (o->output.path && o->result.data)
+        return twi_error_set(err, TW_E_INVALID, "%s: both an output file and an output image",
+                             OP);
+    if (!(m = calloc(1, sizeof *m)))
+        return twi_error_set(err, TW_E_NOMEM, "%s: out of memory", OP);
+    if ((st = ws_setup(m, rt, o, err)) != TW_OK) {
+        twi_stream_finish(&m->img.s, st, NULL); /* aborts an opened writer */
+        ws_free(m);
+        return st;
+    }
+    if ((st = twi_job_create(rt, OP, &job)) != TW_OK) {
+        twi_stream_finish(&m->img.s, st, NULL);
+        ws_free(m);
+        return twi_error_set(err, st, "%s: cannot create the job", OP);
+    }
+    m->job = job;
+    twi_job_set_finish(job, ws_finish, m, ws_free); /* the job owns m from here */
+    twi_stream_attach_io(&m->img.s, job);
+    twi_stream_attach_io(&m->markers.s, job);
+    twi_stream_attach_io(&m->mask.s, job);
+    return twi_ops_job_launch(job, OP, submit_graph(m), out, err);
+}
