@@ -299,9 +299,9 @@ bench_tos(int argc, char **argv)
                bench_median(ts + 2 * p.repeat, (int)p.repeat),
                bench_median(ts + 3 * p.repeat, (int)p.repeat),
                bench_median(ts + 4 * p.repeat, (int)p.repeat), (long long)(p.job ? -1 : r.crews),
-               (long long)(p.job ? -1 : r.batches), (long long)(p.job ? rep.parts : r.parts), (long long)(nodes + implicit),
-               (long long)nodes, p.job ? rep.exterior : r.exterior, implicit ? "true" : "false",
-               peak_mib,
+               (long long)(p.job ? -1 : r.batches), (long long)(p.job ? rep.parts : r.parts),
+               (long long)(nodes + implicit), (long long)nodes,
+               p.job ? rep.exterior : r.exterior, implicit ? "true" : "false", peak_mib,
                base_mib, (peak_mib - base_mib) * 1048576.0 / px, wrong < 0 ? "none" : "thread-1",
                (long long)(wrong < 0 ? 0 : wrong));
         fflush(stdout);

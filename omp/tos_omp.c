@@ -58,10 +58,10 @@
  * atomic OR, once a face (whose old value decides, for a crew's participants); a part alone
  * uses plain stores. A part counts its queued faces per group of levels (1 level at 8 bits,
  * 16 at 16 bits), so that a split weighs its two sides without walking the queues (walking
- * them made each split cost the whole front: 93% of a 7-thread sort of 16-bit noise). A guard row of set bits before and
- * after the grid, and every border face queued first, put the four neighbours of a face at
- * fixed offsets with no bounds test (a step off a row's end lands on the next row's border
- * face, already seen).
+ * them made each split cost the whole front: 93% of a 7-thread sort of 16-bit noise). A
+ * guard row of set bits before and after the grid, and every border face queued first, put
+ * the four neighbours of a face at fixed offsets with no bounds test (a step off a row's end
+ * lands on the next row's border face, already seen).
  *
  * The tree. The max-tree of the ranks (omp/maxtree_u32.c, in place over A, 4-connected) is
  * the tree of shapes on the grid. Un-interpolation: a pixel's node is its face's node; a
@@ -447,7 +447,6 @@ twi_tos_part_free(twi_tos_sort *s, twi_tos_part *p)
     free(p->l1);
     free(p);
 }
-
 
 /* Move every queued face of src to dst, level by level (chunk lists spliced); src is left
  * empty. */

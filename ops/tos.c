@@ -22,11 +22,11 @@
  * are idle (omp/tos_omp.c, "Shared batches"): a helper that starts after the batch has
  * ended returns at once, so the part never waits for a task that has not started. The
  * number of parts is counted: the last to end (its commit hook, which runs once it has
- * succeeded) submits the rest of the graph, whose phases run over blocks (the max-tree of the ranks) or bands of
- * rows (un-interpolation and the attributes), a no-op "tos.sync" task joining each phase
- * before the next. Every step runs on any CPU worker with a one-thread team: parallelism
- * comes from the tasks, so the whole job scales with the runtime's workers and shares them
- * with other jobs.
+ * succeeded) submits the rest of the graph, whose phases run over blocks (the max-tree of the
+ * ranks) or bands of rows (un-interpolation and the attributes), a no-op "tos.sync" task
+ * joining each phase before the next. Every step runs on any CPU worker with a one-thread
+ * team: parallelism comes from the tasks, so the whole job scales with the runtime's workers
+ * and shares them with other jobs.
  *
  * No CUDA variant: the GPU max-tree (cuda/maxtree_cuda.cu) packs a level of at most 16 bits
  * with each parent in the 64-bit records its lock-free merge swaps atomically, and the ranks
