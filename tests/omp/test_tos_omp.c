@@ -825,6 +825,45 @@ Test(tos_omp, bad_arguments)
     cr_assert(eq(u32, twi_tos_exterior(&vi), 2)); /* (1 + 2 + 3 + 4) / 4 */
 }
 
+/* The sort of a constant 1024 x 1024 image, created and ready to run: its 2047 x 2047 faces
+ * are all one level, one batch of the propagation. */
+typedef struct flat_sort {
+    uint8_t *img;
+    uint32_t *a;
+    uint64_t *seen;
+    tw_tile_view vi;
+    twi_tos_sort *s;
+    twi_tos_part *root;
+    int64_t faces;
+} flat_sort;
+
+static void
+flat_sort_create(flat_sort *f)
+{
+    const int w = 1024, h = 1024;
+
+    f->faces = (int64_t)(2 * w - 1) * (2 * h - 1);
+    f->img = malloc((size_t)w * h);
+    f->a = malloc((size_t)f->faces * 4);
+    f->seen = malloc(twi_tos_seen_words(w, h) * 8);
+    cr_assert(f->img && f->a && f->seen);
+    memset(f->img, 77, (size_t)w * h);
+    f->vi = (tw_tile_view){ .data = f->img, .stride = w, .w = w, .h = h, .channels = 1,
+                            .type = TW_U8 };
+    f->s = NULL;
+    f->root = NULL;
+    cr_assert(eq(int, twi_tos_sort_create(&f->vi, f->a, f->seen, &f->s, &f->root), TW_OK));
+}
+
+static void
+flat_sort_destroy(flat_sort *f)
+{
+    twi_tos_sort_destroy(f->s);
+    free(f->seen);
+    free(f->a);
+    free(f->img);
+}
+
 /* The hooks of a sort that is canceled at its first progress report. */
 typedef struct stop_count {
     int calls;
@@ -847,30 +886,17 @@ Test(tos_omp, a_cancel_stops_the_sort_inside_a_level)
      * propagation. The progress hook (the cancel check) is asked every 2^18 faces or so inside
      * that batch: the run stops at its first answer, long before the 4.2 M faces of the level
      * are done (it was asked only between levels, so a cancel waited for the whole level). */
-    const int w = 1024, h = 1024;
-    const int64_t kw = 2 * w - 1, kh = 2 * h - 1;
-    uint8_t *img = malloc((size_t)w * h);
-    uint32_t *a = malloc((size_t)(kw * kh) * 4);
-    uint64_t *seen = malloc(twi_tos_seen_words(w, h) * 8);
-    tw_tile_view vi = { .data = img, .stride = w, .w = w, .h = h, .channels = 1,
-                        .type = TW_U8 };
     stop_count c = {0, 0};
     const twi_tos_hooks hk = { .user = &c, .progress = stop_at_first };
-    twi_tos_sort *s = NULL;
-    twi_tos_part *root = NULL;
+    flat_sort f;
 
-    cr_assert(img && a && seen);
-    memset(img, 77, (size_t)w * h);
-    cr_assert(eq(int, twi_tos_sort_create(&vi, a, seen, &s, &root), TW_OK));
-    cr_assert(eq(int, twi_tos_sort_run(s, root, &hk), TW_E_CANCELED));
+    flat_sort_create(&f);
+    cr_assert(eq(int, twi_tos_sort_run(f.s, f.root, &hk), TW_E_CANCELED));
     cr_assert(eq(int, c.calls, 1));
     cr_assert(le(i64, c.faces, (int64_t)1 << 18), "%lld faces before the first check",
               (long long)c.faces);
     cr_assert(gt(i64, c.faces, 0));
-    twi_tos_sort_destroy(s);
-    free(seen);
-    free(a);
-    free(img);
+    flat_sort_destroy(&f);
 }
 
 /* A shared batch's helpers as threads of their own, and a cancel at the first report. */
@@ -934,34 +960,21 @@ Test(tos_omp, a_cancel_stops_a_shared_batch)
      * helper thread that runs before the part goes on: the helper's first progress report
      * (every 2^18 faces of a participant) cancels, the crew stops, the part finds it stopped
      * and the run returns TW_E_CANCELED long before the 4.2 M faces are done. */
-    const int w = 1024, h = 1024;
-    const int64_t kw = 2 * w - 1, kh = 2 * h - 1;
-    uint8_t *img = malloc((size_t)w * h);
-    uint32_t *a = malloc((size_t)(kw * kh) * 4);
-    uint64_t *seen = malloc(twi_tos_seen_words(w, h) * 8);
-    tw_tile_view vi = { .data = img, .stride = w, .w = w, .h = h, .channels = 1,
-                        .type = TW_U8 };
     crew_threads c;
-    twi_tos_sort *s = NULL;
-    twi_tos_part *root = NULL;
+    flat_sort f;
     int64_t crews = 0;
 
-    cr_assert(img && a && seen);
     memset(&c, 0, sizeof c);
     atomic_init(&c.calls, 0);
     atomic_init(&c.faces, 0);
     c.hk = (twi_tos_hooks){ .user = &c, .progress = stop_at_first_shared, .idle = one_idle,
                             .help = help_thread };
-    memset(img, 77, (size_t)w * h);
-    cr_assert(eq(int, twi_tos_sort_create(&vi, a, seen, &s, &root), TW_OK));
-    cr_assert(eq(int, twi_tos_sort_run(s, root, &c.hk), TW_E_CANCELED));
-    twi_tos_sort_stats(s, NULL, NULL, &crews, NULL);
+    flat_sort_create(&f);
+    cr_assert(eq(int, twi_tos_sort_run(f.s, f.root, &c.hk), TW_E_CANCELED));
+    twi_tos_sort_stats(f.s, NULL, NULL, &crews, NULL);
     cr_assert(eq(i64, crews, 1));
     cr_assert(ge(int, atomic_load(&c.calls), 1));
-    cr_assert(lt(i64, (int64_t)atomic_load(&c.faces), kw * kh / 2), "%lld faces done",
+    cr_assert(lt(i64, (int64_t)atomic_load(&c.faces), f.faces / 2), "%lld faces done",
               (long long)atomic_load(&c.faces));
-    twi_tos_sort_destroy(s);
-    free(seen);
-    free(a);
-    free(img);
+    flat_sort_destroy(&f);
 }
