@@ -27,6 +27,8 @@ static const char help[] =
     "  --threads N       OpenMP threads or CPU workers (default: all cores)\n"
     "  --grain N         the grain filter of area N instead of the parent image\n"
     "  --split-always    --kernel: split the sort's parts after every batch (stress)\n"
+    "  --crew-min N      --kernel: share a batch with idle threads once its level holds N\n"
+    "                    faces (default 4096)\n"
     "  --repeat R        timed runs (default 3)\n"
     "  --check C         auto (default: one thread's result compared with this run's, unless\n"
     "                    that is this run), full (always) or none\n"
@@ -35,15 +37,17 @@ static const char help[] =
     "Memory: the peak resident set before the first run (image and outputs allocated and\n"
     "touched, the runtime started) and after it; their difference over the pixels is\n"
     "scratch_bytes_per_px, all the computation's own memory. JSON fields: median_s, min_s,\n"
-    "max_s, mpix_per_s, sort_s / tree_s / un_s / attr_s (the kernel's phases, medians; the\n"
-    "job reports sort_s / tree_s / attr_s), parts (sub-propagations), nodes (of the tree, an\n"
+    "max_s, mpix_per_s, sort_s / tree_s / attr_s (phases, medians; tree_s = the max-tree of\n"
+    "the ranks and un-interpolation), mt_s / un_s (the kernel's two parts of tree_s; 0 for\n"
+    "the job), crews and batches (the kernel's batches shared with helpers and all batches;\n"
+    "-1 for the job), parts (sub-propagations), nodes (of the tree, an\n"
     "implicit root included, as Higra counts them), pixel_nodes (nodes holding pixels),\n"
     "exterior, implicit_root, peak_rss_mib, scratch_bytes_per_px, check, wrong (pixels\n"
     "differing).\n";
 
 typedef struct tos_params {
     const char *input, *type_name, *dump, *check;
-    int64_t w, h, levels, seed, threads, repeat, grain;
+    int64_t w, h, levels, seed, threads, repeat, grain, crew_min;
     int job, split_always;
 } tos_params;
 
@@ -68,6 +72,7 @@ run_once(const tos_params *p, const bench_image *img, tw_runtime *rt, int64_t th
         memset(r, 0, sizeof *r);
         r->nthreads = (int)threads;
         r->split_always = p->split_always;
+        r->crew_min = p->crew_min;
         st = p->grain ? twi_omp_tos(&vi, NULL, NULL, &vo, (uint64_t)p->grain, r)
                       : twi_omp_tos(&vi, &vo, NULL, NULL, 0, r);
         if (st != TW_OK)
@@ -134,7 +139,7 @@ static int
 parse(int argc, char **argv, tos_params *p)
 {
     enum { O_INPUT = 1, O_SIZE, O_TYPE, O_LEVELS, O_SEED, O_THREADS, O_GRAIN, O_REPEAT,
-           O_CHECK, O_DUMP, O_KERNEL, O_JOB, O_SPLIT, O_HELP };
+           O_CHECK, O_DUMP, O_KERNEL, O_JOB, O_SPLIT, O_CREW, O_HELP };
     static const struct option opts[] = {
         {"input", required_argument, NULL, O_INPUT}, {"size", required_argument, NULL, O_SIZE},
         {"type", required_argument, NULL, O_TYPE}, {"levels", required_argument, NULL, O_LEVELS},
@@ -144,7 +149,8 @@ parse(int argc, char **argv, tos_params *p)
         {"repeat", required_argument, NULL, O_REPEAT},
         {"check", required_argument, NULL, O_CHECK}, {"dump", required_argument, NULL, O_DUMP},
         {"kernel", no_argument, NULL, O_KERNEL}, {"job", no_argument, NULL, O_JOB},
-        {"split-always", no_argument, NULL, O_SPLIT}, {"help", no_argument, NULL, O_HELP},
+        {"split-always", no_argument, NULL, O_SPLIT},
+        {"crew-min", required_argument, NULL, O_CREW}, {"help", no_argument, NULL, O_HELP},
         {NULL, 0, NULL, 0}};
     int opt, rc = BENCH_OK, mode = 0;
 
@@ -172,6 +178,7 @@ parse(int argc, char **argv, tos_params *p)
         case O_KERNEL: mode |= 1; break;
         case O_JOB: mode |= 2; break;
         case O_SPLIT: p->split_always = 1; break;
+        case O_CREW: rc = bench_parse_int("--crew-min", optarg, 1, INT64_MAX, &p->crew_min); break;
         case 'h':
         case O_HELP: fputs(help, stdout); return -1;
         default: rc = bench_usage("unknown option '%s'", argv[optind - 1]); break;
@@ -216,7 +223,7 @@ bench_tos(int argc, char **argv)
     n = (size_t)img.w * (size_t)img.h;
     px = (double)n;
     os = p.grain ? tw_sample_size(img.type) : 4;
-    if (!(t = calloc((size_t)p.repeat, 4 * sizeof *t)) || !(out = malloc(n * os))) {
+    if (!(t = calloc((size_t)p.repeat, 6 * sizeof *t)) || !(out = malloc(n * os))) {
         rc = bench_fail("out of memory");
         goto out;
     }
@@ -241,6 +248,8 @@ bench_tos(int argc, char **argv)
         ts[k] = p.job ? rrep.sort_s : rr.t_sort;
         ts[p.repeat + k] = p.job ? rrep.tree_s : rr.t_tree + rr.t_un;
         ts[2 * p.repeat + k] = p.job ? rrep.attr_s : rr.t_attr;
+        ts[3 * p.repeat + k] = p.job ? 0 : rr.t_tree;
+        ts[4 * p.repeat + k] = p.job ? 0 : rr.t_un;
         r = rr;
         rep = rrep;
     }
@@ -278,6 +287,7 @@ bench_tos(int argc, char **argv)
         printf(", \"w\": %lld, \"h\": %lld, \"type\": \"%s\", \"threads\": %lld, \"grain\": %lld, "
                "\"repeat\": %lld, \"median_s\": %.6f, \"min_s\": %.6f, \"max_s\": %.6f, "
                "\"mpix_per_s\": %.3f, \"sort_s\": %.6f, \"tree_s\": %.6f, \"attr_s\": %.6f, "
+               "\"mt_s\": %.6f, \"un_s\": %.6f, \"crews\": %lld, \"batches\": %lld, "
                "\"parts\": %lld, \"nodes\": %lld, \"pixel_nodes\": %lld, \"exterior\": %u, "
                "\"implicit_root\": %s, "
                "\"peak_rss_mib\": %.1f, \"base_rss_mib\": %.1f, \"scratch_bytes_per_px\": %.2f, "
@@ -287,9 +297,11 @@ bench_tos(int argc, char **argv)
                px / med * 1e-6, bench_median(ts, (int)p.repeat),
                bench_median(ts + p.repeat, (int)p.repeat),
                bench_median(ts + 2 * p.repeat, (int)p.repeat),
-               (long long)(p.job ? rep.parts : r.parts), (long long)(nodes + implicit),
-               (long long)nodes, p.job ? rep.exterior : r.exterior, implicit ? "true" : "false",
-               peak_mib,
+               bench_median(ts + 3 * p.repeat, (int)p.repeat),
+               bench_median(ts + 4 * p.repeat, (int)p.repeat), (long long)(p.job ? -1 : r.crews),
+               (long long)(p.job ? -1 : r.batches), (long long)(p.job ? rep.parts : r.parts),
+               (long long)(nodes + implicit), (long long)nodes,
+               p.job ? rep.exterior : r.exterior, implicit ? "true" : "false", peak_mib,
                base_mib, (peak_mib - base_mib) * 1048576.0 / px, wrong < 0 ? "none" : "thread-1",
                (long long)(wrong < 0 ? 0 : wrong));
         fflush(stdout);

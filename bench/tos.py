@@ -22,6 +22,14 @@ T runs over 1, 2, 4, ... up to the cores (and the core count itself). Every tile
 with T > 1 is checked against the one-thread kernel's bytes. Speed-up = the one-thread
 kernel's time / this row's; vs Higra = Higra's time / this row's. Memory: scratch bytes a
 pixel (the peak resident set above what the image and outputs hold) and the peak RSS.
+Stages (tw_bench's medians): sort (the propagation into F_ord, with its parts split off and
+its large batches shared with idle threads; "parts / shared batches" counts them, the job
+reports parts only), max-tree of the ranks + un-interpolation, attributes (grain only), each
+with its speed-up against the one-thread kernel's stage. The scaling run for issue 30:
+
+    python3 bench/tos.py --build build --inputs natural:ihc,natural16:ihc --sizes 2048,4096 \
+        --threads 1,2,4,8,16 --no-higra --json tos-scaling.json
+
 Exit status 1 when a run fails or an output differs.
 """
 import argparse
@@ -68,6 +76,15 @@ def peer(args, budget, name, path, extra=()):
 
 def fmt_s(s):
     return "-" if s is None else (f"{s * 1e3:.0f} ms" if s < 1 else f"{s:.2f} s")
+
+
+def stage(r, key, base):
+    """A stage's median time, and its speed-up against the one-thread kernel's."""
+    s = r.get(key)
+    if not s:
+        return "-"
+    b = base.get(key) if base else None
+    return fmt_s(s) + (f" ({b / s:.2f}x)" if b and r is not base else "")
 
 
 def main():
@@ -135,6 +152,8 @@ def main():
                 os.remove(grain_dump)
             base = next((r.get("median_s") for r in rows
                          if r["variant"] == "kernel" and r["threads"] == 1), None)
+            base_stages = next((r for r in rows
+                                if r["variant"] == "kernel" and r["threads"] == 1), None)
             nodes = next((r.get("nodes") for r in rows if r.get("nodes") is not None), None)
             for r in rows:
                 r.update(input=name, w=w, h=h)
@@ -152,12 +171,17 @@ def main():
                 records.append(r)
                 hg_t = (hg_grain if "grain" in r["variant"] else hg_tree) or {}
                 s = r.get("median_s")
-                table.append("| {} {}x{} | {} | {} | {} | {} | {} | {} | {} |".format(
+                table.append("| {} {}x{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |"
+                             .format(
                     name, w, h, r["variant"], r["threads"], fmt_s(s),
                     f"{base / s:.2f}x" if s and base and not r["variant"].startswith("higra")
                     and "grain" not in r["variant"] else "-",
                     f"{hg_t['median_s'] / s:.1f}x" if s and hg_t.get("median_s") and
                     not r["variant"].startswith("higra") else "-",
+                    stage(r, "sort_s", base_stages), stage(r, "tree_s", base_stages),
+                    stage(r, "attr_s", None),
+                    "-" if r.get("parts") is None else
+                    f"{r['parts']}" + (f" / {r['crews']}" if r.get("crews", -1) >= 0 else ""),
                     f"{r['scratch_bytes_per_px']:.1f}" if r.get("scratch_bytes_per_px")
                     is not None else "-",
                     r.get("failed") or f"{r.get('peak_rss_mib', '-')} MiB"))
@@ -165,9 +189,10 @@ def main():
           f"{when}, commit {commit()}, load {load if load is None else round(load, 1)} at the "
           f"start; tw_bench tos, median of {args.repeat}; Higra one thread, median of "
           f"{args.higra_repeat}.\n")
-    print("| image | variant | threads | time | speed-up vs 1 thread | vs Higra | "
-          "scratch B/px | peak RSS |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| image | variant | threads | time | speed-up vs 1 thread | vs Higra | sort "
+          "(speed-up) | max-tree + un-interpolation (speed-up) | attributes | parts / shared "
+          "batches | scratch B/px | peak RSS |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(table))
     if args.json:
         with open(args.json, "w") as f:

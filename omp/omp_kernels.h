@@ -313,11 +313,21 @@ uint32_t twi_tos_exterior(const tw_tile_view *in);
  * TW_OK, TW_E_INVALID, TW_E_NOMEM, TW_E_CANCELED; anything but TW_OK leaves a unusable. */
 typedef struct twi_tos_sort twi_tos_sort;
 typedef struct twi_tos_part twi_tos_part;
+typedef struct twi_tos_crew twi_tos_crew;
 typedef struct twi_tos_hooks {
     void *user;
     bool (*want_split)(void *user);
     tw_status (*spawn)(void *user, twi_tos_part *part);
     bool (*progress)(void *user, int64_t faces);
+    /* A large batch (its level holding crew_min faces or more, 0: 4096) is shared when
+     * idle(user) > 0: help(user, crew, gen) is called that many times, each call taking one
+     * reference to the crew; it starts a helper that calls twi_tos_crew_help(crew, gen, hk)
+     * on any thread, or gives the reference back with twi_tos_crew_release when it cannot
+     * (and returns the error, which ends the run). A helper that starts after the batch has
+     * ended returns at once. NULL idle or help: batches are never shared. */
+    int (*idle)(void *user);
+    tw_status (*help)(void *user, twi_tos_crew *crew, uint64_t gen);
+    int64_t crew_min;
 } twi_tos_hooks;
 size_t twi_tos_seen_words(int64_t w, int64_t h);
 tw_status twi_tos_sort_create(const tw_tile_view *in, uint32_t *a, uint64_t *seen,
@@ -325,8 +335,14 @@ tw_status twi_tos_sort_create(const tw_tile_view *in, uint32_t *a, uint64_t *see
 tw_status twi_tos_sort_run(twi_tos_sort *s, twi_tos_part *p, const twi_tos_hooks *hk);
 /* NULL part: no-op; NULL sort (destroyed): the part's own arrays only. */
 void twi_tos_part_free(twi_tos_sort *s, twi_tos_part *p);
-/* Parts made (1 + splits), batches run, bytes of queue chunks allocated (peak). */
-void twi_tos_sort_stats(twi_tos_sort *s, int64_t *parts, int64_t *batches, size_t *queue_bytes);
+/* A helper of a shared batch (see twi_tos_hooks.help): works on it until it is done, merges
+ * its queue into the part's, gives its reference back. hk: progress only. */
+void twi_tos_crew_help(twi_tos_crew *crew, uint64_t gen, const twi_tos_hooks *hk);
+void twi_tos_crew_release(twi_tos_crew *crew);                    /* NULL is a no-op */
+/* Parts made (1 + splits), batches run, batches shared with helpers, bytes of queue chunks
+ * allocated (peak). */
+void twi_tos_sort_stats(twi_tos_sort *s, int64_t *parts, int64_t *batches, int64_t *crews,
+                        size_t *queue_bytes);
 uint32_t twi_tos_sort_exterior(const twi_tos_sort *s);
 void twi_tos_sort_destroy(twi_tos_sort *s);                        /* NULL is a no-op */
 
@@ -377,11 +393,12 @@ void twi_tos_grain(const tw_tile_view *in, const uint32_t *par, uint32_t *scratc
 typedef struct twi_tos_run {
     int nthreads;          /* in: team size (<= 1: this thread alone) */
     bool split_always;     /* in: split parts after every batch (tests) */
+    int64_t crew_min;      /* in: faces of a level that make a batch shared, 0: 4096 */
     int32_t gx, gy;        /* in: the max-tree's block grid, 0: automatic */
     uint32_t exterior;     /* out: m */
     bool implicit_root;    /* out */
     int64_t nodes;         /* out: nodes holding pixels */
-    int64_t parts, batches;
+    int64_t parts, batches, crews; /* out: parts, batches, batches shared with helpers */
     size_t queue_bytes;
     double t_sort, t_tree, t_un, t_attr; /* seconds */
 } twi_tos_run;

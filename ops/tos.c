@@ -17,13 +17,16 @@
  * sub-propagation after a batch only while some CPU worker has nothing to do (fewer parts
  * than CPU workers), and that part is one more task any idle worker takes. The seed's threads
  * each recursed on one side and left one thread with most of the image; here every part can
- * split again, so work goes where the workers are, whatever the image. The number of parts is
- * counted: the last to end (its commit hook, which runs once it has succeeded) submits the
- * rest of the graph, whose phases run over blocks (the max-tree of the ranks) or bands of
- * rows (un-interpolation and the attributes), a no-op "tos.sync" task joining each phase
- * before the next. Every step runs on any CPU worker with a one-thread team: parallelism
- * comes from the tasks, so the whole job scales with the runtime's workers and shares them
- * with other jobs.
+ * split again, so work goes where the workers are, whatever the image. A part's large batch
+ * (a level holding 4096 faces or more) is shared with "tos.sort.help" tasks while workers
+ * are idle (omp/tos_omp.c, "Shared batches"): a helper that starts after the batch has
+ * ended returns at once, so the part never waits for a task that has not started. The
+ * number of parts is counted: the last to end (its commit hook, which runs once it has
+ * succeeded) submits the rest of the graph, whose phases run over blocks (the max-tree of the
+ * ranks) or bands of rows (un-interpolation and the attributes), a no-op "tos.sync" task
+ * joining each phase before the next. Every step runs on any CPU worker with a one-thread
+ * team: parallelism comes from the tasks, so the whole job scales with the runtime's workers
+ * and shares them with other jobs.
  *
  * No CUDA variant: the GPU max-tree (cuda/maxtree_cuda.cu) packs a level of at most 16 bits
  * with each parent in the 64-bit records its lock-free merge swaps atomically, and the ranks
@@ -73,6 +76,7 @@ typedef struct tos_job {
 
     twi_tos_sort *sort;
     atomic_int parts;            /* parts submitted and not ended */
+    atomic_int helpers;          /* helpers of shared batches submitted and not ended */
     twi_mt32 *mt;
     int32_t blocks, merges;
     twi_tos_un *un;
@@ -89,8 +93,9 @@ typedef struct tos_job {
 
 typedef struct tos_arg {
     tos_job *j;
-    int64_t i;                   /* block, merge or band */
+    int64_t i;                   /* block, merge or band; helpers: the batch's generation */
     twi_tos_part *part;          /* sort tasks: the part, until it has run */
+    twi_tos_crew *crew;          /* helper tasks: a reference to the crew, until it has run */
 } tos_arg;
 
 static void
@@ -100,6 +105,10 @@ arg_free(void *p)
 
     if (a && a->part) /* a part that never ran (the job failed first) */
         twi_tos_part_free(a->j->sort, a->part);
+    if (a && a->crew) {
+        twi_tos_crew_release(a->crew);
+        atomic_fetch_sub_explicit(&a->j->helpers, 1, memory_order_relaxed);
+    }
     free(a);
 }
 
@@ -203,12 +212,20 @@ t_prep(tw_task_ctx *ctx, void *arg)
 
 /* ---- the sort ------------------------------------------------------------------------------- */
 
-static bool
-want_split(void *user)
+/* CPU workers with nothing to do, as far as the job's parts and helpers tell. */
+static int
+idle_workers(void *user)
 {
     tos_job *j = user;
 
-    return atomic_load_explicit(&j->parts, memory_order_relaxed) < j->cpu_workers;
+    return j->cpu_workers - atomic_load_explicit(&j->parts, memory_order_relaxed) -
+           atomic_load_explicit(&j->helpers, memory_order_relaxed);
+}
+
+static bool
+want_split(void *user)
+{
+    return idle_workers(user) > 0;
 }
 
 static bool
@@ -229,6 +246,55 @@ static const tw_task_kind sort_kind = {
     .cpu = t_sort,
     .commit = t_sort_commit,
 };
+
+static tw_status t_sort_help(tw_task_ctx *ctx, void *arg);
+
+static const tw_task_kind help_kind = {
+    .name = "tos.sort.help",
+    .devices = TW_DEVICE_CPU,
+    .cpu = t_sort_help,
+};
+
+/* A helper of a part's shared batch, as a task any idle worker takes (it returns at once if
+ * the batch is over by then). */
+static tw_status
+spawn_helper(void *user, twi_tos_crew *c, uint64_t gen)
+{
+    tos_job *j = user;
+    tos_arg *a = calloc(1, sizeof *a);
+    tw_task *t = NULL;
+    tw_status st;
+
+    if (!a) {
+        twi_tos_crew_release(c);
+        return TW_E_NOMEM;
+    }
+    a->j = j;
+    a->i = (int64_t)gen;
+    a->crew = c;
+    atomic_fetch_add_explicit(&j->helpers, 1, memory_order_relaxed);
+    if ((st = twi_task_create(j->job, &help_kind, a, arg_free, &t)) != TW_OK) {
+        arg_free(a);
+        return st;
+    }
+    st = twi_task_submit(t);
+    twi_task_release(t);
+    return st;
+}
+
+static tw_status
+t_sort_help(tw_task_ctx *ctx, void *arg)
+{
+    tos_arg *a = arg;
+    const twi_tos_hooks hk = { .user = a->j, .progress = progress };
+    twi_tos_crew *c = a->crew;
+
+    (void)ctx;
+    a->crew = NULL; /* help gives the reference back */
+    twi_tos_crew_help(c, (uint64_t)a->i, &hk);
+    atomic_fetch_sub_explicit(&a->j->helpers, 1, memory_order_relaxed);
+    return TW_OK;
+}
 
 /* A part as a task of its own (the root part from prep, the others split off by a part). */
 static tw_status
@@ -253,7 +319,8 @@ t_sort(tw_task_ctx *ctx, void *arg)
     tos_arg *a = arg;
     tos_job *j = a->j;
     const twi_tos_hooks hk = { .user = j, .want_split = want_split, .spawn = spawn_part,
-                               .progress = progress };
+                               .progress = progress, .idle = idle_workers,
+                               .help = spawn_helper };
     twi_tos_part *p = a->part;
     tw_status st;
 
@@ -279,7 +346,8 @@ t_sort_commit(tw_task_ctx *ctx, void *arg)
     j->t_sorted = twi_now_s();
     j->rule.exterior = twi_tos_sort_exterior(j->sort);
     j->rule.area = j->grain_area;
-    twi_tos_sort_stats(j->sort, j->report ? &j->report->parts : NULL, NULL, &j->queue_bytes);
+    twi_tos_sort_stats(j->sort, j->report ? &j->report->parts : NULL, NULL, NULL,
+                       &j->queue_bytes);
     twi_tos_sort_destroy(j->sort);
     j->sort = NULL;
     /* the plan of the max-tree (it clears the canonical bit map, the seen faces until now) */
@@ -909,6 +977,7 @@ tw_tos_submit(tw_runtime *rt, const tw_tos_opts *o, tw_job **out, tw_error *err)
     j->op = TOS;
     j->report = o->report;
     atomic_init(&j->parts, 0);
+    atomic_init(&j->helpers, 0);
     if ((st = setup(j, rt, &o->input, &o->image, &o->output, &o->parent, o->area_path, &o->area,
                     err)) != TW_OK) {
         tos_free(j);
@@ -944,6 +1013,7 @@ tw_grain_submit(tw_runtime *rt, const tw_grain_opts *o, tw_job **out, tw_error *
     j->grain_area = o->area;
     j->report = o->report;
     atomic_init(&j->parts, 0);
+    atomic_init(&j->helpers, 0);
     if ((st = setup(j, rt, &o->input, &o->image, &o->output, &o->result, NULL, NULL, err)) !=
         TW_OK) {
         tos_free(j);

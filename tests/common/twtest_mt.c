@@ -3,6 +3,7 @@
 #include "twtest_mt.h"
 
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -308,4 +309,36 @@ twtest_mt_grid_free(twtest_mt_grid *g)
     free(g->bt);
     free(g->bp);
     memset(g, 0, sizeof *g);
+}
+
+/* A natural-like image: smooth waves at four scales (blobs, ridges), a gentle slope and fine
+ * noise, like a stained tissue's gray levels; over the type's whole range. */
+void
+twtest_mt_natural_image(uint64_t *rng, void *img, tw_sample_type t, int w, int h)
+{
+    const double top = t == TW_U16 ? 65535.0 : 255.0;
+    double fx[8], fy[8], ph[8], amp[8];
+
+    for (int k = 0; k < 8; k++) {
+        double scale = 4.0 * (double)(1 << (k / 2)); /* wavelengths w/4 .. w/32 */
+
+        fx[k] = 2 * M_PI * scale * ((double)twtest_rnd(rng, 1000) / 1000.0 - 0.5) / w;
+        fy[k] = 2 * M_PI * scale * ((double)twtest_rnd(rng, 1000) / 1000.0 - 0.5) / h;
+        ph[k] = 2 * M_PI * (double)twtest_rnd(rng, 1000) / 1000.0;
+        amp[k] = 1.0 / (1 + k / 2);
+    }
+    for (int y = 0; y < h; y++) {
+        for (int x = 0; x < w; x++) {
+            double v = 0.3 * x / w;
+
+            for (int k = 0; k < 8; k++)
+                v += amp[k] * sin(fx[k] * x + fy[k] * y + ph[k]);
+            v = (v + 3.5) / 7.3 + 0.03 * ((double)twtest_rnd(rng, 1001) / 1000.0 - 0.5);
+            v = v < 0 ? 0 : v > 1 ? 1 : v;
+            if (t == TW_U16)
+                ((uint16_t *)img)[(size_t)y * (size_t)w + (size_t)x] = (uint16_t)(v * top);
+            else
+                ((uint8_t *)img)[(size_t)y * (size_t)w + (size_t)x] = (uint8_t)(v * top);
+        }
+    }
 }

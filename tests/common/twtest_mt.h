@@ -31,6 +31,11 @@ void twtest_maxtree_naive(const void *img, tw_sample_type type, int w, int h, in
 void twtest_mt_random_image(uint64_t *rng, void *img, tw_sample_type type, int w, int h,
                             int mode);
 
+/* Fill img (packed w * h, TW_U8 or TW_U16) with a natural-like image: smooth waves at four
+ * scales, a gentle slope and fine noise over the type's whole range (large flat levels in 8
+ * bits, nearly all levels distinct in 16). */
+void twtest_mt_natural_image(uint64_t *rng, void *img, tw_sample_type type, int w, int h);
+
 /*
  * Structural check of a parent image against the contract: indices in range,
  * f(parent(p)) <= f(p), parent(p) < p in the total order for every non-root pixel (level, then

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave tests: the tree of shapes (sort, max-tree of F_ord, un-interpolation, grain). */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -488,6 +490,7 @@ ref_grain(const void *img, tw_sample_type t, const tree *tr, const uint32_t *nod
 typedef struct runopt {
     int nthreads;
     bool split_always;
+    int64_t crew_min;
     int32_t gx, gy;
 } runopt;
 
@@ -504,8 +507,8 @@ check_image(const void *img, tw_sample_type t, int w, int h, const tree *want, c
                  vp = { .data = par, .stride = 4 * w, .w = w, .h = h, .channels = 1,
                         .type = TW_U32 },
                  va = vp, vg = vi;
-    twi_tos_run r = { .nthreads = o->nthreads, .split_always = o->split_always, .gx = o->gx,
-                      .gy = o->gy };
+    twi_tos_run r = { .nthreads = o->nthreads, .split_always = o->split_always,
+                      .crew_min = o->crew_min, .gx = o->gx, .gy = o->gy };
     uint64_t rng = rng_seed, N = 1 + twtest_rnd(&rng, (uint32_t)n + 1);
     int64_t nodes = 0;
 
@@ -540,12 +543,18 @@ check_image(const void *img, tw_sample_type t, int w, int h, const tree *want, c
     free(par);
 }
 
+/* Thread counts 1, 2, 3, 4, 7; parts split after every batch or when threads are idle; batches
+ * shared with helpers from 1, 2 or 8 faces on (the default, 4096, is never reached here). */
 static const runopt RUNS[] = {
     { .nthreads = 1 },
     { .nthreads = 1, .split_always = true, .gx = 3, .gy = 2 },
-    { .nthreads = 2 },
+    { .nthreads = 2, .crew_min = 1 },
     { .nthreads = 4, .split_always = true, .gx = 7, .gy = 5 },
+    { .nthreads = 3, .split_always = true, .crew_min = 2 },
+    { .nthreads = 7, .crew_min = 8, .gx = 2, .gy = 3 },
+    { .nthreads = 2 },
 };
+#define N_RUNS ((int)(sizeof RUNS / sizeof RUNS[0]))
 
 static void
 random_sweep(uint64_t seed, int images, int max_side, bool thin)
@@ -574,7 +583,7 @@ random_sweep(uint64_t seed, int images, int max_side, bool thin)
         naive_seq(img, t, w, h, &want);
         snprintf(what, sizeof what, "image %d (mode %d, %s)", it, mode,
                  t == TW_U16 ? "16-bit" : "8-bit");
-        check_image(img, t, w, h, &want, &RUNS[it % 4], rng, what);
+        check_image(img, t, w, h, &want, &RUNS[it % N_RUNS], rng, what);
         free(want.par);
         free(img);
     }
@@ -586,7 +595,7 @@ Test(tos_omp, random_images_match_the_sequential_algorithm)
      * plateaus, smooth, many levels, extremes): the parent image equals naive_seq's byte for
      * byte, with one thread, splitting after every batch (alone and with four threads) and
      * forced max-tree grids; areas, node count, exterior, implicit root and a random grain
-     * filter agree. */
+     * filter agree; batches shared with helpers at 2, 3 and 7 threads. */
     random_sweep(0x746f732d6f6d7031ull, 700, 40, false);
 }
 
@@ -634,12 +643,94 @@ Test(tos_omp, saddle_free_images_match_the_definition)
             naive_seq(im, t, w, h, &seq);
             cr_assert(eq(int, memcmp(seq.par, want.par, n * 4), 0), "naive_seq vs definition");
             cr_assert(eq(int, seq.implicit, want.implicit));
-            check_image(im, t, w, h, &want, &RUNS[done % 4], rng, "saddle-free");
+            check_image(im, t, w, h, &want, &RUNS[done % N_RUNS], rng, "saddle-free");
             done++;
         }
         free(seq.par);
         free(want.par);
     }
+}
+
+Test(tos_omp, natural_like_images_at_1_2_3_4_7_threads)
+{
+    /* Natural-like 8- and 16-bit images (160 x 120: large flat levels in 8 bits, nearly all
+     * levels distinct in 16): every run option (1, 2, 3, 4, 7 threads; parts split always or
+     * when threads idle; batches shared with helpers or not) gives naive_seq's parent image,
+     * and the areas, node count and grain filter that follow from it. */
+    const int w = 160, h = 120;
+    uint64_t rng = 0x6e61747572616cull;
+
+    for (int bits = 0; bits < 2; bits++) {
+        tw_sample_type t = bits ? TW_U16 : TW_U8;
+        void *img = malloc((size_t)w * h * 2);
+        tree want;
+
+        want.par = malloc((size_t)w * h * 4);
+        cr_assert(img && want.par);
+        twtest_mt_natural_image(&rng, img, t, w, h);
+        naive_seq(img, t, w, h, &want);
+        for (int i = 0; i < N_RUNS; i++)
+            check_image(img, t, w, h, &want, &RUNS[i], rng + (uint64_t)i,
+                        bits ? "natural-like 16-bit" : "natural-like 8-bit");
+        free(want.par);
+        free(img);
+    }
+}
+
+Test(tos_omp, shared_batches_give_the_one_thread_bytes)
+{
+    /* 512 x 384 natural-like and noise images, 8- and 16-bit: with 2, 3, 4 and 7 threads,
+     * batches shared from 64 faces on (counted: some were) and from the default 4096, with and
+     * without splitting after every batch, the parent and area images equal the one-thread
+     * kernel's byte for byte. */
+    const int w = 512, h = 384;
+    const size_t n = (size_t)w * h;
+    static const int threads[] = { 2, 3, 4, 7 };
+    uint64_t rng = 0x7368617265ull;
+    void *img = malloc(n * 2);
+    uint32_t *p1 = malloc(n * 4), *a1 = malloc(n * 4), *pk = malloc(n * 4), *ak = malloc(n * 4);
+
+    cr_assert(img && p1 && a1 && pk && ak);
+    for (int c = 0; c < 4; c++) {
+        tw_sample_type t = c & 1 ? TW_U16 : TW_U8;
+        tw_tile_view vi = { .data = img, .stride = (int64_t)((size_t)w * tw_sample_size(t)),
+                            .w = w, .h = h, .channels = 1, .type = t },
+                     vp = { .data = p1, .stride = 4 * w, .w = w, .h = h, .channels = 1,
+                            .type = TW_U32 },
+                     va = vp;
+        twi_tos_run r1 = { .nthreads = 1 };
+
+        if (c < 2)
+            twtest_mt_natural_image(&rng, img, t, w, h);
+        else
+            twtest_mt_random_image(&rng, img, t, w, h, 0);
+        va.data = a1;
+        cr_assert(eq(int, twi_omp_tos(&vi, &vp, &va, NULL, 0, &r1), TW_OK));
+        cr_assert(eq(i64, r1.crews, 0));
+        for (size_t k = 0; k < sizeof threads / sizeof threads[0]; k++) {
+            for (int mode = 0; mode < 3; mode++) {
+                twi_tos_run r = { .nthreads = threads[k], .split_always = mode == 2,
+                                  .crew_min = mode == 1 ? 0 : 64 };
+
+                vp.data = pk;
+                va.data = ak;
+                cr_assert(eq(int, twi_omp_tos(&vi, &vp, &va, NULL, 0, &r), TW_OK));
+                cr_assert(eq(int, memcmp(pk, p1, n * 4), 0),
+                          "case %d, %d threads, mode %d: parent image", c, threads[k], mode);
+                cr_assert(eq(int, memcmp(ak, a1, n * 4), 0),
+                          "case %d, %d threads, mode %d: areas", c, threads[k], mode);
+                cr_assert(eq(i64, r.nodes, r1.nodes));
+                if (mode == 2)
+                    cr_assert(gt(i64, r.crews, 0), "case %d, %d threads: no batch shared", c,
+                              threads[k]);
+            }
+        }
+    }
+    free(ak);
+    free(pk);
+    free(a1);
+    free(p1);
+    free(img);
 }
 
 Test(tos_omp, known_trees)
@@ -734,6 +825,45 @@ Test(tos_omp, bad_arguments)
     cr_assert(eq(u32, twi_tos_exterior(&vi), 2)); /* (1 + 2 + 3 + 4) / 4 */
 }
 
+/* The sort of a constant 1024 x 1024 image, created and ready to run: its 2047 x 2047 faces
+ * are all one level, one batch of the propagation. */
+typedef struct flat_sort {
+    uint8_t *img;
+    uint32_t *a;
+    uint64_t *seen;
+    tw_tile_view vi;
+    twi_tos_sort *s;
+    twi_tos_part *root;
+    int64_t faces;
+} flat_sort;
+
+static void
+flat_sort_create(flat_sort *f)
+{
+    const int w = 1024, h = 1024;
+
+    f->faces = (int64_t)(2 * w - 1) * (2 * h - 1);
+    f->img = malloc((size_t)w * h);
+    f->a = malloc((size_t)f->faces * 4);
+    f->seen = malloc(twi_tos_seen_words(w, h) * 8);
+    cr_assert(f->img && f->a && f->seen);
+    memset(f->img, 77, (size_t)w * h);
+    f->vi = (tw_tile_view){ .data = f->img, .stride = w, .w = w, .h = h, .channels = 1,
+                            .type = TW_U8 };
+    f->s = NULL;
+    f->root = NULL;
+    cr_assert(eq(int, twi_tos_sort_create(&f->vi, f->a, f->seen, &f->s, &f->root), TW_OK));
+}
+
+static void
+flat_sort_destroy(flat_sort *f)
+{
+    twi_tos_sort_destroy(f->s);
+    free(f->seen);
+    free(f->a);
+    free(f->img);
+}
+
 /* The hooks of a sort that is canceled at its first progress report. */
 typedef struct stop_count {
     int calls;
@@ -756,28 +886,95 @@ Test(tos_omp, a_cancel_stops_the_sort_inside_a_level)
      * propagation. The progress hook (the cancel check) is asked every 2^18 faces or so inside
      * that batch: the run stops at its first answer, long before the 4.2 M faces of the level
      * are done (it was asked only between levels, so a cancel waited for the whole level). */
-    const int w = 1024, h = 1024;
-    const int64_t kw = 2 * w - 1, kh = 2 * h - 1;
-    uint8_t *img = malloc((size_t)w * h);
-    uint32_t *a = malloc((size_t)(kw * kh) * 4);
-    uint64_t *seen = malloc(twi_tos_seen_words(w, h) * 8);
-    tw_tile_view vi = { .data = img, .stride = w, .w = w, .h = h, .channels = 1,
-                        .type = TW_U8 };
     stop_count c = {0, 0};
     const twi_tos_hooks hk = { .user = &c, .progress = stop_at_first };
-    twi_tos_sort *s = NULL;
-    twi_tos_part *root = NULL;
+    flat_sort f;
 
-    cr_assert(img && a && seen);
-    memset(img, 77, (size_t)w * h);
-    cr_assert(eq(int, twi_tos_sort_create(&vi, a, seen, &s, &root), TW_OK));
-    cr_assert(eq(int, twi_tos_sort_run(s, root, &hk), TW_E_CANCELED));
+    flat_sort_create(&f);
+    cr_assert(eq(int, twi_tos_sort_run(f.s, f.root, &hk), TW_E_CANCELED));
     cr_assert(eq(int, c.calls, 1));
     cr_assert(le(i64, c.faces, (int64_t)1 << 18), "%lld faces before the first check",
               (long long)c.faces);
     cr_assert(gt(i64, c.faces, 0));
-    twi_tos_sort_destroy(s);
-    free(seen);
-    free(a);
-    free(img);
+    flat_sort_destroy(&f);
+}
+
+/* A shared batch's helpers as threads of their own, and a cancel at the first report. */
+typedef struct crew_threads {
+    pthread_t t[4];
+    twi_tos_crew *crew[4];
+    uint64_t gen[4];
+    int n;
+    atomic_int calls;
+    atomic_llong faces;
+    twi_tos_hooks hk;
+} crew_threads;
+
+static bool
+stop_at_first_shared(void *user, int64_t faces)
+{
+    crew_threads *c = user;
+
+    atomic_fetch_add(&c->calls, 1);
+    atomic_fetch_add(&c->faces, faces);
+    return false;
+}
+
+static int
+one_idle(void *user)
+{
+    return ((crew_threads *)user)->n < 4 ? 1 : 0;
+}
+
+static void *
+helper_main(void *arg)
+{
+    crew_threads *c = arg;
+    int i = c->n - 1;
+
+    twi_tos_crew_help(c->crew[i], c->gen[i], &c->hk);
+    return NULL;
+}
+
+static tw_status
+help_thread(void *user, twi_tos_crew *crew, uint64_t gen)
+{
+    crew_threads *c = user;
+
+    c->crew[c->n] = crew;
+    c->gen[c->n] = gen;
+    c->n++;
+    /* joined at once: the helper does the batch's work first, the part finds it stopped */
+    if (pthread_create(&c->t[c->n - 1], NULL, helper_main, c) != 0) {
+        c->n--;
+        twi_tos_crew_release(crew);
+        return TW_E_NOMEM;
+    }
+    pthread_join(c->t[c->n - 1], NULL);
+    return TW_OK;
+}
+
+Test(tos_omp, a_cancel_stops_a_shared_batch)
+{
+    /* The constant 1024 x 1024 image again, its one batch shared from the start with a
+     * helper thread that runs before the part goes on: the helper's first progress report
+     * (every 2^18 faces of a participant) cancels, the crew stops, the part finds it stopped
+     * and the run returns TW_E_CANCELED long before the 4.2 M faces are done. */
+    crew_threads c;
+    flat_sort f;
+    int64_t crews = 0;
+
+    memset(&c, 0, sizeof c);
+    atomic_init(&c.calls, 0);
+    atomic_init(&c.faces, 0);
+    c.hk = (twi_tos_hooks){ .user = &c, .progress = stop_at_first_shared, .idle = one_idle,
+                            .help = help_thread };
+    flat_sort_create(&f);
+    cr_assert(eq(int, twi_tos_sort_run(f.s, f.root, &c.hk), TW_E_CANCELED));
+    twi_tos_sort_stats(f.s, NULL, NULL, &crews, NULL);
+    cr_assert(eq(i64, crews, 1));
+    cr_assert(ge(int, atomic_load(&c.calls), 1));
+    cr_assert(lt(i64, (int64_t)atomic_load(&c.faces), f.faces / 2), "%lld faces done",
+              (long long)atomic_load(&c.faces));
+    flat_sort_destroy(&f);
 }

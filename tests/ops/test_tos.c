@@ -52,9 +52,9 @@ kernel(const void *img, tw_sample_type t, int w, int h, uint64_t grain, uint32_t
 }
 
 static void
-run_case(tw_runtime *rt, uint64_t *rng, int it, int w, int h, int64_t min_parts)
+run_case(tw_runtime *rt, uint64_t *rng, int it, int w, int h, int64_t min_parts,
+         tw_sample_type t, bool natural)
 {
-    tw_sample_type t = twtest_rnd(rng, 2) ? TW_U16 : TW_U8;
     size_t n = (size_t)w * (size_t)h, ss = tw_sample_size(t);
     uint64_t grain = 1 + twtest_rnd(rng, (uint32_t)n + 2);
     void *img = malloc(n * ss), *gk = malloc(n * ss), *gj = malloc(n * ss);
@@ -69,7 +69,10 @@ run_case(tw_runtime *rt, uint64_t *rng, int it, int w, int h, int64_t min_parts)
     tw_status st;
 
     cr_assert(img && gk && gj && pk && ak && pj && aj);
-    twtest_mt_random_image(rng, img, t, w, h, (int)twtest_rnd(rng, 6));
+    if (natural)
+        twtest_mt_natural_image(rng, img, t, w, h);
+    else
+        twtest_mt_random_image(rng, img, t, w, h, (int)twtest_rnd(rng, 6));
     kernel(img, t, w, h, grain, pk, ak, gk, &r);
 
     tw_tos_opts_init(&o);
@@ -124,9 +127,12 @@ Test(tos_job, equals_the_kernel_with_one_to_four_workers)
     for (int workers = 1; workers <= 4; workers *= 2) {
         tw_runtime *rt = runtime_or_die(workers);
 
-        for (int it = 0; it < 40; it++)
-            run_case(rt, &rng, it, 1 + (int)twtest_rnd(&rng, 70), 1 + (int)twtest_rnd(&rng, 50),
-                     1);
+        for (int it = 0; it < 40; it++) {
+            tw_sample_type t = twtest_rnd(&rng, 2) ? TW_U16 : TW_U8;
+            int w = 1 + (int)twtest_rnd(&rng, 70), h = 1 + (int)twtest_rnd(&rng, 50);
+
+            run_case(rt, &rng, it, w, h, 1, t, false);
+        }
         tw_runtime_destroy(rt);
     }
 }
@@ -138,8 +144,27 @@ Test(tos_job, large_image_splits_the_sort)
     tw_runtime *rt = runtime_or_die(4);
     uint64_t rng = 0x6c61726765ull;
 
-    run_case(rt, &rng, 0, 600, 400, 2);
+    tw_sample_type t = twtest_rnd(&rng, 2) ? TW_U16 : TW_U8;
+
+    run_case(rt, &rng, 0, 600, 400, 2, t, false);
     tw_runtime_destroy(rt);
+}
+
+Test(tos_job, natural_images_at_2_3_4_7_workers)
+{
+    /* 512 x 384 natural-like images, 8- and 16-bit, through runtimes of 2, 3, 4 and 7 CPU
+     * workers: the 8-bit image's large levels (thousands of faces a batch) are shared with
+     * helper tasks while workers are idle; every result equals the one-thread kernel's. */
+    static const int workers[] = { 2, 3, 4, 7 };
+
+    for (size_t k = 0; k < sizeof workers / sizeof workers[0]; k++) {
+        tw_runtime *rt = runtime_or_die(workers[k]);
+        uint64_t rng = 0x6e6174ull;
+
+        for (int bits = 0; bits < 2; bits++)
+            run_case(rt, &rng, bits, 512, 384, 1, bits ? TW_U16 : TW_U8, true);
+        tw_runtime_destroy(rt);
+    }
 }
 
 Test(tos_job, misuse_is_refused_at_submission)
