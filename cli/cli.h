@@ -242,6 +242,7 @@ typedef struct cli_output_io {
     tw_layout layout;
     bool layout_set;
     const char *overlay;
+    bool table; /* -o is a table (objects: GeoJSON, CSV), not an image: no TIFF name check */
 } cli_output_io;
 
 /* Handle a CLI_OUTPUT_OPTIONS id: 0 handled, -1 not one of them, CLI_USAGE on error. */

@@ -62,6 +62,7 @@ cmd_objects(int argc, char **argv)
 
     cli_common_init(&c);
     memset(&oio, 0, sizeof oio);
+    oio.table = true;
     tw_objects_opts_init(&o);
     tw_objects_report_init(&rep);
     optind = 1;

@@ -493,7 +493,7 @@ cli_job_setup(const cli_common *c, const cli_output_io *out, const char *out_pat
     /* images (after what a file is: '/dev/null' is a device, whatever its name): -o,
      * --overlay, --tissue-mask and the command's other outputs, not the trace or models */
     for (int i = 0; i < n; i++)
-        if (files[i].output && (i < 4 || i >= N_OWN) &&
+        if (files[i].output && (i < 4 || i >= N_OWN) && !(i == 1 && out && out->table) &&
             (rc = cli_image_name_check(files[i].what, files[i].path)) != CLI_OK)
             return rc;
     return cli_runtime_create(*cfg, rt);
