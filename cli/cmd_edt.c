@@ -24,9 +24,15 @@ static const char help[] =
     "  --invert              foreground = value <= the threshold (dark tissue on glass)\n"
     "  --spacing SX,SY|auto  pixel size along x (columns) and y (rows), or one number for\n"
     "                        both; auto: the slide's mpp (distances in micrometres)\n"
-    "  --format f32|u16|sq32 float32 distances (default); distances rounded to 16 bits,\n"
+    "  --format f32|u16|sq32|u8\n"
+    "                        float32 distances (default); distances rounded to 16 bits,\n"
     "                        saturating at 65535; exact squared distances in pixels (32 bits,\n"
-    "                        saturating at 4294967295; no --spacing)\n"
+    "                        saturating at 4294967295; no --spacing); u8: a map for viewers\n"
+    "                        (OpenSlide, QuPath), distances rounded to 8 bits, saturating at\n"
+    "                        255, computed on CPU workers\n"
+    "  --step S              u8 and u16: a grey level is S distance units (default 1; e.g.\n"
+    "                        --spacing auto --step 2: 2 um a level); the output's description\n"
+    "                        carries it (DistanceStep, DistanceUnit)\n"
     "  --indices FILE        also write the nearest background pixel of every pixel: a 2-sample\n"
     "                        uint32 TIFF, sample 0 = row, sample 1 = column (4294967295 when\n"
     "                        there is no background)\n"
@@ -77,12 +83,13 @@ parse_spacing(const char *arg, tw_edt_opts *o)
 int
 cmd_edt(int argc, char **argv)
 {
-    enum { O_THRESHOLD = 1, O_SPACING, O_FORMAT, O_INDICES, O_METHOD, O_INVERT };
+    enum { O_THRESHOLD = 1, O_SPACING, O_FORMAT, O_INDICES, O_METHOD, O_INVERT, O_STEP };
     static const struct option opts[] = {
         {"output", required_argument, NULL, 'o'},
         {"threshold", required_argument, NULL, O_THRESHOLD},
         {"spacing", required_argument, NULL, O_SPACING},
         {"format", required_argument, NULL, O_FORMAT},
+        {"step", required_argument, NULL, O_STEP},
         {"indices", required_argument, NULL, O_INDICES},
         {"method", required_argument, NULL, O_METHOD},
         {"invert", no_argument, NULL, O_INVERT},
@@ -133,7 +140,14 @@ cmd_edt(int argc, char **argv)
             break;
         case O_FORMAT:
             if (tw_edt_format_parse(optarg, &o.format) != TW_OK) {
-                rc = cli_usage_error("--format: unknown format '%s' (f32, u16 or sq32)", optarg);
+                rc = cli_usage_error("--format: unknown format '%s' (f32, u16, sq32 or u8)",
+                                     optarg);
+                goto out;
+            }
+            break;
+        case O_STEP:
+            if (parse_double(optarg, &o.step) != 0 || !(o.step > 0)) {
+                rc = cli_usage_error("--step: bad step '%s' (a positive number)", optarg);
                 goto out;
             }
             break;
@@ -158,6 +172,10 @@ cmd_edt(int argc, char **argv)
         goto out;
     if (o.format == TW_EDT_SQ32 && (o.spacing_auto || o.spacing_x != 1.0 || o.spacing_y != 1.0)) {
         rc = cli_usage_error("--format sq32 is in pixels; it cannot take --spacing");
+        goto out;
+    }
+    if (o.step != 1.0 && o.format != TW_EDT_U8 && o.format != TW_EDT_U16) {
+        rc = cli_usage_error("--step applies to --format u8 or u16");
         goto out;
     }
     o.input.path = argv[optind];

@@ -875,6 +875,8 @@ twi_cuda_edt(const tw_tile_view *d_bin, const twi_edt_band *band, tw_tile_view *
 
         if (st != TW_OK)
             return st;
+        if (band->format == TWI_EDT_U8)
+            return TW_E_INVALID; /* not written for the GPU yet: the job runs u8 on CPUs */
         if (d_bin->w == 0 || d_bin->h == 0)
             return TW_OK;
         const Geo g = make_geo(d_bin->w, d_bin->h, band->m1, band->m2, band->m3);
@@ -1239,6 +1241,8 @@ twi_cuda_edt_wavefront(const tw_tile_view *d_bin, const twi_edt_band *band,
 
         if (st != TW_OK)
             return st;
+        if (band->format == TWI_EDT_U8)
+            return TW_E_INVALID; /* not written for the GPU yet: the job runs u8 on CPUs */
         /* A whole image, as the CPU twin requires. */
         if (band->y0 != 0 || band->above || band->below)
             return TW_E_INVALID;

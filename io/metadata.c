@@ -236,7 +236,7 @@ db_item(dbuf *b, const char *key, const char *value)
 
 char *
 twi_meta_describe(const tw_slide *src, const char *head, const char *command, double mpp,
-                  double objective_power, bool aperio)
+                  double objective_power, bool aperio, const char *const *items)
 {
     dbuf b = {0};
     char num[64];
@@ -258,6 +258,8 @@ twi_meta_describe(const tw_slide *src, const char *head, const char *command, do
         snprintf(num, sizeof num, "%.10g", mpp);
         db_item(&b, "MPP", num);
     }
+    for (; items && items[0] && items[1]; items += 2)
+        db_item(&b, items[0], items[1]);
     if (command)
         db_item(&b, "Command", command);
     /* The source's vendor properties, under their own names; OpenSlide and tilewave read them

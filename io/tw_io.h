@@ -183,10 +183,12 @@ TWI_HIDDEN void twi_reduce_area(const uint8_t *src, size_t src_stride, int64_t s
  * output when known (> 0), Command (may be NULL), and the vendor properties of `src` (may be
  * NULL) under their names. `aperio`: prefixed "Aperio Image Library (head)" so that OpenSlide's
  * aperio reader shows the MPP and AppMag (8-bit gray or RGB outputs of the page layout). '|', CR
- * and LF inside keys and values are written %7C, %0D, %0A. NULL when out of memory; the
- * caller frees it. */
+ * and LF inside keys and values are written %7C, %0D, %0A. `items`: NULL, or key, value, ...,
+ * NULL, written after the MPP (the operation's own, such as the EDT's DistanceStep). NULL when
+ * out of memory; the caller frees it. */
 TWI_HIDDEN char *twi_meta_describe(const tw_slide *src, const char *head, const char *command,
-                                   double mpp, double objective_power, bool aperio);
+                                   double mpp, double objective_power, bool aperio,
+                                   const char *const *items);
 
 /* The most levels tw_writer_open() accepts for a w x h image: halving until 1x1. */
 TWI_HIDDEN int twi_io_max_levels(int64_t w, int64_t h);

@@ -100,7 +100,10 @@ row_is_site(int32_t r)
 static tw_sample_type
 format_type(int format)
 {
-    return format == TWI_EDT_F32 ? TW_F32 : format == TWI_EDT_U16 ? TW_U16 : TW_U32;
+    return format == TWI_EDT_F32    ? TW_F32
+           : format == TWI_EDT_U16  ? TW_U16
+           : format == TWI_EDT_U8   ? TW_U8
+                                    : TW_U32;
 }
 
 /* The contract of twi_omp_edt (omp_kernels.h). Reads only the structs, never the pixels or the
@@ -114,7 +117,7 @@ twi_edt_check(const tw_tile_view *bin, const twi_edt_band *band, const tw_tile_v
 
     if (!bin || !band || !out)
         return TW_E_INVALID;
-    if (band->format < TWI_EDT_F32 || band->format > TWI_EDT_SQ32)
+    if (band->format < TWI_EDT_F32 || band->format > TWI_EDT_U8)
         return TW_E_INVALID;
     if (!isfinite(band->sx) || !isfinite(band->sy) || !(band->sx > 0) || !(band->sy > 0))
         return TW_E_INVALID;
@@ -190,6 +193,20 @@ emit_row(const double *restrict d2, int32_t w, int format, void *restrict dst)
             double q = sqrt(d2[x]) + 0.5;
 
             o[x] = q >= 65535.0 ? (uint16_t)65535 : (uint16_t)q;
+        }
+    } else if (format == TWI_EDT_U8) {
+        uint8_t *o = dst;
+
+        /* as u16, saturating at 255 */
+        for (; x + 2 <= w; x += 2) {
+            sqrt2(d2 + x, r);
+            for (int k = 0; k < 2; k++)
+                o[x + k] = r[k] + 0.5 >= 255.0 ? (uint8_t)255 : (uint8_t)(r[k] + 0.5);
+        }
+        for (; x < w; x++) {
+            double q = sqrt(d2[x]) + 0.5;
+
+            o[x] = q >= 255.0 ? (uint8_t)255 : (uint8_t)q;
         }
     } else {
         uint32_t *o = dst;
@@ -817,7 +834,7 @@ twi_omp_edt_stop(const tw_tile_view *bin, const twi_edt_band *band, tw_tile_view
     if (team > j.h)
         team = j.h;
     /* The scratch: the output's own rows when they hold 4 bytes, else the index rows. */
-    if (band->format != TWI_EDT_U16) {
+    if (band->format != TWI_EDT_U16 && band->format != TWI_EDT_U8) {
         j.scr = out->data;
         j.sstride = out->stride;
     } else if (idx) {

@@ -37,6 +37,7 @@
  * 4 bytes per column, done in sync; with Otsu, the histograms are summed first in edt.otsu.
  * Everything else stays in the band; each store slice goes to rank 0, which writes the file.
  */
+#include <locale.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -96,7 +97,9 @@ struct ed_job {
     tw_edt_method method;
     twi_edt_format format;
     tw_sample_type out_type;
-    double sx, sy;
+    double sx, sy;       /* spacing divided by step */
+    double step;         /* tw_edt_opts.step: spacing units a grey level (u8, u16) */
+    char step_text[32];  /* the step in the output's description */
     bool otsu, invert;
     bool bands_on_gpu;   /* the runtime has GPU workers: bands run there only */
     double threshold;
@@ -834,7 +837,9 @@ band_can_run(const void *arg, tw_device_type dev)
 {
     const ed_band *b = arg;
 
-    return dev == TW_DEVICE_CUDA || !b->e->bands_on_gpu;
+    if (dev == TW_DEVICE_CUDA)
+        return b->e->format != TWI_EDT_U8;
+    return !b->e->bands_on_gpu;
 }
 
 /* ---- kinds */
@@ -977,8 +982,15 @@ check_opts(const tw_edt_opts *o, tw_error *err)
     if (o->struct_size != sizeof *o)
         return twi_error_set(err, TW_E_INVALID,
                              OP ": options not initialised with tw_edt_opts_init()");
-    if (o->format != TW_EDT_F32 && o->format != TW_EDT_U16 && o->format != TW_EDT_SQ32)
+    if (o->format != TW_EDT_F32 && o->format != TW_EDT_U16 && o->format != TW_EDT_SQ32 &&
+        o->format != TW_EDT_U8)
         return twi_error_set(err, TW_E_INVALID, OP ": unknown format %d", (int)o->format);
+    if (!(o->step > 0) || !isfinite(o->step))
+        return twi_error_set(err, TW_E_INVALID, OP ": step %g (it must be positive and finite)",
+                             o->step);
+    if (o->step != 1.0 && o->format != TW_EDT_U8 && o->format != TW_EDT_U16)
+        return twi_error_set(err, TW_E_INVALID,
+                             OP ": a step (%g) applies to the u8 and u16 formats only", o->step);
     if (o->method != TW_EDT_EXACT && o->method != TW_EDT_WAVEFRONT)
         return twi_error_set(err, TW_E_INVALID, OP ": unknown method %d", (int)o->method);
     if (!o->spacing_auto &&
@@ -1007,7 +1019,7 @@ check_opts(const tw_edt_opts *o, tw_error *err)
 }
 
 static const tw_sample_type format_type[] = {
-    [TW_EDT_F32] = TW_F32, [TW_EDT_U16] = TW_U16, [TW_EDT_SQ32] = TW_U32};
+    [TW_EDT_F32] = TW_F32, [TW_EDT_U16] = TW_U16, [TW_EDT_SQ32] = TW_U32, [TW_EDT_U8] = TW_U8};
 
 /* Inputs, outputs, parameters and the band table: everything up to the job. */
 static tw_status
@@ -1025,7 +1037,8 @@ ed_setup(ed_job *e, tw_runtime *rt, const tw_edt_opts *o, tw_error *err)
     e->threshold = o->threshold;
     e->report = o->report;
 #ifdef TW_HAVE_CUDA
-    e->bands_on_gpu = twi_runtime_gpu_count(rt) > 0;
+    /* u8 has no GPU variant yet: its bands run on CPU workers (band_can_run) */
+    e->bands_on_gpu = twi_runtime_gpu_count(rt) > 0 && e->format != TWI_EDT_U8;
 #endif
     if (pthread_mutex_init(&e->lock, NULL) != 0)
         return twi_error_set(err, TW_E_NOMEM, OP ": out of memory");
@@ -1070,6 +1083,11 @@ ed_setup(ed_job *e, tw_runtime *rt, const tw_edt_opts *o, tw_error *err)
         e->sx = o->spacing_x;
         e->sy = o->spacing_y;
     }
+    /* d / step is the distance with the spacing divided by step (step 1: the exact integer
+     * path of unit spacing is kept) */
+    e->step = o->step;
+    e->sx /= o->step;
+    e->sy /= o->step;
 
     /* Outputs. */
     if (o->output.path) {
@@ -1181,6 +1199,19 @@ ed_setup(ed_job *e, tw_runtime *rt, const tw_edt_opts *o, tw_error *err)
      * rank 0 writes them. */
     if (e->dist && twi_dist_rank(e->dist) != 0)
         return TW_OK;
+    if (e->out_file && (e->format == TWI_EDT_U8 || e->step != 1.0)) {
+        /* a scaled map says what a grey level is (docs/edt.md, "Formats") */
+        locale_t old = uselocale(twi_c_locale());
+
+        snprintf(e->step_text, sizeof e->step_text, "%.10g", e->step);
+        uselocale(old);
+        e->in.s.desc_items[0] = "DistanceStep";
+        e->in.s.desc_items[1] = e->step_text;
+        e->in.s.desc_items[2] = "DistanceUnit";
+        e->in.s.desc_items[3] = o->spacing_auto ? "um"
+                                : o->spacing_x == 1.0 && o->spacing_y == 1.0 ? "pixel"
+                                                                              : "spacing";
+    }
     if (e->out_file &&
         (st = twi_stream_open_output(&e->in.s, cfg, OP, &o->output, 1, e->out_type, err)) !=
             TW_OK)
@@ -1397,6 +1428,7 @@ tw_edt_opts_init(tw_edt_opts *o)
     o->spacing_y = 1.0;
     o->format = TW_EDT_F32;
     o->method = TW_EDT_EXACT;
+    o->step = 1.0;
 }
 
 void
@@ -1411,9 +1443,9 @@ tw_edt_report_init(tw_edt_report *r)
 tw_status
 tw_edt_format_parse(const char *name, tw_edt_format *out)
 {
-    static const char *const names[] = {"f32", "u16", "sq32"};
+    static const char *const names[] = {"f32", "u16", "sq32", "u8"};
 
-    for (int i = 0; name && out && i < 3; i++) {
+    for (int i = 0; name && out && i < 4; i++) {
         if (strcmp(name, names[i]) == 0) {
             *out = (tw_edt_format)i;
             return TW_OK;

@@ -43,6 +43,9 @@ typedef struct twi_stream {
     const tw_slide *meta;          /* a secondary output's stream (no slide of its own: EDT
                                       indices, max-tree areas): the main input's slide, borrowed,
                                       whose mpp it carries (with `downsample`); NULL: none */
+    const char *desc_items[5];     /* items the operation adds to the output's description
+                                      (key, value, key, value, NULL; static or alive until
+                                      the output is open): e.g. the EDT's DistanceStep */
 } twi_stream;
 
 /* Seconds on the monotonic clock, for the phases an operation reports. */

@@ -463,7 +463,7 @@ twi_stream_open_output(twi_stream *s, const tw_config *cfg, const char *op, cons
                         strcmp(word, "plain") == 0);
 
         desc = twi_meta_describe(s->slide ? s->slide : s->meta, head, out->description,
-                                 wo.mpp_x, power, aperio);
+                                 wo.mpp_x, power, aperio, s->desc_items);
         if (!desc)
             return twi_error_set(err, TW_E_NOMEM, "%s: out of memory", op);
     }

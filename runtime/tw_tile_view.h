@@ -58,7 +58,9 @@ twi_view_fits(const tw_tile_view *v, size_t row_bytes, size_t align)
 typedef enum twi_edt_format {
     TWI_EDT_F32 = 0, /* TW_F32: (float)sqrt(d2) with d2 in double (exact integer when sx = sy = 1) */
     TWI_EDT_U16,     /* TW_U16: min(65535, floor(sqrt(d2) + 0.5)), sqrt in double */
-    TWI_EDT_SQ32     /* TW_U32: d2 in pixels (isotropic only), UINT32_MAX when larger */
+    TWI_EDT_SQ32,    /* TW_U32: d2 in pixels (isotropic only), UINT32_MAX when larger */
+    TWI_EDT_U8       /* TW_U8: min(255, floor(sqrt(d2) + 0.5)); the CPU variant only (the CUDA
+                      * variant refuses it) */
 } twi_edt_format;
 
 typedef struct twi_edt_band {

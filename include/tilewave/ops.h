@@ -405,11 +405,14 @@ TW_API TW_NODISCARD tw_status tw_close_rec_submit(tw_runtime *rt, const tw_rfilt
 typedef enum tw_edt_format {
     TW_EDT_F32 = 0, /**< float32 distance in spacing units (default) */
     TW_EDT_U16,     /**< distance rounded to the nearest integer, saturating at 65535 */
-    TW_EDT_SQ32     /**< exact squared distance in pixels (uint32, saturating at 2^32 - 1);
+    TW_EDT_SQ32,    /**< exact squared distance in pixels (uint32, saturating at 2^32 - 1);
                          isotropic only */
+    TW_EDT_U8       /**< distance in steps (tw_edt_opts.step) rounded to the nearest integer,
+                         saturating at 255: a map for viewers (OpenSlide, QuPath); the file's
+                         description carries the step. CPU workers only. @since 0.7 */
 } tw_edt_format;
 
-/** Parse "f32", "u16", "sq32". @return TW_OK, TW_E_INVALID (NULL argument, unknown name;
+/** Parse "f32", "u16", "sq32", "u8" (since 0.7). @return TW_OK, TW_E_INVALID (NULL argument, unknown name;
  *  *@p out untouched). Thread-safe. @since 0.3 */
 TW_API TW_NODISCARD tw_status tw_edt_format_parse(const char *name, tw_edt_format *out);
 
@@ -464,6 +467,12 @@ typedef struct tw_edt_opts {
     tw_edt_method method;      /**< default TW_EDT_EXACT */
     int32_t tile_w, tile_h;    /**< 0: the config's edt.tile_size, else tile.size */
     tw_edt_report *report;     /**< optional, initialised with tw_edt_report_init() */
+    double step;               /**< TW_EDT_U8 and TW_EDT_U16: spacing units a grey level
+                                    (default 1): the value is floor(d / step + 0.5) with d in
+                                    spacing units, computed as the distance with the spacing
+                                    divided by step. Files written with a step other than 1, or
+                                    as u8, carry it in their description (DistanceStep,
+                                    DistanceUnit). @since 0.7 */
 } tw_edt_opts;
 
 /** Fill @p o with defaults and set its struct_size; NULL is a no-op. Thread-safe.

@@ -146,6 +146,13 @@ def test_edt_matches_scipy(rt, dtype):
     d2 = (idx[..., 0].astype(np.int64) - yy) ** 2 + (idx[..., 1].astype(np.int64) - xx) ** 2
     np.testing.assert_array_equal(d2, sq.astype(np.int64))
     assert not fg[idx[..., 0], idx[..., 1]].any()
+    # u8 with a step: a viewable map, floor(d / step + 0.5) saturating at 255
+    v = tw.edt(img, threshold=20, format="u8", step=0.5, runtime=rt)
+    assert v.dtype == np.uint8
+    np.testing.assert_array_equal(v, np.minimum(np.floor(np.sqrt(sq.astype(np.float64)) * 2
+                                                         + 0.5), 255).astype(np.uint8))
+    with pytest.raises(ValueError, match="step"):
+        tw.edt(img, threshold=20, format="u8", step=0, runtime=rt)
 
 
 def test_edt_spacing_and_invert(rt):

@@ -440,7 +440,7 @@ def _host(a):
 
 _CHOICES = {"compression": "deflate, zstd, lzw, none, jpeg", "layout": "tiff, ome",
             "gray mode": "luminance, r, g, b, hematoxylin, eosin",
-            "reconstruction method": "dilation, erosion", "EDT format": "f32, u16, sq32",
+            "reconstruction method": "dilation, erosion", "EDT format": "f32, u16, sq32, u8",
             "EDT method": "exact, wavefront",
             "attribute filter": "area-open, area-close, height-open, height-close"}
 
@@ -942,19 +942,20 @@ def close_rec(image, radius, out=None, *, conn=0, level=0, tile=None, compressio
                     radius=int(radius))
 
 
-_EDT_DTYPES = {0: np.float32, 1: np.uint16, 2: np.uint32}
+_EDT_DTYPES = {0: np.float32, 1: np.uint16, 2: np.uint32, 3: np.uint8}
 # edt has its own threshold and invert (applied to its gray input), as the CLI's edt.
 _EDT_IN_KEYS = tuple(k for k in _IN_ALL if k not in ("threshold", "invert"))
 
 
 def edt(image, out=None, *, threshold=0.0, otsu=False, invert=False, spacing=None,
         format="f32", method="exact", indices=False, level=0, tile=None, compression=None,
-        runtime=None, progress=None, progress_interval=0.05, wait=True, **options):
+        runtime=None, progress=None, progress_interval=0.05, wait=True, step=1.0, **options):
     """Exact Euclidean distance transform of the foreground (value > ``threshold``, or Otsu's
     threshold with ``otsu=True`` or ``threshold="otsu"``; ``invert`` swaps): equal to SciPy
     ``distance_transform_edt(image > threshold, sampling=(sy, sx))``. ``spacing``: a number,
-    (sx, sy) or "auto" (the slide's mpp). ``format``: "f32" (float32), "u16" or "sq32" (exact
-    squared distances, uint32). ``indices=True`` also returns the nearest background pixel
+    (sx, sy) or "auto" (the slide's mpp). ``format``: "f32" (float32), "u16", "sq32" (exact
+    squared distances, uint32) or "u8" (a map for viewers, saturating at 255); ``step``
+    (u8, u16): distance units a grey level. ``indices=True`` also returns the nearest background pixel
     of every pixel as a (h, w, 2) uint32 array (row, column); with ``out`` a path,
     ``indices`` may be a path too. The threshold is edt's own (as the CLI's ``edt
     --threshold``): the input options take no threshold or invert."""
@@ -981,6 +982,9 @@ def edt(image, out=None, *, threshold=0.0, otsu=False, invert=False, spacing=Non
         sx, sy = (spacing, spacing) if np.isscalar(spacing) else spacing
         o.spacing_x, o.spacing_y = float(sx), float(sy)
     o.format = _parse(lib.tw_edt_format_parse, "EDT format", format, "edt")
+    if not (_is_number(step) and np.isfinite(step) and step > 0):
+        raise ValueError(f"tilewave.edt: step must be a positive number, got {step!r}")
+    o.step = float(step)
     o.method = _parse(lib.tw_edt_method_parse, "EDT method", method, "edt")
     _tile(o, tile)
     res = _dst("edt", o.output, o.result, out, compression, outopts, shape,

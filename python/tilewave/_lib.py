@@ -92,7 +92,8 @@ class EdtOpts(ctypes.Structure):
                 ("indices", HostImage), ("threshold", c_double), ("threshold_otsu", c_bool),
                 ("invert", c_bool), ("spacing_x", c_double), ("spacing_y", c_double),
                 ("spacing_auto", c_bool), ("format", c_int), ("method", c_int),
-                ("tile_w", c_int32), ("tile_h", c_int32), ("report", c_void_p)]
+                ("tile_w", c_int32), ("tile_h", c_int32), ("report", c_void_p),
+                ("step", c_double)]
 
 
 class AttrFilterOpts(ctypes.Structure):

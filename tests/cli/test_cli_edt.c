@@ -38,11 +38,11 @@ write_input(void)
 
 Test(cli_edt, formats_and_indices_agree)
 {
-    /* sq32, f32 and u16 outputs and the indices file describe the same exact distances, for
-     * two tile sizes, and the threshold moves the background. */
+    /* sq32, f32, u16 and u8 (with a step) outputs and the indices file describe the same
+     * exact distances, for several tile sizes, and the threshold moves the background. */
     char *in = write_input(), *sq = twtest_path(dir, "sq.tif"), *f = twtest_path(dir, "f.tif"),
          *u = twtest_path(dir, "u.tif"), *ix = twtest_path(dir, "ix.tif"),
-         *sq2 = twtest_path(dir, "sq2.tif");
+         *sq2 = twtest_path(dir, "sq2.tif"), *v8 = twtest_path(dir, "v8.tif");
     int64_t w, h;
     int ch;
     tw_sample_type ty;
@@ -58,6 +58,8 @@ Test(cli_edt, formats_and_indices_agree)
     OK_RUN("edt", in, "-o", u, "--format", "u16", "--threshold", "50", "--quiet", "--tile",
            "1000");
     OK_RUN("edt", in, "-o", sq2, "--format", "sq32", "--quiet");
+    OK_RUN("edt", in, "-o", v8, "--format", "u8", "--step", "0.25", "--threshold", "50",
+           "--quiet", "--tile", "16x8");
     uint32_t *s = twtest_read_image(sq, &w, &h, &ch, &ty);
     cr_assert(s && w == 40 && h == 30 && ch == 1 && ty == TW_U32);
     float *fd = twtest_read_image(f, &w, &h, &ch, &ty);
@@ -68,6 +70,8 @@ Test(cli_edt, formats_and_indices_agree)
     cr_assert(id && ch == 2 && ty == TW_U32);
     uint32_t *s2 = twtest_read_image(sq2, &w, &h, &ch, &ty);
     cr_assert(s2 != NULL);
+    uint8_t *vd = twtest_read_image(v8, &w, &h, &ch, &ty);
+    cr_assert(vd && ty == TW_U8);
     for (int64_t y = 0; y < 30; y++)
         for (int64_t x = 0; x < 40; x++) {
             int64_t p = y * 40 + x, best = -1, best2 = -1;
@@ -85,6 +89,10 @@ Test(cli_edt, formats_and_indices_agree)
             cr_assert(eq(u32, s2[p], (uint32_t)best2));
             cr_assert(fd[p] == (float)sqrt((double)best));
             cr_assert(eq(u16, ud[p], (uint16_t)floor(sqrt((double)best) + 0.5)));
+            /* u8, step 0.25: four grey levels a pixel, saturating at 255 */
+            double q = floor(4 * sqrt((double)best) + 0.5);
+            cr_assert(eq(u8, vd[p], (uint8_t)(q > 255 ? 255 : q)), "u8 at (%lld, %lld)",
+                      (long long)x, (long long)y);
             int64_t dy = (int64_t)id[2 * p] - y, dx = (int64_t)id[2 * p + 1] - x;
             cr_assert(eq(i64, dx * dx + dy * dy, best));
         }
@@ -93,6 +101,8 @@ Test(cli_edt, formats_and_indices_agree)
     free(ud);
     free(id);
     free(s2);
+    free(vd);
+    free(v8);
     free(in);
     free(sq);
     free(f);
@@ -209,6 +219,10 @@ Test(cli_edt, bad_arguments)
     ERR_RUN(("edt", in, "-o", out, "--format", "sq32", "--spacing", "2"), 2, "sq32",
                  out);
     ERR_RUN(("edt", in, "-o", out, "--conn", "4"), 2, "unknown option", out);
+    ERR_RUN(("edt", in, "-o", out, "--step", "2"), 2, "--step applies to --format u8 or u16",
+            out);
+    ERR_RUN(("edt", in, "-o", out, "--format", "u8", "--step", "-1"), 2, "--step", out);
+    ERR_RUN(("edt", in, "-o", out, "--format", "u8", "--step", "nan"), 2, "--step", out);
     ERR_RUN(("edt", missing, "-o", out), 1, "no.tif", out);
     ERR_RUN(("edt", in, "-o", out, "--spacing", "auto"), 1, "mpp", out);
     ERR_RUN(("edt", in, "-o", out, "--indices", out), 2, "indices", out);

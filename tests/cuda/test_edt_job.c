@@ -28,7 +28,7 @@ static tw_edt_report
 run(tw_runtime *rt, const uint8_t *img, int64_t w, int64_t h, tw_edt_format fmt,
     tw_edt_method method, int32_t tile, double sx, double sy, void *out, uint32_t *idx)
 {
-    static const tw_sample_type types[] = {TW_F32, TW_U16, TW_U32};
+    static const tw_sample_type types[] = {TW_F32, TW_U16, TW_U32, TW_U8};
     tw_edt_report rep;
     tw_edt_opts o;
     tw_job *job = NULL;
@@ -140,4 +140,39 @@ Test(edt_job_cuda, spacing_and_wavefront_on_the_gpu)
     }
     tw_runtime_destroy(gpu);
     tw_runtime_destroy(cpu);
+}
+
+Test(edt_job_cuda, u8_runs_on_cpu_workers_with_the_same_bytes)
+{
+    /* u8 has no GPU variant: on a runtime with GPUs its bands run on CPU workers (or on the
+     * GPU managers' host side when there are none), never on a GPU, with the CPU's bytes. */
+    if (!twtest_have_gpu())
+        cr_skip_test("no CUDA device");
+    tw_runtime *gpu = twtest_runtime_with("all", "0"), *cpu = twtest_runtime_with("none", "2"),
+               *mix = twtest_runtime_with("all", "2");
+
+    rng_state = 29;
+    for (int k = 0; k < 6; k++) {
+        int64_t w = 1 + (int64_t)(rnd() % 700), h = 1 + (int64_t)(rnd() % 500);
+        uint8_t *img = malloc((size_t)(w * h)), *a = malloc((size_t)(w * h)),
+                *b = malloc((size_t)(w * h)), *c = malloc((size_t)(w * h));
+        int32_t tile = (int32_t)(16 + rnd() % 300);
+
+        for (int64_t p = 0; p < w * h; p++)
+            img[p] = rnd() % 1000 < 3 ? 0 : 255;
+        tw_edt_report rg = run(gpu, img, w, h, TW_EDT_U8, TW_EDT_EXACT, tile, 1, 1, a, NULL);
+        run(cpu, img, w, h, TW_EDT_U8, TW_EDT_EXACT, tile, 1, 1, b, NULL);
+        tw_edt_report rm = run(mix, img, w, h, TW_EDT_U8, TW_EDT_EXACT, tile, 1, 1, c, NULL);
+        cr_assert(eq(i64, rg.bands_cuda, 0));
+        cr_assert(eq(i64, rm.bands_cuda, 0));
+        cr_assert(memcmp(a, b, (size_t)(w * h)) == 0, "case %d: GPU runtime != CPU", k);
+        cr_assert(memcmp(c, b, (size_t)(w * h)) == 0, "case %d: mixed != CPU", k);
+        free(img);
+        free(a);
+        free(b);
+        free(c);
+    }
+    tw_runtime_destroy(gpu);
+    tw_runtime_destroy(cpu);
+    tw_runtime_destroy(mix);
 }

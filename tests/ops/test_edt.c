@@ -463,9 +463,10 @@ Test(edt_job, bad_options)
     tw_error err;
     /* each case breaks one thing; the message must name it */
     static const char *const needle[] = {"spacing", "sq32", "result image", "no output",
-                                         "threshold", "otsu", "spacing auto", "indices image"};
+                                         "threshold", "otsu", "spacing auto", "indices image",
+                                         "step 0", "u8 and u16 formats only"};
 
-    for (int k = 0; k < 8; k++) {
+    for (int k = 0; k < 10; k++) {
         tw_edt_opts_init(&o);
         o.image = (tw_host_image){.data = img, .w = 2, .h = 2, .type = TW_U8};
         o.result = (tw_host_image){.data = f, .w = 2, .h = 2, .type = TW_F32};
@@ -487,6 +488,8 @@ Test(edt_job, bad_options)
             break;
         case 6: o.spacing_auto = true; break;
         case 7: o.indices = (tw_host_image){.data = s, .w = 2, .h = 2, .type = TW_U16}; break;
+        case 8: o.step = 0; break;
+        case 9: o.step = 2; break; /* with f32 */
         }
         cr_assert(eq(int, tw_edt_submit(rt, &o, &job, &err), TW_E_INVALID), "case %d", k);
         cr_assert(strstr(err.message, "edt: ") == err.message && strstr(err.message, needle[k]),
@@ -555,6 +558,111 @@ Test(edt_job, files_and_indices_round_trip)
     free(in);
     free(out);
     free(idx);
+    free(dir);
+    tw_runtime_destroy(rt);
+}
+
+Test(edt_job, u8_and_step_match_brute_force)
+{
+    /* --format u8 and --step: floor(d / step + 0.5), saturating at 255 (u8) or 65535 (u16),
+     * the same whatever the tile; d from brute force. Steps that are powers of two and others:
+     * with unit spacing no distance / step falls on a half (d^2 is an integer), so the
+     * kernel's d computed with the spacing divided by the step rounds the same. */
+    tw_runtime *rt = cpu_runtime();
+    const double steps[] = {1, 2, 0.5, 3, 0.25, 0.1};
+
+    rng_state = 23;
+    for (int k = 0; k < 36; k++) {
+        int64_t w = rndi(1, 48), h = rndi(1, 40);
+        uint8_t *img = random_image(w, h, k % 3 == 1 ? 1 : 0);
+        double *d2 = malloc((size_t)(w * h) * sizeof *d2);
+        uint8_t *u8 = malloc((size_t)(w * h));
+        uint16_t *u16 = malloc((size_t)(w * h) * 2);
+        double step = steps[k % 6];
+        char msg[512];
+        tw_edt_opts o;
+
+        brute(img, w, h, 0, 1, 1, d2);
+        for (int fmt = 0; fmt < 2; fmt++) {
+            tw_edt_opts_init(&o);
+            o.image = (tw_host_image){.data = img, .w = w, .h = h, .type = TW_U8};
+            o.format = fmt == 0 ? TW_EDT_U8 : TW_EDT_U16;
+            o.step = step;
+            o.result = (tw_host_image){.data = fmt == 0 ? (void *)u8 : (void *)u16, .w = w,
+                                       .h = h, .type = fmt == 0 ? TW_U8 : TW_U16};
+            o.tile_w = (int32_t)rndi(1, 20);
+            o.tile_h = (int32_t)rndi(1, 20);
+            cr_assert(eq(int, run_edt(rt, &o, msg, sizeof msg), TW_OK), "%s", msg);
+        }
+        for (int64_t p = 0; p < w * h; p++) {
+            double q = d2[p] < 0 ? INFINITY : floor(sqrt(d2[p]) / step + 0.5);
+            unsigned w8 = q >= 255 ? 255 : (unsigned)q, w16 = q >= 65535 ? 65535 : (unsigned)q;
+
+            cr_assert(u8[p] == w8 && u16[p] == w16,
+                      "image %d (%lldx%lld) step %g pixel %lld: u8 %u u16 %u, want %u %u", k,
+                      (long long)w, (long long)h, step, (long long)p, u8[p], u16[p], w8, w16);
+        }
+        free(img);
+        free(d2);
+        free(u8);
+        free(u16);
+    }
+    tw_runtime_destroy(rt);
+}
+
+Test(edt_job, u8_file_carries_its_step)
+{
+    /* A u8 map with a step: the file's description says what a grey level is, read back as
+     * a property (OpenSlide shows the same, aperio.DistanceStep); no step item on f32. */
+    tw_runtime *rt = cpu_runtime();
+    char *dir = twtest_tmpdir(), *in = twtest_path(dir, "in.tif"), *out = twtest_path(dir, "d.tif"),
+         *f32 = twtest_path(dir, "f.tif");
+    int64_t w = 300, h = 20;
+    uint8_t *img = calloc((size_t)(w * h), 1), *got = malloc((size_t)(w * h));
+    tw_slide *sl = NULL;
+    tw_error err;
+    char msg[512];
+    tw_edt_opts o;
+    const char *v;
+
+    for (int64_t p = 0; p < w * h; p++)
+        img[p] = p % w == 0 ? 0 : 9; /* background: column 0; d = x */
+    cr_assert(eq(int, twtest_write_image(in, img, w, h, TW_U8, &err), TW_OK), "%s", err.message);
+    tw_edt_opts_init(&o);
+    o.input.path = in;
+    o.output.path = out;
+    o.format = TW_EDT_U8;
+    o.step = 0.5;
+    o.tile_w = 64;
+    o.tile_h = 8;
+    cr_assert(eq(int, run_edt(rt, &o, msg, sizeof msg), TW_OK), "%s", msg);
+    cr_assert(eq(int, tw_slide_open(out, TW_READER_TIFF, &sl, &err), TW_OK), "%s", err.message);
+    cr_assert(eq(int, tw_slide_get_sample_type(sl), TW_U8));
+    cr_assert(eq(int, tw_slide_read_region(sl, 0, 0, 0, w, h, got, (size_t)w, &err), TW_OK));
+    for (int64_t p = 0; p < w * h; p++) {
+        int64_t x = p % w;
+        cr_assert(eq(u8, got[p], (uint8_t)(2 * x > 255 ? 255 : 2 * x)), "pixel %lld", (long long)p);
+    }
+    v = tw_slide_get_property(sl, "aperio.DistanceStep");
+    cr_assert(v && strcmp(v, "0.5") == 0, "DistanceStep: %s", v ? v : "(none)");
+    v = tw_slide_get_property(sl, "aperio.DistanceUnit");
+    cr_assert(v && strcmp(v, "pixel") == 0, "DistanceUnit: %s", v ? v : "(none)");
+    tw_slide_close(sl);
+
+    tw_edt_opts_init(&o);
+    o.input.path = in;
+    o.output.path = f32;
+    cr_assert(eq(int, run_edt(rt, &o, msg, sizeof msg), TW_OK), "%s", msg);
+    cr_assert(eq(int, tw_slide_open(f32, TW_READER_TIFF, &sl, &err), TW_OK), "%s", err.message);
+    cr_assert(tw_slide_get_property(sl, "aperio.DistanceStep") == NULL &&
+              tw_slide_get_property(sl, "tilewave.DistanceStep") == NULL);
+    tw_slide_close(sl);
+    free(img);
+    free(got);
+    twtest_rmtree(dir);
+    free(in);
+    free(out);
+    free(f32);
     free(dir);
     tw_runtime_destroy(rt);
 }

@@ -12,6 +12,9 @@ transform):
   sq32  == min(d2, 2^32 - 1), as integers
   f32   == float32(SciPy's float64 distance), bit for bit (= float32(sqrt(d2)))
   u16   == min(65535, floor(sqrt(d2) + 0.5))
+  u8    == min(255, floor(sqrt(d2) + 0.5)); with --spacing and --step S (u8, u16):
+        min(top, floor(SciPy's distance / S + 0.5)) (a distance within rounding of a half
+        may round either way)
   --spacing SX,SY (SciPy sampling=(SY, SX)): f32 within a relative 1e-6 of SciPy
   --indices: (row, column) of a background pixel at exactly the nearest distance (SciPy's
         tie-break is not required)
@@ -43,7 +46,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 from otsu_ref import exact_otsu  # noqa: E402  (beside this script)
 
 TILES = ["7x5", "16x16", "64x32", "13x200", "200x9", "1000x1000", "33x17", "256x256"]
-FORMATS = ["f32", "u16", "sq32"]
+FORMATS = ["f32", "u16", "sq32", "u8"]
 NONE32 = 4294967295
 
 cli = sys.argv[1] if len(sys.argv) > 1 else "tilewave"
@@ -127,9 +130,10 @@ def check_format(what, fmt, got, fg, dist, d2):
         first_diff(what + " (vs sqrt d2)", got.view(np.uint32) != exact.view(np.uint32), got,
                    exact)
     else:
-        expect_shape(what, got, fg.shape, np.uint16)
-        want = np.minimum(np.floor(np.sqrt(d2.astype(np.float64)) + 0.5), 65535)
-        want = want.astype(np.uint16)
+        dt, top = (np.uint16, 65535) if fmt == "u16" else (np.uint8, 255)
+        expect_shape(what, got, fg.shape, dt)
+        want = np.minimum(np.floor(np.sqrt(d2.astype(np.float64)) + 0.5), top)
+        want = want.astype(dt)
         first_diff(what, got != want, got, want)
 
 
@@ -192,6 +196,14 @@ def case_spacing(name, fg, k, sx, sy):
     # A distance within rounding of a half may round either way.
     near_half = np.abs(dist - np.floor(dist) - 0.5) < 1e-6 * np.maximum(dist, 1)
     first_diff(what + " u16", (got != want) & ~near_half, got, want)
+    for fmt, top, step in (("u8", 255, 0.3), ("u16", 65535, 2.5)):
+        got, _, _ = run(path, "--tile", TILES[(k + 2) % len(TILES)], "--spacing", f"{sx},{sy}",
+                        "--format", fmt, "--step", str(step))
+        checked += 1
+        q = dist / step
+        want = np.minimum(np.floor(q + 0.5), top)
+        near_half = np.abs(q - np.floor(q) - 0.5) < 1e-6 * np.maximum(q, 1)
+        first_diff(f"{what} {fmt} step {step}", (got != want) & ~near_half, got, want)
 
 
 def case_threshold(name, img, k, arg, fg):
@@ -222,7 +234,7 @@ def case_no_background(k):
     global checked
     h, w = 37, 91
     path = write(f"nobg{k}.tif", np.full((h, w), 7, np.uint8), tiled=k % 2 == 0)
-    want = {"f32": np.float32(np.inf), "u16": 65535, "sq32": NONE32}
+    want = {"f32": np.float32(np.inf), "u16": 65535, "sq32": NONE32, "u8": 255}
     for j, fmt in enumerate(FORMATS):
         tile = TILES[(k + j) % len(TILES)]
         got, idx, err = run(path, "--tile", tile, "--format", fmt, indices=fmt == "f32",
@@ -232,7 +244,7 @@ def case_no_background(k):
         if "warn" not in err.lower():
             raise Mismatch(f"{what}: no warning on stderr: {err.strip()!r}")
         expect_shape(what, got, (h, w), {"f32": np.float32, "u16": np.uint16,
-                                         "sq32": np.uint32}[fmt])
+                                         "sq32": np.uint32, "u8": np.uint8}[fmt])
         first_diff(what, got != want[fmt], got, np.full(got.shape, want[fmt]))
         if idx is not None:
             expect_shape(what + " indices", idx, (h, w, 2), np.uint32)
