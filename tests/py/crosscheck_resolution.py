@@ -239,6 +239,27 @@ def check_svs():
         txt = run("info", out2).stdout
         if "read with libtiff" not in txt or "gray, u8" not in txt:
             fail(f"tilewave reads its own aperio-described output through libtiff: {txt!r}")
+    # a viewable distance map (edt --format u8 --step): OpenSlide opens it with the mpp and
+    # the step; its pixels are SciPy's distance in um / step, rounded, saturating at 255
+    out3 = os.path.join(work, "cmu_dist.tif")
+    run("edt", CMU, "-o", out3, "--mpp", "2", "--threshold", "otsu", "--invert",
+        "--spacing", "auto", "--format", "u8", "--step", "4")
+    o = openslide.OpenSlide(out3)
+    p = o.properties
+    if abs(float(p.get("openslide.mpp-x", 0)) - 1.996) > 1e-9 or \
+            p.get("aperio.DistanceStep") != "4" or p.get("aperio.DistanceUnit") != "um":
+        fail(f"OpenSlide on the u8 distance map: mpp {p.get('openslide.mpp-x')}, step "
+             f"{p.get('aperio.DistanceStep')}, unit {p.get('aperio.DistanceUnit')}")
+    f32 = os.path.join(work, "cmu_dist32.tif")
+    run("edt", CMU, "-o", f32, "--mpp", "2", "--threshold", "otsu", "--invert",
+        "--spacing", "auto")
+    q = tifffile.imread(f32).astype(np.float64) / 4
+    want = np.minimum(np.floor(q + 0.5), 255).astype(np.uint8)
+    # float32 distances: within their rounding of a half, either way
+    near = np.abs(q - np.floor(q) - 0.5) < 1e-6 * np.maximum(q, 1)
+    got = np.asarray(o.read_region((0, 0), 0, o.dimensions).convert("L"))
+    if ((tifffile.imread(out3) != want) & ~near).any() or ((got != want) & ~near).any():
+        fail("the u8 distance map is not the f32 map / 4 rounded (tifffile or OpenSlide)")
     # the OME layout carries PhysicalSizeX in um (tifffile)
     ome = os.path.join(work, "cmu.ome.tif")
     run("convert", CMU, "-o", ome, "--mpp", "2", "--layout", "ome")
