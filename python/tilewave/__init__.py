@@ -14,10 +14,11 @@ from ._core import (Canceled, Error, Job, Runtime, area_close, area_open, attr_f
                     fill_holes, grain, gray, height_close, height_open, hmax, info, label,
                     maxtree, objects, open_rec, read, reconstruct, regional_max, sample, tos,
                     version, watershed)
+from ._pipeline import nuclei
 
 __version__ = "0.6.0"
 __all__ = ["Canceled", "Error", "Job", "Runtime", "area_close", "area_open", "attr_filter",
            "build_has_cuda", "choose_level", "close_rec", "convert", "default_runtime", "edt",
            "fill_holes", "grain", "gray", "height_close", "height_open", "hmax", "info",
-           "label", "maxtree", "objects", "open_rec", "read", "reconstruct", "regional_max",
-           "sample", "tos", "version", "watershed"]
+           "label", "maxtree", "nuclei", "objects", "open_rec", "read", "reconstruct",
+           "regional_max", "sample", "tos", "version", "watershed"]

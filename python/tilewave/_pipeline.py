@@ -1,0 +1,84 @@
+# SPDX-License-Identifier: MIT
+# tilewave Python binding: the nuclei pipeline, the operations chained through files.
+"""nuclei(): from a slide to a table of nuclei (docs/objects.md, "The nuclei pipeline")."""
+import os
+import shutil
+import tempfile
+import time
+
+from . import _core
+
+
+def nuclei(slide, out, *, gray="hematoxylin", threshold="otsu", invert=False, min_area=30,
+           h=2, step=0.5, conn=8, level=0, region=None, classification="Nucleus",
+           workdir=None, keep=False, runtime=None):
+    """Segment the nuclei of ``slide`` and write their table to ``out`` (GeoJSON for QuPath,
+    or CSV, from the name): each step a tilewave job, the whole slide streamed, the
+    intermediate images as tiled TIFFs in ``workdir`` (a new folder beside ``out`` when None,
+    removed at the end unless ``keep``):
+
+    1. mask: ``fill_holes`` of the slide thresholded (``gray`` channel, ``threshold``,
+       ``invert``): nuclei without holes;
+    2. ``area_open(mask, min_area)``: components under ``min_area`` pixels removed;
+    3. ``edt(format="u16", step=step)``: the distance to the glass, ``step`` pixels a level;
+    4. ``hmax(h)`` of the distance: one marker per nucleus centre (``h`` levels deep);
+    5. ``label`` of the markers (``conn``);
+    6. ``watershed`` of the negated distance from those markers inside the mask: touching
+       nuclei split;
+    7. ``objects``: area, centroid, box, perimeter, the slide's luminance (mean, min, max),
+       outline in level-0 pixels of the slide, as ``classification`` detections.
+
+    The same as the CLI commands of docs/objects.md run one after the other. Returns
+    {"objects": count, "seconds": {step: wall seconds}, "workdir": path or None}."""
+    if not _core._is_path(slide) or not _core._is_path(out):
+        raise TypeError("tilewave.nuclei: slide and out are paths")
+    for name, v, lo in (("min_area", min_area, 0), ("h", h, 1)):
+        if not (_core._is_number(v) and int(v) == v and v >= lo):
+            raise ValueError(f"tilewave.nuclei: {name} must be an integer >= {lo} (got {v!r})")
+    if conn not in (4, 8):
+        raise ValueError(f"tilewave.nuclei: conn must be 4 or 8 (got {conn!r})")
+    out = os.fspath(out)
+    made = workdir is None
+    if made:
+        workdir = tempfile.mkdtemp(prefix=".tw-nuclei-",
+                                   dir=os.path.dirname(os.path.abspath(out)))
+    else:
+        workdir = os.fspath(workdir)
+        os.makedirs(workdir, exist_ok=True)
+    f = {k: os.path.join(workdir, k + ".tif")
+         for k in ("mask", "opened", "dist", "peaks", "markers", "labels")}
+    inopts = {"gray": gray, "threshold": threshold, "invert": invert}
+    if region is not None:
+        inopts["region"] = region
+    seconds = {}
+
+    def step_(name, fn, *args, **kw):
+        t = time.perf_counter()
+        r = fn(*args, runtime=runtime, **kw)
+        seconds[name] = time.perf_counter() - t
+        return r
+
+    try:
+        step_("fill_holes", _core.fill_holes, slide, f["mask"], level=level, **inopts)
+        step_("area_open", _core.area_open, f["mask"], int(min_area), f["opened"], conn=conn)
+        step_("edt", _core.edt, f["opened"], f["dist"], format="u16", step=step)
+        step_("hmax", _core.hmax, f["dist"], int(h), f["peaks"], conn=conn)
+        step_("label", _core.label, f["peaks"], f["markers"], conn=conn)
+        step_("watershed", _core.watershed, f["dist"], f["markers"], f["labels"],
+              mask=f["opened"], negate=True, conn=conn)
+        # the labels are level 0 of their own file: their outlines are placed in the slide's
+        # level 0; the intensity is the slide's luminance over the same pixels
+        ds = _core.info(slide)["levels"][level][2]
+        rx, ry = (region[0], region[1]) if region is not None else (0, 0)
+        intensity = slide
+        if level or region is not None:
+            intensity = os.path.join(workdir, "intensity.tif")
+            step_("gray", _core.gray, slide, intensity, level=level,
+                  **({"region": region} if region is not None else {}))
+        n = step_("objects", _core.objects, f["labels"], out, intensity=intensity,
+                  classification=classification, downsample=ds, offset=(rx * ds, ry * ds))
+    finally:
+        if made and not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return {"objects": int(n), "seconds": seconds,
+            "workdir": workdir if (keep or not made) else None}
