@@ -13,8 +13,11 @@
  *
  * Both passes stream through windows (runtime/window.c): memory holds the tiles in flight,
  * the border labels (bounded by the tiles' border pixels) and one count per image row and tile
- * column, never the image. The input is read twice rather than kept: labels are 4 bytes a
- * pixel, the mask 1. A single tile needs no merge: pass 2 alone, its labels final.
+ * column, never the image. A file input is decoded once (runtime.keep_input): pass 1 keeps
+ * each tile's mask as bits, 1 bit a pixel, in host memory while they fit its keep room
+ * (twi_runtime_keep_host_bytes), and pass 2 unpacks them; when they do not fit, pass 2 reads
+ * the input again (said by --summary). A single tile needs no merge: pass 2 alone, its
+ * labels final.
  *
  * Numbering: as scikit-image's measure.label, components in raster order of their first pixel
  * (the smallest y, then x, of the whole image), 0 the background; TW_U32 labels, or TW_U64
@@ -65,20 +68,83 @@ struct lb_job {
     uint64_t objects;
     double t0, t1, t2;
     tw_label_report *report;
+    /* the input kept between the passes (lb_keep_setup): bits_ok[i] once tile i's mask is in
+     * bits (rows of bits_row bytes, tile i at i * th rows); NULL: read again */
+    uint8_t *bits, *bits_ok;
+    int64_t bits_row;
 };
 
 static tw_status lb_submit_cell(lb_job *a, lb_cell *c, int pass);
+
+/* Row r of tile i's kept mask. */
+static uint8_t *
+lb_bits(const lb_job *a, int64_t i, int32_t r)
+{
+    return a->bits + (i * a->th + r) * a->bits_row;
+}
+
+/* The mask of view v (nonzero = 1) into tile i's bits, or back (0 / 1 samples). */
+static void
+lb_pack(lb_job *a, int64_t i, const tw_tile_view *v)
+{
+    for (int32_t r = 0; r < v->h; r++) {
+        const uint8_t *row = (const uint8_t *)v->data + (int64_t)r * v->stride;
+        uint8_t *b = lb_bits(a, i, r);
+
+        memset(b, 0, (size_t)a->bits_row);
+        if (v->type == TW_U8) {
+            for (int32_t x = 0; x < v->w; x++)
+                b[x >> 3] |= (uint8_t)((row[x] != 0) << (x & 7));
+        } else {
+            const uint16_t *r16 = (const uint16_t *)(const void *)row;
+
+            for (int32_t x = 0; x < v->w; x++)
+                b[x >> 3] |= (uint8_t)((r16[x] != 0) << (x & 7));
+        }
+    }
+}
+
+static void
+lb_unpack(const lb_job *a, int64_t i, tw_tile_view *v)
+{
+    for (int32_t r = 0; r < v->h; r++) {
+        uint8_t *row = (uint8_t *)v->data + (int64_t)r * v->stride;
+        const uint8_t *b = lb_bits(a, i, r);
+
+        if (v->type == TW_U8) {
+            for (int32_t x = 0; x < v->w; x++)
+                row[x] = (uint8_t)((b[x >> 3] >> (x & 7)) & 1);
+        } else {
+            uint16_t *r16 = (uint16_t *)(void *)row;
+
+            for (int32_t x = 0; x < v->w; x++)
+                r16[x] = (uint16_t)((b[x >> 3] >> (x & 7)) & 1);
+        }
+    }
+}
 
 static tw_status
 lb_load(tw_task_ctx *ctx, void *arg)
 {
     lb_cell *c = arg;
+    lb_job *a = c->a;
     tw_tile_view v = twi_ctx_view(ctx, 0);
     tw_status st;
 
-    if ((st = twi_src_read(ctx, OP, &c->a->in, c->x, c->y, &v, NULL)) != TW_OK)
+    /* pass 2 of a kept tile: its bits (written by pass 1's load, which every pass-2 task
+     * follows through the merge) */
+    if (c->pass == 2 && a->bits && a->bits_ok[c->i]) {
+        lb_unpack(a, c->i, &v);
+        twi_job_add_done(a->job, 1);
+        return TW_OK;
+    }
+    if ((st = twi_src_read(ctx, OP, &a->in, c->x, c->y, &v, NULL)) != TW_OK)
         return st;
-    twi_job_add_done(c->a->job, 1);
+    if (c->pass == 1 && a->bits) {
+        lb_pack(a, c->i, &v);
+        a->bits_ok[c->i] = 1;
+    }
+    twi_job_add_done(a->job, 1);
     return TW_OK;
 }
 
@@ -516,7 +582,37 @@ lb_free(void *user)
     }
     twi_label_merged_free(&a->merged);
     free(a->cells);
+    free(a->bits);
+    free(a->bits_ok);
     free(a);
+}
+
+/* Where pass 2 finds the mask (runtime.keep_input): kept as bits in host memory when the
+ * input is a file, there are two passes, and the bits fit the keep room (or `host` is asked);
+ * else (`reread`, too large, `scratch` or `gpu`, which label does not implement) read again. */
+static tw_keep
+lb_keep_setup(lb_job *a, tw_runtime *rt, const tw_config *cfg)
+{
+    const char *want = "auto";
+    int64_t bytes;
+
+    if (a->n_tiles < 2)
+        return TW_KEEP_NONE;
+    if (!a->in.s.slide)
+        return TW_KEEP_REREAD; /* an image in memory: read again, a copy */
+    if (tw_config_get_string(cfg, "runtime.keep_input", &want) != TW_OK)
+        want = "auto";
+    a->bits_row = (a->tw + 7) / 8;
+    bytes = a->n_tiles * a->th * a->bits_row;
+    if (strcmp(want, "reread") == 0 ||
+        (bytes > twi_runtime_keep_host_bytes(rt) && strcmp(want, "host") != 0))
+        return TW_KEEP_REREAD;
+    if (!(a->bits = malloc((size_t)bytes)) || !(a->bits_ok = calloc((size_t)a->n_tiles, 1))) {
+        free(a->bits);
+        a->bits = NULL;
+        return TW_KEEP_REREAD;
+    }
+    return TW_KEEP_HOST;
 }
 
 /* The most components a w x h image can hold: a checkerboard (4) or every other pixel of
@@ -640,6 +736,8 @@ tw_label_submit(tw_runtime *rt, const tw_label_opts *o, tw_job **out, tw_error *
     }
     a->job = job;
     a->rt = rt;
+    atomic_store(&twi_job_io(job)->kept,
+                 (int)lb_keep_setup(a, rt, tw_runtime_get_config(rt)));
     twi_job_set_finish(job, lb_finish, a, lb_free);
     twi_stream_attach_io(&a->in.s, job);
     /* One tile: pass 2 alone. Progress: load, tp1 per tile; the merge; load, tp2, store. */

@@ -198,3 +198,53 @@ Test(cli_keep, default_tiles_follow_the_file_tiles)
     free(a);
     free(b);
 }
+
+Test(cli_keep, label_decodes_each_tile_once)
+{
+    /* label of a thresholded RGB slide and of a 16-bit mask file in 256x256 tiles: pass 1
+     * keeps the masks as bits for pass 2, so no tile is decoded twice, and the labels are the
+     * bytes of the run that decodes the input again; an image of one tile has one pass. */
+    char *ref = twtest_path(dir, "ref.tif"), *out = twtest_path(dir, "l.tif"),
+         *m16 = twtest_path(dir, "m16.tif");
+    int64_t w, h;
+    uint8_t *gray;
+    char *s = sample(&gray, &w, &h);
+    uint16_t *mask = malloc((size_t)(w * h) * 2);
+    tw_error err;
+
+    for (int64_t p = 0; p < w * h; p++)
+        mask[p] = gray[p] < 170 ? (uint16_t)(1000 + gray[p]) : 0; /* any nonzero is foreground */
+    cr_assert(eq(int, twtest_write_image(m16, mask, w, h, TW_U16, &err), TW_OK), "%s",
+              err.message);
+    for (int in = 0; in < 2; in++) {
+        const char *src = in ? m16 : s;
+        twtest_run r;
+        uint32_t *a, *b;
+
+        if (in)
+            OK_RUN("label", src, "--tile", "256x256", "-o", ref, "--quiet", "--set",
+                   "runtime.keep_input=reread");
+        else
+            OK_RUN("label", src, "--threshold", "170", "--invert", "--tile", "256x256", "-o",
+                   ref, "--quiet", "--set", "runtime.keep_input=reread");
+        r = in ? RUN("label", src, "--tile", "256x256", "-o", out, "--summary")
+               : RUN("label", src, "--threshold", "170", "--invert", "--tile", "256x256", "-o",
+                     out, "--summary");
+        cr_assert(eq(int, r.status, 0), "%s", r.err);
+        cr_assert(eq(long, redecoded(r.err), 0), "input %d: %s", in, r.err);
+        cr_assert(strstr(r.err, "kept in host memory") != NULL, "input %d: %s", in, r.err);
+        twtest_run_free(&r);
+        a = twtest_read_image(ref, &w, &h, NULL, NULL);
+        b = twtest_read_image(out, &w, &h, NULL, NULL);
+        cr_assert(a != NULL && b != NULL && w == 640 && h == 480);
+        cr_assert(eq(int, memcmp(a, b, (size_t)(w * h) * 4), 0), "input %d: labels differ", in);
+        free(a);
+        free(b);
+    }
+    free(mask);
+    free(gray);
+    free(s);
+    free(ref);
+    free(out);
+    free(m16);
+}
