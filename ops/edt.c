@@ -1088,6 +1088,13 @@ ed_setup(ed_job *e, tw_runtime *rt, const tw_edt_opts *o, tw_error *err)
     e->step = o->step;
     e->sx /= o->step;
     e->sy /= o->step;
+    /* The kernels square the spacing and divide by it: a square that underflows or overflows
+     * (--step 1e300, a crafted mpp) makes 0/0 and a wild index, not a distance. 1e-12 to 1e12
+     * keeps the squares normal and every f32 distance finite. */
+    if (!(e->sx >= 1e-12 && e->sx <= 1e12 && e->sy >= 1e-12 && e->sy <= 1e12))
+        return twi_error_set(err, TW_E_INVALID,
+                             OP ": spacing / step %g,%g is out of range (1e-12 to 1e12)", e->sx,
+                             e->sy);
 
     /* Outputs. */
     if (o->output.path) {

@@ -634,6 +634,9 @@ lb_setup(lb_job *a, tw_runtime *rt, const tw_label_opts *o, tw_error *err)
     if ((st = twi_src_open(cfg, OP, TWI_SRC_U8 | TWI_SRC_U16, "mask", &o->input, &o->image,
                            &a->in, err)) != TW_OK)
         return st;
+    /* as edt: nonzero colour is nearly every pixel, one object, not what was meant */
+    if ((st = twi_src_mask_check(OP, &a->in, a->in.s.in_mask, err)) != TW_OK)
+        return st;
     a->W = a->in.s.w;
     a->H = a->in.s.h;
     if (o->label_bits == 64 ||

@@ -27,7 +27,9 @@
  * a MultiPolygon. Shell area minus hole area is the pixel count.
  */
 #include <errno.h>
+#include <float.h>
 #include <locale.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -891,9 +893,22 @@ ob_setup(ob_job *j, tw_runtime *rt, const tw_objects_opts *o, tw_error *err)
                                          : 1.0;
     j->off_x = o->offset_x;
     j->off_y = o->offset_y;
+    /* JSON has no inf: every coordinate and area written must be a finite number */
+    if (!isfinite(((double)(j->lab.s.x + j->W) * j->scale + fabs(j->off_x))) ||
+        !isfinite(((double)(j->lab.s.y + j->H) * j->scale + fabs(j->off_y))))
+        return twi_error_set(err, TW_E_INVALID,
+                             OP ": outline coordinates beyond a double (downsample %g, offset "
+                             "%g,%g)",
+                             j->scale, j->off_x, j->off_y);
     tw_slide_get_mpp(j->lab.s.slide, &mx, &my);
-    if (mx > 0 && my > 0)
+    if (mx > 0 && my > 0) {
         j->um2 = mx * my * j->lab.s.downsample * j->lab.s.downsample;
+        if (!(j->um2 >= DBL_MIN) || !isfinite(j->um2 * (double)j->W * (double)j->H))
+            return twi_error_set(err, TW_E_FORMAT,
+                                 OP ": the pixel size of '%s' (%g x %g um) makes no finite area "
+                                 "in um^2 (corrupt mpp?)",
+                                 o->labels.path, mx, my);
+    }
     j->classification = o->classification;
     if (o->classification)
         for (const char *c = o->classification; *c; c++)
@@ -969,8 +984,8 @@ tw_objects_submit(tw_runtime *rt, const tw_objects_opts *o, tw_job **out, tw_err
         return twi_error_set(err, TW_E_INVALID, OP ": no output given");
     if ((unsigned)o->format > TW_OBJECTS_CSV)
         return twi_error_set(err, TW_E_INVALID, OP ": unknown format %d", (int)o->format);
-    if (!(o->downsample >= 0) || o->band_h < 0 || !(o->offset_x == o->offset_x) ||
-        !(o->offset_y == o->offset_y))
+    if (!(o->downsample >= 0) || !isfinite(o->downsample) || o->band_h < 0 ||
+        !isfinite(o->offset_x) || !isfinite(o->offset_y))
         return twi_error_set(err, TW_E_INVALID, OP ": bad downsample, offset or band height");
     if (o->report && o->report->struct_size != sizeof *o->report)
         return twi_error_set(err, TW_E_INVALID,

@@ -670,12 +670,20 @@ ws_setup(ws_job *m, tw_runtime *rt, const tw_watershed_opts *o, tw_error *err)
                            &o->markers, &o->markers_image, &m->markers, err)) != TW_OK ||
         (st = same_size(m, &m->markers, "markers image", err)) != TW_OK)
         return st;
+    /* a colour image would be made gray: its luminance taken for labels, exit 0 */
+    if (m->markers.s.in_channels != 1)
+        return twi_error_set(err, TW_E_FORMAT, "%s: the markers '%s' have %d channels (labels "
+                             "have 1)", OP, m->markers.path, m->markers.s.in_channels);
     if (o->mask.path || o->mask_image.data) {
         m->has_mask = true;
         if ((st = twi_src_open(cfg, OP, TWI_SRC_U8 | TWI_SRC_U16, "mask", &o->mask,
                                &o->mask_image, &m->mask, err)) != TW_OK ||
             (st = same_size(m, &m->mask, "mask", err)) != TW_OK)
             return st;
+        if (m->mask.s.in_channels != 1 && !m->mask.s.in_mask)
+            return twi_error_set(err, TW_E_FORMAT,
+                                 "%s: the mask '%s' is a colour (RGB) image, not a mask", OP,
+                                 m->mask.path);
     }
     if (o->output.path) {
         if (overwrites(&m->img, o->output.path) || overwrites(&m->markers, o->output.path) ||

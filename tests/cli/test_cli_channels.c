@@ -248,7 +248,7 @@ Test(cli_channels, real_qptiff_channels_are_its_pages)
 
 Test(cli_channels, mask_operations_refuse_colour_without_a_threshold)
 {
-    /* edt and fill-holes on an RGB slide without --threshold: one line suggesting
+    /* edt, fill-holes and label on an RGB slide without --threshold: one line suggesting
      * --threshold otsu --invert, nothing written; with it they run. */
     char *s = twtest_path(dir, "s.tif"), *o = twtest_path(dir, "o.tif");
 
@@ -256,7 +256,9 @@ Test(cli_channels, mask_operations_refuse_colour_without_a_threshold)
     ERR_RUN(("edt", s, "-o", o), 1, "is a colour (RGB) image, not a mask: give a threshold, e.g. "
             "--threshold otsu --invert", o);
     ERR_RUN(("fill-holes", s, "-o", o), 1, "--threshold otsu --invert", o);
+    ERR_RUN(("label", s, "-o", o), 1, "--threshold otsu --invert", o);
     OK_RUN("edt", s, "-o", o, "--threshold", "otsu", "--invert", "--quiet");
+    OK_RUN("label", s, "-o", o, "--threshold", "otsu", "--invert", "--quiet");
     OK_RUN("fill-holes", s, "-o", o, "--threshold", "otsu", "--invert", "--quiet");
     free(s);
     free(o);

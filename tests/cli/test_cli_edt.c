@@ -223,6 +223,11 @@ Test(cli_edt, bad_arguments)
             out);
     ERR_RUN(("edt", in, "-o", out, "--format", "u8", "--step", "-1"), 2, "--step", out);
     ERR_RUN(("edt", in, "-o", out, "--format", "u8", "--step", "nan"), 2, "--step", out);
+    /* squares of the spacing / step that underflow or overflow: refused, not a crash */
+    ERR_RUN(("edt", in, "-o", out, "--format", "u8", "--step", "1e300"), 1, "out of range", out);
+    ERR_RUN(("edt", in, "-o", out, "--format", "u16", "--step", "1e-300"), 1, "out of range",
+            out);
+    ERR_RUN(("edt", in, "-o", out, "--spacing", "1e-170,1"), 1, "out of range", out);
     ERR_RUN(("edt", missing, "-o", out), 1, "no.tif", out);
     ERR_RUN(("edt", in, "-o", out, "--spacing", "auto"), 1, "mpp", out);
     ERR_RUN(("edt", in, "-o", out, "--indices", out), 2, "indices", out);

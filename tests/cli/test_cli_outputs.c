@@ -351,3 +351,44 @@ Test(cli_outputs, partial_tiles_in_a_scratch_file_give_the_same_pyramids)
     free(img);
     free(in);
 }
+
+/* A 16x12 u8 label image in one strip whose description says MPP = `mpp` (Aperio's form). */
+static char *
+write_labels_with_mpp(const char *name, const char *mpp)
+{
+    char *path = twtest_path(dir, name), desc[128];
+    uint8_t row[16];
+    TIFF *t = TIFFOpen(path, "w");
+
+    cr_assert(t != NULL);
+    snprintf(desc, sizeof desc, "Aperio Image Library |MPP = %s", mpp);
+    TIFFSetField(t, TIFFTAG_IMAGEWIDTH, 16);
+    TIFFSetField(t, TIFFTAG_IMAGELENGTH, 12);
+    TIFFSetField(t, TIFFTAG_BITSPERSAMPLE, 8);
+    TIFFSetField(t, TIFFTAG_SAMPLESPERPIXEL, 1);
+    TIFFSetField(t, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_MINISBLACK);
+    TIFFSetField(t, TIFFTAG_ROWSPERSTRIP, 12);
+    TIFFSetField(t, TIFFTAG_IMAGEDESCRIPTION, desc);
+    for (uint32_t y = 0; y < 12; y++) {
+        for (int x = 0; x < 16; x++)
+            row[x] = (uint8_t)(x / 4 + 1);
+        cr_assert(TIFFWriteScanline(t, row, y, 0) == 1);
+    }
+    TIFFClose(t);
+    return path;
+}
+
+Test(cli_outputs, objects_refuses_a_pixel_size_without_finite_areas)
+{
+    /* A label image whose mpp is 1e300 (a crafted description): its areas in um^2 overflow
+     * to inf, which JSON cannot hold. One line, exit 1, no table; mpp 0.5 runs. */
+    char *bad = write_labels_with_mpp("mpp_huge.tif", "1e300");
+    char *good = write_labels_with_mpp("mpp_half.tif", "0.5");
+    char *out = twtest_path(dir, "o.geojson");
+
+    ERR_RUN(("objects", bad, "-o", out), 1, "makes no finite area", out);
+    OK_RUN("objects", good, "-o", out, "--quiet");
+    free(bad);
+    free(good);
+    free(out);
+}

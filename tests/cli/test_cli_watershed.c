@@ -109,3 +109,27 @@ Test(cli_watershed, bad_inputs_give_one_line_and_no_output)
     free(ff);
     free(out);
 }
+
+Test(cli_watershed, colour_markers_or_mask_are_refused)
+{
+    /* An RGB image as --markers would be made gray, its luminance taken for labels, and as
+     * --mask nearly every pixel is nonzero: both refused with one line, nothing written; the
+     * RGB IMAGE itself is made gray as documented and runs. */
+    uint8_t mark[64 * 48] = {0};
+    char *s = twtest_path(dir, "s.tif"), *out = twtest_path(dir, "o.tif"), *fm;
+
+    mark[5 * 64 + 7] = 1;
+    mark[40 * 64 + 50] = 2;
+    fm = write_img("mark.tif", mark, 64, 48, TW_U8);
+    OK_RUN("sample", s, "--size", "64x48", "--quiet");
+    ERR_RUN(("watershed", s, "--markers", s, "-o", out), 1,
+            "the markers '", out);
+    ERR_RUN(("watershed", s, "--markers", s, "-o", out), 1, "have 3 channels (labels have 1)",
+            out);
+    ERR_RUN(("watershed", s, "--markers", fm, "--mask", s, "-o", out), 1,
+            "is a colour (RGB) image, not a mask", out);
+    OK_RUN("watershed", s, "--markers", fm, "-o", out, "--quiet");
+    free(s);
+    free(out);
+    free(fm);
+}
