@@ -1250,7 +1250,10 @@ tiff_open(tw_slide *s, const char *path, tw_error *err)
         goto out;
     }
     if ((st = check_layout(s, r, &l0, err)) != TW_OK) {
-        s->layout_unsupported = true;
+        /* OpenSlide may still read it as RGB (palette, 1-bit, CMYK, separate planes): pictures,
+         * which an 8-bit RGB read keeps. Not measurements: signed, floating-point or wider
+         * samples made 8-bit RGB would be wrong values with exit 0, so their error stands. */
+        s->layout_unsupported = l0.fmt == SAMPLEFORMAT_UINT && l0.bps <= 16;
         goto out;
     }
     if ((st = read_properties(s, h->tif)) != TW_OK) {

@@ -450,3 +450,53 @@ Test(bad_input, null_and_unknown_arguments)
     cr_assert_eq(tw_slide_get_level_count(NULL), 0);
     cr_assert_null(tw_slide_get_property(NULL, "x"));
 }
+
+/* A one-directory tiled (256x256, two tiles) TIFF of the given gray layout: what OpenSlide's
+ * generic-tiff reader takes. */
+static void
+write_tiled_layout(const char *path, uint16_t bps, uint16_t fmt)
+{
+    const uint32_t w = 512, h = 256;
+    size_t bytes = (size_t)256 * 256 * bps / 8;
+    uint8_t *buf = calloc(bytes, 1);
+    TIFF *tif = TIFFOpen(path, "w");
+
+    cr_assert_not_null(tif);
+    cr_assert_not_null(buf);
+    TIFFSetField(tif, TIFFTAG_IMAGEWIDTH, w);
+    TIFFSetField(tif, TIFFTAG_IMAGELENGTH, h);
+    TIFFSetField(tif, TIFFTAG_SAMPLESPERPIXEL, 1);
+    TIFFSetField(tif, TIFFTAG_BITSPERSAMPLE, bps);
+    TIFFSetField(tif, TIFFTAG_SAMPLEFORMAT, fmt);
+    TIFFSetField(tif, TIFFTAG_PHOTOMETRIC, PHOTOMETRIC_MINISBLACK);
+    TIFFSetField(tif, TIFFTAG_PLANARCONFIG, PLANARCONFIG_CONTIG);
+    TIFFSetField(tif, TIFFTAG_TILEWIDTH, 256);
+    TIFFSetField(tif, TIFFTAG_TILELENGTH, 256);
+    for (uint32_t t = 0; t < 2; t++)
+        cr_assert(TIFFWriteEncodedTile(tif, t, buf, (tmsize_t)bytes) >= 0);
+    TIFFClose(tif);
+    free(buf);
+}
+
+Test(bad_input, measurements_are_not_read_as_rgb)
+{
+    /* Tiled signed-integer and 64-bit float images: the libtiff reader refuses them, and the
+     * automatic reader does not turn to OpenSlide, whose 8-bit RGB read would give wrong
+     * values with success (a palette image still does: tests/io/test_reader.c). */
+    static const struct {
+        uint16_t bps, fmt;
+        const char *sub;
+    } cases[] = {
+        {16, SAMPLEFORMAT_INT, "io.tiff: unsupported sample format signed integer in '"},
+        {8, SAMPLEFORMAT_INT, "io.tiff: unsupported sample format signed integer in '"},
+        {32, SAMPLEFORMAT_INT, "io.tiff: unsupported sample format signed integer in '"},
+        {64, SAMPLEFORMAT_IEEEFP, "io.tiff: unsupported bits per sample 64 in '"},
+    };
+    char *p = tmp_path("tiled-layout.tif");
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_tiled_layout(p, cases[i].bps, cases[i].fmt);
+        expect_open_fails(p, TW_READER_AUTO, TW_E_FORMAT, cases[i].sub, p, NULL);
+    }
+    free(p);
+}
