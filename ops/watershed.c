@@ -701,6 +701,20 @@ ws_setup(ws_job *m, tw_runtime *rt, const tw_watershed_opts *o, tw_error *err)
         return st;
     if (twi_ops_tile_implicit(cfg, NULL, o->tile_w))
         twi_stream_align_tile(&m->img.s, &m->tw, &m->th);
+    {
+        /* the whole image is held (18 bytes a pixel, above): under a host budget that cannot
+         * hold it, refuse now rather than run over it */
+        int64_t budget = 0;
+
+        if (tw_config_get_int(cfg, "runtime.host_mem", &budget) == TW_OK && budget > 0 &&
+            m->W * m->H > budget / 18)
+            return twi_error_set(err, TW_E_NOMEM,
+                                 "%s: the watershed holds the whole image, 18 bytes a pixel "
+                                 "(%lld MiB for %lldx%lld), more than the host memory budget "
+                                 "runtime.host_mem=%lld MiB",
+                                 OP, (long long)(m->W * m->H * 18 >> 20), (long long)m->W,
+                                 (long long)m->H, (long long)(budget >> 20));
+    }
     m->tiles_x = (m->W + m->tw - 1) / m->tw;
     m->tiles_y = (m->H + m->th - 1) / m->th;
     m->n = m->tiles_x * m->tiles_y;

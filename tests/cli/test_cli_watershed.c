@@ -133,3 +133,26 @@ Test(cli_watershed, colour_markers_or_mask_are_refused)
     free(out);
     free(fm);
 }
+
+Test(cli_watershed, a_budget_too_small_for_the_whole_image_is_refused)
+{
+    /* The watershed holds the whole image (18 bytes a pixel): a 1024x1024 image is 18 MiB,
+     * over --mem-budget 16M: refused up front with one line naming the budget, nothing
+     * written; under 64M it runs. */
+    uint8_t *img = calloc(1024 * 1024, 1), *mark = calloc(1024 * 1024, 1);
+    char *fi, *fm, *out = twtest_path(dir, "o.tif");
+
+    mark[5 * 1024 + 7] = 1;
+    fi = write_img("big.tif", img, 1024, 1024, TW_U8);
+    fm = write_img("bigm.tif", mark, 1024, 1024, TW_U8);
+    ERR_RUN(("watershed", fi, "--markers", fm, "-o", out, "--mem-budget", "16M"), 1,
+            "18 bytes a pixel (18 MiB for 1024x1024), more than the host memory budget "
+            "runtime.host_mem=16 MiB",
+            out);
+    OK_RUN("watershed", fi, "--markers", fm, "-o", out, "--mem-budget", "64M", "--quiet");
+    free(img);
+    free(mark);
+    free(fi);
+    free(fm);
+    free(out);
+}
