@@ -266,55 +266,6 @@ tile_pixels(tw_task_ctx *ctx, ed_job *e, int64_t i, const reader *rd, int64_t x,
     return TW_OK;
 }
 
-/* Row r of tile i's foreground flags, packed, and back: 0/1 bytes <-> bits, LSB first. */
-static void
-pack_row(const uint8_t *restrict fg, int32_t w, uint8_t *restrict out)
-{
-    int32_t c = 0;
-
-    for (; c + 8 <= w; c += 8) {
-        uint8_t b = 0;
-
-        for (int k = 0; k < 8; k++)
-            b |= (uint8_t)(fg[c + k] << k);
-        out[c >> 3] = b;
-    }
-    if (c < w) {
-        uint8_t b = 0;
-
-        for (int k = 0; c + k < w; k++)
-            b |= (uint8_t)(fg[c + k] << k);
-        out[c >> 3] = b;
-    }
-}
-
-/* Eight flags of each byte value, as 8 bytes (little-endian: bit k is byte k). */
-static uint64_t unpack_lut[256];
-static pthread_once_t unpack_once = PTHREAD_ONCE_INIT;
-
-static void
-unpack_lut_init(void)
-{
-    for (int v = 0; v < 256; v++)
-        for (int k = 0; k < 8; k++)
-            unpack_lut[v] |= (uint64_t)((v >> k) & 1) << (8 * k);
-}
-
-static void
-unpack_row(const uint8_t *restrict in, int32_t w, uint8_t *restrict fg)
-{
-    int32_t c = 0;
-
-    pthread_once(&unpack_once, unpack_lut_init);
-    for (; c + 8 <= w; c += 8) {
-        uint64_t v = unpack_lut[in[c >> 3]];
-
-        memcpy(fg + c, &v, 8); /* little-endian hosts (x86-64, arm64) */
-    }
-    for (; c < w; c++)
-        fg[c] = (uint8_t)((in[c >> 3] >> (c & 7)) & 1);
-}
-
 static uint8_t *
 bits_of(const ed_job *e, int64_t i, int32_t r)
 {
@@ -499,7 +450,7 @@ scan_cpu(tw_task_ctx *ctx, void *arg)
         bg += threshold_row(&v, r, e->threshold, e->invert, fg);
         scan_row(fg, first, last, w, (int32_t)(y + r));
         if (e->bits)
-            pack_row(fg, w, bits_of(e, cell->i, r));
+            twi_bits_pack_row(fg, w, bits_of(e, cell->i, r));
     }
     if (e->bits)
         e->bits_ok[cell->i] = 1;
@@ -620,7 +571,8 @@ load_cpu(tw_task_ctx *ctx, void *arg)
 
             if (e->bits && e->bits_ok[i]) { /* the scan's flags: no read, no threshold */
                 for (int32_t r = 0; r < h; r++)
-                    unpack_row(bits_of(e, i, r), w, ROW(&bv, uint8_t, y - b->y0 + r) + x);
+                    twi_bits_unpack_row(bits_of(e, i, r), w,
+                                        ROW(&bv, uint8_t, y - b->y0 + r) + x);
                 continue;
             }
             if ((st = tile_pixels(ctx, e, i, &rd, x, y, w, h, &v)) != TW_OK)

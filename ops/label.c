@@ -83,42 +83,37 @@ lb_bits(const lb_job *a, int64_t i, int32_t r)
     return a->bits + (i * a->th + r) * a->bits_row;
 }
 
-/* The mask of view v (nonzero = 1) into tile i's bits, or back (0 / 1 samples). */
+/* The mask of view v (nonzero = 1) into tile i's bits, or back (0 / 1 samples); 16-bit rows
+ * go through `row`, w bytes. */
 static void
-lb_pack(lb_job *a, int64_t i, const tw_tile_view *v)
+lb_pack(lb_job *a, int64_t i, const tw_tile_view *v, uint8_t *row)
 {
     for (int32_t r = 0; r < v->h; r++) {
-        const uint8_t *row = (const uint8_t *)v->data + (int64_t)r * v->stride;
-        uint8_t *b = lb_bits(a, i, r);
+        const uint8_t *src = (const uint8_t *)v->data + (int64_t)r * v->stride;
 
-        memset(b, 0, (size_t)a->bits_row);
-        if (v->type == TW_U8) {
-            for (int32_t x = 0; x < v->w; x++)
-                b[x >> 3] |= (uint8_t)((row[x] != 0) << (x & 7));
-        } else {
-            const uint16_t *r16 = (const uint16_t *)(const void *)row;
+        if (v->type == TW_U16) {
+            const uint16_t *r16 = (const uint16_t *)(const void *)src;
 
             for (int32_t x = 0; x < v->w; x++)
-                b[x >> 3] |= (uint8_t)((r16[x] != 0) << (x & 7));
+                row[x] = r16[x] != 0;
+            src = row;
         }
+        twi_bits_pack_row(src, v->w, lb_bits(a, i, r));
     }
 }
 
 static void
-lb_unpack(const lb_job *a, int64_t i, tw_tile_view *v)
+lb_unpack(const lb_job *a, int64_t i, tw_tile_view *v, uint8_t *row)
 {
     for (int32_t r = 0; r < v->h; r++) {
-        uint8_t *row = (uint8_t *)v->data + (int64_t)r * v->stride;
-        const uint8_t *b = lb_bits(a, i, r);
+        uint8_t *dst = (uint8_t *)v->data + (int64_t)r * v->stride;
 
-        if (v->type == TW_U8) {
-            for (int32_t x = 0; x < v->w; x++)
-                row[x] = (uint8_t)((b[x >> 3] >> (x & 7)) & 1);
-        } else {
-            uint16_t *r16 = (uint16_t *)(void *)row;
+        twi_bits_unpack_row(lb_bits(a, i, r), v->w, v->type == TW_U16 ? row : dst);
+        if (v->type == TW_U16) {
+            uint16_t *r16 = (uint16_t *)(void *)dst;
 
             for (int32_t x = 0; x < v->w; x++)
-                r16[x] = (uint16_t)((b[x >> 3] >> (x & 7)) & 1);
+                r16[x] = row[x];
         }
     }
 }
@@ -129,21 +124,29 @@ lb_load(tw_task_ctx *ctx, void *arg)
     lb_cell *c = arg;
     lb_job *a = c->a;
     tw_tile_view v = twi_ctx_view(ctx, 0);
+    uint8_t *row = NULL;
     tw_status st;
 
+    if (a->bits && v.type == TW_U16 && !(row = malloc((size_t)v.w)))
+        return twi_ctx_fail(ctx, TW_E_NOMEM, OP ": out of memory for tile %lld",
+                            (long long)c->i);
     /* pass 2 of a kept tile: its bits (written by pass 1's load, which every pass-2 task
      * follows through the merge) */
     if (c->pass == 2 && a->bits && a->bits_ok[c->i]) {
-        lb_unpack(a, c->i, &v);
+        lb_unpack(a, c->i, &v, row);
+        free(row);
         twi_job_add_done(a->job, 1);
         return TW_OK;
     }
-    if ((st = twi_src_read(ctx, OP, &a->in, c->x, c->y, &v, NULL)) != TW_OK)
+    if ((st = twi_src_read(ctx, OP, &a->in, c->x, c->y, &v, NULL)) != TW_OK) {
+        free(row);
         return st;
+    }
     if (c->pass == 1 && a->bits) {
-        lb_pack(a, c->i, &v);
+        lb_pack(a, c->i, &v, row);
         a->bits_ok[c->i] = 1;
     }
+    free(row);
     twi_job_add_done(a->job, 1);
     return TW_OK;
 }

@@ -48,6 +48,11 @@ typedef struct twi_stream {
                                       the output is open): e.g. the EDT's DistanceStep */
 } twi_stream;
 
+/* A row of w flags (bytes, nonzero = 1) packed 8 a byte, LSB first, and back into 0/1 bytes:
+ * how multi-pass operations keep a mask between passes (edt, label). */
+TWI_HIDDEN void twi_bits_pack_row(const uint8_t *fg, int32_t w, uint8_t *out);
+TWI_HIDDEN void twi_bits_unpack_row(const uint8_t *in, int32_t w, uint8_t *fg);
+
 /* Seconds on the monotonic clock, for the phases an operation reports. */
 TWI_HIDDEN double twi_now_s(void);
 
