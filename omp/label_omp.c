@@ -26,14 +26,13 @@
 
 #include "omp_kernels.h"
 
-#define ROW(v, T, y) ((T *)(void *)((char *)(v)->data + (int64_t)(y) * (v)->stride))
 
 static inline int
 fg(const tw_tile_view *m, int32_t x, int32_t y)
 {
     if (m->type == TW_U8)
-        return ROW(m, uint8_t, y)[x] != 0;
-    return ROW(m, uint16_t, y)[x] != 0;
+        return TWI_ROW(m, uint8_t, y)[x] != 0;
+    return TWI_ROW(m, uint16_t, y)[x] != 0;
 }
 
 /* Root of p with path halving; parents stay below their children. */
@@ -66,7 +65,7 @@ uf_union(uint32_t *par, uint32_t a, uint32_t b)
  * others; the upper-left and left ones touch each other). */
 #define CHUNK_LABEL(T)                                                                         \
     for (int32_t y = r0; y < r1; y++) {                                                        \
-        const T *c = ROW(m, T, y), *u = y > r0 ? ROW(m, T, y - 1) : NULL;                      \
+        const T *c = TWI_ROW(m, T, y), *u = y > r0 ? TWI_ROW(m, T, y - 1) : NULL;              \
         uint32_t *pr = par + (size_t)y * w;                                                    \
                                                                                                \
         for (int32_t x = 0; x < m->w; x++) {                                                   \
@@ -125,7 +124,7 @@ chunk_roots(const tw_tile_view *m, const uint32_t *par, tw_tile_view *lab, int32
     uint32_t w = (uint32_t)m->w, last = UINT32_MAX, root = 0;
 
     for (int32_t y = r0; y < r1; y++) {
-        uint32_t *o = ROW(lab, uint32_t, y);
+        uint32_t *o = TWI_ROW(lab, uint32_t, y);
 
         for (int32_t x = 0; x < m->w; x++) {
             uint32_t r = (uint32_t)y * w + (uint32_t)x;
@@ -154,7 +153,7 @@ chunk_count(const tw_tile_view *lab, int32_t r0, int32_t r1)
     int64_t n = 0;
 
     for (int32_t y = r0; y < r1; y++) {
-        const uint32_t *o = ROW(lab, uint32_t, y);
+        const uint32_t *o = TWI_ROW(lab, uint32_t, y);
 
         for (int32_t x = 0; x < lab->w; x++)
             n += o[x] == (uint32_t)y * w + (uint32_t)x + 1;
@@ -169,7 +168,7 @@ chunk_number(const tw_tile_view *lab, uint32_t *par, int32_t r0, int32_t r1, int
     uint32_t w = (uint32_t)lab->w;
 
     for (int32_t y = r0; y < r1; y++) {
-        const uint32_t *o = ROW(lab, uint32_t, y);
+        const uint32_t *o = TWI_ROW(lab, uint32_t, y);
 
         for (int32_t x = 0; x < lab->w; x++) {
             uint32_t p = (uint32_t)y * w + (uint32_t)x;
@@ -185,7 +184,7 @@ static void
 chunk_apply(tw_tile_view *lab, const uint32_t *par, int32_t r0, int32_t r1)
 {
     for (int32_t y = r0; y < r1; y++) {
-        uint32_t *o = ROW(lab, uint32_t, y);
+        uint32_t *o = TWI_ROW(lab, uint32_t, y);
 
         for (int32_t x = 0; x < lab->w; x++)
             if (o[x])
@@ -341,10 +340,10 @@ twi_label_border_extract(const tw_tile_view *labels, int64_t n, unsigned sides,
         if (!(b->side[s] = malloc((size_t)len * sizeof(uint32_t) + 1)))
             goto nomem;
         for (int32_t k = 0; k < len; k++) {
-            uint32_t l = s == TWI_MT_TOP      ? ROW(labels, uint32_t, 0)[k]
-                         : s == TWI_MT_BOTTOM ? ROW(labels, uint32_t, h - 1)[k]
-                         : s == TWI_MT_LEFT   ? ROW(labels, uint32_t, k)[0]
-                                              : ROW(labels, uint32_t, k)[w - 1];
+            uint32_t l = s == TWI_MT_TOP      ? TWI_ROW(labels, uint32_t, 0)[k]
+                         : s == TWI_MT_BOTTOM ? TWI_ROW(labels, uint32_t, h - 1)[k]
+                         : s == TWI_MT_LEFT   ? TWI_ROW(labels, uint32_t, k)[0]
+                                              : TWI_ROW(labels, uint32_t, k)[w - 1];
 
             if (l > n) {
                 free(mark);
@@ -366,7 +365,7 @@ twi_label_border_extract(const tw_tile_view *labels, int64_t n, unsigned sides,
     /* Labels appear in raster order of their first pixels: a label above every one seen so
      * far is met at its first pixel. */
     for (int32_t y = 0; y < h && seen < (uint32_t)n; y++) {
-        const uint32_t *r = ROW(labels, uint32_t, y);
+        const uint32_t *r = TWI_ROW(labels, uint32_t, y);
 
         for (int32_t x = 0; x < w; x++) {
             if (r[x] <= seen)
@@ -656,15 +655,15 @@ twi_omp_label_apply(const tw_tile_view *labels, const uint64_t *map, tw_tile_vie
         return TW_E_INVALID;
 #pragma omp parallel for num_threads(nthreads > 1 ? nthreads : 1) schedule(static)
     for (int32_t y = 0; y < labels->h; y++) {
-        const uint32_t *s = ROW(labels, uint32_t, y);
+        const uint32_t *s = TWI_ROW(labels, uint32_t, y);
 
         if (out->type == TW_U32) {
-            uint32_t *o = ROW(out, uint32_t, y);
+            uint32_t *o = TWI_ROW(out, uint32_t, y);
 
             for (int32_t x = 0; x < labels->w; x++)
                 o[x] = (uint32_t)map[s[x]];
         } else {
-            uint64_t *o = ROW(out, uint64_t, y);
+            uint64_t *o = TWI_ROW(out, uint64_t, y);
 
             for (int32_t x = 0; x < labels->w; x++)
                 o[x] = map[s[x]];

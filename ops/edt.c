@@ -160,7 +160,6 @@ static const tw_task_kind hist_kind, otsu_kind, scan_kind, sync_kind, load_kind,
         }                                                                                      \
     } while (0)
 
-#define ROW(v, T, y) ((T *)(void *)((char *)(v)->data + (int64_t)(y) * (v)->stride))
 
 /* Buffers for reading input tiles, allocated once per task and reused for every tile. */
 typedef struct reader {
@@ -337,11 +336,11 @@ hist_cpu(tw_task_ctx *ctx, void *arg)
     if (v.type == TW_U8) {
         for (int32_t r = 0; r < h; r++)
             for (int32_t c = 0; c < w; c++)
-                local[ROW(&v, uint8_t, r)[c]]++;
+                local[TWI_ROW(&v, uint8_t, r)[c]]++;
     } else {
         for (int32_t r = 0; r < h; r++)
             for (int32_t c = 0; c < w; c++)
-                local[ROW(&v, uint16_t, r)[c]]++;
+                local[TWI_ROW(&v, uint16_t, r)[c]]++;
     }
     pthread_mutex_lock(&e->lock);
     for (size_t b = 0; b < e->n_bins; b++)
@@ -382,7 +381,7 @@ threshold_row(const tw_tile_view *v, int32_t r, double t, bool invert, uint8_t *
     int64_t fgs = 0;
 
     IN_TYPED(v->type, {
-        const T *p = ROW(v, T, r);
+        const T *p = TWI_ROW(v, T, r);
 
         if ((T)0.5 != 0) { /* float */
             _Pragma("omp simd reduction(+ : fgs)")
@@ -572,14 +571,14 @@ load_cpu(tw_task_ctx *ctx, void *arg)
             if (e->bits && e->bits_ok[i]) { /* the scan's flags: no read, no threshold */
                 for (int32_t r = 0; r < h; r++)
                     twi_bits_unpack_row(bits_of(e, i, r), w,
-                                        ROW(&bv, uint8_t, y - b->y0 + r) + x);
+                                        TWI_ROW(&bv, uint8_t, y - b->y0 + r) + x);
                 continue;
             }
             if ((st = tile_pixels(ctx, e, i, &rd, x, y, w, h, &v)) != TW_OK)
                 return st;
             for (int32_t r = 0; r < h; r++)
                 bg += threshold_row(&v, r, e->threshold, e->invert,
-                                    ROW(&bv, uint8_t, y - b->y0 + r) + x);
+                                    TWI_ROW(&bv, uint8_t, y - b->y0 + r) + x);
             drop_gray(e, i);
         }
     }
@@ -588,8 +587,10 @@ load_cpu(tw_task_ctx *ctx, void *arg)
     if (b->bounds) {
         tw_tile_view ab = twi_ctx_view(ctx, 1);
 
-        memcpy(ROW(&ab, int32_t, 0), e->last + b->index * e->W, (size_t)e->W * sizeof(int32_t));
-        memcpy(ROW(&ab, int32_t, 1), e->first + b->index * e->W, (size_t)e->W * sizeof(int32_t));
+        memcpy(TWI_ROW(&ab, int32_t, 0), e->last + b->index * e->W,
+               (size_t)e->W * sizeof(int32_t));
+        memcpy(TWI_ROW(&ab, int32_t, 1), e->first + b->index * e->W,
+               (size_t)e->W * sizeof(int32_t));
     }
     twi_job_add_done(e->job, 1);
     return TW_OK;
@@ -606,8 +607,8 @@ band_args(const ed_band *b, const tw_tile_view *bounds)
     memset(&a, 0, sizeof a);
     a.y0 = b->y0;
     if (bounds) {
-        a.above = ROW(bounds, const int32_t, 0);
-        a.below = ROW(bounds, const int32_t, 1);
+        a.above = TWI_ROW(bounds, const int32_t, 0);
+        a.below = TWI_ROW(bounds, const int32_t, 1);
     }
     a.sx = e->sx;
     a.sy = e->sy;

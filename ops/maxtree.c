@@ -12,7 +12,6 @@
 #include "omp_kernels.h"
 #include "ops_internal.h"
 
-#define ROW(v, T, y) ((T *)(void *)((char *)(v)->data + (int64_t)(y) * (v)->stride))
 
 /* Levels v -> MAX - v in place (closings run as openings of the inverted image). */
 static void
@@ -20,12 +19,12 @@ invert_view(tw_tile_view *v)
 {
     for (int32_t y = 0; y < v->h; y++) {
         if (v->type == TW_U8) {
-            uint8_t *r = ROW(v, uint8_t, y);
+            uint8_t *r = TWI_ROW(v, uint8_t, y);
 
             for (int32_t x = 0; x < v->w; x++)
                 r[x] = (uint8_t)(255 - r[x]);
         } else {
-            uint16_t *r = ROW(v, uint16_t, y);
+            uint16_t *r = TWI_ROW(v, uint16_t, y);
 
             for (int32_t x = 0; x < v->w; x++)
                 r[x] = (uint16_t)(65535 - r[x]);
@@ -57,7 +56,7 @@ read_rows(tw_task_ctx *ctx, const char *op, const twi_src *src, int64_t x, int64
         if (r > 0 && twi_ctx_canceled(ctx)) /* a whole image takes seconds: see a cancel */
             return TW_E_CANCELED;
         part.h = v->h - r < step ? v->h - r : step;
-        part.data = ROW(v, char, r);
+        part.data = TWI_ROW(v, char, r);
         if ((st = twi_src_read(ctx, op, src, x, y + r, &part, rgb)) != TW_OK)
             return st;
     }

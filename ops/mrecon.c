@@ -124,7 +124,6 @@ enum {
         }                                                                                      \
     } while (0)
 
-#define ROW(v, T, y) ((T *)(void *)((char *)(v)->data + (int64_t)(y) * (v)->stride))
 
 typedef struct mr_job mr_job;
 
@@ -230,7 +229,7 @@ complement(const tw_tile_view *v, unsigned maxv)
 {
     TYPED(v->type, {
         for (int32_t y = 0; y < v->h; y++) {
-            T *r = ROW(v, T, y);
+            T *r = TWI_ROW(v, T, y);
             for (int32_t x = 0; x < v->w; x++)
                 r[x] = (T)(maxv - r[x]);
         }
@@ -247,8 +246,8 @@ check_marker(mr_job *m, const mr_tile *t, const tw_tile_view *jv, const tw_tile_
      * its mask: a pixel-by-pixel loop with a branch was most of the load's time. */
     TYPED(jv->type, {
         for (int32_t y = 0; y < jv->h && fy < 0; y++) {
-            T *j = ROW(jv, T, y);
-            const T *i = ROW(iv, T, y);
+            T *j = TWI_ROW(jv, T, y);
+            const T *i = TWI_ROW(iv, T, y);
             int above = 0;
 
             _Pragma("omp simd reduction(| : above)")
@@ -292,8 +291,8 @@ prep_border(const mr_job *m, const mr_tile *t, const tw_tile_view *jv, const tw_
 {
     TYPED(jv->type, {
         for (int32_t y = 0; y < jv->h; y++) {
-            T *j = ROW(jv, T, y);
-            const T *i = ROW(iv, T, y);
+            T *j = TWI_ROW(jv, T, y);
+            const T *i = TWI_ROW(iv, T, y);
             bool edge_row = t->y + y == 0 || t->y + y == m->H - 1;
             memset(j, 0, (size_t)jv->w * sizeof(T));
             for (int32_t x = 0; x < jv->w; x++)
@@ -312,8 +311,8 @@ prep_sub_h(mr_job *m, const tw_tile_view *jv, const tw_tile_view *iv)
 
     TYPED(jv->type, {
         for (int32_t y = 0; y < jv->h; y++) {
-            T *j = ROW(jv, T, y);
-            const T *i = ROW(iv, T, y);
+            T *j = TWI_ROW(jv, T, y);
+            const T *i = TWI_ROW(iv, T, y);
             for (int32_t x = 0; x < jv->w; x++) {
                 unsigned v = i[x];
                 lo = v < lo ? v : lo;
@@ -392,7 +391,7 @@ gather_row(const mr_job *m, int64_t y, int64_t xa, int64_t n, uint16_t *out)
         int64_t lx = x - t->x, stop = end - t->x < t->w ? end - t->x : t->w;
 
         TYPED(v.type, {
-            const T *r = ROW(&v, T, y - t->y);
+            const T *r = TWI_ROW(&v, T, y - t->y);
             for (; lx < stop; lx++)
                 *out++ = r[lx];
         });
@@ -1135,15 +1134,15 @@ store_cpu(tw_task_ctx *ctx, void *arg)
         if (m->complement) {
             TYPED(jv.type, {
                 for (int32_t y = 0; y < t->h; y++) {
-                    const T *j = ROW(&jv, T, y);
-                    T *o = ROW(&ov, T, y);
+                    const T *j = TWI_ROW(&jv, T, y);
+                    T *o = TWI_ROW(&ov, T, y);
                     for (int32_t x = 0; x < t->w; x++)
                         o[x] = (T)(m->maxv - j[x]);
                 }
             });
         } else if (ov.data != jv.data) {
             for (int32_t y = 0; y < t->h; y++)
-                memcpy(ROW(&ov, char, y), ROW(&jv, char, y), (size_t)t->w * oss);
+                memcpy(TWI_ROW(&ov, char, y), TWI_ROW(&jv, char, y), (size_t)t->w * oss);
         }
         break;
     case TWI_MRECON_OUT_MAXIMA:
@@ -1155,8 +1154,8 @@ store_cpu(tw_task_ctx *ctx, void *arg)
         fg = m->out_file ? 255 : 1;
         TYPED(jv.type, {
             for (int32_t y = 0; y < t->h; y++) {
-                const T *j = ROW(&jv, T, y), *i = ROW(&iv, T, y);
-                uint8_t *o = ROW(&ov, uint8_t, y);
+                const T *j = TWI_ROW(&jv, T, y), *i = TWI_ROW(&iv, T, y);
+                uint8_t *o = TWI_ROW(&ov, uint8_t, y);
                 for (int32_t x = 0; x < t->w; x++)
                     o[x] = !none && (int64_t)i[x] - (int64_t)j[x] >= m->hval ? fg : 0;
             }
@@ -1165,8 +1164,8 @@ store_cpu(tw_task_ctx *ctx, void *arg)
     case TWI_MRECON_OUT_DOME:
         TYPED(jv.type, {
             for (int32_t y = 0; y < t->h; y++) {
-                const T *j = ROW(&jv, T, y), *i = ROW(&iv, T, y);
-                T *o = ROW(&ov, T, y);
+                const T *j = TWI_ROW(&jv, T, y), *i = TWI_ROW(&iv, T, y);
+                T *o = TWI_ROW(&ov, T, y);
                 for (int32_t x = 0; x < t->w; x++)
                     o[x] = (T)(i[x] - j[x]);
             }

@@ -23,6 +23,9 @@ typedef struct tw_tile_view {
     int64_t x0, y0;      /* position of the tile's first pixel in the image being processed */
 } tw_tile_view;
 
+/* Row y of a view as a T *: the one row accessor of kernels and the ops that read views. */
+#define TWI_ROW(v, T, y) ((T *)(void *)((char *)(v)->data + (int64_t)(y) * (v)->stride))
+
 /* The memory check every kernel makes of its views: 1 when the size is not negative and, for
  * a non-empty view, data is set, rows hold at least `row_bytes` and both data and stride are
  * multiples of `align` (the sample size); 0 otherwise. Shapes and types are the kernel's own
