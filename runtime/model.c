@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runtime_internal.h"
+#include "rt_core.h"
 
 /*
  * A model is the time per unit of work of one task kind on one device, a unit being a pixel of
