@@ -12,6 +12,7 @@
 #pragma GCC diagnostic ignored "-Wconversion"
 
 #include "rt_core.h"
+#include "rt_job.h"
 #include "twtest.h"
 #include "twtest_rt.h"
 
