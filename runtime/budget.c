@@ -8,7 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime_internal.h"
+#include "rt_core.h"
+#include "rt_job.h"
 
 /*
  * What is counted: the host pixels of tiles (tw_tile.h_data), the memory that grows with the

@@ -2,12 +2,14 @@
 /* tilewave: the configuration table and its sources (defaults, INI files, environment, set). */
 
 /*
- * One static table, `keys[]` below, defines every configuration key (Redis static_configs[]):
- * its type, default text, range, help sentence. Everything else is derived from it: the
- * defaults of tw_config_create(), the INI file parser, the TILEWAVE_* environment names,
- * tw_config_set() and the listing of tw_config_describe() behind `tilewave config --print`.
- * Adding a key means adding one row (and documenting it in configs/default.ini, which a test
- * checks).
+ * Key tables define every configuration key (Redis static_configs[]): its type, default text,
+ * range, help sentence. Everything else is derived from them: the defaults of
+ * tw_config_create(), the INI file parser, the TILEWAVE_* environment names, tw_config_set()
+ * and the listing of tw_config_describe() behind `tilewave config --print`. This file holds
+ * the runtime's tables (runtime.*, log.level) and knows no operation: each operation owns its
+ * keys in ops/config_keys.c, which adds them at load time (tw_config_keys.h says how). Adding
+ * a key means adding one row to its owner's table (and documenting it in configs/default.ini,
+ * which a test checks).
  *
  * Every value remembers its source; a source only replaces a value that came from a source
  * of equal or lower precedence (default < file < environment < set), so the order of the
@@ -27,6 +29,7 @@
 
 #include <ini.h>
 
+#include "tw_config_keys.h"
 #include "tw_internal.h"
 
 #define GPU_ORDINAL_MAX 1023
@@ -42,41 +45,22 @@ static const char *const env_other[] = {"TILEWAVE_CONFIG",    "TILEWAVE_TEST_TMP
                                         "TILEWAVE_LIBRARY",   "TILEWAVE_CLI",
                                         NULL};
 
-/* One row of the table. */
-typedef struct key_def {
-    const char *key;          /* "tile.size" */
-    tw_config_type type;
-    const char *def;          /* default, as it is written in an INI file */
-    int64_t min, max;         /* INT, BYTES: the value; DIMS: each side */
-    int64_t multiple;         /* DIMS: each side a multiple of this; 0 = no constraint */
-    bool zero_ok;             /* DIMS: 0x0 is also accepted (meaning "not set") */
-    const char *const *words; /* ENUM: the accepted words, NULL-terminated */
-    /* STRING: validate text and write its canonical form to canon (n >= strlen(text) + 1). */
-    tw_status (*check)(const char *text, char *canon, size_t n);
-    const char *expect;       /* STRING: what check() accepts, for error messages */
-    const char *help;         /* one sentence, with the unit */
-} key_def;
+typedef twi_config_key key_def;
 
 static tw_status check_gpus(const char *text, char *canon, size_t n);
 static tw_status check_models(const char *text, char *canon, size_t n);
-static tw_status check_stains(const char *text, char *canon, size_t n);
 static tw_status check_fault_inject(const char *text, char *canon, size_t n);
 static tw_status check_cpu_share(const char *text, char *canon, size_t n);
 
 static const char *const policy_words[] = {"fcfs", "fair", "pats", "locality", NULL};
-static const char *const reader_words[] = {"auto", "openslide", "tiff", NULL};
-static const char *const compression_words[] = {"none", "deflate", "zstd", "lzw", "jpeg", NULL};
-static const char *const pyramid_words[] = {"no", "yes", NULL};
-static const char *const layout_words[] = {"tiff", "ome", NULL};
-static const char *const description_words[] = {"aperio", "plain", NULL};
-static const char *const partial_words[] = {"auto", "memory", "file", NULL};
-static const char *const bad_tile_words[] = {"fail", "fill", NULL};
 static const char *const log_words[] = {"error", "warn", "info", "debug", NULL};
 static const char *const download_words[] = {"lazy", "eager", NULL};
 static const char *const keep_words[] = {"auto", "gpu", "host", "scratch", "reread", NULL};
 static const char *const yes_no[] = {"yes", "no", NULL};
 
-static const key_def keys[] = {
+/* The runtime's own keys; each operation's table comes between runtime_keys and log_keys
+ * (twi_config_add_keys(), ops/config_keys.c), so the listing reads as it always has. */
+static const key_def runtime_keys[] = {
     {.key = "runtime.cpu_workers", .type = TW_CONFIG_INT, .def = "-1", .min = -1, .max = 4096,
      .help = "CPU worker threads; -1 = one per core not reserved for a GPU manager thread."},
     {.key = "runtime.cpu_team", .type = TW_CONFIG_INT, .def = "1", .min = 1, .max = 1024,
@@ -130,79 +114,13 @@ static const key_def keys[] = {
     {.key = "runtime.pinned_tiles", .type = TW_CONFIG_ENUM, .def = "yes", .words = yes_no,
      .help = "With GPUs, allocate host tiles pinned (yes: copies run asynchronously, pinning "
              "costs) or pageable (no)."},
-    {.key = "tile.size", .type = TW_CONFIG_DIMS, .def = "1024x1024", .min = 1, .max = 65536,
-     .help = "Processing tile size in pixels, WxH (a single number means a square tile)."},
-    {.key = "gray.tile_size", .type = TW_CONFIG_DIMS, .def = "0x0", .min = 1, .max = 65536,
-     .zero_ok = true,
-     .help = "Processing tile size in pixels for the gray operation, WxH; 0x0 = tile.size."},
-    {.key = "gray.stain_vectors", .type = TW_CONFIG_STRING, .def = "", .check = check_stains,
-     .expect = "empty, or 9 numbers separated by commas whose 3x3 matrix can be inverted",
-     .help = "Stain vectors of --gray hematoxylin|eosin: hematoxylin, eosin, residual, each R,G,B "
-             "optical densities (9 numbers); empty = standard H&E (scikit-image rgb_from_hed)."},
-    {.key = "mrecon.tile_size", .type = TW_CONFIG_DIMS, .def = "0x0", .min = 1, .max = 65536,
-     .zero_ok = true,
-     .help = "Processing tile size in pixels for reconstruction and the operations built on it, "
-             "WxH; 0x0 = tile.size."},
-    {.key = "mrecon.queue_capacity", .type = TW_CONFIG_INT, .def = "0", .min = 0,
-     .max = 2147483647,
-     .help = "Wavefront queue capacity of the GPU reconstruction kernel in pixels (elements); "
-             "0 = the kernel's default for the tile."},
-    {.key = "edt.tile_size", .type = TW_CONFIG_DIMS, .def = "0x0", .min = 1, .max = 65536,
-     .zero_ok = true,
-     .help = "Tile size in pixels for the distance transform, WxH; its height is the height of "
-             "a band of rows (one band task each); 0x0 = tile.size."},
-    {.key = "edt.pba_m1", .type = TW_CONFIG_INT, .def = "0", .min = 0, .max = 1024,
-     .help = "GPU exact EDT (PBA+): bands per column in phase 1; 0 = automatic."},
-    {.key = "edt.pba_m2", .type = TW_CONFIG_INT, .def = "0", .min = 0, .max = 1024,
-     .help = "GPU exact EDT (PBA+): bands per row in phase 2; 0 = automatic."},
-    {.key = "edt.pba_m3", .type = TW_CONFIG_INT, .def = "0", .min = 0, .max = 1024,
-     .help = "GPU exact EDT (PBA+): threads per row in phase 3; 0 = automatic."},
-    {.key = "maxtree.tile_size", .type = TW_CONFIG_DIMS, .def = "0x0", .min = 1, .max = 65536,
-     .zero_ok = true,
-     .help = "Tile size in pixels for the attribute filters (area and height openings and "
-             "closings), WxH; 0x0 = tile.size."},
-    {.key = "maxtree.merge_block", .type = TW_CONFIG_INT, .def = "0", .min = 0, .max = 65536,
-     .help = "The attribute filters merge the border max-trees in blocks of N x N tiles, each "
-             "as soon as its tiles are done; 0 = automatic: all at once unless that would take "
-             "over half of runtime.host_mem."},
-    {.key = "tissue.margin", .type = TW_CONFIG_INT, .def = "64", .min = 0, .max = 1000000,
-     .help = "--tissue: the tissue mask is dilated by this many pixels of the operation's "
-             "level before regions without tissue are skipped."},
-    {.key = "io.reader", .type = TW_CONFIG_ENUM, .def = "auto", .words = reader_words,
-     .help = "Slide reader: auto (OpenSlide for vendor formats, libtiff for plain TIFF), "
-             "openslide or tiff."},
-    {.key = "io.compression", .type = TW_CONFIG_ENUM, .def = "deflate",
-     .words = compression_words, .help = "Compression of written TIFF tiles."},
-    {.key = "io.compression_level", .type = TW_CONFIG_INT, .def = "0", .min = 0, .max = 22,
-     .help = "Compression level of written TIFF tiles (codec units); 0 = the codec's default."},
-    /* max: the writer's limit (io/writer_tiff.c TILE_MAX) */
-    {.key = "io.tiff_tile", .type = TW_CONFIG_DIMS, .def = "512x512", .min = 16, .max = 16384,
-     .multiple = 16, .help = "Tile size of written TIFF files in pixels, WxH."},
-    {.key = "io.pyramid", .type = TW_CONFIG_ENUM, .def = "no", .words = pyramid_words,
-     .help = "Write outputs as pyramids (levels halving while they cover a whole tile, built "
-             "while streaming): yes or no; the command line's --pyramid sets it for one run."},
-    {.key = "io.layout", .type = TW_CONFIG_ENUM, .def = "tiff", .words = layout_words,
-     .help = "Layout of written pyramids: tiff (a page per level: OpenSlide, vips, libtiff) or "
-             "ome (OME-TIFF, reduced levels in SubIFDs: QuPath, Bio-Formats, vips)."},
-    {.key = "io.description", .type = TW_CONFIG_ENUM, .def = "aperio",
-     .words = description_words,
-     .help = "ImageDescription of 8-bit tiff-layout outputs: aperio (OpenSlide shows their "
-             "mpp; OpenSlide and vips read them as aperio) or plain (generic TIFF)."},
-    {.key = "io.partial_tiles", .type = TW_CONFIG_ENUM, .def = "auto", .words = partial_words,
-     .help = "Where partly computed output tiles wait: memory, file (a sparse scratch file in "
-             "runtime.scratch_dir) or auto (file when they would take over a quarter of "
-             "runtime.host_mem)."},
-    {.key = "io.jpeg_quality", .type = TW_CONFIG_INT, .def = "90", .min = 1, .max = 100,
-     .help = "JPEG quality (1..100) of JPEG-compressed outputs and of overlays."},
-    {.key = "io.on_bad_tile", .type = TW_CONFIG_ENUM, .def = "fail", .words = bad_tile_words,
-     .help = "An input tile whose decoder reports an error or a warning, or that has no "
-             "offset: fail (the job fails naming the level and tile) or fill (it reads as 0 "
-             "and the job reports how many)."},
+};
+
+static const key_def log_keys[] = {
     {.key = "log.level", .type = TW_CONFIG_ENUM, .def = "warn", .words = log_words,
      .help = "Most verbose log level delivered: error, warn, info or debug."},
 };
 
-#define N_KEYS (sizeof keys / sizeof keys[0])
 
 /* The current value of one key. */
 typedef struct value {
@@ -216,8 +134,56 @@ typedef struct value {
                        * global state */
 } value;
 
+#define N_RUNTIME_KEYS (sizeof runtime_keys / sizeof runtime_keys[0])
+#define N_LOG_KEYS (sizeof log_keys / sizeof log_keys[0])
+#define TABLES_MAX 16
+
+/* The tables added by twi_config_add_keys(), in order. */
+static struct {
+    const key_def *keys;
+    size_t n;
+} added[TABLES_MAX];
+static size_t n_added;
+
+void
+twi_config_add_keys(const key_def *keys, size_t n)
+{
+    TW_ASSERT(n_added < TABLES_MAX);
+    if (n_added < TABLES_MAX && keys) {
+        added[n_added].keys = keys;
+        added[n_added].n = n;
+        n_added++;
+    }
+}
+
+static size_t
+n_keys(void)
+{
+    size_t n = N_RUNTIME_KEYS + N_LOG_KEYS;
+
+    for (size_t t = 0; t < n_added; t++)
+        n += added[t].n;
+    return n;
+}
+
+/* Key i of the listing: the runtime's, the added tables', log.level. */
+static const key_def *
+key_at(size_t i)
+{
+    if (i < N_RUNTIME_KEYS)
+        return &runtime_keys[i];
+    i -= N_RUNTIME_KEYS;
+    for (size_t t = 0; t < n_added; t++) {
+        if (i < added[t].n)
+            return &added[t].keys[i];
+        i -= added[t].n;
+    }
+    return &log_keys[i];
+}
+
 struct tw_config {
-    value v[N_KEYS];
+    size_t n; /* n_keys() when it was made */
+    value *v;
 };
 
 /* ---- BYTES */
@@ -342,18 +308,6 @@ check_cpu_share(const char *text, char *canon, size_t n)
     int64_t k, parts;
 
     if (*text && twi_parse_share(text, &k, &parts) != TW_OK)
-        return TW_E_INVALID;
-    snprintf(canon, n, "%s", text);
-    return TW_OK;
-}
-
-/* gray.stain_vectors: empty or 9 numbers (ops/tissue.c parses them). */
-static tw_status
-check_stains(const char *text, char *canon, size_t n)
-{
-    double v[9];
-
-    if (twi_stains_parse(text, v) != TW_OK)
         return TW_E_INVALID;
     snprintf(canon, n, "%s", text);
     return TW_OK;
@@ -494,14 +448,14 @@ static tw_status
 bad_value(tw_error *err, const char *place, size_t i, const value *v, const char *text)
 {
     return twi_error_set(err, TW_E_INVALID, "%s: bad value '%s' for %s (%s%s)", place, text,
-                         keys[i].key, expect_word(&keys[i]), expect_text(&keys[i], v));
+                         key_at(i)->key, expect_word(key_at(i)), expect_text(key_at(i), v));
 }
 
 static int
 find_key(const char *key)
 {
-    for (size_t i = 0; i < N_KEYS; i++)
-        if (strcmp(keys[i].key, key) == 0)
+    for (size_t i = 0; i < n_keys(); i++)
+        if (strcmp(key_at(i)->key, key) == 0)
             return (int)i;
     return -1;
 }
@@ -543,7 +497,7 @@ set_value(tw_config *cfg, size_t i, const char *text, tw_config_source src, cons
         text = trimmed;
     }
     nv.str = NULL;
-    st = parse_value(&keys[i], text, &nv);
+    st = parse_value(key_at(i), text, &nv);
     free(trimmed);
     if (st != TW_OK)
         return st;
@@ -566,7 +520,7 @@ set_value(tw_config *cfg, size_t i, const char *text, tw_config_source src, cons
 static void
 config_clear(tw_config *cfg)
 {
-    for (size_t i = 0; i < N_KEYS; i++) {
+    for (size_t i = 0; i < cfg->n; i++) {
         free(cfg->v[i].str);
         free(cfg->v[i].origin);
         cfg->v[i].str = NULL;
@@ -584,6 +538,21 @@ config_commit(tw_config *cfg, tw_config *stage)
     *stage = old;
 }
 
+/* An empty config of n keys (values zeroed). */
+static tw_config *
+config_alloc(size_t n)
+{
+    tw_config *cfg = calloc(1, sizeof *cfg);
+
+    if (cfg && !(cfg->v = calloc(n ? n : 1, sizeof *cfg->v))) {
+        free(cfg);
+        return NULL;
+    }
+    if (cfg)
+        cfg->n = n;
+    return cfg;
+}
+
 /* ---- public API */
 
 tw_status
@@ -594,12 +563,12 @@ tw_config_create(tw_config **out)
 
     if (!out)
         return TW_E_INVALID;
-    if (!(cfg = calloc(1, sizeof *cfg)))
+    if (!(cfg = config_alloc(n_keys())))
         return TW_E_NOMEM;
-    for (size_t i = 0; i < N_KEYS; i++) {
+    for (size_t i = 0; i < cfg->n; i++) {
         cfg->v[i].source = TW_CONFIG_DEFAULT;
-        format_range(&keys[i], cfg->v[i].range, sizeof cfg->v[i].range);
-        if ((st = set_value(cfg, i, keys[i].def, TW_CONFIG_DEFAULT, NULL)) != TW_OK) {
+        format_range(key_at(i), cfg->v[i].range, sizeof cfg->v[i].range);
+        if ((st = set_value(cfg, i, key_at(i)->def, TW_CONFIG_DEFAULT, NULL)) != TW_OK) {
             /* A default that does not pass its own range is a bug in the table. */
             if (st == TW_E_INVALID)
                 st = TW_E_INTERNAL;
@@ -621,9 +590,9 @@ tw_config_clone(const tw_config *cfg, tw_config **out)
 
     if (!cfg || !out)
         return TW_E_INVALID;
-    if (!(c = calloc(1, sizeof *c)))
+    if (!(c = config_alloc(cfg->n)))
         return TW_E_NOMEM;
-    for (size_t i = 0; i < N_KEYS; i++) {
+    for (size_t i = 0; i < cfg->n; i++) {
         c->v[i] = cfg->v[i];
         c->v[i].str = NULL;
         c->v[i].origin = NULL;
@@ -646,6 +615,7 @@ tw_config_destroy(tw_config *cfg)
     if (!cfg)
         return;
     config_clear(cfg);
+    free(cfg->v);
     free(cfg);
 }
 
@@ -872,10 +842,10 @@ check_env_names(tw_error *err)
             continue;
         for (const char *const *o = env_other; *o && !known; o++)
             known = strlen(*o) == n && strncmp(*o, *e, n) == 0;
-        for (size_t i = 0; i < N_KEYS && !known; i++) {
+        for (size_t i = 0; i < n_keys() && !known; i++) {
             char name[128];
 
-            env_name(keys[i].key, name, sizeof name);
+            env_name(key_at(i)->key, name, sizeof name);
             known = strlen(name) == n && strncmp(name, *e, n) == 0;
         }
         if (!known)
@@ -901,11 +871,11 @@ tw_config_load_env(tw_config *cfg, tw_error *err)
     }
     if ((st = check_env_names(err)) != TW_OK)
         goto out;
-    for (size_t i = 0; i < N_KEYS; i++) {
+    for (size_t i = 0; i < cfg->n; i++) {
         char name[128];
         const char *val;
 
-        env_name(keys[i].key, name, sizeof name);
+        env_name(key_at(i)->key, name, sizeof name);
         /* An empty variable counts as unset, so `TILEWAVE_X= tilewave ...` clears it. */
         if (!(val = getenv(name)) || !*val)
             continue;
@@ -956,7 +926,7 @@ tw_config_get_int(const tw_config *cfg, const char *key, int64_t *out)
     int i;
 
     if (!cfg || !key || !out || (i = find_key(key)) < 0 ||
-        (keys[i].type != TW_CONFIG_INT && keys[i].type != TW_CONFIG_BYTES))
+        (key_at(i)->type != TW_CONFIG_INT && key_at(i)->type != TW_CONFIG_BYTES))
         return TW_E_INVALID;
     *out = cfg->v[i].a;
     return TW_OK;
@@ -967,7 +937,7 @@ tw_config_get_dims(const tw_config *cfg, const char *key, int64_t *w, int64_t *h
 {
     int i;
 
-    if (!cfg || !key || !w || !h || (i = find_key(key)) < 0 || keys[i].type != TW_CONFIG_DIMS)
+    if (!cfg || !key || !w || !h || (i = find_key(key)) < 0 || key_at(i)->type != TW_CONFIG_DIMS)
         return TW_E_INVALID;
     *w = cfg->v[i].a;
     *h = cfg->v[i].b;
@@ -980,16 +950,16 @@ tw_config_get_string(const tw_config *cfg, const char *key, const char **out)
     int i;
 
     if (!cfg || !key || !out || (i = find_key(key)) < 0 ||
-        (keys[i].type != TW_CONFIG_ENUM && keys[i].type != TW_CONFIG_STRING))
+        (key_at(i)->type != TW_CONFIG_ENUM && key_at(i)->type != TW_CONFIG_STRING))
         return TW_E_INVALID;
-    *out = value_text(&keys[i], &cfg->v[i]);
+    *out = value_text(key_at(i), &cfg->v[i]);
     return TW_OK;
 }
 
 size_t
 tw_config_count(void)
 {
-    return N_KEYS;
+    return n_keys();
 }
 
 tw_status
@@ -997,15 +967,15 @@ tw_config_describe(const tw_config *cfg, size_t i, tw_config_entry *out)
 {
     const value *v;
 
-    if (!cfg || !out || i >= N_KEYS)
+    if (!cfg || !out || i >= cfg->n)
         return TW_E_INVALID;
     v = &cfg->v[i];
-    out->key = keys[i].key;
-    out->type = keys[i].type;
-    out->value = value_text(&keys[i], v);
-    out->default_value = keys[i].def;
+    out->key = key_at(i)->key;
+    out->type = key_at(i)->type;
+    out->value = value_text(key_at(i), v);
+    out->default_value = key_at(i)->def;
     out->range = v->range;
-    out->help = keys[i].help;
+    out->help = key_at(i)->help;
     out->source = v->source;
     out->origin = v->origin ? v->origin : "default";
     return TW_OK;

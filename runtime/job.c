@@ -5,7 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime_internal.h"
+#include "rt_job.h"
+#include "rt_sched.h"
 
 /*
  * A job ends when its `outstanding` count reaches zero. The count starts at one (the seal

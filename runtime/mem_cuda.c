@@ -9,7 +9,7 @@
 #include <cuda_runtime_api.h>
 #endif
 
-#include "runtime_internal.h"
+#include "rt_core.h"
 
 /* This file is the only caller of cudaMalloc, cudaFree, cudaHostAlloc and cudaFreeHost
  * (house style rule 20): kernels and workers take memory from here. */

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "runtime_internal.h"
+#include "rt_core.h"
 
 /*
  * Worker threads are demand-driven (seed 004 section 4): an idle worker asks the policy for the

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime_internal.h"
+#include "rt_sched.h"
 
 /*
  * Several jobs sharing one runtime (a service embedding the library) should each see their

@@ -2,7 +2,8 @@
 /* tilewave: the FCFS scheduling policy (first come, first served; seed 004 section 4). */
 #include <stdlib.h>
 
-#include "runtime_internal.h"
+#include "rt_sched.h"
+#include "rt_worker.h"
 
 /*
  * FCFS: an idle worker asks for work and gets the oldest ready task it has a variant for.

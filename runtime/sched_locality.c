@@ -2,7 +2,7 @@
 /* tilewave: the "locality" scheduling policy: GPUs prefer tasks whose tiles they already hold. */
 #include <stdlib.h>
 
-#include "runtime_internal.h"
+#include "rt_core.h"
 
 /*
  * Data locality (Region Templates' dataLocalityAware / tryPreassignment, StarPU's dmdar): a GPU

@@ -3,7 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "runtime_internal.h"
+#include "rt_core.h"
 
 /*
  * PATS (performance-aware task selection, seed 004): a GPU worker takes the ready task with

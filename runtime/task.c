@@ -4,7 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime_internal.h"
+#include "rt_core.h"
+#include "rt_job.h"
 
 /*
  * Dependencies without a lock. Each task keeps the edges to its dependents in a lock-free

@@ -3,7 +3,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "runtime_internal.h"
+#include "rt_core.h"
 
 /*
  * A tile owns its host pixels and, per GPU of the runtime, at most one replica: a device block

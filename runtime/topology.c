@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime_internal.h"
+#include "rt_worker.h"
 
 tw_status
 twi_topo_load(twi_topo *tp, tw_error *err)

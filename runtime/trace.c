@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runtime_internal.h"
+#include "rt_core.h"
 
 /*
  * With runtime.trace set, every worker appends one event per task to its own buffer (no lock:

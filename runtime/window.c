@@ -2,7 +2,8 @@
 /* tilewave: the streaming window: which units of a job's stream are admitted, and when. */
 #include <stdlib.h>
 
-#include "runtime_internal.h"
+#include "rt_core.h"
+#include "rt_job.h"
 
 /*
  * A job that streams an image (tiles of a slide, bands of rows, the cells of a pass) opens a

@@ -4,7 +4,7 @@
 
 #include <omp.h>
 
-#include "runtime_internal.h"
+#include "rt_core.h"
 
 void
 twi_cpu_worker_start(tw_worker *w)

@@ -3,7 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "runtime_internal.h"
+#include "rt_core.h"
+#include "rt_job.h"
 
 #ifdef TW_HAVE_CUDA
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime_internal.h"
+#include "rt_core.h"
 #include "tilewave.h"
 #include "twtest.h"
 #include "twtest_rt.h"

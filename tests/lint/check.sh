@@ -43,7 +43,21 @@ hits=$(grep -nE '#include "' cli/*.c cli/*.h | grep -vE '"(tilewave\.h|tilewave/
 [ -z "$hits" ] || bad "the CLI includes a private header:
 $hits"
 
-# 5. Every public header compiles alone, as C11 and as C++ (rule 42).
+# 5. runtime/ knows no operation: no symbol a runtime object needs is defined by an ops
+#    object (proved on the object files the library is built from, next to it).
+objs=$(dirname "$lib")/CMakeFiles
+if [ -d "$objs/tw_runtime.dir" ] && [ -d "$objs/tw_ops.dir" ]; then
+    need=$(find "$objs/tw_runtime.dir" -name '*.o' -exec nm -u {} + | awk 'NF == 2 {print $2}' |
+        sort -u)
+    have=$(find "$objs/tw_ops.dir" -name '*.o' -exec nm --defined-only {} + |
+        awk 'NF == 3 && $2 ~ /[A-Z]/ {print $3}' | sort -u)
+    hits=$(comm -12 <(echo "$need") <(echo "$have"))
+    [ -z "$hits" ] || bad "runtime/ calls into ops/: $hits"
+else
+    bad "no object files of runtime/ and ops/ under $objs"
+fi
+
+# 6. Every public header compiles alone, as C11 and as C++ (rule 42).
 for h in include/tilewave.h include/tilewave/*.h; do
     case $h in *.in) continue ;; esac
     echo "#include \"${h#include/}\"" > /tmp/tw-lint-$$.c

@@ -11,7 +11,8 @@
 /* Criterion 2.4 assertions store into a 1-bit field, which -Wconversion flags at every use. */
 #pragma GCC diagnostic ignored "-Wconversion"
 
-#include "runtime_internal.h"
+#include "rt_core.h"
+#include "rt_job.h"
 #include "twtest.h"
 #include "twtest_rt.h"
 
