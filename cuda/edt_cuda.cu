@@ -89,7 +89,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda_kernels.h"
-#include "omp_kernels.h" /* twi_edt_check: the contract both variants share */
+#include "edt.h" /* twi_edt_check: the contract both variants share (kern/) */
 
 namespace cg = cooperative_groups;
 

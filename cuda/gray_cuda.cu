@@ -6,12 +6,9 @@
 #include <cuda_runtime.h>
 
 #include "cuda_kernels.h"
-#include "omp_kernels.h" /* twi_gray_check: the contract both variants share */
+#include "gray.h" /* twi_gray_check: the contract both variants share (kern/) */
 
 namespace {
-
-/* tw_gray_mode (include/tilewave/ops.h) as plain ints. */
-enum { GRAY_LUMINANCE = 0, GRAY_R = 1, GRAY_G = 2, GRAY_B = 3, GRAY_HEMA = 4 };
 
 /* Tuning (house style rule 34): one thread per pixel, 32 x 8 blocks so that a warp reads one
  * contiguous run of a row. The grid strides over the image, so any size fits the grid limits. */
@@ -67,7 +64,7 @@ gray_rgb_kernel(const unsigned char *__restrict__ src, int64_t src_stride,
     const T maxv = (T)~(T)0;
 
     static_assert(GrayPolicy::THREADS >= 256, "one thread per table entry");
-    if (a.mode >= GRAY_HEMA) {
+    if (a.mode >= TWI_GRAY_HEMA) {
         const int i = threadIdx.y * blockDim.x + threadIdx.x;
 
         if (i < 256)
@@ -86,12 +83,12 @@ gray_rgb_kernel(const unsigned char *__restrict__ src, int64_t src_stride,
             } else {
                 const T *p = s + 3 * x;
 
-                if (a.mode == GRAY_LUMINANCE)
+                if (a.mode == TWI_GRAY_LUMINANCE)
                     g = luminance(p[0], p[1], p[2]);
-                else if (a.mode >= GRAY_HEMA)
+                else if (a.mode >= TWI_GRAY_HEMA)
                     g = stain(od, a, p[0], p[1], p[2]);
                 else
-                    g = p[a.mode - GRAY_R];
+                    g = p[a.mode - TWI_GRAY_R];
             }
             if (a.threshold)
                 g = (((int64_t)g > a.t) != (a.invert != 0)) ? maxv : 0;

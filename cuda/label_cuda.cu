@@ -15,7 +15,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda_kernels.h"
-#include "omp_kernels.h" /* twi_label_check: the contract both variants share */
+#include "label.h" /* twi_label_check: the contract both variants share (kern/) */
 
 namespace {
 

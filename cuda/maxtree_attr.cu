@@ -4,7 +4,7 @@
 /*
  * What this computes: the CUDA twins of twi_mt_border_extract and twi_mt_filter_tile
  * (omp/maxtree_border.c), the same node numbers, arrays and output bytes, from a tile's levels
- * and its canonical parent image (runtime/tw_tile_view.h) in device memory. The CPU twins sort
+ * and its canonical parent image (kern/maxtree.h) in device memory. The CPU twins sort
  * the pixels and sweep them once upwards (areas, highest levels) and once downwards (answers);
  * neither order exists on the GPU, so both sweeps are recast as work that needs no order.
  *

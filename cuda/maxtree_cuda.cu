@@ -3,7 +3,7 @@
 
 /*
  * What this computes: the CUDA twin of twi_omp_maxtree (omp/omp_kernels.h), the canonical
- * parent image of runtime/tw_tile_view.h: with p < q iff f(p) < f(q), or f(p) = f(q) and
+ * parent image of kern/maxtree.h: with p < q iff f(p) < f(q), or f(p) = f(q) and
  * index(p) > index(q), every pixel points to the canonical pixel (largest raster index) of its
  * node, a canonical pixel to that of the parent node, and the root to itself. The form is
  * unique, so the bytes equal the CPU twin's whatever the order the threads ran in.
@@ -74,7 +74,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda_kernels.h"
-#include "omp_kernels.h" /* twi_maxtree_check: the contract both twins share */
+#include "maxtree.h" /* twi_maxtree_check: the contract both twins share (kern/) */
 
 namespace {
 

@@ -3,7 +3,7 @@
 
 /*
  * What this computes: the CUDA twin of twi_mt_merge (omp/maxtree_border.c) over a grid packed
- * by twi_mt_pack_build (runtime/tw_tile_view.h): for every border-tree node v (global number
+ * by twi_mt_pack_build (kern/maxtree.h): for every border-tree node v (global number
  * off[t] + i), d_res[v] is the answer of the filter for v's component in the global max-tree
  * of all border-tree nodes, the same 64-bit value the CPU writes.
  *
@@ -11,7 +11,7 @@
  * the local parent links and, for each pair of adjacent side pixels of adjacent tiles, the
  * link between their nodes (4-connectivity: facing pixels; 8-connectivity: the diagonals too,
  * and the two diagonals across each corner where four tiles meet, exactly grid_links'
- * pairs). Its max-tree, in the canonical form of runtime/tw_tile_view.h with the node number
+ * pairs). Its max-tree, in the canonical form of kern/maxtree.h with the node number
  * as the index (a node's parent is lower, or at the same level with a larger number; the
  * level root of a component is its node of largest number at that level), is what the CPU
  * builds with its union-find in decreasing (level, -number) order. The answers depend only on
