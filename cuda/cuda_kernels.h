@@ -8,6 +8,7 @@
 #include "gray.h"
 #include "label.h"
 #include "maxtree.h"
+#include "mrecon.h"
 #include "tile_view.h"
 
 #ifdef __cplusplus

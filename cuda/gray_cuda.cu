@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include "cuda_common.cuh"
 #include "cuda_kernels.h"
 #include "gray.h" /* twi_gray_check: the contract both variants share (kern/) */
 
@@ -139,14 +140,7 @@ launch_gray(const tw_tile_view *in, tw_tile_view *out, const twi_gray_params *p,
             gray_rgb_kernel<uint16_t><<<grid, block, 0, stream>>>(s, in->stride, d, out->stride,
                                                                   in->w, in->h, in->channels, a);
     }
-    /* Catch launch errors now (CUB's Debug()), not at the worker's next synchronisation. */
-    if (cudaGetLastError() != cudaSuccess)
-        return TW_E_DEVICE;
-#ifdef TW_CUDA_DEBUG_SYNC
-    if (cudaStreamSynchronize(stream) != cudaSuccess || cudaGetLastError() != cudaSuccess)
-        return TW_E_DEVICE;
-#endif
-    return TW_OK;
+    return twi_cu::launched_finish(stream);
 }
 
 } // namespace

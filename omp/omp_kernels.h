@@ -10,6 +10,7 @@
 #include "gray.h"
 #include "label.h"
 #include "maxtree.h"
+#include "mrecon.h"
 #include "stop.h"
 #include "tile_view.h"
 #include "tos.h"
