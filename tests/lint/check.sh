@@ -83,13 +83,21 @@ hits=$(grep -nE '#include "' cli/*.c cli/*.h | grep -vE '"(tilewave\.h|tilewave/
 [ -z "$hits" ] || bad "the CLI includes a private header:
 $hits"
 
-# 5. Every public header compiles alone, as C11 and as C++ (rule 42).
+# 5. Every public header and every kern/ header compiles alone, as C11 and as C++ (rule 42).
 for h in include/tilewave.h include/tilewave/*.h; do
     case $h in *.in) continue ;; esac
     echo "#include \"${h#include/}\"" > /tmp/tw-lint-$$.c
     cc -std=c11 -Wall -Wextra -Werror -fsyntax-only -Iinclude -I"$binc" /tmp/tw-lint-$$.c ||
         bad "$h does not compile alone as C11"
     c++ -x c++ -std=c++17 -Wall -Wextra -Werror -fsyntax-only -Iinclude -I"$binc" \
+        /tmp/tw-lint-$$.c || bad "$h does not compile alone as C++"
+done
+# The kernel contract too: C kernels, CUDA kernels and ops include each kern/ header alone.
+for h in kern/*.h; do
+    echo "#include \"${h#kern/}\"" > /tmp/tw-lint-$$.c
+    cc -std=c11 -Wall -Wextra -Werror -fsyntax-only -Ikern -Iinclude -I"$binc" /tmp/tw-lint-$$.c ||
+        bad "$h does not compile alone as C11"
+    c++ -x c++ -std=c++17 -Wall -Wextra -Werror -fsyntax-only -Ikern -Iinclude -I"$binc" \
         /tmp/tw-lint-$$.c || bad "$h does not compile alone as C++"
 done
 rm -f /tmp/tw-lint-$$.c
