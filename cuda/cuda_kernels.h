@@ -1,9 +1,15 @@
 /* SPDX-License-Identifier: MIT */
-/* tilewave: C declarations of the CUDA launchers in cuda/ (private; valid C11, C types only). */
+/* tilewave: C declarations of the CUDA launchers in cuda/ (private; valid C11, C types only).
+ * The structs they take and the checks shared with the CPU variants are the contract in kern/. */
 #ifndef TW_CUDA_KERNELS_H
 #define TW_CUDA_KERNELS_H
 
-#include "tw_tile_view.h"
+#include "edt.h"
+#include "gray.h"
+#include "label.h"
+#include "maxtree.h"
+#include "mrecon.h"
+#include "tile_view.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -28,10 +34,9 @@ extern "C" {
 
 /* gray: the CUDA twin of twi_omp_gray() (omp/omp_kernels.h), bit-identical output. */
 tw_status twi_cuda_gray(const tw_tile_view *in, tw_tile_view *out, int mode, void *stream);
-/* gray with parameters (twi_gray_params, omp/omp_kernels.h): the twin of twi_omp_gray_p(). */
-struct twi_gray_params;
-tw_status twi_cuda_gray_p(const tw_tile_view *in, tw_tile_view *out,
-                          const struct twi_gray_params *p, void *stream);
+/* gray with parameters (twi_gray_params, kern/gray.h): the twin of twi_omp_gray_p(). */
+tw_status twi_cuda_gray_p(const tw_tile_view *in, tw_tile_view *out, const twi_gray_params *p,
+                          void *stream);
 
 /*
  * mrecon: the CUDA variant of twi_omp_mrecon (omp/omp_kernels.h), same contract and the same

@@ -88,8 +88,9 @@
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
+#include "cuda_common.cuh"
 #include "cuda_kernels.h"
-#include "omp_kernels.h" /* twi_edt_check: the contract both variants share */
+#include "edt.h" /* twi_edt_check: the contract both variants share (kern/) */
 
 namespace cg = cooperative_groups;
 
@@ -122,7 +123,12 @@ struct EdtPolicy {
 constexpr int TILE = EdtPolicy::TILE;
 constexpr int32_t NONE = INT32_MIN; /* Y: no background in the column */
 constexpr int32_t DEAD = -2;        /* F: popped by a merge */
-constexpr size_t ALIGN = 256;
+using twi_cu::ALIGN;
+using twi_cu::align_up;
+using twi_cu::aligned_base;
+using twi_cu::ceil_div;
+using twi_cu::finish;
+using twi_cu::launched;
 constexpr unsigned FULL = 0xffffffffu;
 
 static_assert(TILE == 32, "the transposes and bit masks assume warp-wide tiles");
@@ -153,21 +159,9 @@ struct Spacing {
 };
 
 __host__ __device__ constexpr int64_t
-ceil_div(int64_t a, int64_t b)
-{
-    return (a + b - 1) / b;
-}
-
-__host__ __device__ constexpr int64_t
 round_up(int64_t a, int64_t b)
 {
     return ceil_div(a, b) * b;
-}
-
-size_t
-align_up(size_t v)
-{
-    return (v + ALIGN - 1) / ALIGN * ALIGN;
 }
 
 /* Band sizes for w x h with the requested m1, m2, m3 (0 = automatic; others clamped). */
@@ -754,14 +748,6 @@ p3_colour(Geo g, Spacing sp, const int32_t *__restrict__ F, const int2 *__restri
 
 /* ---- host side ------------------------------------------------------------------------ */
 
-tw_status
-launched()
-{
-    if (cudaGetLastError() != cudaSuccess)
-        return TW_E_DEVICE;
-    return TW_OK;
-}
-
 template <int FMT, bool ANISO>
 void
 launch_p3(const Geo &g, Spacing sp, const int32_t *F, const int2 *S, const int2 *ht,
@@ -831,25 +817,6 @@ bool
 size_ok(int32_t w, int32_t h)
 {
     return w >= 0 && h >= 0 && w <= TWI_EDT_MAX_SIDE && h <= TWI_EDT_MAX_SIDE;
-}
-
-unsigned char *
-aligned_base(void *p)
-{
-    unsigned char *b = static_cast<unsigned char *>(p);
-
-    return b + (ALIGN - (uintptr_t)b % ALIGN) % ALIGN;
-}
-
-tw_status
-finish(cudaStream_t s)
-{
-    (void)s;
-#ifdef TW_CUDA_DEBUG_SYNC
-    if (cudaStreamSynchronize(s) != cudaSuccess || cudaGetLastError() != cudaSuccess)
-        return TW_E_DEVICE;
-#endif
-    return TW_OK;
 }
 
 } // namespace
@@ -1180,7 +1147,7 @@ launch_wavefront(const tw_tile_view *bin, const twi_edt_band *band, const WfLayo
     const dim3 block(TILE, EdtPolicy::PIX_ROWS);
     const dim3 grid((unsigned)ceil_div(w, TILE),
                     (unsigned)std::min(ceil_div(h, EdtPolicy::PIX_ROWS), (int64_t)65535));
-    int dev = 0, sms = 0, coop = 0, per_sm = 0;
+    int64_t cap = 0;
     auto kernel = wf_rounds<E, ANISO>;
 
     a.vr = reinterpret_cast<unsigned long long *>(base + L.vr);
@@ -1191,21 +1158,15 @@ launch_wavefront(const tw_tile_view *bin, const twi_edt_band *band, const WfLayo
     a.w = w;
     a.h = h;
     a.sp = sp;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, EdtPolicy::WF_THREADS,
-                                                      0) != cudaSuccess ||
-        cudaMemsetAsync(a.ctrl, 0, sizeof(WfCtrl), s) != cudaSuccess) {
+    if (twi_cu::coop_capacity(kernel, EdtPolicy::WF_THREADS, EdtPolicy::WF_BLOCKS_PER_SM, &cap) !=
+        TW_OK)
+        return TW_E_DEVICE;
+    if (cudaMemsetAsync(a.ctrl, 0, sizeof(WfCtrl), s) != cudaSuccess) {
         (void)cudaGetLastError();
         return TW_E_DEVICE;
     }
-    if (!coop || per_sm < 1 || sms < 1)
-        return TW_E_DEVICE;
-    if (per_sm > EdtPolicy::WF_BLOCKS_PER_SM)
-        per_sm = EdtPolicy::WF_BLOCKS_PER_SM;
     const int64_t want = ceil_div((int64_t)L.npix, EdtPolicy::WF_THREADS);
-    const unsigned blocks = (unsigned)std::max((int64_t)1, std::min(want, (int64_t)sms * per_sm));
+    const unsigned blocks = (unsigned)std::max((int64_t)1, std::min(want, cap));
     void *args[] = {&a};
 
     wf_init<<<grid, block, 0, s>>>(in, bin->stride, w, h, a.vr, a.flag);

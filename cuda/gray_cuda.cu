@@ -5,13 +5,11 @@
 
 #include <cuda_runtime.h>
 
+#include "cuda_common.cuh"
 #include "cuda_kernels.h"
-#include "omp_kernels.h" /* twi_gray_check: the contract both variants share */
+#include "gray.h" /* twi_gray_check: the contract both variants share (kern/) */
 
 namespace {
-
-/* tw_gray_mode (include/tilewave/ops.h) as plain ints. */
-enum { GRAY_LUMINANCE = 0, GRAY_R = 1, GRAY_G = 2, GRAY_B = 3, GRAY_HEMA = 4 };
 
 /* Tuning (house style rule 34): one thread per pixel, 32 x 8 blocks so that a warp reads one
  * contiguous run of a row. The grid strides over the image, so any size fits the grid limits. */
@@ -67,7 +65,7 @@ gray_rgb_kernel(const unsigned char *__restrict__ src, int64_t src_stride,
     const T maxv = (T)~(T)0;
 
     static_assert(GrayPolicy::THREADS >= 256, "one thread per table entry");
-    if (a.mode >= GRAY_HEMA) {
+    if (a.mode >= TWI_GRAY_HEMA) {
         const int i = threadIdx.y * blockDim.x + threadIdx.x;
 
         if (i < 256)
@@ -86,12 +84,12 @@ gray_rgb_kernel(const unsigned char *__restrict__ src, int64_t src_stride,
             } else {
                 const T *p = s + 3 * x;
 
-                if (a.mode == GRAY_LUMINANCE)
+                if (a.mode == TWI_GRAY_LUMINANCE)
                     g = luminance(p[0], p[1], p[2]);
-                else if (a.mode >= GRAY_HEMA)
+                else if (a.mode >= TWI_GRAY_HEMA)
                     g = stain(od, a, p[0], p[1], p[2]);
                 else
-                    g = p[a.mode - GRAY_R];
+                    g = p[a.mode - TWI_GRAY_R];
             }
             if (a.threshold)
                 g = (((int64_t)g > a.t) != (a.invert != 0)) ? maxv : 0;
@@ -142,14 +140,7 @@ launch_gray(const tw_tile_view *in, tw_tile_view *out, const twi_gray_params *p,
             gray_rgb_kernel<uint16_t><<<grid, block, 0, stream>>>(s, in->stride, d, out->stride,
                                                                   in->w, in->h, in->channels, a);
     }
-    /* Catch launch errors now (CUB's Debug()), not at the worker's next synchronisation. */
-    if (cudaGetLastError() != cudaSuccess)
-        return TW_E_DEVICE;
-#ifdef TW_CUDA_DEBUG_SYNC
-    if (cudaStreamSynchronize(stream) != cudaSuccess || cudaGetLastError() != cudaSuccess)
-        return TW_E_DEVICE;
-#endif
-    return TW_OK;
+    return twi_cu::launched_finish(stream);
 }
 
 } // namespace

@@ -14,8 +14,9 @@
 #include <cub/device/device_scan.cuh>
 #include <cuda_runtime.h>
 
+#include "cuda_common.cuh"
 #include "cuda_kernels.h"
-#include "omp_kernels.h" /* twi_label_check: the contract both variants share */
+#include "label.h" /* twi_label_check: the contract both variants share (kern/) */
 
 namespace {
 
@@ -178,26 +179,7 @@ scan_bytes(uint32_t n)
     return bytes;
 }
 
-size_t
-align256(size_t b)
-{
-    return (b + 255) & ~(size_t)255;
-}
-
-tw_status
-finish_launch(cudaStream_t stream)
-{
-    /* Catch launch errors now (CUB's Debug()), not at the worker's next synchronisation. */
-    if (cudaGetLastError() != cudaSuccess)
-        return TW_E_DEVICE;
-#ifdef TW_CUDA_DEBUG_SYNC
-    if (cudaStreamSynchronize(stream) != cudaSuccess || cudaGetLastError() != cudaSuccess)
-        return TW_E_DEVICE;
-#else
-    (void)stream;
-#endif
-    return TW_OK;
-}
+using twi_cu::align_up;
 
 template <typename T>
 tw_status
@@ -206,9 +188,9 @@ launch_label(const tw_tile_view *mask, int conn, tw_tile_view *labels, uint32_t 
 {
     const uint32_t w = (uint32_t)mask->w, h = (uint32_t)mask->h, n = w * h;
     uint32_t *par = reinterpret_cast<uint32_t *>(scratch);
-    uint32_t *flags = reinterpret_cast<uint32_t *>(scratch + align256((size_t)n * 4));
-    uint32_t *rank = reinterpret_cast<uint32_t *>(scratch + 2 * align256(((size_t)n + 1) * 4));
-    unsigned char *tmp = scratch + 3 * align256(((size_t)n + 1) * 4);
+    uint32_t *flags = reinterpret_cast<uint32_t *>(scratch + align_up((size_t)n * 4));
+    uint32_t *rank = reinterpret_cast<uint32_t *>(scratch + 2 * align_up(((size_t)n + 1) * 4));
+    unsigned char *tmp = scratch + 3 * align_up(((size_t)n + 1) * 4);
     size_t tmp_bytes = scan_bytes(n);
     const unsigned char *m = static_cast<const unsigned char *>(mask->data);
     const unsigned g = grid_for((uint64_t)n + 1);
@@ -224,7 +206,7 @@ launch_label(const tw_tile_view *mask, int conn, tw_tile_view *labels, uint32_t 
     number_kernel<T><<<g, LabelPolicy::THREADS, 0, stream>>>(
         m, mask->stride, w, h, par, rank, static_cast<unsigned char *>(labels->data),
         labels->stride, d_n);
-    return finish_launch(stream);
+    return twi_cu::launched_finish(stream);
 }
 
 } // namespace
@@ -235,7 +217,7 @@ twi_cuda_label_scratch_size(int32_t w, int32_t h)
     try {
         uint32_t n = (uint32_t)((w > 0 ? w : 0) * (uint64_t)(h > 0 ? h : 0));
 
-        return 3 * align256(((size_t)n + 1) * 4) + align256(scan_bytes(n));
+        return 3 * align_up(((size_t)n + 1) * 4) + align_up(scan_bytes(n));
     } catch (...) {
         return 0;
     }
@@ -287,7 +269,7 @@ twi_cuda_label_apply(const tw_tile_view *labels, const uint64_t *d_map, tw_tile_
         else
             apply_kernel<uint64_t><<<g, LabelPolicy::THREADS, 0, s>>>(l, labels->stride, d_map, o,
                                                                       out->stride, w, h);
-        return finish_launch(s);
+        return twi_cu::launched_finish(s);
     } catch (...) {
         return TW_E_DEVICE;
     }

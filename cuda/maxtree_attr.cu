@@ -4,7 +4,7 @@
 /*
  * What this computes: the CUDA twins of twi_mt_border_extract and twi_mt_filter_tile
  * (omp/maxtree_border.c), the same node numbers, arrays and output bytes, from a tile's levels
- * and its canonical parent image (runtime/tw_tile_view.h) in device memory. The CPU twins sort
+ * and its canonical parent image (kern/maxtree.h) in device memory. The CPU twins sort
  * the pixels and sweep them once upwards (areas, highest levels) and once downwards (answers);
  * neither order exists on the GPU, so both sweeps are recast as work that needs no order.
  *
@@ -64,6 +64,7 @@
 #include <cuda/atomic>
 #include <cuda_runtime.h>
 
+#include "cuda_common.cuh"
 #include "cuda_kernels.h"
 
 namespace {
@@ -100,7 +101,10 @@ static_assert(AttrPolicy::RPT * AttrPolicy::THREADS < (1 << 16),
 static_assert(12 << AttrPolicy::COUNT_LOG_CAP <= 48 * 1024, "count table over 48 KB");
 static_assert(16 << AttrPolicy::SWEEP_LOG_CAP <= 48 * 1024, "sweep table over 48 KB");
 
-constexpr size_t ALIGN = 256;
+using twi_cu::ALIGN;
+using twi_cu::aligned_base;
+using twi_cu::finish;
+using twi_cu::launched;
 constexpr uint32_t NONCANON = 0xffffffffu;  /* low half of W for non-canonical pixels */
 
 enum Mode { M_BORDER, M_AREA, M_HEIGHT, M_MAP };
@@ -738,11 +742,7 @@ struct Layout {
     uint32_t nch;
 };
 
-size_t
-up(size_t v)
-{
-    return (v + ALIGN - 1) / ALIGN * ALIGN;
-}
+using twi_cu::align_up;
 
 /* Byte offsets of every array from the aligned base. */
 Layout
@@ -756,7 +756,7 @@ layout(int32_t w, int32_t h)
     const auto take = [&](size_t bytes) {
         const size_t r = at;
 
-        at += up(bytes ? bytes : 1);
+        at += align_up(bytes ? bytes : 1);
         return r;
     };
     L.W = take(n * 8);
@@ -774,14 +774,6 @@ layout(int32_t w, int32_t h)
     L.N = take(8);
     L.total = at + ALIGN; /* room to align the caller's pointer */
     return L;
-}
-
-unsigned char *
-aligned_base(void *p)
-{
-    unsigned char *b = static_cast<unsigned char *>(p);
-
-    return b + (ALIGN - (uintptr_t)b % ALIGN) % ALIGN;
 }
 
 bool
@@ -825,23 +817,6 @@ unsigned
 blocks(uint64_t items)
 {
     return (unsigned)((items + AttrPolicy::THREADS - 1) / AttrPolicy::THREADS);
-}
-
-tw_status
-launched()
-{
-    return cudaGetLastError() == cudaSuccess ? TW_OK : TW_E_DEVICE;
-}
-
-tw_status
-finish(cudaStream_t s)
-{
-    (void)s;
-#ifdef TW_CUDA_DEBUG_SYNC
-    if (cudaStreamSynchronize(s) != cudaSuccess || cudaGetLastError() != cudaSuccess)
-        return TW_E_DEVICE;
-#endif
-    return TW_OK;
 }
 
 /* Steps 1 and 2 (marks, areas, highest levels, numbering), shared by both launchers. */

@@ -3,7 +3,7 @@
 
 /*
  * What this computes: the CUDA twin of twi_omp_maxtree (omp/omp_kernels.h), the canonical
- * parent image of runtime/tw_tile_view.h: with p < q iff f(p) < f(q), or f(p) = f(q) and
+ * parent image of kern/maxtree.h: with p < q iff f(p) < f(q), or f(p) = f(q) and
  * index(p) > index(q), every pixel points to the canonical pixel (largest raster index) of its
  * node, a canonical pixel to that of the parent node, and the root to itself. The form is
  * unique, so the bytes equal the CPU twin's whatever the order the threads ran in.
@@ -73,8 +73,9 @@
 #include <cuda/atomic>
 #include <cuda_runtime.h>
 
+#include "cuda_common.cuh"
 #include "cuda_kernels.h"
-#include "omp_kernels.h" /* twi_maxtree_check: the contract both twins share */
+#include "maxtree.h" /* twi_maxtree_check: the contract both twins share (kern/) */
 
 namespace {
 
@@ -113,118 +114,30 @@ template <> struct MtPolicy<uint16_t> : MtPolicyBase {
 /* Counter slots of the STATS hook. */
 enum { ST_CALLS, ST_ROUNDS, ST_STEPS, ST_LOST, ST_T_TREE, ST_T_MERGE, ST_T_FLAT, ST_FLAT_STEPS };
 
-constexpr size_t ALIGN = 256;
-typedef unsigned long long u64;
+using twi_cu::ALIGN;
+using twi_cu::ceil_div;
+using twi_cu::u64;
 
 /* ---- parent records -------------------------------------------------------------------- */
 
-/* Shared memory: uint32_t (level << 16 | local index + 1). Global: u64 (level << 32 | index
- * + 1). 0 = no parent. Comparing records as integers compares candidate parents: higher
- * level first, then larger index, which is the order the canonical form needs. */
-template <class R> struct RecBits;
-template <> struct RecBits<uint32_t> {
-    static constexpr int SHIFT = 16;
-    static constexpr uint32_t MASK = 0xffffu;
-};
-template <> struct RecBits<u64> {
-    static constexpr int SHIFT = 32;
-    static constexpr u64 MASK = 0xffffffffull;
-};
+/* The records and the concurrent CONNECT (cuda/cuda_common.cuh), counted for the STATS hook. */
+using twi_cu::enc;
+using twi_cu::ld_rec;
+using twi_cu::rec_idx;
+using twi_cu::rec_lev;
 
-template <class R>
-__device__ __forceinline__ R
-enc(uint32_t lev, uint32_t idx)
-{
-    return (R)lev << RecBits<R>::SHIFT | (R)(idx + 1u);
-}
-
-template <class R>
-__device__ __forceinline__ uint32_t
-rec_idx(R r)
-{
-    return (uint32_t)(r & RecBits<R>::MASK) - 1u;
-}
-
-template <class R>
-__device__ __forceinline__ uint32_t
-rec_lev(R r)
-{
-    return (uint32_t)(r >> RecBits<R>::SHIFT);
-}
-
-/* Loads that other threads' atomics may change under us: never cached in a register (shared)
- * nor in the SM's L1, which is not coherent with other SMs' atomics (global). */
-__device__ __forceinline__ uint32_t
-ld_rec(uint32_t *p)
-{
-    return *reinterpret_cast<volatile uint32_t *>(p);
-}
-
-__device__ __forceinline__ u64
-ld_rec(u64 *p)
-{
-    return cuda::atomic_ref<u64, cuda::thread_scope_device>(*p).load(cuda::memory_order_relaxed);
-}
-
-/*
- * The concurrent CONNECT of seed algorithm 6: merge the branches of a (level fa) and b (level
- * fb) so that they share every node at or below min(fa, fb). Each round takes the lower of the
- * two, climbs from it to its level root and from the other to the highest ancestor at or above
- * that level, and hangs the higher of the two under the lower with an atomicMax on its record;
- * the record it displaced (or the one that beat it) is the next pixel to connect.
- */
 template <class P, class R>
-__device__ void
+__device__ __forceinline__ void
 connect(R *rec, uint32_t a, uint32_t fa, uint32_t b, uint32_t fb)
 {
-    unsigned long long rounds = 0, steps = 0, lost = 0;
+    twi_cu::ConnectCount c = {0, 0, 0};
 
-    for (;;) {
-        rounds++;
-        if (fb < fa) {
-            const uint32_t t = a, ft = fa;
-
-            a = b;
-            fa = fb;
-            b = t;
-            fb = ft;
-        }
-        R r = ld_rec(rec + a);
-
-        while (r != 0 && rec_lev(r) == fa) {
-            a = rec_idx(r);
-            r = ld_rec(rec + a);
-            steps++;
-        }
-        r = ld_rec(rec + b);
-        while (r != 0 && rec_lev(r) >= fa) {
-            b = rec_idx(r);
-            fb = rec_lev(r);
-            r = ld_rec(rec + b);
-            steps++;
-        }
-        if (a == b)
-            break;
-        if (fb == fa && b > a) {
-            const uint32_t t = a;
-
-            a = b;
-            b = t;
-        }
-        const R mine = enc<R>(fa, a);
-        const R old = atomicMax(rec + b, mine);
-
-        lost += old >= mine;
-        if (old == 0)
-            break;
-        b = rec_idx(old);
-        fb = rec_lev(old);
-    }
+    twi_cu::connect_records<P::STATS>(rec, a, fa, b, fb, &c);
     if (P::STATS) {
         P::stat(ST_CALLS, 1);
-        P::stat(ST_ROUNDS, rounds);
-        P::stat(ST_STEPS, steps);
-        P::stat(ST_LOST, lost);
+        P::stat(ST_ROUNDS, c.rounds);
+        P::stat(ST_STEPS, c.steps);
+        P::stat(ST_LOST, c.lost);
     }
 }
 
@@ -622,12 +535,6 @@ is_pow2()
     return V > 0 && (V & (V - 1)) == 0;
 }
 
-int64_t
-ceil_div(int64_t a, int64_t b)
-{
-    return (a + b - 1) / b;
-}
-
 template <class P>
 Geo
 make_geo(int32_t w, int32_t h)
@@ -661,7 +568,7 @@ launch_maxtree(const tw_tile_view *in, tw_tile_view *parent, u64 *grec, cudaStre
                 src, in->stride, g, nh, nv, grec);
     mt_flatten<flat_compress<T, CONN>()><<<fgrid, P::FLAT_THREADS, 0, s>>>(
         grec, g, static_cast<unsigned char *>(parent->data), parent->stride);
-    return cudaGetLastError() == cudaSuccess ? TW_OK : TW_E_DEVICE;
+    return twi_cu::launched();
 }
 
 template <class T>
@@ -675,20 +582,7 @@ dispatch(const tw_tile_view *in, int conn, tw_tile_view *parent, u64 *grec, cuda
 u64 *
 aligned_base(void *p)
 {
-    unsigned char *b = static_cast<unsigned char *>(p);
-
-    return reinterpret_cast<u64 *>(b + (ALIGN - (uintptr_t)b % ALIGN) % ALIGN);
-}
-
-tw_status
-finish(cudaStream_t s)
-{
-    (void)s;
-#ifdef TW_CUDA_DEBUG_SYNC
-    if (cudaStreamSynchronize(s) != cudaSuccess || cudaGetLastError() != cudaSuccess)
-        return TW_E_DEVICE;
-#endif
-    return TW_OK;
+    return reinterpret_cast<u64 *>(twi_cu::aligned_base(p));
 }
 
 /* The checks of the CPU twin, plus what only this variant requires: TW_U32 parents. */
@@ -735,9 +629,7 @@ twi_cuda_maxtree(const tw_tile_view *d_in, int conn, tw_tile_view *d_parent, voi
 
         st = d_in->type == TW_U8 ? dispatch<uint8_t>(d_in, conn, d_parent, grec, s)
                                  : dispatch<uint16_t>(d_in, conn, d_parent, grec, s);
-        if (st != TW_OK)
-            return st;
-        return finish(s);
+        return st != TW_OK ? st : twi_cu::finish(s);
     } catch (...) {
         return TW_E_DEVICE;
     }

@@ -3,7 +3,7 @@
 
 /*
  * What this computes: the CUDA twin of twi_mt_merge (omp/maxtree_border.c) over a grid packed
- * by twi_mt_pack_build (runtime/tw_tile_view.h): for every border-tree node v (global number
+ * by twi_mt_pack_build (kern/maxtree.h): for every border-tree node v (global number
  * off[t] + i), d_res[v] is the answer of the filter for v's component in the global max-tree
  * of all border-tree nodes, the same 64-bit value the CPU writes.
  *
@@ -11,7 +11,7 @@
  * the local parent links and, for each pair of adjacent side pixels of adjacent tiles, the
  * link between their nodes (4-connectivity: facing pixels; 8-connectivity: the diagonals too,
  * and the two diagonals across each corner where four tiles meet, exactly grid_links'
- * pairs). Its max-tree, in the canonical form of runtime/tw_tile_view.h with the node number
+ * pairs). Its max-tree, in the canonical form of kern/maxtree.h with the node number
  * as the index (a node's parent is lower, or at the same level with a larger number; the
  * level root of a component is its node of largest number at that level), is what the CPU
  * builds with its union-find in decreasing (level, -number) order. The answers depend only on
@@ -66,6 +66,7 @@
 #include <cuda/atomic>
 #include <cuda_runtime.h>
 
+#include "cuda_common.cuh"
 #include "cuda_kernels.h"
 
 namespace {
@@ -79,8 +80,8 @@ struct MergePolicy {
     static constexpr int GEO_THREADS = 1024;
 };
 
-typedef unsigned long long u64;
-constexpr size_t ALIGN = 256;
+using twi_cu::ALIGN;
+using twi_cu::u64;
 /* d_res entries with this bit hold "same answer as node (low 32 bits)" rather than answers;
  * answers are levels or areas (areas of less than 2^63 pixels). */
 constexpr u64 UNRESOLVED = 1ull << 63;
@@ -115,25 +116,11 @@ struct Rule {
     u64 vmin;
 };
 
-/* ---- records (cuda/maxtree_cuda.cu's global form) --------------------------------------- */
+/* ---- records (the global form of cuda/cuda_common.cuh) ---------------------------------- */
 
-__device__ __forceinline__ u64
-enc(uint32_t lev, uint32_t idx)
-{
-    return (u64)lev << 32 | (u64)(idx + 1u);
-}
-
-__device__ __forceinline__ uint32_t
-rec_idx(u64 r)
-{
-    return (uint32_t)(r & 0xffffffffull) - 1u;
-}
-
-__device__ __forceinline__ uint32_t
-rec_lev(u64 r)
-{
-    return (uint32_t)(r >> 32);
-}
+using twi_cu::enc;
+using twi_cu::rec_idx;
+using twi_cu::rec_lev;
 
 /* Loads of words other threads' atomics may change: never from a stale L1 line. */
 __device__ __forceinline__ u64
@@ -148,53 +135,11 @@ st_relaxed(u64 *p, u64 v)
     cuda::atomic_ref<u64, cuda::thread_scope_device>(*p).store(v, cuda::memory_order_relaxed);
 }
 
-/*
- * The concurrent CONNECT of seed algorithm 6 on the node records: merge the branches of a
- * (level fa) and b (level fb) so that they share every component at or below min(fa, fb).
- * Each round climbs from the lower end to its level root and from the other to its highest
- * ancestor at or above that level, and hangs the higher of the two under the lower with an
- * atomicMax (equal levels: the smaller number under the larger); the record it displaced, or
- * the one that beat it, is what is left to connect.
- */
-__device__ void
+/* The concurrent CONNECT on the node records (cuda/cuda_common.cuh), uncounted. */
+__device__ __forceinline__ void
 connect(u64 *rec, uint32_t a, uint32_t fa, uint32_t b, uint32_t fb)
 {
-    for (;;) {
-        if (fb < fa) {
-            const uint32_t t = a, ft = fa;
-
-            a = b;
-            fa = fb;
-            b = t;
-            fb = ft;
-        }
-        u64 r = ld_relaxed(rec + a);
-
-        while (r != 0 && rec_lev(r) == fa) {
-            a = rec_idx(r);
-            r = ld_relaxed(rec + a);
-        }
-        r = ld_relaxed(rec + b);
-        while (r != 0 && rec_lev(r) >= fa) {
-            b = rec_idx(r);
-            fb = rec_lev(r);
-            r = ld_relaxed(rec + b);
-        }
-        if (a == b)
-            return;
-        if (fb == fa && b > a) {
-            const uint32_t t = a;
-
-            a = b;
-            b = t;
-        }
-        const u64 old = atomicMax(rec + b, enc(fa, a));
-
-        if (old == 0)
-            return;
-        b = rec_idx(old);
-        fb = rec_lev(old);
-    }
+    twi_cu::connect_records<false>(rec, a, fa, b, fb, nullptr);
 }
 
 /* The largest k in [0, cnt) with first[k] <= x (first[0] = 0 <= x, first increasing). */
@@ -287,7 +232,7 @@ mm_init(Grid g, Work w, unsigned long long *links)
         if ((int64_t)lp != (int64_t)v - o) {
             const uint32_t gp = (uint32_t)(o + lp);
 
-            r = enc(__ldg(g.level + gp), gp);
+            r = enc<u64>(__ldg(g.level + gp), gp);
             c = 1;
         }
         w.rec[v] = r;
@@ -530,11 +475,7 @@ mm_answer(Grid g, u64 *res)
 
 /* ---- host side -------------------------------------------------------------------------- */
 
-size_t
-round_up(size_t b)
-{
-    return (b + ALIGN - 1) / ALIGN * ALIGN;
-}
+using twi_cu::align_up;
 
 /* The layout's arrays lie inside the buffer, aligned to their elements. */
 bool
@@ -564,8 +505,8 @@ scratch_bytes_for(const twi_mt_pack *l)
 {
     const size_t n = (size_t)l->n;
 
-    return ALIGN + 2 * round_up(n * 8) + 4 * round_up(n * 4) +
-           round_up(((size_t)l->tiles_y + 1) * 8) + round_up(((size_t)l->tiles_x + 1) * 8);
+    return ALIGN + 2 * align_up(n * 8) + 4 * align_up(n * 4) +
+           align_up(((size_t)l->tiles_y + 1) * 8) + align_up(((size_t)l->tiles_x + 1) * 8);
 }
 
 template <class T>
@@ -578,38 +519,26 @@ at(const void *base, size_t off)
 Work
 carve(void *scratch, const twi_mt_pack *l)
 {
-    unsigned char *b = static_cast<unsigned char *>(scratch);
+    unsigned char *b = twi_cu::aligned_base(scratch);
     const size_t n = (size_t)l->n;
     Work w;
 
-    b += (ALIGN - (uintptr_t)b % ALIGN) % ALIGN;
     w.rec = reinterpret_cast<u64 *>(b);
-    b += round_up(n * 8);
+    b += align_up(n * 8);
     w.area = reinterpret_cast<u64 *>(b);
-    b += round_up(n * 8);
+    b += align_up(n * 8);
     w.par = reinterpret_cast<uint32_t *>(b);
-    b += round_up(n * 4);
+    b += align_up(n * 4);
     w.kids = reinterpret_cast<uint32_t *>(b);
-    b += round_up(n * 4);
+    b += align_up(n * 4);
     w.arrived = reinterpret_cast<uint32_t *>(b);
-    b += round_up(n * 4);
+    b += align_up(n * 4);
     w.mx = reinterpret_cast<uint32_t *>(b);
-    b += round_up(n * 4);
+    b += align_up(n * 4);
     w.rowy = reinterpret_cast<int64_t *>(b);
-    b += round_up(((size_t)l->tiles_y + 1) * 8);
+    b += align_up(((size_t)l->tiles_y + 1) * 8);
     w.colx = reinterpret_cast<int64_t *>(b);
     return w;
-}
-
-tw_status
-finish(cudaStream_t s)
-{
-    (void)s;
-#ifdef TW_CUDA_DEBUG_SYNC
-    if (cudaStreamSynchronize(s) != cudaSuccess || cudaGetLastError() != cudaSuccess)
-        return TW_E_DEVICE;
-#endif
-    return TW_OK;
 }
 
 tw_status
@@ -652,7 +581,7 @@ launch(const void *d_pack, const twi_mt_pack *l, int conn, const twi_mt_filter *
     mm_sum<<<nb, T, 0, s>>>(g, w);
     mm_answer_init<<<nb, T, 0, s>>>(g, w, r, res);
     mm_answer<<<nb, T, 0, s>>>(g, res);
-    return cudaGetLastError() == cudaSuccess ? TW_OK : TW_E_DEVICE;
+    return twi_cu::launched();
 }
 
 } // namespace
@@ -682,9 +611,7 @@ twi_cuda_mt_merge(const void *d_pack, const twi_mt_pack *layout, int conn,
                                     reinterpret_cast<unsigned long long *>(d_links), d_scratch,
                                     s);
 
-        if (st != TW_OK)
-            return st;
-        return finish(s);
+        return st != TW_OK ? st : twi_cu::finish(s);
     } catch (...) {
         return TW_E_DEVICE;
     }

@@ -91,7 +91,9 @@
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
+#include "cuda_common.cuh"
 #include "cuda_kernels.h"
+#include "mrecon.h" /* twi_mrecon_check: the contract both variants share (kern/) */
 
 namespace cg = cooperative_groups;
 
@@ -122,7 +124,9 @@ struct MreconPolicy {
 
 constexpr unsigned FULL = 0xffffffffu;
 constexpr uint64_t MAX_PIXELS = 1ull << 32;
-constexpr size_t ALIGN = 256;
+using twi_cu::ALIGN;
+using twi_cu::align_up;
+using twi_cu::launched;
 
 static_assert(MreconPolicy::WF_THREADS % 32 == 0 && MreconPolicy::WF_THREADS <= 1024, "block");
 static_assert(MreconPolicy::BQ_FLUSH + 8u * MreconPolicy::WF_THREADS <= 2u * MreconPolicy::BQ_CAP,
@@ -928,12 +932,6 @@ stamp_kernel(Ctrl *ctrl, unsigned long long raster_min)
 
 /* ---- host side ------------------------------------------------------------------------- */
 
-size_t
-align_up(size_t v)
-{
-    return (v + ALIGN - 1) / ALIGN * ALIGN;
-}
-
 /* Scratch layout (offsets from the 256-aligned base). */
 struct Layout {
     uint64_t npix, cap, pend_words;
@@ -961,26 +959,6 @@ make_layout(int32_t w, int32_t h, int64_t queue_capacity, Layout *L)
     L->pending = L->q1 + align_up(L->cap * sizeof(uint32_t));
     L->total = L->pending + align_up(L->pend_words * sizeof(uint32_t)) + ALIGN; /* + base slack */
     return true;
-}
-
-size_t
-sample_bytes(tw_sample_type t)
-{
-    return t == TW_U8 ? 1 : (t == TW_U16 ? 2 : 0);
-}
-
-bool
-view_ok(const tw_tile_view *v, size_t ss)
-{
-    return v->channels == 1 && v->w >= 0 && twi_view_fits(v, (size_t)v->w * ss, ss);
-}
-
-tw_status
-launched()
-{
-    if (cudaGetLastError() != cudaSuccess)
-        return TW_E_DEVICE;
-    return TW_OK;
 }
 
 unsigned
@@ -1061,23 +1039,13 @@ launch_mrecon(tw_tile_view *marker, const tw_tile_view *mask, const uint32_t *d_
 
     /* The wavefront: a cooperative grid of as many blocks as can be resident (fewer for small
      * tiles, so that their grid barriers stay cheap). */
-    int dev = 0, sms = 0, coop = 0, per_sm = 0;
+    int64_t cap = 0;
     auto kernel = wavefront_kernel<T, CONN>;
 
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, P::WF_THREADS, 0) !=
-            cudaSuccess) {
-        (void)cudaGetLastError();
+    if (twi_cu::coop_capacity(kernel, P::WF_THREADS, P::WF_BLOCKS_PER_SM, &cap) != TW_OK)
         return TW_E_DEVICE;
-    }
-    if (!coop || per_sm < 1 || sms < 1)
-        return TW_E_DEVICE;
-    if (per_sm > P::WF_BLOCKS_PER_SM)
-        per_sm = P::WF_BLOCKS_PER_SM;
     const unsigned wf_blocks =
-        grid_1d((int64_t)((L.npix + P::WF_THREADS - 1) / P::WF_THREADS), (int64_t)sms * per_sm);
+        grid_1d((int64_t)((L.npix + P::WF_THREADS - 1) / P::WF_THREADS), cap);
     WaveArgs<T> a;
 
     a.j32 = j32;
@@ -1121,17 +1089,11 @@ twi_cuda_mrecon(tw_tile_view *d_marker, const tw_tile_view *d_mask, int conn,
                 int64_t queue_capacity, void *stream)
 {
     try {
-        size_t ss;
         Layout L;
         tw_status st;
 
-        /* The same checks as omp/mrecon_omp.c, seed values excepted (device memory). */
-        if (!d_marker || !d_mask || (conn != 4 && conn != 8) || (d_seeds && n_seeds < 0))
-            return TW_E_INVALID;
-        if (d_marker->type != d_mask->type || (ss = sample_bytes(d_marker->type)) == 0)
-            return TW_E_INVALID;
-        if (d_marker->w != d_mask->w || d_marker->h != d_mask->h || !view_ok(d_marker, ss) ||
-            !view_ok(d_mask, ss))
+        /* The checks of the CPU twin (kern/mrecon.h), seed values excepted (device memory). */
+        if (twi_mrecon_check(d_marker, d_mask, conn) != TW_OK || (d_seeds && n_seeds < 0))
             return TW_E_INVALID;
         if (!make_layout(d_marker->w, d_marker->h, queue_capacity, &L))
             return TW_E_INVALID;
@@ -1139,8 +1101,7 @@ twi_cuda_mrecon(tw_tile_view *d_marker, const tw_tile_view *d_mask, int conn,
             return TW_OK; /* nothing to reconstruct, or nothing was raised */
         if (!d_scratch || scratch_bytes < L.total)
             return TW_E_INVALID;
-        unsigned char *base = static_cast<unsigned char *>(d_scratch);
-        base += (ALIGN - (uintptr_t)base % ALIGN) % ALIGN;
+        unsigned char *base = twi_cu::aligned_base(d_scratch);
         cudaStream_t s = static_cast<cudaStream_t>(stream);
 
         if (d_marker->type == TW_U8)
@@ -1153,13 +1114,7 @@ twi_cuda_mrecon(tw_tile_view *d_marker, const tw_tile_view *d_mask, int conn,
                                                         base, L, s)
                            : launch_mrecon<uint16_t, 4>(d_marker, d_mask, d_seeds, n_seeds,
                                                         base, L, s);
-        if (st != TW_OK)
-            return st;
-#ifdef TW_CUDA_DEBUG_SYNC
-        if (cudaStreamSynchronize(s) != cudaSuccess || cudaGetLastError() != cudaSuccess)
-            return TW_E_DEVICE;
-#endif
-        return TW_OK;
+        return st != TW_OK ? st : twi_cu::finish(s);
     } catch (...) {
         return TW_E_DEVICE;
     }

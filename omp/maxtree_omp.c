@@ -2,7 +2,7 @@
 /* tilewave: canonical max-tree of an image on the CPU (flooding per block, CONNECT merge). */
 
 /*
- * What this computes. The canonical parent image of runtime/tw_tile_view.h: with the total
+ * What this computes. The canonical parent image of kern/maxtree.h: with the total
  * order p < q iff f(p) < f(q) or (f(p) = f(q) and p > q), every pixel points to the canonical
  * pixel (largest raster index) of its node, canonical pixels point to the canonical pixel of
  * the parent node, the root to itself. The representation is unique, so the one-block path,
@@ -1030,34 +1030,6 @@ static const mt_ops ops_b32 = { build_b32, region_b32, flatten_b32, copy_out_b32
 static const mt_ops ops_w32 = { build_w32, region_w32, flatten_w32, copy_out_w32 };
 static const mt_ops ops_b64 = { build_b64, region_b64, flatten_b64, copy_out_b64 };
 static const mt_ops ops_w64 = { build_w64, region_w64, flatten_w64, copy_out_w64 };
-
-tw_status
-twi_maxtree_check(const tw_tile_view *in, int conn, const tw_tile_view *parent)
-{
-    size_t si, sp;
-
-    if (!in || !parent || (conn != 4 && conn != 8))
-        return TW_E_INVALID;
-    if (in->channels != 1 || parent->channels != 1)
-        return TW_E_INVALID;
-    if ((in->type != TW_U8 && in->type != TW_U16 && in->type != TW_U32) ||
-        (parent->type != TW_U32 && parent->type != TW_U64))
-        return TW_E_INVALID;
-    if (in->w != parent->w || in->h != parent->h)
-        return TW_E_INVALID;
-    si = tw_sample_size(in->type);
-    sp = tw_sample_size(parent->type);
-    if (!twi_view_fits(in, (size_t)in->w * si, si) ||
-        !twi_view_fits(parent, (size_t)parent->w * sp, sp))
-        return TW_E_INVALID;
-    if (parent->type == TW_U32 && (uint64_t)in->w * (uint64_t)in->h > UINT32_MAX)
-        return TW_E_INVALID;
-    /* 32-bit levels (omp/maxtree_u32.c): in place only when the two views are one */
-    if (in->type == TW_U32 && ((uint64_t)in->w * (uint64_t)in->h >= ((uint64_t)1 << 31) ||
-                               (in->data == parent->data && in->stride != parent->stride)))
-        return TW_E_INVALID;
-    return TW_OK;
-}
 
 /* 32-bit levels: the in-place kernel of omp/maxtree_u32.c on the parent image itself when it
  * is packed TW_U32 (after copying the levels into it, unless `in` is that same view), else on

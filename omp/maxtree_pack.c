@@ -8,7 +8,7 @@
 /*
  * One buffer, so that the BP task uploads a grid's border max-trees with one copy and the
  * kernels find every array at a byte offset that means the same on the host and the device
- * (runtime/tw_tile_view.h, twi_mt_pack). Arrays of 8-byte elements come first; each array
+ * (kern/maxtree.h, twi_mt_pack). Arrays of 8-byte elements come first; each array
  * starts on a PACK_ALIGN boundary so that warps read whole cache lines.
  *
  * The checks are those of twi_mt_merge (twi_mt_grid_check, shared with it), plus the ones

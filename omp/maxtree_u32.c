@@ -2,7 +2,7 @@
 /* tilewave: canonical max-tree of 32-bit levels on the CPU, in place (union-find per block). */
 
 /*
- * What this computes. The canonical parent image of runtime/tw_tile_view.h (the same contract
+ * What this computes. The canonical parent image of kern/maxtree.h (the same contract
  * as the 8- and 16-bit paths of omp/maxtree_omp.c) for TW_U32 levels, written over the levels
  * themselves: the caller's array holds the levels on entry and the parent image on return. The
  * levels that need 32 bits are the ranks of the tree of shapes (omp/tos_omp.c: up to one per

@@ -550,16 +550,6 @@ run_apply(const recon *r, utile *m, fifo *q)
 
 /* ---- argument checks ---------------------------------------------------------------------- */
 
-static bool
-view_ok(const tw_tile_view *v, tw_sample_type t, int32_t w, int32_t h)
-{
-    size_t ss = tw_sample_size(t);
-
-    if (v->channels != 1 || v->type != t || v->w != w || v->h != h)
-        return false;
-    return twi_view_fits(v, (size_t)w * ss, ss);
-}
-
 static tw_status
 check_args(const tw_tile_view *marker, const tw_tile_view *mask, int conn,
            const uint32_t *seeds, int64_t n_seeds)
@@ -567,14 +557,7 @@ check_args(const tw_tile_view *marker, const tw_tile_view *mask, int conn,
     int64_t k;
     uint64_t npix;
 
-    if (!marker || !mask || (conn != 4 && conn != 8))
-        return TW_E_INVALID;
-    if (marker->type != TW_U8 && marker->type != TW_U16)
-        return TW_E_INVALID;
-    if (marker->w < 0 || marker->h < 0)
-        return TW_E_INVALID;
-    if (!view_ok(marker, marker->type, marker->w, marker->h) ||
-        !view_ok(mask, marker->type, marker->w, marker->h))
+    if (twi_mrecon_check(marker, mask, conn) != TW_OK)
         return TW_E_INVALID;
     /* Queue entries and seeds are uint32 raster indices. */
     npix = (uint64_t)marker->w * (uint64_t)marker->h;

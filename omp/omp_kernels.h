@@ -1,32 +1,32 @@
 /* SPDX-License-Identifier: MIT */
-/* tilewave: C declarations of the CPU (C + OpenMP) kernels in omp/ (private, valid C11). */
+/* tilewave: C declarations of the CPU (C + OpenMP) kernels in omp/ (private, valid C11). The
+ * structs they take and the checks shared with the CUDA variants are the contract in kern/. */
 #ifndef TW_OMP_KERNELS_H
 #define TW_OMP_KERNELS_H
 
 #include <stdbool.h>
 
-#include "tw_tile_view.h"
+#include "edt.h"
+#include "gray.h"
+#include "label.h"
+#include "maxtree.h"
+#include "mrecon.h"
+#include "stop.h"
+#include "tile_view.h"
+#include "tos.h"
+#include "watershed.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /*
- * Kernels see only plain tile views (runtime/tw_tile_view.h), never the scheduler. Each takes
+ * Kernels see only plain tile views (kern/tile_view.h), never the scheduler. Each takes
  * the number of OpenMP threads it may use (the worker's team, twi_ctx_team()): nthreads <= 1
  * runs serially on the calling thread without opening a team. Views must be host memory,
  * their data pointers and strides aligned to the sample size. Kernels never print or allocate
  * beyond what they document; they return TW_E_INVALID for views that break their contract.
  */
-
-/* A long kernel's cancellation (the *_stop variants): stop(user) true ends the run early with
- * TW_E_CANCELED, the output then unusable. The kernel asks between its steps (blocks, merges,
- * every few dozen rows) from any thread of its team: stop must be cheap and thread safe, and
- * once it said true it must keep saying so. NULL, or a NULL stop: never stops. */
-typedef struct twi_stop {
-    bool (*stop)(const void *user);
-    const void *user;
-} twi_stop;
 
 /*
  * gray: one channel from `in` into `out` (1 channel, same sample type, same w and h).
@@ -39,42 +39,10 @@ typedef struct twi_stop {
  * too small or misaligned, NULL data for a non-empty view).
  */
 tw_status twi_omp_gray(const tw_tile_view *in, tw_tile_view *out, int mode, int nthreads);
-/* The argument check of twi_omp_gray, shared with its CUDA twin: TW_OK or TW_E_INVALID. */
-tw_status twi_gray_check(const tw_tile_view *in, const tw_tile_view *out, int mode);
-
-/*
- * The gray kernel's full parameters: the mode, the fixed-point colour deconvolution of the
- * stain modes (hematoxylin = 4, eosin = 5: 8-bit RGB only) and an optional threshold. Made by
- * twi_gray_params_init() on the host and used unchanged by both variants, which then compute
- * in integers only (docs/io.md, "Gray from colour"):
- *   g = clamp((od[R] w[0] + od[G] w[1] + od[B] w[2] + 2^35) >> 36, 0, 255), 0 for a sum <= 0,
- *   od[v] = round(2^20 (-log10(max(v, 1) / 255))),  w[i] = round(2^16 255 D[i][s]),
- * D the inverse of the stain matrix (rows: the stains' RGB optical densities), s the stain.
- * With `threshold`, out = ((g > t) != invert) ? the type's maximum : 0, for every mode and for
- * 1-channel TW_U8/TW_U16 inputs (copied, then thresholded).
- */
-typedef struct twi_gray_params {
-    int mode;          /* tw_gray_mode */
-    int32_t od[256];   /* stain modes: optical density of an 8-bit sample, Q20 */
-    int64_t w[3];      /* stain modes: weights of the R, G, B densities, Q16 x 255 */
-    int threshold;     /* 0: none, 1: binarise */
-    int64_t t;         /* foreground: g > t (t may be -1: all) */
-    int invert;        /* foreground: g <= t instead */
-} twi_gray_params;
-
-/* The standard H&E(-DAB) stain vectors of Ruifrok & Johnston as scikit-image's rgb_from_hed:
- * hematoxylin, eosin, DAB (residual), each (R, G, B) optical densities. */
-extern const double twi_stains_hed[9];
-/* Parameters of `mode` without threshold; `stains` (9 numbers, rows as twi_stains_hed) or NULL
- * for twi_stains_hed. TW_E_INVALID for a bad mode or a singular (or near-singular: inverse
- * entries beyond 2^12) stain matrix. */
-tw_status twi_gray_params_init(twi_gray_params *p, int mode, const double *stains);
-/* twi_omp_gray with parameters: the same contract, plus the stain modes and the threshold. */
+/* twi_omp_gray with parameters (kern/gray.h): the same contract, plus the stain modes and the
+ * threshold. */
 tw_status twi_omp_gray_p(const tw_tile_view *in, tw_tile_view *out, const twi_gray_params *p,
                          int nthreads);
-/* Its argument check, shared with the CUDA twin. */
-tw_status twi_gray_check_p(const tw_tile_view *in, const tw_tile_view *out,
-                           const twi_gray_params *p);
 
 /*
  * mrecon: grayscale reconstruction by dilation inside one tile, in place:
@@ -98,7 +66,7 @@ tw_status twi_omp_mrecon_grid(tw_tile_view *marker, const tw_tile_view *mask, in
                               int32_t gy);
 
 /*
- * edt: the exact Euclidean distance transform of one band (runtime/tw_tile_view.h,
+ * edt: the exact Euclidean distance transform of one band (kern/edt.h,
  * twi_edt_band). `bin`: TW_U8, 1 channel, w x h (0 = background). `out`: w x h, 1 channel,
  * TW_F32 / TW_U16 / TW_U32 for format F32 / U16 / SQ32, holding, for every pixel p, the
  * distance to the nearest background pixel q of the whole image,
@@ -121,9 +89,6 @@ tw_status twi_omp_edt(const tw_tile_view *bin, const twi_edt_band *band, tw_tile
  * also TW_E_CANCELED. */
 tw_status twi_omp_edt_stop(const tw_tile_view *bin, const twi_edt_band *band, tw_tile_view *out,
                            tw_tile_view *idx, int nthreads, const twi_stop *stop);
-/* The argument check of twi_omp_edt, shared with its CUDA twin: TW_OK or TW_E_INVALID. */
-tw_status twi_edt_check(const tw_tile_view *bin, const twi_edt_band *band,
-                        const tw_tile_view *out, const tw_tile_view *idx);
 
 /*
  * edt (wavefront): the IWPP distance transform of seed 004 (algorithm 3) on a whole image
@@ -138,7 +103,7 @@ tw_status twi_omp_edt_wavefront(const tw_tile_view *bin, const twi_edt_band *ban
                                 tw_tile_view *out, tw_tile_view *idx, int nthreads);
 
 /*
- * maxtree: the canonical max-tree of a whole image or tile (runtime/tw_tile_view.h).
+ * maxtree: the canonical max-tree of a whole image or tile (kern/maxtree.h).
  * `in`: 1 channel, TW_U8, TW_U16 or TW_U32 (see twi_omp_maxtree_u32), w x h. `parent`: 1
  * channel, the same w x h, TW_U32 (w * h <= UINT32_MAX) or TW_U64, receiving raster indices
  * y * w + x (x0/y0 of the views are ignored). conn: 4 or 8.
@@ -198,15 +163,13 @@ void twi_mt32_destroy(twi_mt32 *m);                         /* NULL is a no-op *
  * tests exercise the merge on small images. */
 tw_status twi_omp_maxtree_grid(const tw_tile_view *in, int conn, tw_tile_view *parent,
                                int nthreads, int32_t gx, int32_t gy);
-/* The argument check of twi_omp_maxtree, shared with its CUDA twin: TW_OK or TW_E_INVALID. */
-tw_status twi_maxtree_check(const tw_tile_view *in, int conn, const tw_tile_view *parent);
 /* Sort n 64-bit keys ascending on their bits first_bit..63 (LSD radix, 8-bit digits from
  * first_bit, a multiple of 8; digits equal in all keys skipped), stable: keys equal on those
  * bits keep their order. tmp holds n keys. Returns the array holding the result (a or tmp). */
 uint64_t *twi_radix_u64(uint64_t *a, uint64_t *tmp, size_t n, unsigned first_bit);
 
 /* Border max-trees (seed 000, chapter 6; Kazemier et al. 2017): the CPU side of the
- * whole-slide attribute filters (ops/maxtree.c). Types and numbering: runtime/tw_tile_view.h. */
+ * whole-slide attribute filters (ops/maxtree.c). Types and numbering: kern/maxtree.h. */
 /* Pass 1: the border max-tree of a tile from its levels (TW_U8 / TW_U16, 1 channel) and its
  * canonical parent image (TW_U32, tile raster indices, packed: stride = 4 w). `sides` is a
  * mask of TWI_MT_SIDE() bits. Returns TW_OK, TW_E_INVALID, TW_E_NOMEM (b is then empty). */
@@ -279,22 +242,8 @@ tw_status twi_mt_area_map(const tw_tile_view *levels, const tw_tile_view *parent
                           tw_tile_view *out);
 
 /*
- * Tree of shapes (seed 002; omp/tos_omp.c has the algorithm, docs/tos.md the contract): the
- * image immersed in the Khalimsky grid (kw x kh = (2w - 1) x (2h - 1) faces, spans computed
- * from the pixels, never stored), sorted into ranks F_ord by a propagation from the exterior
- * (level m, twi_tos_exterior), the max-tree of the ranks (twi_omp_maxtree_u32, 4-connected, in
- * place), un-interpolated to a parent image on the pixels, then areas and the grain filter.
- * Images: 1 channel TW_U8 / TW_U16, at least 1 x 1, kw kh below TWI_TOS_MAX_FACES (about
- * 2^29 pixels); otherwise TW_E_INVALID.
- *
- * The parent image (uint32 raster indices, w x h packed): a node is a shape's pixels not in
- * a smaller shape; its canonical pixel is its pixel of largest raster index; every pixel
- * points to its node's canonical pixel, a canonical pixel to its parent node's, and a
- * top-level node's canonical pixel to itself. There is one top-level node, the root (the
- * whole image at level m), unless the root holds no pixel: then several (its children) point
- * to themselves, and the root is implicit. A node's level is its pixels' level.
+ * Tree of shapes (omp/tos_omp.c has the algorithm, kern/tos.h and docs/tos.md the contract).
  */
-#define TWI_TOS_MAX_FACES ((uint64_t)1 << 31)
 /* m: the floor of the mean of the image's border pixels, each counted once (all pixels of a
  * one-row or one-column image); 0 for an empty view. */
 uint32_t twi_tos_exterior(const tw_tile_view *in);
@@ -406,7 +355,7 @@ tw_status twi_omp_tos(const tw_tile_view *in, tw_tile_view *parent, tw_tile_view
                       tw_tile_view *grain, uint64_t grain_area, twi_tos_run *r);
 
 /*
- * label: connected components of one tile (runtime/tw_tile_view.h, twi_label_border). `mask`:
+ * label: connected components of one tile (kern/label.h, twi_label_border). `mask`:
  * 1 channel, TW_U8 or TW_U16, nonzero = foreground. `labels`: TW_U32, the same w x h, receives
  * 0 on background and 1..n on the components (4- or 8-connected, `conn`), numbered in raster
  * order of each component's first pixel (scikit-image's measure.label numbering); *n_out = n.
@@ -417,8 +366,6 @@ tw_status twi_omp_tos(const tw_tile_view *in, tw_tile_view *parent, tw_tile_view
  */
 tw_status twi_omp_label(const tw_tile_view *mask, int conn, tw_tile_view *labels,
                         uint32_t *scratch, int64_t *n_out, int nthreads);
-/* The argument check of twi_omp_label, shared with its CUDA twin: TW_OK or TW_E_INVALID. */
-tw_status twi_label_check(const tw_tile_view *mask, int conn, const tw_tile_view *labels);
 /* Pass 1: the border labels of a labelled tile (`labels` as twi_omp_label leaves them, n its
  * label count) towards the `sides` (TWI_MT_SIDE bits), and its per-row counts of first pixels.
  * Returns TW_OK, TW_E_INVALID (labels not numbered in raster order, out of range), TW_E_NOMEM
@@ -448,66 +395,9 @@ tw_status twi_label_map(const twi_label_border *b, const twi_label_merged *m, in
 /* out = map[labels] (out TW_U32 or TW_U64, the same w x h). TW_OK or TW_E_INVALID. */
 tw_status twi_omp_label_apply(const tw_tile_view *labels, const uint64_t *map,
                               tw_tile_view *out, int nthreads);
-/* Its argument check, shared with the CUDA twin (map only tested for NULL). */
-tw_status twi_label_apply_check(const tw_tile_view *labels, const uint64_t *map,
-                                const tw_tile_view *out);
 
-/*
- * watershed: marker-controlled watershed inside one tile (ops/watershed.c drives the tiles;
- * docs/watershed.md states the rule). Every pixel p has a sortable level lev(p) (u32) and a
- * flooding key
- *     key(p) = (L(p) << 32) | D(p)
- * the smallest, in that order, over the paths from a marker pixel to p inside the mask of the
- * path cost: L = the highest level on the path, D = the steps since the path last rose to a
- * new highest level (a marker pixel: (lev, 0)). One step from q to p: twi_ws_step(key(q),
- * lev(p)). Unreached and masked-out pixels keep TWI_WS_KINF. Labels: a marker pixel keeps its
- * own; any other reached pixel takes the smallest label among its "best predecessors", the
- * neighbours q with twi_ws_step(key(q), lev(p)) == key(p) whose key is the lowest of those.
- *
- * The tile's arrays are tile-raster (y * w + x). Neighbours outside the tile reach the kernels
- * only through a halo ring (twi_ws_ring) that the driver fills from the adjacent tiles: the
- * row above (w + 2 entries, x = -1 .. w), the row below (w + 2), the column left (h entries),
- * the column right (h); outside the image: TWI_WS_KINF keys and TWI_WS_LINF labels.
- */
-#define TWI_WS_KINF UINT64_MAX
-#define TWI_WS_LINF UINT32_MAX
-
-typedef struct twi_ws_tile {
-    int32_t w, h;
-    const uint32_t *lev; /* [w h] sortable levels */
-    const uint8_t *in;   /* [w h] 1: inside the mask */
-    uint64_t *key;       /* [w h] flooding keys (RW) */
-    uint32_t *lab;       /* [w h] labels, TWI_WS_LINF: none yet (RW) */
-    uint8_t *pred;       /* [w h] bit k: neighbour k (twi_ws_dx/dy) is a best predecessor */
-} twi_ws_tile;
-
-typedef struct twi_ws_ring {
-    uint64_t *key; /* [2 (w + 2) + 2 h]: above, below, left, right */
-    uint32_t *lab; /* same layout; NULL where the kernel reads keys only */
-} twi_ws_ring;
-
-/* Neighbour k of a pixel: (dx, dy) = (twi_ws_dx[k], twi_ws_dy[k]); k < 4 are the 4-neighbours,
- * k < 8 the 8-neighbours; neighbour k of p sees p as neighbour k ^ 1. */
-extern const int twi_ws_dx[8], twi_ws_dy[8];
-
-/* The key of p reached from a neighbour of key kq (< TWI_WS_KINF), lev(p) = lp. */
-static inline uint64_t
-twi_ws_step(uint64_t kq, uint32_t lp)
-{
-    return (uint64_t)lp > (kq >> 32) ? ((uint64_t)lp << 32) | 1u : kq + 1u;
-}
-
-/* Ring index of (x, y), x in [-1, w], y in [-1, h], outside the tile. */
-static inline int64_t
-twi_ws_ring_at(int32_t w, int32_t h, int32_t x, int32_t y)
-{
-    if (y < 0)
-        return x + 1;
-    if (y >= h)
-        return (int64_t)w + 2 + x + 1;
-    return 2 * ((int64_t)w + 2) + (x < 0 ? y : (int64_t)h + y);
-}
-
+/* watershed (kern/watershed.h states the keys, labels and halo ring the kernels share with
+ * their driver, ops/watershed.c). */
 /* Sortable levels of a 1-channel view (TW_U8, TW_U16: the value; TW_F32: the float's order as
  * a u32, -0 = +0); with `invert` the order is reversed (the negated image). Returns TW_OK, or
  * TW_E_INVALID for a NaN (its tile raster index in *nan) or a bad view. */

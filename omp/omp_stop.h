@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* tilewave: the cancel check of the CPU kernels that take a twi_stop (omp_kernels.h). C only:
- * the CUDA sources include omp_kernels.h, not this. */
+/* tilewave: the cancel check of the CPU kernels that take a twi_stop (kern/stop.h). C only
+ * (C11 atomics), private to omp/. */
 #ifndef TW_OMP_STOP_H
 #define TW_OMP_STOP_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
 
-#include "omp_kernels.h"
+#include "stop.h"
 
 /* True once the run is to stop: the hook `s` said so now, or to any thread of the team before
  * (`stopped`, shared by the team, false at the start). NULL s: never. */

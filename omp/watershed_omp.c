@@ -23,9 +23,6 @@
 /* Pixels between two cancel checks of a tile kernel. */
 #define STOP_EVERY 65536
 
-const int twi_ws_dx[8] = {0, 0, -1, 1, -1, 1, 1, -1};
-const int twi_ws_dy[8] = {-1, 1, 0, 0, -1, 1, -1, 1};
-
 /* u32 with the order of the floats (IEEE 754 total order on non-NaN; -0 as +0). */
 static inline uint32_t
 f32_order(float f)

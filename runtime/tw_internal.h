@@ -8,7 +8,7 @@
 #include <stdbool.h>
 
 #include "tilewave.h"
-#include "tw_tile_view.h"
+#include "tile_view.h"
 
 #ifdef __cplusplus
 extern "C" {

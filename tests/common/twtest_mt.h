@@ -5,13 +5,13 @@
 
 #include <stdint.h>
 
+#include "maxtree.h"
 #include "tilewave.h"
-#include "tw_tile_view.h"
 
 /*
  * Naive canonical max-tree, written independently of the kernels: pixels sorted by (level
  * descending, index ascending) with qsort, a plain union-find, then canonicalisation to the
- * contract form of runtime/tw_tile_view.h (the canonical pixel is the largest raster index of
+ * contract form of kern/maxtree.h (the canonical pixel is the largest raster index of
  * its node, the root points to itself). img: packed w * h of TW_U8 or TW_U16; parent: w * h
  * raster indices. conn: 4 or 8. Asserts (Criterion) on allocation failure.
  */

@@ -3,7 +3,7 @@
 /*
  * Not part of the build: compiled by hand on a GPU machine after the library, e.g.
  *   nvcc -O3 -std=c++17 -arch=sm_90 --expt-relaxed-constexpr -DTW_HAVE_CUDA -Iinclude \
- *     -Ibuild-gpu/include -Iruntime -Icuda -Iomp tests/gpu/time_maxtree.cu \
+ *     -Ibuild-gpu/include -Ikern -Icuda -Iomp tests/gpu/time_maxtree.cu \
  *     build-gpu/libtilewave_static.a -Xcompiler -fopenmp -o time_maxtree
  * It includes cuda/maxtree_cuda.cu to reach the templated launchers, times the three kernels
  * with CUDA events (median of REPS runs after a warm-up) on smooth-plus-noise images (8- and
@@ -13,6 +13,7 @@
  * one case, e.g. `1 0 2 16 4 1` for ncu on 16-bit noise, 4-conn).
  */
 #include "../../cuda/maxtree_cuda.cu"
+#include "omp_kernels.h" /* the CPU twin the policies are checked against */
 
 #include <algorithm>
 #include <cmath>
