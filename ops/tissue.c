@@ -62,47 +62,6 @@ struct twi_prep {
     tw_input_report *report;
 };
 
-/* ---- stain vectors */
-
-tw_status
-twi_stains_parse(const char *s, double out[9])
-{
-    char buf[512];
-    char *p, *next;
-    size_t n;
-    int i = 0;
-    twi_gray_params gp;
-
-    if (!s || !out)
-        return TW_E_INVALID;
-    if (!*s) {
-        memcpy(out, twi_stains_hed, sizeof twi_stains_hed);
-        return TW_OK;
-    }
-    if ((n = strlen(s)) >= sizeof buf)
-        return TW_E_INVALID;
-    memcpy(buf, s, n + 1);
-    for (p = buf; p; p = next, i++) {
-        char *e;
-
-        if ((next = strchr(p, ',')) != NULL)
-            *next++ = '\0';
-        while (*p == ' ' || *p == '\t')
-            p++;
-        for (e = p + strlen(p); e > p && (e[-1] == ' ' || e[-1] == '\t'); e--)
-            e[-1] = '\0';
-        if (i >= 9 || twi_parse_f64(p, &out[i]) != TW_OK)
-            return TW_E_INVALID;
-    }
-    if (i != 9)
-        return TW_E_INVALID;
-    /* Both stains must be recoverable: the matrix inverts within the kernel's range. */
-    if (twi_gray_params_init(&gp, TW_GRAY_HEMATOXYLIN, out) != TW_OK ||
-        twi_gray_params_init(&gp, TW_GRAY_EOSIN, out) != TW_OK)
-        return TW_E_INVALID;
-    return TW_OK;
-}
-
 /* ---- Otsu */
 
 int64_t

@@ -325,7 +325,7 @@ check_gpus(const char *text, char *canon, size_t n)
     }
 }
 
-/* runtime.fault_inject: the syntax lives with the injection (runtime/task.c). */
+/* runtime.fault_inject: its syntax is base's (base/syntax.c). */
 static tw_status
 check_fault_inject(const char *text, char *canon, size_t n)
 {
@@ -347,7 +347,7 @@ check_cpu_share(const char *text, char *canon, size_t n)
     return TW_OK;
 }
 
-/* gray.stain_vectors: empty or 9 numbers (ops/tissue.c parses them). */
+/* gray.stain_vectors: empty or 9 numbers (base/syntax.c parses them). */
 static tw_status
 check_stains(const char *text, char *canon, size_t n)
 {
