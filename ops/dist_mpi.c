@@ -527,7 +527,7 @@ twi_dist_partition(twi_dist *d, tw_runtime *rt, tw_status local_st, const tw_err
     if (tiles_y < d->size) {
         st = twi_error_set(err, TW_E_INVALID,
                            "mpi: %lld rows of %d-pixel tiles cannot make %d bands; use smaller "
-                           "tiles (--tile) or fewer ranks",
+                           "tiles (the options' tile_h, or tile.size) or fewer ranks",
                            (long long)tiles_y, (int)th, d->size);
         goto out;
     }

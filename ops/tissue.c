@@ -595,7 +595,7 @@ twi_prep_create(const tw_config *cfg, const char *op, const tw_input *in, int mo
         return twi_error_set(err, TW_E_INVALID, "%s: unknown gray mode %d", op, mode);
     if (mode >= TW_GRAY_HEMATOXYLIN && (s->in_channels != 3 || s->in_type != TW_U8))
         return twi_error_set(err, TW_E_FORMAT,
-                             "%s: --gray %s needs an 8-bit RGB slide; '%s' has %d channels of %s",
+                             "%s: gray mode %s needs an 8-bit RGB slide; '%s' has %d channels of %s",
                              op, mode == TW_GRAY_HEMATOXYLIN ? "hematoxylin" : "eosin", in->path,
                              s->in_channels, tw_sample_type_name(s->in_type));
     if ((int)in->threshold_mode < TW_THRESHOLD_NONE || in->threshold_mode > TW_THRESHOLD_OTSU)
@@ -609,8 +609,8 @@ twi_prep_create(const tw_config *cfg, const char *op, const tw_input *in, int mo
                              in->threshold);
     if (in->tissue && s->in_channels != 3)
         return twi_error_set(err, TW_E_FORMAT,
-                             "%s: --tissue needs an RGB slide (glass is found by its lack of "
-                             "colour); '%s' has %d channel(s)", op, in->path, s->in_channels);
+                             "%s: the tissue mask (tw_input.tissue) needs an RGB slide (glass is "
+                             "found by its lack of colour); '%s' has %d channel(s)", op, in->path, s->in_channels);
     if (in->stains_set) {
         memcpy(stains, in->stains, sizeof stains);
     } else if (tw_config_get_string(cfg, "gray.stain_vectors", &text) != TW_OK ||

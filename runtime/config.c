@@ -880,8 +880,8 @@ check_env_names(tw_error *err)
         }
         if (!known)
             return twi_error_set(err, TW_E_INVALID,
-                                 "%.*s: unknown variable (not a configuration key; the keys are "
-                                 "listed by 'tilewave config --print')",
+                                 "%.*s: unknown variable (not a configuration key; "
+                                 "tw_config_describe() lists the keys)",
                                  (int)(n > 200 ? 200 : n), *e);
     }
     return TW_OK;
