@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "tw_internal.h"
+#include "tw_base.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "tw_internal.h"
+#include "tw_base.h"
 
 #ifdef __cplusplus
 extern "C" {

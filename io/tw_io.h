@@ -5,7 +5,8 @@
 
 #include <stdint.h>
 
-#include "tw_internal.h"
+#include "tw_base.h"
+#include "tile_view.h" /* the tile type: what ops put into an assembler */
 
 #ifdef __cplusplus
 extern "C" {

@@ -157,15 +157,6 @@ copy_text(char *dst, size_t n, const char *src)
     dst[k] = '\0';
 }
 
-static int64_t
-now_ns(void)
-{
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
 /* Polling: yield for a while (answers within microseconds), then sleep, backing off to 1 ms
  * (a rank waiting for a slow one costs no core). */
 typedef struct backoff {
@@ -274,7 +265,7 @@ static tw_status
 dist_wait(twi_dist *d, tw_task_ctx *ctx, tw_error *err, MPI_Request *req, int n,
           MPI_Status *stt, const char *what)
 {
-    int64_t t0 = now_ns();
+    int64_t t0 = twi_now_ns();
     tw_status st = TW_OK;
     backoff b;
 
@@ -299,7 +290,7 @@ dist_wait(twi_dist *d, tw_task_ctx *ctx, tw_error *err, MPI_Request *req, int n,
         }
         backoff_wait(&b);
     }
-    atomic_fetch_add(&d->wait_ns, now_ns() - t0);
+    atomic_fetch_add(&d->wait_ns, twi_now_ns() - t0);
     return st;
 }
 
@@ -536,7 +527,7 @@ twi_dist_partition(twi_dist *d, tw_runtime *rt, tw_status local_st, const tw_err
     if (tiles_y < d->size) {
         st = twi_error_set(err, TW_E_INVALID,
                            "mpi: %lld rows of %d-pixel tiles cannot make %d bands; use smaller "
-                           "tiles (--tile) or fewer ranks",
+                           "tiles (the options' tile_h, or tile.size) or fewer ranks",
                            (long long)tiles_y, (int)th, d->size);
         goto out;
     }
@@ -869,7 +860,7 @@ progress_stop(twi_dist *d)
 static tw_status
 sends_wait(twi_dist *d, tw_task_ctx *ctx, tw_error *err, int keep, void *buf, size_t bytes)
 {
-    int64_t t0 = now_ns();
+    int64_t t0 = twi_now_ns();
     tw_status st = TW_OK;
     backoff b;
 
@@ -899,7 +890,7 @@ sends_wait(twi_dist *d, tw_task_ctx *ctx, tw_error *err, int keep, void *buf, si
             break;
     }
     pthread_mutex_unlock(&d->lock);
-    atomic_fetch_add(&d->wait_ns, now_ns() - t0);
+    atomic_fetch_add(&d->wait_ns, twi_now_ns() - t0);
     return st;
 }
 
@@ -1356,12 +1347,12 @@ twi_dist_destroy(twi_dist *d)
         notify(d, "its job could not start");
     /* Failure messages go out eagerly; give them a moment before the communicator goes. */
     if (d->n_notify) {
-        int64_t t0 = now_ns();
+        int64_t t0 = twi_now_ns();
         int done = 0;
 
         while (MPI_Testall(d->n_notify, d->notify_req, &done, MPI_STATUSES_IGNORE) ==
                    MPI_SUCCESS &&
-               !done && now_ns() - t0 < 200000000)
+               !done && twi_now_ns() - t0 < 200000000)
             sched_yield();
         if (!done) /* the buffer is in d: keep d */
             return;

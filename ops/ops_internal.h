@@ -53,9 +53,6 @@ typedef struct twi_stream {
 TWI_HIDDEN void twi_bits_pack_row(const uint8_t *fg, int32_t w, uint8_t *out);
 TWI_HIDDEN void twi_bits_unpack_row(const uint8_t *in, int32_t w, uint8_t *fg);
 
-/* Seconds on the monotonic clock, for the phases an operation reports. */
-TWI_HIDDEN double twi_now_s(void);
-
 /* Resolve the processing tile size: explicit (w, h > 0), else the op's key (e.g.
  * "gray.tile_size", 0x0 = inherit), else tile.size. */
 TWI_HIDDEN tw_status twi_ops_tile_size(const tw_config *cfg, const char *op_key, int32_t w,

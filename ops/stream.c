@@ -6,9 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "omp_kernels.h"
 #include "ops_internal.h"
@@ -23,15 +21,6 @@ key_source(const tw_config *cfg, const char *key)
         if (tw_config_describe(cfg, i, &e) == TW_OK && strcmp(e.key, key) == 0)
             return e.source;
     return TW_CONFIG_DEFAULT;
-}
-
-double
-twi_now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 tw_status
@@ -193,16 +182,13 @@ twi_stream_open_input(twi_stream *s, const tw_config *cfg, const char *op, const
     tw_status st = TW_OK;
     tw_reader_kind reader = TW_READER_AUTO;
     tw_level_info li;
-
-    struct timespec now;
     tw_error cerr;
 
     if (!in || !in->path)
         return twi_error_set(err, TW_E_INVALID, "%s: an input path is required", op);
     const char *bad_tile = NULL;
 
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    s->t_open = (int64_t)now.tv_sec * 1000000000 + (int64_t)now.tv_nsec;
+    s->t_open = twi_now_ns();
 
     reader_from_config(cfg, in->reader, &reader);
     if ((st = tw_slide_open(in->path, reader, &s->slide, err)) != TW_OK)

@@ -62,47 +62,6 @@ struct twi_prep {
     tw_input_report *report;
 };
 
-/* ---- stain vectors */
-
-tw_status
-twi_stains_parse(const char *s, double out[9])
-{
-    char buf[512];
-    char *p, *next;
-    size_t n;
-    int i = 0;
-    twi_gray_params gp;
-
-    if (!s || !out)
-        return TW_E_INVALID;
-    if (!*s) {
-        memcpy(out, twi_stains_hed, sizeof twi_stains_hed);
-        return TW_OK;
-    }
-    if ((n = strlen(s)) >= sizeof buf)
-        return TW_E_INVALID;
-    memcpy(buf, s, n + 1);
-    for (p = buf; p; p = next, i++) {
-        char *e;
-
-        if ((next = strchr(p, ',')) != NULL)
-            *next++ = '\0';
-        while (*p == ' ' || *p == '\t')
-            p++;
-        for (e = p + strlen(p); e > p && (e[-1] == ' ' || e[-1] == '\t'); e--)
-            e[-1] = '\0';
-        if (i >= 9 || twi_parse_f64(p, &out[i]) != TW_OK)
-            return TW_E_INVALID;
-    }
-    if (i != 9)
-        return TW_E_INVALID;
-    /* Both stains must be recoverable: the matrix inverts within the kernel's range. */
-    if (twi_gray_params_init(&gp, TW_GRAY_HEMATOXYLIN, out) != TW_OK ||
-        twi_gray_params_init(&gp, TW_GRAY_EOSIN, out) != TW_OK)
-        return TW_E_INVALID;
-    return TW_OK;
-}
-
 /* ---- Otsu */
 
 int64_t
@@ -636,7 +595,7 @@ twi_prep_create(const tw_config *cfg, const char *op, const tw_input *in, int mo
         return twi_error_set(err, TW_E_INVALID, "%s: unknown gray mode %d", op, mode);
     if (mode >= TW_GRAY_HEMATOXYLIN && (s->in_channels != 3 || s->in_type != TW_U8))
         return twi_error_set(err, TW_E_FORMAT,
-                             "%s: --gray %s needs an 8-bit RGB slide; '%s' has %d channels of %s",
+                             "%s: gray mode %s needs an 8-bit RGB slide; '%s' has %d channels of %s",
                              op, mode == TW_GRAY_HEMATOXYLIN ? "hematoxylin" : "eosin", in->path,
                              s->in_channels, tw_sample_type_name(s->in_type));
     if ((int)in->threshold_mode < TW_THRESHOLD_NONE || in->threshold_mode > TW_THRESHOLD_OTSU)
@@ -650,8 +609,8 @@ twi_prep_create(const tw_config *cfg, const char *op, const tw_input *in, int mo
                              in->threshold);
     if (in->tissue && s->in_channels != 3)
         return twi_error_set(err, TW_E_FORMAT,
-                             "%s: --tissue needs an RGB slide (glass is found by its lack of "
-                             "colour); '%s' has %d channel(s)", op, in->path, s->in_channels);
+                             "%s: the tissue mask (tw_input.tissue) needs an RGB slide (glass is "
+                             "found by its lack of colour); '%s' has %d channel(s)", op, in->path, s->in_channels);
     if (in->stains_set) {
         memcpy(stains, in->stains, sizeof stains);
     } else if (tw_config_get_string(cfg, "gray.stain_vectors", &text) != TW_OK ||

@@ -291,7 +291,7 @@ check_gpus(const char *text, char *canon, size_t n)
     }
 }
 
-/* runtime.fault_inject: the syntax lives with the injection (runtime/task.c). */
+/* runtime.fault_inject: its syntax is base's (base/syntax.c). */
 static tw_status
 check_fault_inject(const char *text, char *canon, size_t n)
 {
@@ -850,8 +850,8 @@ check_env_names(tw_error *err)
         }
         if (!known)
             return twi_error_set(err, TW_E_INVALID,
-                                 "%.*s: unknown variable (not a configuration key; the keys are "
-                                 "listed by 'tilewave config --print')",
+                                 "%.*s: unknown variable (not a configuration key; "
+                                 "tw_config_describe() lists the keys)",
                                  (int)(n > 200 ? 200 : n), *e);
     }
     return TW_OK;

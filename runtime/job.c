@@ -20,18 +20,9 @@
  */
 
 static double
-now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static double
 elapsed_since(const struct timespec *t0)
 {
-    return now_s() - ((double)t0->tv_sec + (double)t0->tv_nsec * 1e-9);
+    return twi_now_s() - ((double)t0->tv_sec + (double)t0->tv_nsec * 1e-9);
 }
 
 tw_status
@@ -180,7 +171,7 @@ progress_notify(tw_job *job, bool final)
     }
     if (!atomic_load_explicit(&job->has_progress, memory_order_acquire))
         return;
-    now = (int64_t)(now_s() * 1e9);
+    now = twi_now_ns();
     last = atomic_load_explicit(&job->progress_last_ns, memory_order_relaxed);
     if (now - last < atomic_load_explicit(&job->progress_interval_ns, memory_order_relaxed) ||
         !atomic_compare_exchange_strong(&job->progress_last_ns, &last, now))

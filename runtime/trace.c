@@ -30,10 +30,7 @@
 int64_t
 twi_trace_now(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return twi_now_ns();
 }
 
 /* "<dir>.<base>.tw-XXXXXX" beside rt->trace_path, created securely: its descriptor and name

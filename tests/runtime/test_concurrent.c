@@ -16,6 +16,7 @@
 #include "tilewave.h"
 #include "twtest.h"
 #include "twtest_filter.h"
+#include "twtest_rt.h"
 
 /*
  * What a service embedding tilewave does: one runtime, request threads each submitting an
@@ -357,15 +358,6 @@ typedef struct request {
     tw_status cancel_status;
 } request;
 
-static double
-now_s(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void *
 serve(void *arg)
 {
@@ -380,7 +372,7 @@ serve(void *arg)
         void *out = malloc(r->big->out_bytes);
         tw_job *job = NULL;
         tw_progress p;
-        double t0, end = now_s() + 10.0;
+        double t0, end = twtest_now_s() + 10.0;
 
         if (!out || submit_case(r->rt, r->big, out, &job, r->msg, sizeof r->msg) != TW_OK) {
             free(out);
@@ -391,14 +383,14 @@ serve(void *arg)
             struct timespec ms = {0, 1000000};
 
             tw_job_get_progress(job, &p);
-            if (p.done > 0 || p.finished || now_s() > end)
+            if (p.done > 0 || p.finished || twtest_now_s() > end)
                 break;
             nanosleep(&ms, NULL);
         }
-        t0 = now_s();
+        t0 = twtest_now_s();
         tw_job_cancel(job);
         r->cancel_status = tw_job_wait(job, -1);
-        r->cancel_s = now_s() - t0;
+        r->cancel_s = twtest_now_s() - t0;
         tw_job_destroy(job);
         free(out);
         r->ok = true;

@@ -837,7 +837,7 @@ Test(config, environment_names_and_errors)
     setenv("TILEWAVE_TILE_SISE", "7", 1);
     cr_assert(eq(int, tw_config_load_env(cfg, &err), TW_E_INVALID));
     cr_assert(eq(str, err.message, "TILEWAVE_TILE_SISE: unknown variable (not a configuration "
-                                   "key; the keys are listed by 'tilewave config --print')"));
+                                   "key; tw_config_describe() lists the keys)"));
     unsetenv("TILEWAVE_TILE_SISE");
     setenv("TILEWAVE_LOG_LEVEL", "", 1);
     setenv("TILEWAVE_RUNTIME_CPU_TEAM", "4", 1);

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 #include "tilewave/version.h"
-#include "tw_internal.h"
+#include "tw_base.h"
 
 const char *
 tw_status_string(tw_status st)

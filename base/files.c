@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "tw_internal.h"
+#include "tw_base.h"
 
 /* Symbolic links followed at an output path before ELOOP, as the kernel's own limit. */
 #define LINKS_MAX 40

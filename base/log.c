@@ -4,7 +4,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
-#include "tw_internal.h"
+#include "tw_base.h"
 
 static atomic_int log_level = TW_LOG_WARN;
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tw_internal.h"
+#include "tw_base.h"
 
 /* Numbers in files and flags are always written "1.5", whatever LC_NUMERIC the embedding
  * program set: parse and format them in the C locale. */
