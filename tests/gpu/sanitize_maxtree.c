@@ -24,16 +24,14 @@
 
 #include "cuda_kernels.h"
 #include "omp_kernels.h"
+#include "twtest_rnd.h"
 
 static uint64_t rs = 0x9E3779B97F4A7C15ull;
 
 static unsigned
 rnd(unsigned n)
 {
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return n ? (unsigned)((rs >> 11) % n) : 0;
+    return twtest_rnd(&rs, n);
 }
 
 #define CK(x)                                                                                  \

@@ -13,6 +13,7 @@
  * one case, e.g. `1 0 2 16 4 1` for ncu on 16-bit noise, 4-conn).
  */
 #include "../../cuda/maxtree_cuda.cu"
+#include "../common/twtest_rnd.h"
 
 #include <algorithm>
 #include <cmath>
@@ -52,10 +53,7 @@ uint64_t rs = 88172645463325252ull;
 double
 urand()
 {
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return (double)(rs >> 11) / 9007199254740992.0;
+    return twtest_rnd_unit(&rs);
 }
 
 /* Smooth field (a few random low-frequency waves and blobs) in [0, 1], plus uniform noise of
