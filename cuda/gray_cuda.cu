@@ -13,7 +13,7 @@ namespace {
 /* tw_gray_mode (include/tilewave/ops.h) as plain ints. */
 enum { GRAY_LUMINANCE = 0, GRAY_R = 1, GRAY_G = 2, GRAY_B = 3, GRAY_HEMA = 4 };
 
-/* Tuning (house style rule 34): one thread per pixel, 32 x 8 blocks so that a warp reads one
+/* Tuning (in policies, not kernels): one thread per pixel, 32 x 8 blocks so that a warp reads one
  * contiguous run of a row. The grid strides over the image, so any size fits the grid limits. */
 struct GrayPolicy {
     static constexpr int BLOCK_X = 32;

@@ -67,7 +67,7 @@ twtest_maxtree_naive(const void *img, tw_sample_type type, int w, int h, int con
     sort_levels = lv;
     qsort(order, n, sizeof *order, cmp_process);
 
-    /* Algorithm 1 of seed 001: every merged set's root becomes a child of the new pixel. */
+    /* Algorithm 1 of [Blin22]: every merged set's root becomes a child of the new pixel. */
     for (k = 0; k < n; k++) {
         uint64_t p = order[k];
         int x = (int)(p % (uint64_t)w), y = (int)(p / (uint64_t)w);

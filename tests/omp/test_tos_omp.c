@@ -19,7 +19,7 @@
 /*
  * Two references, both written here without the kernels' code:
  *
- * naive_seq: Géraud et al.'s sequential algorithm as the seed states it (algorithms 1 to 5):
+ * naive_seq: Géraud et al.'s sequential algorithm as [deVries24] states it (algorithms 1 to 5):
  * the image padded with a ring at the exterior level m, immersed in the Khalimsky grid with
  * every face's span stored, sorted by the hierarchical queue one face at a time (the nearest
  * non-empty level, the lower on a tie, as Higra), the union-find of algorithm 1 over the faces
