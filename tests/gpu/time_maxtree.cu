@@ -13,7 +13,6 @@
  * one case, e.g. `1 0 2 16 4 1` for ncu on 16-bit noise, 4-conn).
  */
 #include "../../cuda/maxtree_cuda.cu"
-#include "../common/twtest_rnd.h"
 
 #include <algorithm>
 #include <cmath>
@@ -21,6 +20,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
+
+#include "../common/twtest_rnd.h"
 
 namespace
 {

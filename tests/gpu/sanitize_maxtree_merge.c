@@ -8,8 +8,8 @@
  * on the CPU against twi_mt_pack_build + twi_cuda_mt_merge for the three rules. Scratch is
  * left uninitialised on purpose so that initcheck sees any read of memory the kernels did not
  * write. Usage:
- *   sanitize_mt_merge [CASES]                     exit 77 without a device, 1 on a mismatch
- *   sanitize_mt_merge --time SIDE TILE [BITS] [REPS]
+ *   sanitize_maxtree_merge [CASES]                     exit 77 without a device, 1 on a mismatch
+ *   sanitize_maxtree_merge --time SIDE TILE [BITS] [REPS]
  *       a SIDE x SIDE natural-like image (smooth waves and blobs plus noise) in TILE x TILE
  *       tiles, 4- and 8-connected: CPU twi_mt_merge against the GPU merge including the
  *       upload of the pack and the download of the answers (medians of REPS runs after a
@@ -392,7 +392,7 @@ main(int argc, char **argv)
     int devs = 0, fails = 0;
 
     if (cudaGetDeviceCount(&devs) != cudaSuccess || devs == 0) {
-        printf("sanitize_mt_merge: no CUDA device, skipped\n");
+        printf("sanitize_maxtree_merge: no CUDA device, skipped\n");
         return 77;
     }
     if (argc > 3 && strcmp(argv[1], "--time") == 0) {
@@ -411,6 +411,6 @@ main(int argc, char **argv)
 
     for (int k = 0; k < n; k++)
         fails += one_case(k);
-    printf("sanitize_mt_merge: %d cases, %d failed\n", n, fails);
+    printf("sanitize_maxtree_merge: %d cases, %d failed\n", n, fails);
     return fails != 0;
 }
