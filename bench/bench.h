@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "tilewave.h"
+#include "twtest_rnd.h" /* the tests' generator: benches draw their inputs from it too */
 
 /* Exit codes, as the tilewave CLI: 0 ok, 1 failure (one line on stderr), 2 usage. */
 enum { BENCH_OK = 0, BENCH_FAIL = 1, BENCH_USAGE = 2 };

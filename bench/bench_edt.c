@@ -97,18 +97,10 @@ typedef struct edt_check {
 
 /* ---- the input, identical to bench/peers.py edt_binary() */
 
-static inline uint64_t
-edt_mix(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
-    return z ^ (z >> 31);
-}
-
 static int
 is_background(uint64_t i, uint64_t seed, uint64_t thr)
 {
-    return (edt_mix((i + 1) * 0x9E3779B97F4A7C15u + seed * 0xD1B54A32D192ED03u) >> 11) < thr;
+    return (twtest_mix64((i + 1) * 0x9E3779B97F4A7C15u + seed * 0xD1B54A32D192ED03u) >> 11) < thr;
 }
 
 /* The cells pattern: a disk of random radius 8..39 centred in every 64x64 cell (clipped by
@@ -116,7 +108,7 @@ is_background(uint64_t i, uint64_t seed, uint64_t thr)
 static int
 in_cell_disk(int64_t x, int64_t y, uint64_t seed)
 {
-    uint64_t c = edt_mix((uint64_t)(y >> 6) * 0x9E3779B97F4A7C15u ^ (uint64_t)(x >> 6) ^
+    uint64_t c = twtest_mix64((uint64_t)(y >> 6) * 0x9E3779B97F4A7C15u ^ (uint64_t)(x >> 6) ^
                          seed * 0xD1B54A32D192ED03u);
     int64_t r = 8 + (int64_t)(c & 31), fx = (x & 63) - 32, fy = (y & 63) - 32;
 
@@ -277,7 +269,9 @@ check_sample(const uint8_t *bin, const void *out, const edt_params *p, int64_t b
 
     for (int64_t k = 0; k < p->samples; k++) {
         /* The first and last pixels, then pseudo-random ones. */
-        uint64_t i = k == 0 ? 0 : k == 1 ? n - 1 : edt_mix((uint64_t)k * 0x9E3779B97F4A7C15u) % n;
+        uint64_t i = k == 0   ? 0
+                     : k == 1 ? n - 1
+                              : twtest_mix64((uint64_t)k * 0x9E3779B97F4A7C15u) % n;
         int64_t x = (int64_t)(i % (uint64_t)p->w), y = (int64_t)(i / (uint64_t)p->w);
         int64_t d2 = brute_d2(bin, p, bg, x, y);
 

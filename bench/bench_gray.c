@@ -276,7 +276,7 @@ static const char kernel_help[] =
     "  --threads N     OpenMP threads of the cpu variant (default: all cores)\n"
     "  --help          this help\n";
 
-/* Deterministic RGB content (xorshift64*), 8 bytes per step. */
+/* Deterministic RGB content, 8 bytes per draw. */
 static void
 fill_rgb(uint8_t *p, size_t n)
 {
@@ -284,12 +284,8 @@ fill_rgb(uint8_t *p, size_t n)
     size_t i = 0;
 
     while (i < n) {
-        uint64_t v;
+        uint64_t v = twtest_xorshift(&s);
 
-        s ^= s >> 12;
-        s ^= s << 25;
-        s ^= s >> 27;
-        v = s * 2685821657736338717ull;
         for (int k = 0; k < 8 && i < n; k++, i++, v >>= 8)
             p[i] = (uint8_t)v;
     }

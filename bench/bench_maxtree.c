@@ -103,20 +103,13 @@ typedef bench_image mt_image;
 
 /* ---- generated inputs */
 
-static inline uint64_t
-mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
-    return z ^ (z >> 31);
-}
-
 /* Value in [0, 1) of a lattice point of one octave. */
 static inline double
 lattice(int64_t cx, int64_t cy, uint64_t seed, int octave)
 {
-    uint64_t z = mix64((uint64_t)cx * 0x9E3779B97F4A7C15u ^ (uint64_t)cy * 0xC2B2AE3D27D4EB4Fu ^
-                       (seed + (uint64_t)octave) * 0xD1B54A32D192ED03u);
+    uint64_t z = twtest_mix64((uint64_t)cx * 0x9E3779B97F4A7C15u ^
+                              (uint64_t)cy * 0xC2B2AE3D27D4EB4Fu ^
+                              (seed + (uint64_t)octave) * 0xD1B54A32D192ED03u);
 
     return (double)(z >> 11) * (1.0 / 9007199254740992.0);
 }
@@ -155,7 +148,7 @@ field_row(int64_t y, int64_t w, uint64_t seed, double scale, uint64_t top, doubl
     }
     for (int64_t x = 0; x < w; x++) {
         double v = 0.0, f;
-        uint64_t z = mix64((uint64_t)(y * 0x100000 + x) * 0x9E3779B97F4A7C15u ^ seed), q;
+        uint64_t z = twtest_mix64((uint64_t)(y * 0x100000 + x) * 0x9E3779B97F4A7C15u ^ seed), q;
 
         for (int o = 0; o < FIELD_OCTAVES; o++) {
             int64_t cell = field_cell[o], cx = x / cell;
@@ -204,7 +197,7 @@ generate(const char *input, int64_t nlevels, int64_t gseed, mt_image *img)
                 continue;
             }
             for (int64_t x = 0; x < w; x++) {
-                uint64_t v = mix64((uint64_t)(y * w + x + 1) * 0x9E3779B97F4A7C15u +
+                uint64_t v = twtest_mix64((uint64_t)(y * w + x + 1) * 0x9E3779B97F4A7C15u +
                                    seed * 0xD1B54A32D192ED03u) % levels;
 
                 if (u16)

@@ -33,9 +33,7 @@ mask_value(int64_t x, int64_t y)
     int64_t fx = x & 63, fy = y & 63;
     int64_t d = (fx - 32) * (fx - 32) + (fy - 32) * (fy - 32);
 
-    h ^= h >> 29;
-    h *= 0xBF58476D1CE4E5B9u;
-    h ^= h >> 32;
+    h = twtest_mix64(h);
     /* A bump per 64x64 cell with a random height, on a random floor. */
     int64_t top = (int64_t)(h & 0xFF), floor = (int64_t)((h >> 8) & 0x3F);
     int64_t v = top - d / 8;

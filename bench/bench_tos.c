@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* tilewave bench: `tw_bench tos`, the tree of shapes and the grain filter (seed 002). */
+/* tilewave bench: `tw_bench tos`, the tree of shapes and the grain filter ([deVries24]). */
 #include <getopt.h>
 #include <omp.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
 # tilewave bench: the speed-up over one GPU against the GPU count, from bench/gpus.sh output,
 # as an SVG (no plotting library needed).
 """Draw speed-up over one GPU against the GPU count, GPUs alone, one line per operation,
-with the ideal line and the seed's reconstruction curve (Teodoro et al. 2013, figure 15:
+with the ideal line and [Teodoro13]'s reconstruction curve (docs/references.md; figure 15:
 16x, 30x, 43x a CPU core on 1, 2, 3 GPUs).
 
     python3 bench/plot_gpus.py RESULTS... -o docs/img/gpus-scaling.svg

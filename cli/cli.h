@@ -123,7 +123,7 @@ int cli_parse_int(const char *s, int min, int max, int *out);
 /* Parse a non-negative int64 of digits only within [min, max]. Returns 0 or -1. */
 int cli_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 
-/* Options shared by `reconstruct` and the filters built on it (cmd_reconstruct.c); their
+/* Options shared by `reconstruct` and the filters built on it (cmd_mrecon.c); their
  * getopt ids lie below CLI_OPT_COMMON. */
 enum {
     CLI_OPT_RECON = 900,
@@ -409,7 +409,7 @@ int cmd_height_open(int argc, char **argv);
 int cmd_height_close(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
-/* cli/cmd_grain.c */
+/* cli/cmd_tos.c */
 int cmd_grain(int argc, char **argv);
 int cmd_tos(int argc, char **argv);
 /* cli/cmd_label.c */

@@ -38,7 +38,7 @@ static const char help[] =
     "                        there is no background)\n"
     "  --method exact|wavefront\n"
     "                        exact (default), or the IWPP wavefront propagation of the nearest\n"
-    "                        background pixel (seed 004): approximate, never below the exact\n"
+    "                        background pixel (Teodoro 2013): approximate, never below the exact\n"
     "                        distance, the whole image in one piece; for comparison\n" CLI_IO_HELP
     CLI_GRAY_HELP
     "(The tile size is key edt.tile_size when set, else tile.size.)\n"

@@ -11,7 +11,7 @@ static const char maxtree_help[] =
     "parent image: every pixel holds the raster index (y * width + x) of its parent; the\n"
     "canonical pixel of a node is its pixel of largest index at the node's level, the other\n"
     "pixels of the node point to it, and it points to the canonical pixel of the parent node;\n"
-    "the root points to itself (seed 001, section 2.2). The whole image is built in memory:\n"
+    "the root points to itself (Blin 2022, section 2.2). The whole image is built in memory:\n"
     "on a GPU when there is one, else on the CPU workers. Indices are 32-bit up to\n"
     "4294967295 pixels, 64-bit above.\n"
     "\n"

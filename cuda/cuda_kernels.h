@@ -20,7 +20,7 @@ extern "C" {
  * folders and the tests). Without it this header declares nothing, so a call outside
  * `#ifdef TW_HAVE_CUDA` fails at compile time rather than at link time.
  *
- * Contract shared by every launcher (house style rules 20, 30-32):
+ * Contract shared by every launcher (no allocation, C-only header, async, debug sync):
  * - views point to device memory (or memory the device can address), aligned to the sample
  *   size; `stream` is a cudaStream_t (NULL: the legacy default stream);
  * - asynchronous: the work is enqueued on `stream` and the launcher returns without waiting;
@@ -60,7 +60,7 @@ tw_status twi_cuda_mrecon(tw_tile_view *d_marker, const tw_tile_view *d_mask, in
 tw_status twi_cuda_mrecon_stats(const void *d_scratch, int64_t out[10]);
 
 /*
- * edt: the CUDA twin of twi_omp_edt (omp/omp_kernels.h), PBA+ (seed 003): phase 1 finds each
+ * edt: the CUDA twin of twi_omp_edt (omp/omp_kernels.h), PBA+ ([Cao10]): phase 1 finds each
  * column's nearest background row with m1 bands per column (flood down, flood up, propagate
  * between bands and from band->above / band->below, update) and writes it transposed; phase 2
  * builds, per image row and band of m2 columns, the stack of proximate sites with the integer
@@ -78,7 +78,7 @@ tw_status twi_cuda_edt(const tw_tile_view *d_bin, const twi_edt_band *band, tw_t
                        tw_tile_view *d_idx, void *d_scratch, size_t scratch_bytes, void *stream);
 
 /*
- * edt (wavefront): the CUDA twin of twi_omp_edt_wavefront: the IWPP EDT of seed 004
+ * edt (wavefront): the CUDA twin of twi_omp_edt_wavefront: the IWPP EDT of [Teodoro13]
  * (algorithm 6): the initial wavefront (background pixels with a foreground 8-neighbour) in a
  * global queue, then rounds that pop the queue in parallel and offer each pixel's nearest
  * background pixel to its 8-neighbours with an atomicCAS loop on a packed (row, column) word,
@@ -93,13 +93,13 @@ tw_status twi_cuda_edt_wavefront(const tw_tile_view *d_bin, const twi_edt_band *
 /*
  * maxtree: the CUDA twin of twi_omp_maxtree (omp/omp_kernels.h): the same canonical parent
  * image, byte for byte, for TW_U8 and TW_U16 input, 4- and 8-connectivity; parent TW_U32 only
- * (w * h <= UINT32_MAX; TW_E_INVALID otherwise). The 1D-optimised algorithm of seed 001: one
+ * (w * h <= UINT32_MAX; TW_E_INVALID otherwise). The 1D-optimised algorithm of [Blin22]: one
  * thread block per tile (64x64 for 8-bit, 64x32 for 16-bit); one thread per column segment
  * builds its max-tree with the 1D algorithm of Menotti et al. (algorithm 2) in shared memory;
  * segments and columns are merged with the concurrent lock-free CONNECT in shared memory
  * (atomicMax on packed parent-level/parent-index records, algorithm 6); tile borders are
  * merged in global memory with CONNECT on 64-bit (level, index) records and atomicMax (the
- * seed's 64-bit extension); 8-connectivity keeps at most one CONNECT per border pixel (a
+ * [Blin22] 64-bit extension); 8-connectivity keeps at most one CONNECT per border pixel (a
  * stronger rule than propositions 1-2 of section 5.2); then every pixel is flattened to the
  * canonical form. 16-bit runs without the halo of section 5.3 (measured: no gain).
  * Scratch: twi_cuda_maxtree_scratch_size() bytes (8 a pixel) from the caller.
@@ -150,7 +150,7 @@ tw_status twi_cuda_mt_filter(const tw_tile_view *d_levels, const tw_tile_view *d
  * The BP merge of border max-trees on the GPU (cuda/maxtree_merge.cu): the CUDA twin of
  * twi_mt_merge over a grid packed by twi_mt_pack_build and copied to device memory (d_pack,
  * `layout` on the host). The global max-tree of all border-tree nodes is built with the
- * lock-free concurrent CONNECT of seed 001 (algorithm 3 on 64-bit (level, node) records
+ * lock-free concurrent CONNECT of [Blin22] (algorithm 3 on 64-bit (level, node) records
  * updated with atomicMax): every node's record starts as its local parent (already a valid
  * partial tree), then one CONNECT per pair of adjacent side pixels of adjacent tiles (4- or
  * 8-connectivity, corners included), then canonicalised; areas (sum of `own`) and highest

@@ -6,7 +6,7 @@
  * band of h image rows (the whole image width w) and, per column, the nearest background row
  * above and below the band, every pixel gets d2 = min over background q of
  * sx^2 (x - qx)^2 + sy^2 (y - qy)^2, converted to the output format, and optionally the
- * (row, column) of such a q. The algorithm is PBA+ (seed 003: Cao et al. 2010 and the 2019
+ * (row, column) of such a q. The algorithm is PBA+ ([Cao10]: Cao et al. 2010 and the 2019
  * addendum by Zheng and Tan), rewritten for any w x h (no square, no multiple-of-64 rule),
  * 64-bit offsets and int32 coordinates.
  *
@@ -79,7 +79,7 @@
  * (S and F of every site pushed), 8 per envelope site (phase 3) and the outputs (4, + 8 with
  * indices).
  *
- * The wavefront variant (seed 004, algorithm 6) is at the end of the file.
+ * The wavefront variant ([Teodoro13], algorithm 6) is at the end of the file.
  */
 #include <algorithm>
 #include <cstddef>
@@ -96,7 +96,7 @@ namespace cg = cooperative_groups;
 
 namespace {
 
-/* Tuning (house style rule 34), measured on an H100 (8192^2 and 16384^2, 1 % and 50 % random
+/* Tuning (in policies, not kernels), measured on an H100 (8192^2 and 16384^2, 1 % and 50 % random
  * background, min of 7; before the phase-1 masks): phase-1 bands of 32 rows were about 1 %
  * faster than 64 and 3-6 % faster than 128 (p1_link's sequential pass over m1 bands is cheap
  * next to a longer per-thread sweep); phase-2 bands of 128 columns were within 3 % of the best
@@ -868,7 +868,7 @@ twi_cuda_edt(const tw_tile_view *d_bin, const twi_edt_band *band, tw_tile_view *
 }
 
 /*
- * ---- the wavefront EDT (seed 004, algorithm 6) ---------------------------------------------
+ * ---- the wavefront EDT ([Teodoro13], algorithm 6) ------------------------------------------
  *
  * VR(p), the nearest background pixel found so far, is one 64-bit word per pixel,
  * (row << 32) | column, or VR_NONE. Background pixels start with themselves; the initial

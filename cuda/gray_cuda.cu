@@ -11,7 +11,7 @@
 
 namespace {
 
-/* Tuning (house style rule 34): one thread per pixel, 32 x 8 blocks so that a warp reads one
+/* Tuning (in policies, not kernels): one thread per pixel, 32 x 8 blocks so that a warp reads one
  * contiguous run of a row. The grid strides over the image, so any size fits the grid limits. */
 struct GrayPolicy {
     static constexpr int BLOCK_X = 32;

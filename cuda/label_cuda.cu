@@ -20,7 +20,7 @@
 
 namespace {
 
-/* Tuning (house style rule 34): one thread per pixel, 256 a block, a grid of at most 65535
+/* Tuning (in policies, not kernels): one thread per pixel, 256 a block, a grid of at most 65535
  * blocks striding over the tile. */
 struct LabelPolicy {
     static constexpr int THREADS = 256;

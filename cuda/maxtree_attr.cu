@@ -72,7 +72,7 @@ namespace {
 typedef unsigned long long u64;
 
 /*
- * Tuning (house style rule 34), H100, tests/gpu/sanitize_maxtree.c time mode: 256 threads a
+ * Tuning (in policies, not kernels), H100, tests/gpu/sanitize_maxtree.c time mode: 256 threads a
  * block; k_count and k_sweep on 64 x 32 regions (8 pixels a thread) with shared hash tables of
  * 4096 and 2048 slots (one global atomic per region and target instead of one per pixel: the
  * two kernels went from 926 + 842 us to 285 + 643 us on a 4096^2 8-bit tile, and from 1461 +

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* tilewave: the canonical max-tree on CUDA (seed 001: 1D column trees, concurrent CONNECT). */
+/* tilewave: the canonical max-tree on CUDA ([Blin22]: 1D column trees, concurrent CONNECT). */
 
 /*
  * What this computes: the CUDA twin of twi_omp_maxtree (omp/omp_kernels.h), the canonical
@@ -8,15 +8,15 @@
  * node, a canonical pixel to that of the parent node, and the root to itself. The form is
  * unique, so the bytes equal the CPU twin's whatever the order the threads ran in.
  *
- * How (seed 001, sections 4-5, the "1D-optimised" algorithm):
+ * How ([Blin22], sections 4-5, the "1D-optimised" algorithm):
  *
  * 1. mt_tile, one thread block per TW x TH tile (TH = SUB * NS), TW x NS threads. The levels go
  *    to shared memory. Thread (x, s) builds the max-tree of rows [s SUB, (s + 1) SUB) of column
- *    x with the linear 1D algorithm of Menotti et al. (seed algorithm 2), scanning upwards so
+ *    x with the linear 1D algorithm of [Menotti07] ([Blin22] alg. 2), scanning upwards so
  *    that links inside a flat run go to the larger index, as the order requires. Its stack is
  *    threaded through the parent records themselves: a pushed pixel's record names the pixel
  *    below it on the stack (its parent if nothing lower turns up), so no per-thread array.
- *    Then all threads merge concurrently with the lock-free CONNECT of seed algorithm 6: thread
+ *    Then all threads merge concurrently with the lock-free CONNECT of [Blin22] alg. 6: thread
  *    (x, s) walks the border between columns x and x + 1 over its rows, and the border between
  *    its segment and the next one at column x. The parent of a pixel is a 32-bit record
  *    (parent level << 16 | parent local index + 1, 0 = none): an atomicMax on it keeps the
@@ -41,16 +41,16 @@
  * pixel below the edge's weight min(f(u), f(v)): the components of every [f >= l] are then
  * the same, hence the max-tree.
  * - 4-connectivity: with m_k = min(f(u_k), f(v_k)), edge k is dropped when m_{k-1} >= m_k or
- *   m_{k+1} > m_k (the seed's proposition 3, with the inequalities its proof needs: the path
+ *   m_{k+1} > m_k ([Blin22]'s proposition 3, with the inequalities its proof needs: the path
  *   u_k u_{k-1} v_{k-1} v_k; ties are broken one way so that equal neighbours never drop each
  *   other, and the maxima of m always stay). Measured 15-50 % faster than every edge.
  * - 8-connectivity: every cross edge of the square u_{k-1} u_k v_{k-1} v_k is dominated by the
- *   one joining the higher pixel of each side (a_k, b_k), of weight c_k (the seed's proposition
+ *   one joining the higher pixel of each side (a_k, b_k), of weight c_k ([Blin22]'s proposition
  *   1; straight edges go too, which also covers its proposition 2). Those square edges are then
  *   thinned like the 4-connected ones: square k goes when square k - 1 has c >= c_k or square
  *   k + 1 has c > c_k, provided the two squares' ends are joined above c_k on both sides (they
  *   are, unless a_k and the neighbour's a sit two apart around a pixel below c_k). At most one
- *   CONNECT per position, as in the seed, and about as few as with 4-connectivity. A segment of
+ *   CONNECT per position, as in [Blin22], and about as few as with 4-connectivity. A segment of
  *   one position keeps its straight edge; the diagonals across a corner where four tiles meet
  *   are in no segment and get their own CONNECTs.
  * Dropped edges lean on paths inside regions and on kept edges of the same segment; the
@@ -80,14 +80,14 @@
 namespace {
 
 /*
- * Tuning (house style rule 34), measured on an H100 with tests/gpu/time_maxtree.cu (6000 x
+ * Tuning (in policies, not kernels), measured on an H100 with tests/gpu/time_maxtree.cu (6000 x
  * 4000 and 8192 x 8192 smooth-plus-noise images, median of 7 runs): columns cut in segments of
  * 16 rows (one thread each); tiles of 64 x 64 for 8-bit, 64 x 32 for 16-bit. 8-bit: 64 x 16,
  * 64 x 32, 32 x 64, 128 x 32 and 32 x 128 were within 5 % (64 x 64 best or near it with
  * 8-connectivity); segments of 8 or 32 rows were 3-10 % slower. 16-bit: 64 x 32 had the best
  * total over both images and connectivities (32 x 64 and 64 x 64 were 3-12 % slower with
  * 8-connectivity; 64 x 16 won one case by 25 % and lost another by 25 %). Tried and dropped:
- * the one-pixel halo of seed section 5.3 on the borders between tile columns (16-bit
+ * the one-pixel halo of [Blin22] section 5.3 on the borders between tile columns (16-bit
  * 4-connected 1.6 % faster, 8-connected 5-15 % slower, 8-bit mixed), merging even column
  * borders before odd ones (5-30 % slower), and shortening level-root walks with an atomicMax
  * (no gain). Running a thread's kept column-border edges back to back took 10-20 % off the
@@ -220,7 +220,7 @@ window(uint32_t (&out)[4], const F &f, int64_t k, int64_t n)
 /* ---- 1. tiles in shared memory ---------------------------------------------------------- */
 
 /*
- * The max-tree of rows [y0, y1) of column x of the tile (seed algorithm 2, scanned upwards).
+ * The max-tree of rows [y0, y1) of column x of the tile ([Blin22] alg. 2, scanned upwards).
  * r: the current level root (not yet linked); top: the stack of lower level roots still open,
  * each linked through its record to the one under it; ftop: the level of top.
  */

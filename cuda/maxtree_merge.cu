@@ -27,7 +27,7 @@
  *    the starting forest is already a valid partial max-tree and the local links need no
  *    CONNECT.
  * 3. mm_links, one thread per border position (grid-stride): the lock-free concurrent CONNECT
- *    of seed 001 (algorithm 6; atomicMax on the 64-bit records) for each link of that
+ *    of [Blin22] (algorithm 6; atomicMax on the 64-bit records) for each link of that
  *    position. Links equal to the one just before them in grid_links' order are skipped and
  *    the others counted, so *d_links equals the CPU's `edges`.
  * 4. mm_flatten, one thread per node: parent := level root of the parent (the node itself for
@@ -71,7 +71,7 @@
 
 namespace {
 
-/* Tuning (house style rule 34): plain 256-thread blocks for the per-node kernels; the link
+/* Tuning (in policies, not kernels): plain 256-thread blocks for the per-node kernels; the link
  * kernel runs a grid-stride loop over as many blocks as the device keeps resident. */
 struct MergePolicy {
     static constexpr int THREADS = 256;

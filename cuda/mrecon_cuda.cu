@@ -5,7 +5,7 @@
  * Reconstruction by dilation of the marker J under the mask I, inside one tile, in place on
  * the marker: the fixpoint of J(p) <- max{J(q), q in N[p]} ^ I(p), N = 4 or 8 neighbours.
  * The fixpoint is unique, so any order of updates that ends at it gives the bytes of the CPU
- * twin (omp/mrecon_omp.c). This file is the FH-GPU algorithm of Teodoro et al. (seed 004,
+ * twin (omp/mrecon_omp.c). This file is the FH-GPU algorithm of Teodoro et al. ([Teodoro13],
  * sections 3.1-3.3, algorithm 5) with a queue that never drops pixels.
  *
  * Phases, all enqueued on the caller's stream, none waiting for the host:
@@ -42,7 +42,7 @@
  *    old = atomicMax(&J32(q), v << 1 | 1), and q is queued only if this set its queued bit.
  *    A raise that finds the bit set needs no entry: the pending processing of q reads the
  *    word with its atomicAnd later in that word's order. So a pixel is queued at most once at
- *    a time and always propagates its latest value (the seed's algorithm queues q on every
+ *    a time and always propagates its latest value ([Teodoro13]'s algorithm queues q on every
  *    raise). J32 is 32 bits because atomicMax has no 8- or 16-bit form; the copy costs two
  *    streaming passes (about 1 ms at 16384^2) and spares a compare-and-swap loop on the word
  *    shared with three neighbours, which would also touch bytes outside the tile.
@@ -51,7 +51,7 @@
  *    ld.relaxed.gpu for the neighbour pre-check: L1 is not coherent with other SMs' atomics),
  *    so at the end no pair p, q violates the fixpoint.
  *
- *    The queue has the seed's levels: a per-thread queue (the bitmask of the up to 8
+ *    The queue has [Teodoro13]'s levels: a per-thread queue (the bitmask of the up to 8
  *    neighbours a thread raised, in a register), a block queue in shared memory filled per
  *    warp (warp prefix sum of the counts, one shared atomic per warp), and a global queue
  *    filled per block (one global atomic per flush of the block queue). Each level spills
@@ -72,7 +72,7 @@
  *
  *    Balance: every round splits the global queue evenly into contiguous chunks, one per
  *    block, so uneven fronts are redistributed each round. Inside a round a block chases its
- *    own front with block barriers only (the seed's independent per-block queues) while the
+ *    own front with block barriers only ([Teodoro13]'s independent per-block queues) while the
  *    front stays small (at most LOCAL_MAX pixels), which serves narrow fronts such as a
  *    one-pixel corridor without a grid barrier per step; it stops early and hands its front
  *    to the global queue when the other blocks have queued enough work for the whole grid.
@@ -99,7 +99,7 @@ namespace cg = cooperative_groups;
 
 namespace {
 
-/* Tuning (house style rule 34). Raster rounds and their stopping rule measured on an H100
+/* Tuning (in policies, not kernels). Raster rounds and their stopping rule measured on an H100
  * (16384^2 tissue-like u8, conn 8): 3 fixed rounds 27.9 ms, 4: 21.4 ms, 6: 19.2 ms, 8: 21.0 ms;
  * stopping below npix / 32 ran 6 rounds, 19.2 ms. Blocks per SM 4 or 6: no difference. */
 struct MreconPolicy {

@@ -11,7 +11,7 @@
 extern "C" {
 #endif
 
-/* A reader backend (house style rule 5). slide.c picks one, checks every argument and region
+/* A reader backend (a const ops table). slide.c picks one, checks every argument and region
  * before calling it, and owns the tw_slide; the backend keeps its state in s->priv. */
 typedef struct twi_reader_ops {
     const char *name;    /* "tiff", "openslide": the domain of its messages is "io.<name>" */

@@ -113,7 +113,7 @@ os_attach_tiff(tw_slide *s, os_reader *r, const char *path, const char *vendor)
  * process-wide ones print its warnings and errors to stderr ("TIFFReadDirectory: Warning,
  * Unknown field with tag ..."): up to 32 lines a slide (issue 26); OpenSlide and the libraries
  * under it (GLib, gdk-pixbuf, cairo) log through GLib, whose default handler prints too. The
- * library never prints (house style 15): the first OpenSlide open routes both to tilewave's log
+ * library never prints: the first OpenSlide open routes both to tilewave's log
  * at debug level, once for the process. OpenSlide's own error string carries what failed; our
  * own libtiff handles have per-handle handlers and never reach these. An embedder with
  * handlers of its own sets them again after opening its first OpenSlide slide (docs/io.md). */

@@ -12,9 +12,9 @@ extern "C" {
 #endif
 
 /*
- * Max-tree (seeds 000 and 001; omp/ and cuda/ twins, ops/maxtree.c drives them). A max-tree is
+ * Max-tree ([Blin21], [Blin22]; omp/ and cuda/ twins, ops/maxtree.c drives them). A max-tree is
  * stored as a parent image of raster indices (y * w + x of the image or tile being processed).
- * Canonical form (seed 001, section 2.2): with the total order
+ * Canonical form ([Blin22], section 2.2): with the total order
  *     p < q  iff  f(p) < f(q), or f(p) = f(q) and index(p) > index(q),
  * parent(p) < p for every pixel but the root, which points to itself, and every parent is a
  * canonical pixel. The canonical pixel of a node (a connected component of [f >= v] holding a

@@ -11,7 +11,7 @@ extern "C" {
 #endif
 
 /*
- * Tree of shapes (seed 002; omp/tos_omp.c has the algorithm, docs/tos.md the contract): the
+ * Tree of shapes ([deVries24]; omp/tos_omp.c has the algorithm, docs/tos.md the contract): the
  * image immersed in the Khalimsky grid (kw x kh = (2w - 1) x (2h - 1) faces, spans computed
  * from the pixels, never stored), sorted into ranks F_ord by a propagation from the exterior
  * (level m, twi_tos_exterior), the max-tree of the ranks (twi_omp_maxtree_u32, 4-connected, in

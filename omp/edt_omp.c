@@ -54,7 +54,7 @@
  * nearest by rounding near ties, as omp_kernels.h says), and the distance is always
  * d2 = (sx sx) (double)(dx dx) + (sy sy) (double)(dy dy), in that order.
  *
- * The wavefront variant (seed 004, algorithm 3) is at the end; it shares only the conversion
+ * The wavefront variant ([Teodoro13], algorithm 3) is at the end; it shares only the conversion
  * of squared distances to the output format.
  */
 #include <limits.h>
@@ -818,7 +818,7 @@ out:
     return st;
 }
 
-/* ---- the wavefront variant (seed 004, algorithm 3) ---------------------------------------- */
+/* ---- the wavefront variant ([Teodoro13], algorithm 3) ------------------------------------- */
 
 /* FIFO of pixel raster indices in a circular buffer that doubles when full. */
 typedef struct wf_queue {

@@ -7,7 +7,7 @@
 #include "omp_kernels.h"
 
 /*
- * Why this works without a whole-image tree (seed 000, chapter 6; Kazemier et al. 2017):
+ * Why this works without a whole-image tree ([Blin21], chapter 6; [Kazemier17]):
  * a node of a tile's max-tree that holds no pixel of a shared side, and has no such node
  * below it, is a connected component of the whole image too (all its neighbours lie in the
  * tile), so its attributes and its parent's level are already global. Every other node is

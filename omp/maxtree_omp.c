@@ -36,7 +36,7 @@
  * alone, blocks of millions of pixels, above which the flood slows down in cache; with a team,
  * at least a block a thread. A binary tree of OpenMP tasks builds each block (its parents stay
  * inside it); each inner node then merges its two halves along their shared border. 8-bit:
- * CONNECT (seed 001, algorithm 3): for an edge (a, b), a goes up to its level root, b up to
+ * CONNECT ([Blin22], algorithm 3): for an edge (a, b), a goes up to its level root, b up to
  * its highest ancestor of level >= f(a), the lower of the two in the order above becomes the
  * parent of the other, and the zip goes on with the old parent. Ties link the smaller index
  * under the larger, so level roots stay the largest index of their node. 16-bit: CONNECT
@@ -47,7 +47,7 @@
  * over them in decreasing order, the border edges and the parent links as its edges (as
  * twi_mt_merge does for tiles; CONNECT again when out of memory). Sibling tasks touch
  * disjoint sets of pixels: no races. A border edge is skipped when a path through the edges
- * already merged joins its ends at its level (seed section 5.2's grid simplification).
+ * already merged joins its ends at its level ([Blin22] section 5.2's grid simplification).
  *
  * Flatten. After the merges only the level roots that a merge linked under another root of
  * their level ("demoted", marked in a byte map) can be stale parents; every other parent is
@@ -462,7 +462,7 @@ twi_radix_u64(uint64_t *a, uint64_t *tmp, size_t n, unsigned first_bit)
         return x;                                                                                \
     }                                                                                            \
                                                                                                  \
-    /* Seed 001, algorithm 3: merge the branches of a and b of an edge (a, b). */                \
+    /* [Blin22], algorithm 3: merge the branches of a and b of an edge (a, b). */                \
     static void                                                                                  \
     connect_##SFX(const LT *f, IT *par, uint8_t *demoted, IT a, IT b)                            \
     {                                                                                            \

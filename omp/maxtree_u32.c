@@ -26,7 +26,7 @@
  * pixel plus a few.
  *
  * Merges. Adjacent regions (a binary tree over the block grid, halving the longer side) are
- * merged along their shared line with CONNECT (seed 001, algorithm 3) on nodes instead of
+ * merged along their shared line with CONNECT ([Blin22], algorithm 3) on nodes instead of
  * pixels: for an edge (a, b), a goes up to its level root, b up to its highest ancestor of
  * level >= f(a), the lower becomes the parent of the other and the zip goes on with the old
  * parent; ties keep the node of larger canonical index as level root. Pixels are not touched.
@@ -175,7 +175,7 @@ peak(const twi_mt32 *m, uint32_t r, uint32_t l)
     return r;
 }
 
-/* Seed 001, algorithm 3, on nodes: join the branches of na and nb. */
+/* [Blin22], algorithm 3, on nodes: join the branches of na and nb. */
 static void
 connect(const twi_mt32 *m, uint32_t na, uint32_t nb)
 {

@@ -21,7 +21,7 @@
  * full; nothing is ever dropped. Scans and the FIFO keep border handling out of the interior
  * loops: first and last columns and rows have their own code, interior pixels none.
  *
- * Micro-tiles (seed section 4, multi-level tiling). With nthreads > 1 and a large tile, the
+ * Micro-tiles ([Teodoro13] section 4, multi-level tiling). With nthreads > 1 and a large tile, the
  * tile is cut into a grid of about two micro-tiles per thread. Round 0 runs the serial
  * algorithm on every micro-tile as if nothing existed outside it (pixels are owned by exactly
  * one micro-tile, so the team never writes the same pixel). Then rounds alternate two phases

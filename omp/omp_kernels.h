@@ -91,7 +91,7 @@ tw_status twi_omp_edt_stop(const tw_tile_view *bin, const twi_edt_band *band, tw
                            tw_tile_view *idx, int nthreads, const twi_stop *stop);
 
 /*
- * edt (wavefront): the IWPP distance transform of seed 004 (algorithm 3) on a whole image
+ * edt (wavefront): the IWPP distance transform of [Teodoro13] (algorithm 3) on a whole image
  * (band->y0 = 0, above = below = NULL): every background pixel that has a foreground
  * 8-neighbour starts the wavefront; a FIFO queue propagates "nearest background pixel"
  * (Danielsson's vector propagation) to 8-neighbours while it shortens their distance. The
@@ -112,7 +112,7 @@ tw_status twi_omp_edt_wavefront(const tw_tile_view *bin, const twi_edt_band *ban
  * writes the canonical parent image directly. With nthreads <= 1 one block covers up to 2^20
  * (8-bit) or 2^22 (16-bit) pixels (no team is opened); nthreads > 1: several blocks per
  * thread for 8-bit, one per thread for 16-bit, built in parallel. Blocks are merged along
- * their borders (8-bit: CONNECT, seed 001 algorithm 3; 16-bit: the border pixels' ancestors
+ * their borders (8-bit: CONNECT, [Blin22] algorithm 3; 16-bit: the border pixels' ancestors
  * collected once, sorted by level and joined in one union-find pass, CONNECT when memory is
  * short) and canonicalised (in parallel with a team): the same bytes as one block. Scratch:
  * about 18 (32-bit) or 34 (64-bit) bytes a pixel of a block per thread (16-bit: plus 1.3 or
@@ -168,7 +168,7 @@ tw_status twi_omp_maxtree_grid(const tw_tile_view *in, int conn, tw_tile_view *p
  * bits keep their order. tmp holds n keys. Returns the array holding the result (a or tmp). */
 uint64_t *twi_radix_u64(uint64_t *a, uint64_t *tmp, size_t n, unsigned first_bit);
 
-/* Border max-trees (seed 000, chapter 6; Kazemier et al. 2017): the CPU side of the
+/* Border max-trees ([Blin21], chapter 6; [Kazemier17]): the CPU side of the
  * whole-slide attribute filters (ops/maxtree.c). Types and numbering: kern/maxtree.h. */
 /* Pass 1: the border max-tree of a tile from its levels (TW_U8 / TW_U16, 1 channel) and its
  * canonical parent image (TW_U32, tile raster indices, packed: stride = 4 w). `sides` is a

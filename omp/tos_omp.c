@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* tilewave: the tree of shapes on the CPU (seed 002): sort into F_ord, un-interpolate, filter. */
+/* tilewave: tree of shapes on the CPU ([deVries24]): sort into F_ord, un-interpolate, filter. */
 
 /*
  * What this computes. The tree of shapes of an 8- or 16-bit image as Géraud et al. (ISMM
@@ -21,7 +21,7 @@
  * clamped to m, before anything else. Spans are never stored: a face's span is the min and
  * max of its one, two or four pixels, read from the image when the face is queued.
  *
- * The sort (seed 002, algorithm 7; Crozet & Géraud 2014). A part is a hierarchical queue (a
+ * The sort ([deVries24], algorithm 7; [Crozet14]). A part is a hierarchical queue (a
  * stack of faces per level, a three-level bit map of the non-empty levels) and a current level
  * l. It pops all faces of level l (a batch), giving each the part's next rank F_ord (one per
  * batch), and queues every unseen neighbour at its span clamped to l; then l moves to the
@@ -33,7 +33,7 @@
  * pop it first), so a part may split into two that run concurrently and continue from the
  * same rank: their faces are never adjacent, so their ranks never meet in the max-tree. A
  * part splits only when its driver asks (twi_tos_hooks.want_split: idle workers), giving away
- * the side with more queued faces; the seed's recursion spawned a thread at every level and
+ * the side with more queued faces; [deVries24]'s recursion spawned a thread at every level and
  * left one thread with most of the image. The rank is then a valid max-tree input: constant
  * on each node, increasing from parent to child, below 2^31.
  *

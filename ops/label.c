@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: `label`, connected components of a whole slide, tile by tile, exact. */
 /*
- * Two passes over the tiles and one merge between them (seed 004's TP/BP shape):
+ * Two passes over the tiles and one merge between them ([Teodoro13]'s TP/BP shape):
  *
  *   pass 1, per tile:  label.load (CPU) --> label.tp1 (the tile's labels, its border labels
  *                      and per-row counts of first pixels; the labels themselves are dropped)

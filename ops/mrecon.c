@@ -14,7 +14,7 @@
  * image; the last row and column may be smaller). Each tile holds its marker (RW) and mask (R)
  * in host memory for the whole job: slide-scale spilling is for later.
  *
- * The task graph (seed 004, section 4):
+ * The task graph ([Teodoro13], section 4):
  *
  *     mrecon.load[i] --> mrecon.tp[i] (full) --+
  *     (mrecon.sync --> mrecon.prep[i]) .........+--> mrecon.bp (round 0)

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* tilewave: the tree of shapes of an image in memory and the grain filter (seed 002). */
+/* tilewave: the tree of shapes of an image in memory and the grain filter ([deVries24]). */
 
 /*
  * The job, as a task graph on the CPU workers (the kernels and the algorithm are in
@@ -12,10 +12,10 @@
  *        -> attr.climb -> attr.area | grain.reset -> grain -> store
  *
  * Load reads the whole image; prep computes the exterior level, allocates the grid (16 bytes
- * a pixel) and queues its border in the root part. The sort is the seed's algorithm 7 with
+ * a pixel) and queues its border in the root part. The sort is [deVries24]'s algorithm 7 with
  * its load-balancing problem handled by the runtime: a running part splits off an independent
  * sub-propagation after a batch only while some CPU worker has nothing to do (fewer parts
- * than CPU workers), and that part is one more task any idle worker takes. The seed's threads
+ * than CPU workers), and that part is one more task any idle worker takes. [deVries24]'s threads
  * each recursed on one side and left one thread with most of the image; here every part can
  * split again, so work goes where the workers are, whatever the image. A part's large batch
  * (a level holding 4096 faces or more) is shared with "tos.sort.help" tasks while workers

@@ -12,7 +12,7 @@
 #include "rt_core.h"
 
 /* This file is the only caller of cudaMalloc, cudaFree, cudaHostAlloc and cudaFreeHost
- * (house style rule 20): kernels and workers take memory from here. */
+ * (kernels never allocate device memory): kernels and workers take memory from here. */
 
 #define HOST_ALIGN 64
 

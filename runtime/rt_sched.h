@@ -12,7 +12,7 @@
 typedef struct tw_worker tw_worker;
 typedef struct tw_sched tw_sched;
 
-/* ---- scheduling policies (house style rule 5). Every callback runs under the runtime's
+/* ---- scheduling policies (each a const ops table). Every callback runs under the runtime's
  * scheduler lock, single-threaded; none may block. */
 typedef struct tw_sched_policy {
     const char *name;                          /* "fcfs"; selected by runtime.policy */

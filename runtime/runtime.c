@@ -9,7 +9,7 @@
 #include "rt_core.h"
 
 /*
- * Worker threads are demand-driven (seed 004 section 4): an idle worker asks the policy for the
+ * Worker threads are demand-driven ([Teodoro13] section 4): an idle worker asks the policy for the
  * next task it has a variant for and sleeps on its own condition variable when there is none.
  * A push wakes one idle worker able to run the pushed task, so a CUDA-only task never wakes a
  * CPU worker that would find nothing and go back to sleep. The policy and the idle list share

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* tilewave: the FCFS scheduling policy (first come, first served; seed 004 section 4). */
+/* tilewave: the FCFS scheduling policy (first come, first served; [Teodoro13] section 4). */
 #include <stdlib.h>
 
 #include "rt_sched.h"
@@ -10,7 +10,7 @@
  *
  * Guarantee: among the ready tasks a worker can run, pop() returns the one pushed first. A task
  * no worker of the moment can take (a CUDA-only task while the GPU is busy) waits without
- * blocking the tasks behind it, which is the demand-driven dispatch of seed 004: a CPU core
+ * blocking the tasks behind it, which is the demand-driven dispatch of [Teodoro13]: a CPU core
  * or a GPU that falls idle takes the next task suitable for it.
  *
  * How: conceptually one FIFO, kept as three intrusive FIFOs keyed by the set of variants a

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* tilewave: the "pats" scheduling policy: speedup priority (seed 004, section 4.2). */
+/* tilewave: the "pats" scheduling policy: speedup priority ([Teodoro13], section 4.2). */
 #include <math.h>
 #include <stdlib.h>
 
 #include "rt_core.h"
 
 /*
- * PATS (performance-aware task selection, seed 004): a GPU worker takes the ready task with
+ * PATS (performance-aware task selection, [Teodoro13]): a GPU worker takes the ready task with
  * the highest expected GPU speedup, a CPU worker the one with the lowest, so each device gets
  * the work it is relatively best at. The speedup of a task with both variants is its expected
  * time on this machine's CPU over its expected time on the GPU (the GPU worker's own; for a CPU

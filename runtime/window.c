@@ -8,7 +8,7 @@
 /*
  * A job that streams an image (tiles of a slide, bands of rows, the cells of a pass) opens a
  * window over its n units and the runtime decides how many exist at once, the same way for
- * every operation: libvips' threadpool and seed 004's demand-driven scheduler. A unit is
+ * every operation: libvips' threadpool and [Teodoro13]'s demand-driven scheduler. A unit is
  * admitted (its tiles made and its tasks submitted by the op's admit callback) when a worker
  * is about to go idle, finding no task it can run; so decode and encode spread over every CPU
  * worker while the GPUs compute, and nothing is read that no worker is free to take.

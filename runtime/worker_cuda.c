@@ -36,7 +36,7 @@
  * (runtime/tile.c). Replicas are pinned from staging to the end of the task and are never
  * evicted while pinned.
  *
- * This file is the only place that synchronises (house style rule 31), so variants and
+ * This file is the only place that synchronises (launchers only enqueue), so variants and
  * launchers stay asynchronous.
  */
 

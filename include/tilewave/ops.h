@@ -419,7 +419,7 @@ TW_API TW_NODISCARD tw_status tw_edt_format_parse(const char *name, tw_edt_forma
 /** The algorithm. @since 0.3 */
 typedef enum tw_edt_method {
     TW_EDT_EXACT = 0, /**< separable exact EDT, tiled (default) */
-    TW_EDT_WAVEFRONT  /**< the IWPP propagation of seed 004 (Danielsson-like, 8 neighbours):
+    TW_EDT_WAVEFRONT  /**< the IWPP propagation of [Teodoro13] (Danielsson-like, 8 neighbours):
                            APPROXIMATE (never below the exact distance); the whole image is
                            one tile; for comparison */
 } tw_edt_method;
@@ -496,7 +496,7 @@ TW_API TW_NODISCARD tw_status tw_edt_submit(tw_runtime *rt, const tw_edt_opts *o
 
 /**
  * @defgroup maxtree Max-tree and attribute filters
- * The canonical max-tree of an 8- or 16-bit image (seeds 000 and 001) and the connected
+ * The canonical max-tree of an 8- or 16-bit image ([Blin21], [Blin22]) and the connected
  * filters built on it. Color inputs are converted to luminance (8-bit) first.
  *
  * Canonical form: with p < q iff f(p) < f(q), or f(p) = f(q) and index(p) > index(q), every
@@ -610,7 +610,7 @@ TW_API TW_NODISCARD tw_status tw_attr_filter_submit(tw_runtime *rt,
 
 /**
  * @defgroup tos Tree of shapes and the grain filter
- * The tree of shapes (seed 002) of an 8- or 16-bit image in memory, as Géraud et al. compute
+ * The tree of shapes ([deVries24]) of an 8- or 16-bit image in memory, as Géraud et al. compute
  * it on the plain map of the image in the Khalimsky grid, with an exterior at level m = the
  * floor of the mean of the image's border pixels (Higra's
  * component_tree_tree_of_shapes_image2d with its default "mean" padding: the same tree). A

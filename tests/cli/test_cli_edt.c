@@ -125,8 +125,7 @@ Test(cli_edt, bands_stored_in_slices_are_exact)
     uint64_t r = 12345;
 
     for (int i = 0; i < W * H; i++) {
-        r = r * 6364136223846793005ULL + 1442695040888963407ULL;
-        px[i] = (r >> 33) % 97 == 0 ? 0 : 255; /* about 1% background */
+        px[i] = twtest_rnd(&r, 97) == 0 ? 0 : 255; /* about 1% background */
     }
     in = write_u8("wide.tif", px, W, H);
     OK_RUN("edt", in, "-o", sq, "--format", "sq32", "--indices", ix, "--tile", "64x16", "--set",

@@ -90,9 +90,10 @@ Test(cli_mrecon, reconstruct_matches_naive_for_any_tile)
     uint64_t s = 5;
 
     for (int64_t p = 0; p < n; p++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        im[p] = (uint8_t)(128 + (int)((s >> 40) % 100) - (int)(p % w) / 3);
-        j[p] = (s >> 20) % 97 == 0 ? im[p] : 0;
+        uint64_t r = twtest_xorshift(&s);
+
+        im[p] = (uint8_t)(128 + (int)((r >> 40) % 100) - (int)(p % w) / 3);
+        j[p] = (r >> 20) % 97 == 0 ? im[p] : 0;
         ic[p] = (uint8_t)(255 - im[p]);
         jc[p] = (uint8_t)(255 - j[p]);
     }

@@ -482,17 +482,3 @@ twtest_need_gpu(void)
         cr_skip_test("no CUDA device");
 }
 
-uint64_t
-twtest_xorshift(uint64_t *s)
-{
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 2685821657736338717ull;
-}
-
-uint32_t
-twtest_rnd(uint64_t *s, uint32_t n)
-{
-    return n ? (uint32_t)((twtest_xorshift(s) >> 32) % n) : 0;
-}

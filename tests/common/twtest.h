@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "tilewave.h"
+#include "twtest_rnd.h"
 
 /* A fresh private directory under $TILEWAVE_TEST_TMP (or /tmp); returns a malloc'd path. */
 char *twtest_tmpdir(void);
@@ -93,10 +94,6 @@ tw_runtime *twtest_runtime(int cpu_workers, const char *gpus, tw_error *err);
 bool twtest_have_gpu(void);
 /* Skip the current Criterion test when there is no GPU. */
 void twtest_need_gpu(void);
-/* xorshift64*: deterministic on every machine; *s must not be 0. */
-uint64_t twtest_xorshift(uint64_t *s);
-/* Uniform in [0, n) from twtest_xorshift (0 when n is 0). */
-uint32_t twtest_rnd(uint64_t *s, uint32_t n);
 /* A runtime with runtime.gpus = `gpus` and runtime.cpu_workers = `cpu_workers` (strings as in
  * a config file), logs at error level, models as twtest_runtime(); asserts on failure. */
 tw_runtime *twtest_runtime_with(const char *gpus, const char *cpu_workers);

@@ -289,7 +289,7 @@ twout_image(int64_t w, int64_t h, int ch, tw_sample_type t, uint64_t seed, bool 
 {
     const size_t ss = tw_sample_size(t);
     uint8_t *img = malloc((size_t)(w * h) * (size_t)ch * ss);
-    uint64_t s = seed * 2654435761u + 1;
+    uint64_t s = twtest_rnd_stream(seed);
 
     cr_assert_not_null(img);
     for (int64_t y = 0; y < h; y++)

@@ -11,16 +11,13 @@
 #include "twtest.h"
 
 
+/* One stream of the tests' generator (twtest_rnd.h) for the whole file. */
 static uint64_t rng_state;
 
 static uint64_t
 rnd(void)
 {
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return twtest_xorshift(&rng_state);
 }
 
 /* Run one job into out (and idx when not NULL); returns its report. */

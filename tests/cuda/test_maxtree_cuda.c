@@ -19,7 +19,7 @@
 #include "cuda_kernels.h"
 #include "omp_kernels.h"
 #include "twtest.h"
-#include "twtest_mt.h"
+#include "twtest_maxtree.h"
 
 /*
  * Suites: maxtree_cuda/small_* are quick hand-picked shapes (the compute-sanitizer runs of
@@ -129,7 +129,7 @@ random_image(uint64_t *rng, tw_sample_type type, int32_t w, int32_t h, int mode)
     void *img = malloc((n ? n : 1) * ss);
 
     cr_assert_not_null(img);
-    twtest_mt_random_image(rng, img, type, w, h, mode);
+    twtest_maxtree_random_image(rng, img, type, w, h, mode);
     return img;
 }
 

@@ -10,7 +10,7 @@
 #include "tilewave.h"
 #include "twtest.h"
 #include "twtest_filter.h"
-#include "twtest_mt.h"
+#include "twtest_maxtree.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 
@@ -41,7 +41,7 @@ random_filters(int jobs)
 
         if (t == TW_U16 && (mode == 0 || mode == 4) && n > 900)
             mode = 3; /* keep the reference's level count small */
-        twtest_mt_random_image(&rng, img, t, w, h, mode);
+        twtest_maxtree_random_image(&rng, img, t, w, h, mode);
         twtest_attr_filter_naive(img, t, w, h, conn, flt <= TW_AREA_CLOSING ? TWTEST_AREA
                                                                             : TWTEST_HEIGHT,
                                  thr, flt == TW_AREA_CLOSING || flt == TW_HEIGHT_CLOSING, want);
@@ -115,7 +115,7 @@ Test(maxtree_job_cuda, in_memory_tree_on_the_gpu_matches_the_naive_tree)
         tw_job *job = NULL;
         tw_error err;
 
-        twtest_mt_random_image(&rng, img, t, w, h, it % 6);
+        twtest_maxtree_random_image(&rng, img, t, w, h, it % 6);
         twtest_maxtree_naive(img, t, w, h, conn, want);
         tw_maxtree_opts_init(&o);
         o.image = (tw_host_image){img, w, h, 0, t};
@@ -159,7 +159,7 @@ Test(maxtree_job_cuda, gpu_border_trees_and_merge_give_whole_image_areas, .timeo
         cr_assert(img && got && want);
         if (t == TW_U16)
             mode = 1 + it % 2; /* few levels: the reference floods level by level */
-        twtest_mt_random_image(&rng, img, t, w, h, mode);
+        twtest_maxtree_random_image(&rng, img, t, w, h, mode);
         twtest_attr_filter_naive(img, t, w, h, conn, TWTEST_AREA_MAP, 0, 0, want);
         tw_attr_filter_opts_init(&o);
         o.image = (tw_host_image){img, w, h, 0, t};

@@ -12,6 +12,7 @@
 #pragma GCC diagnostic ignored "-Wconversion"
 
 #include "tw_internal.h"
+#include "twtest_rnd.h"
 
 #ifdef TW_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -119,11 +120,10 @@ fill(tw_tile *t, uint32_t seed)
     tw_tile_view v = twi_tile_host_view(t);
     uint8_t *p = v.data;
     size_t i, n = (size_t)v.stride * (size_t)v.h;
+    uint64_t s = twtest_rnd_stream(seed);
 
-    for (i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        p[i] = (uint8_t)(seed >> 24);
-    }
+    for (i = 0; i < n; i++)
+        p[i] = (uint8_t)(twtest_xorshift(&s) >> 56);
 }
 
 static void

@@ -174,7 +174,7 @@ static uint8_t *
 random_image(int w, int h, uint64_t seed, int zero_one_in)
 {
     uint8_t *p = malloc((size_t)w * (size_t)h);
-    uint64_t s = seed * 0x9e3779b97f4a7c15ull + 7;
+    uint64_t s = twtest_rnd_stream((uint64_t)seed);
 
     cr_assert_not_null(p);
     for (int64_t i = 0; i < (int64_t)w * h; i++) {

@@ -17,16 +17,14 @@
 #include <cuda_runtime.h>
 
 #include "cuda_kernels.h"
+#include "twtest_rnd.h"
 
 static uint64_t rs = 0x1234567ull;
 
 static unsigned
 rnd(unsigned n)
 {
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return n ? (unsigned)((rs >> 11) % n) : 0;
+    return twtest_rnd(&rs, n);
 }
 
 #define CK(x)                                                                                  \

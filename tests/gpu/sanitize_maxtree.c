@@ -4,7 +4,7 @@
  * Criterion runs each test in a child process, and compute-sanitizer's tracking of such
  * children cannot be relied on, so the sanitizer runs (tests/gpu/validate.sh) use this plain
  * program: random small cases of twi_cuda_maxtree (8/16-bit, 4/8-connectivity, several tiles
- * in each direction, padded strides, the six image modes of twtest_mt_random_image), each
+ * in each direction, padded strides, the six image modes of twtest_maxtree_random_image), each
  * checked against the CPU twin twi_omp_maxtree; then, on the same tile, the border max-tree
  * (twi_cuda_mt_border_extract) and the three filters (twi_cuda_mt_filter) against
  * twi_mt_border_extract and twi_mt_filter_tile, with the sides mask cycling through 0..15.
@@ -24,16 +24,14 @@
 
 #include "cuda_kernels.h"
 #include "omp_kernels.h"
+#include "twtest_rnd.h"
 
 static uint64_t rs = 0x9E3779B97F4A7C15ull;
 
 static unsigned
 rnd(unsigned n)
 {
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return n ? (unsigned)((rs >> 11) % n) : 0;
+    return twtest_rnd(&rs, n);
 }
 
 #define CK(x)                                                                                  \
@@ -45,7 +43,7 @@ rnd(unsigned n)
         }                                                                                      \
     } while (0)
 
-/* Image modes like twtest_mt_random_image: noise, few levels, plateaus, smooth, extremes. */
+/* Image modes like twtest_maxtree_random_image: noise, few levels, plateaus, smooth, extremes. */
 static unsigned
 level(int mode, int x, int y, unsigned maxv)
 {

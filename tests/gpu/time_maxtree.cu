@@ -22,6 +22,8 @@
 #include <cstring>
 #include <vector>
 
+#include "../common/twtest_rnd.h"
+
 namespace
 {
 
@@ -53,10 +55,7 @@ uint64_t rs = 88172645463325252ull;
 double
 urand()
 {
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return (double)(rs >> 11) / 9007199254740992.0;
+    return twtest_rnd_unit(&rs);
 }
 
 /* Smooth field (a few random low-frequency waves and blobs) in [0, 1], plus uniform noise of

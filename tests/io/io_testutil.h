@@ -20,10 +20,7 @@
 static inline uint64_t
 tu_hash(uint64_t x)
 {
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
+    return twtest_mix64(x + 0x9e3779b97f4a7c15ULL);
 }
 
 static inline uint64_t

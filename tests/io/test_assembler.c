@@ -69,7 +69,7 @@ make_rects(int64_t w, int64_t h, int32_t sw, int32_t sh, size_t *n)
 {
     size_t cap = (size_t)(((w + sw - 1) / sw) * ((h + sh - 1) / sh)), k = 0, i;
     rect *r = malloc(cap * sizeof *r);
-    unsigned seed = 12345;
+    uint64_t seed = 12345;
     int64_t x, y;
 
     cr_assert_not_null(r);
@@ -77,7 +77,7 @@ make_rects(int64_t w, int64_t h, int32_t sw, int32_t sh, size_t *n)
         for (x = 0; x < w; x += sw)
             r[k++] = (rect){x, y, w - x < sw ? w - x : sw, h - y < sh ? h - y : sh};
     for (i = k; i > 1; i--) {
-        size_t j = (size_t)rand_r(&seed) % i;
+        size_t j = twtest_rnd(&seed, (uint32_t)i);
         rect tmp = r[i - 1];
 
         r[i - 1] = r[j];

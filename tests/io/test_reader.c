@@ -646,7 +646,7 @@ Test(reader_openslide, alpha_is_unpremultiplied_and_transparent_is_white)
 
 typedef struct reader_thread {
     tw_slide *s;
-    unsigned seed;
+    uint64_t rng; /* this thread's stream (twtest_rnd_stream) */
     int64_t w, h;
     int n;
     int failures;
@@ -660,9 +660,9 @@ reader_main(void *arg)
     int i;
 
     for (i = 0; i < t->n; i++) {
-        int64_t x = rand_r(&t->seed) % t->w, y = rand_r(&t->seed) % t->h;
-        int64_t w = 1 + rand_r(&t->seed) % (t->w - x < 150 ? t->w - x : 150);
-        int64_t h = 1 + rand_r(&t->seed) % (t->h - y < 150 ? t->h - y : 150);
+        int64_t x = twtest_rnd(&t->rng, (uint32_t)t->w), y = twtest_rnd(&t->rng, (uint32_t)t->h);
+        int64_t w = 1 + twtest_rnd(&t->rng, (uint32_t)(t->w - x < 150 ? t->w - x : 150));
+        int64_t h = 1 + twtest_rnd(&t->rng, (uint32_t)(t->h - y < 150 ? t->h - y : 150));
 
         /* no cr_assert off the test's thread: count and report after the join */
         if (!tu_region_matches(t->s, 0, x, y, w, h, tu_level_seed(11, 0), t->why))
@@ -690,8 +690,8 @@ Test(reader, concurrent_regions_from_one_slide)
 
         cr_assert_eq(tw_slide_open(path, kinds[k], &s, &err), TW_OK, "%s", err.message);
         for (i = 0; i < T; i++) {
-            rt[i] = (reader_thread){.s = s, .seed = (unsigned)(i + 1), .w = 1024, .h = 768,
-                                    .n = 40};
+            rt[i] = (reader_thread){.s = s, .rng = twtest_rnd_stream((uint64_t)i), .w = 1024,
+                                    .h = 768, .n = 40};
             pthread_create(&th[i], NULL, reader_main, &rt[i]);
         }
         for (i = 0; i < T; i++) {

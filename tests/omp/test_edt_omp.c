@@ -13,25 +13,9 @@
 
 #include "omp_kernels.h"
 #include "twtest_stop.h"
+#include "twtest_rnd.h"
 
 #define PAD_BYTE 0xA5
-
-static uint64_t
-next_rand(uint64_t *s)
-{
-    /* xorshift64*: a test-local generator, deterministic on every machine */
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 2685821657736338717ull;
-}
-
-/* Uniform in [0, n). */
-static uint32_t
-rnd(uint64_t *s, uint32_t n)
-{
-    return n ? (uint32_t)((next_rand(s) >> 32) % n) : 0;
-}
 
 /* ---- the reference ------------------------------------------------------------------------ */
 
@@ -301,7 +285,7 @@ enum { IMG_NOISE, IMG_SINGLE, IMG_DISKS, IMG_LINES, IMG_RECTS, N_IMG_KINDS };
 static uint8_t
 fg(uint64_t *rng)
 {
-    return (uint8_t)(1 + rnd(rng, 255));
+    return (uint8_t)(1 + twtest_rnd(rng, 255));
 }
 
 /* Background fraction in permille, from "almost none" to 99 %. */
@@ -310,7 +294,9 @@ bg_permille(uint64_t *rng)
 {
     static const uint32_t pm[] = {1, 5, 10, 50, 200, 500, 800, 950, 990};
 
-    return rnd(rng, 4) ? pm[rnd(rng, sizeof pm / sizeof pm[0])] : rnd(rng, 1000);
+    if (twtest_rnd(rng, 4))
+        return pm[twtest_rnd(rng, sizeof pm / sizeof pm[0])];
+    return twtest_rnd(rng, 1000);
 }
 
 static void
@@ -321,13 +307,14 @@ gen_image(uint8_t *img, int32_t w, int32_t h, int kind, uint32_t pm, uint64_t *r
     switch (kind) {
     case IMG_NOISE:
         for (size_t k = 0; k < n; k++)
-            img[k] = rnd(rng, 1000) < pm ? 0 : fg(rng);
+            img[k] = twtest_rnd(rng, 1000) < pm ? 0 : fg(rng);
         break;
     case IMG_SINGLE: {
         /* one background pixel, often in a corner (the largest distances) */
         static const int corner[4][2] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}};
-        int32_t x = (int32_t)rnd(rng, (uint32_t)w), y = (int32_t)rnd(rng, (uint32_t)h);
-        uint32_t c = rnd(rng, 6);
+        int32_t x = (int32_t)twtest_rnd(rng, (uint32_t)w);
+        int32_t y = (int32_t)twtest_rnd(rng, (uint32_t)h);
+        uint32_t c = twtest_rnd(rng, 6);
 
         for (size_t k = 0; k < n; k++)
             img[k] = fg(rng);
@@ -340,14 +327,14 @@ gen_image(uint8_t *img, int32_t w, int32_t h, int kind, uint32_t pm, uint64_t *r
     }
     case IMG_DISKS: {
         /* foreground disks on background, or background disks in foreground */
-        int nd = 1 + (int)rnd(rng, 5);
-        bool holes = rnd(rng, 2);
+        int nd = 1 + (int)twtest_rnd(rng, 5);
+        bool holes = twtest_rnd(rng, 2);
 
         for (size_t k = 0; k < n; k++)
             img[k] = holes ? fg(rng) : 0;
         for (int d = 0; d < nd; d++) {
-            int64_t cx = rnd(rng, (uint32_t)w), cy = rnd(rng, (uint32_t)h);
-            int64_t r = 1 + rnd(rng, (uint32_t)(w > h ? w : h) / 2 + 1);
+            int64_t cx = twtest_rnd(rng, (uint32_t)w), cy = twtest_rnd(rng, (uint32_t)h);
+            int64_t r = 1 + twtest_rnd(rng, (uint32_t)(w > h ? w : h) / 2 + 1);
 
             for (int32_t y = 0; y < h; y++)
                 for (int32_t x = 0; x < w; x++)
@@ -358,13 +345,13 @@ gen_image(uint8_t *img, int32_t w, int32_t h, int kind, uint32_t pm, uint64_t *r
     }
     case IMG_LINES: {
         /* background lines: rows, columns, diagonals, in foreground */
-        int nl = 1 + (int)rnd(rng, 3);
+        int nl = 1 + (int)twtest_rnd(rng, 3);
 
         for (size_t k = 0; k < n; k++)
             img[k] = fg(rng);
         for (int l = 0; l < nl; l++) {
-            uint32_t t = rnd(rng, 3);
-            int32_t p = (int32_t)rnd(rng, (uint32_t)(t == 0 ? h : w));
+            uint32_t t = twtest_rnd(rng, 3);
+            int32_t p = (int32_t)twtest_rnd(rng, (uint32_t)(t == 0 ? h : w));
 
             for (int32_t y = 0; y < h; y++)
                 for (int32_t x = 0; x < w; x++)
@@ -375,14 +362,15 @@ gen_image(uint8_t *img, int32_t w, int32_t h, int kind, uint32_t pm, uint64_t *r
     }
     case IMG_RECTS: {
         /* background rectangles (ties between equidistant sites along their sides) */
-        int nr = 1 + (int)rnd(rng, 4);
+        int nr = 1 + (int)twtest_rnd(rng, 4);
 
         for (size_t k = 0; k < n; k++)
             img[k] = fg(rng);
         for (int r = 0; r < nr; r++) {
-            int32_t x0 = (int32_t)rnd(rng, (uint32_t)w), y0 = (int32_t)rnd(rng, (uint32_t)h);
-            int32_t x1 = x0 + 1 + (int32_t)rnd(rng, (uint32_t)(w - x0 < 8 ? w - x0 : 8));
-            int32_t y1 = y0 + 1 + (int32_t)rnd(rng, (uint32_t)(h - y0 < 8 ? h - y0 : 8));
+            int32_t x0 = (int32_t)twtest_rnd(rng, (uint32_t)w);
+            int32_t y0 = (int32_t)twtest_rnd(rng, (uint32_t)h);
+            int32_t x1 = x0 + 1 + (int32_t)twtest_rnd(rng, (uint32_t)(w - x0 < 8 ? w - x0 : 8));
+            int32_t y1 = y0 + 1 + (int32_t)twtest_rnd(rng, (uint32_t)(h - y0 < 8 ? h - y0 : 8));
 
             for (int32_t y = y0; y < y1; y++)
                 for (int32_t x = x0; x < x1; x++)
@@ -407,7 +395,7 @@ thin_background(uint8_t *img, int32_t w, int32_t h, uint64_t *rng)
     if (nb <= keep)
         return;
     for (size_t k = 0; k < n; k++)
-        if (img[k] == 0 && rnd(rng, (uint32_t)nb) >= keep)
+        if (img[k] == 0 && twtest_rnd(rng, (uint32_t)nb) >= keep)
             img[k] = fg(rng);
 }
 
@@ -415,24 +403,24 @@ thin_background(uint8_t *img, int32_t w, int32_t h, uint64_t *rng)
 static void
 random_shape(uint64_t *rng, int32_t *w, int32_t *h)
 {
-    uint32_t pick = rnd(rng, 100);
+    uint32_t pick = twtest_rnd(rng, 100);
 
     if (pick < 2) {
-        *w = 128 + (int32_t)rnd(rng, 129);
-        *h = 128 + (int32_t)rnd(rng, 129);
+        *w = 128 + (int32_t)twtest_rnd(rng, 129);
+        *h = 128 + (int32_t)twtest_rnd(rng, 129);
     } else if (pick < 10) {
         *w = 1;
-        *h = 1 + (int32_t)rnd(rng, 120);
-        if (rnd(rng, 2)) {
+        *h = 1 + (int32_t)twtest_rnd(rng, 120);
+        if (twtest_rnd(rng, 2)) {
             *w = *h;
             *h = 1;
         }
     } else if (pick < 30) {
-        *w = 1 + (int32_t)rnd(rng, 80);
-        *h = 1 + (int32_t)rnd(rng, 80);
+        *w = 1 + (int32_t)twtest_rnd(rng, 80);
+        *h = 1 + (int32_t)twtest_rnd(rng, 80);
     } else {
-        *w = 1 + (int32_t)rnd(rng, 24);
-        *h = 1 + (int32_t)rnd(rng, 24);
+        *w = 1 + (int32_t)twtest_rnd(rng, 24);
+        *h = 1 + (int32_t)twtest_rnd(rng, 24);
     }
 }
 
@@ -442,14 +430,14 @@ static void
 run_iso_all(const uint8_t *img, int32_t w, int32_t h, const int64_t *want, int nthreads,
             uint64_t *rng, const char *what, image *sq_out, image *idx_out)
 {
-    image b = image_bin(img, w, h, rnd(rng, 2) ? 0 : rnd(rng, 9));
+    image b = image_bin(img, w, h, twtest_rnd(rng, 2) ? 0 : twtest_rnd(rng, 9));
     char label[160];
 
     for (int f = TWI_EDT_F32; f <= TWI_EDT_SQ32; f++) {
         twi_edt_band band = band_whole(f, 1.0, 1.0);
-        image o = image_new(w, h, 1, fmt_type[f], rnd(rng, 2) ? 0 : 1 + rnd(rng, 5));
-        bool with_idx = f == TWI_EDT_SQ32 || rnd(rng, 2);
-        image ix = image_new(w, h, 2, TW_U32, rnd(rng, 2) ? 0 : 1 + rnd(rng, 3));
+        image o = image_new(w, h, 1, fmt_type[f], twtest_rnd(rng, 2) ? 0 : 1 + twtest_rnd(rng, 5));
+        bool with_idx = f == TWI_EDT_SQ32 || twtest_rnd(rng, 2);
+        image ix = image_new(w, h, 2, TW_U32, twtest_rnd(rng, 2) ? 0 : 1 + twtest_rnd(rng, 3));
         tw_status st;
 
         snprintf(label, sizeof label, "%s %dx%d format %d threads %d", what, w, h, f, nthreads);
@@ -480,7 +468,7 @@ random_iso_cases(int n, uint64_t seed)
 
     for (int c = 0; c < n; c++) {
         int32_t w, h;
-        int kind = (int)rnd(&rng, N_IMG_KINDS);
+        int kind = (int)twtest_rnd(&rng, N_IMG_KINDS);
         uint32_t pm = bg_permille(&rng);
         uint8_t *img;
         int64_t *want;
@@ -496,7 +484,7 @@ random_iso_cases(int n, uint64_t seed)
         ref_edt(img, w, h, 1.0, 1.0, want, NULL);
         snprintf(what, sizeof what, "case %d kind %d bg %u/1000", c, kind, pm);
         run_iso_all(img, w, h, want, 1, &rng, what, &s1, &i1);
-        run_iso_all(img, w, h, want, 2 + (int)rnd(&rng, 2), &rng, what, &s2, &i2);
+        run_iso_all(img, w, h, want, 2 + (int)twtest_rnd(&rng, 2), &rng, what, &s2, &i2);
         check_same(&s1, &s2, what);
         check_same(&i1, &i2, what);
         free(s1.buf);
@@ -709,21 +697,21 @@ check_bands(const uint8_t *img, int32_t w, int32_t h, double sx, double sy, uint
 
     for (int f = TWI_EDT_F32; f < nf; f++) {
         twi_edt_band band = band_whole(f, sx, sy);
-        image b = image_bin(img, w, h, rnd(rng, 3));
+        image b = image_bin(img, w, h, twtest_rnd(rng, 3));
         image ow = image_new(w, h, 1, fmt_type[f], 0), ob = image_new(w, h, 1, fmt_type[f], 2);
         image iw = image_new(w, h, 2, TW_U32, 0), ib = image_new(w, h, 2, TW_U32, 1);
-        bool with_idx = rnd(rng, 2);
+        bool with_idx = twtest_rnd(rng, 2);
         char label[160];
 
         cr_assert(eq(int, twi_omp_edt(&b.v, &band, &ow.v, &iw.v, 1), TW_OK));
         for (int32_t y0 = 0; y0 < h;) {
-            int32_t hb = 1 + (int32_t)rnd(rng, rnd(rng, 2) ? 4 : (uint32_t)h);
+            int32_t hb = 1 + (int32_t)twtest_rnd(rng, twtest_rnd(rng, 2) ? 4 : (uint32_t)h);
 
             if (hb > h - y0)
                 hb = h - y0;
             snprintf(label, sizeof label, "%s %dx%d format %d", what, w, h, f);
             run_band(&b, img, w, h, y0, hb, band, &ob, with_idx ? &ib : NULL,
-                     1 + (int)rnd(rng, 3), rnd(rng, 2), label);
+                     1 + (int)twtest_rnd(rng, 3), twtest_rnd(rng, 2), label);
             y0 += hb;
         }
         snprintf(label, sizeof label, "%s %dx%d format %d bands", what, w, h, f);
@@ -751,10 +739,10 @@ Test(edt_omp, bands_equal_whole_image)
     static const double sp[][2] = {{1, 1}, {1, 1}, {0.5, 1.25}, {2, 3}};
 
     for (int c = 0; c < 1000; c++) {
-        int32_t w = 1 + (int32_t)rnd(&rng, 60), h = 1 + (int32_t)rnd(&rng, 60);
-        int kind = (int)rnd(&rng, N_IMG_KINDS);
+        int32_t w = 1 + (int32_t)twtest_rnd(&rng, 60), h = 1 + (int32_t)twtest_rnd(&rng, 60);
+        int kind = (int)twtest_rnd(&rng, N_IMG_KINDS);
         uint8_t *img = malloc((size_t)w * (size_t)h);
-        int s = (int)rnd(&rng, 4);
+        int s = (int)twtest_rnd(&rng, 4);
         char what[64];
 
         cr_assert_not_null(img);
@@ -816,7 +804,7 @@ check_aniso(const uint8_t *img, int32_t w, int32_t h, double sx, double sy, bool
             uint64_t *rng, const char *what)
 {
     double *want = malloc((size_t)w * (size_t)h * sizeof *want);
-    image b = image_bin(img, w, h, rnd(rng, 3));
+    image b = image_bin(img, w, h, twtest_rnd(rng, 3));
     image o1 = image_new(w, h, 1, TW_F32, 0), o2 = image_new(w, h, 1, TW_F32, 1);
     image i1 = image_new(w, h, 2, TW_U32, 0), i2 = image_new(w, h, 2, TW_U32, 0);
     image u = image_new(w, h, 1, TW_U16, 0);
@@ -883,7 +871,7 @@ Test(edt_omp, anisotropic_spacing_matches_brute_force)
 
     for (int c = 0; c < 600; c++) {
         int32_t w, h;
-        int kind = (int)rnd(&rng, N_IMG_KINDS), s = (int)rnd(&rng, 10);
+        int kind = (int)twtest_rnd(&rng, N_IMG_KINDS), s = (int)twtest_rnd(&rng, 10);
         uint32_t pm = bg_permille(&rng);
         uint8_t *img;
         char what[96];
@@ -908,13 +896,13 @@ Test(edt_omp, extreme_spacing_ratios)
     uint64_t rng = 0x5851F42D4C957F2Dull;
 
     for (int c = 0; c < 80; c++) {
-        int32_t w = 1 + (int32_t)rnd(&rng, 40), h = 1 + (int32_t)rnd(&rng, 40);
+        int32_t w = 1 + (int32_t)twtest_rnd(&rng, 40), h = 1 + (int32_t)twtest_rnd(&rng, 40);
         uint8_t *img = malloc((size_t)w * (size_t)h);
         int s = c % 4;
         char what[96];
 
         cr_assert_not_null(img);
-        gen_image(img, w, h, (int)rnd(&rng, N_IMG_KINDS), bg_permille(&rng), &rng);
+        gen_image(img, w, h, (int)twtest_rnd(&rng, N_IMG_KINDS), bg_permille(&rng), &rng);
         snprintf(what, sizeof what, "extreme case %d %dx%d spacing %g,%g", c, w, h, sp[s][0],
                  sp[s][1]);
         check_aniso(img, w, h, sp[s][0], sp[s][1], false, &rng, what);
@@ -995,7 +983,7 @@ Test(edt_omp, wavefront_never_below_exact)
 
     for (int c = 0; c < 600; c++) {
         int32_t w, h;
-        int kind = (int)rnd(&rng, N_IMG_KINDS), s = (int)rnd(&rng, 5);
+        int kind = (int)twtest_rnd(&rng, N_IMG_KINDS), s = (int)twtest_rnd(&rng, 5);
         uint32_t pm = bg_permille(&rng);
         uint8_t *img;
         char what[96];
@@ -1023,10 +1011,11 @@ Test(edt_omp, wavefront_exact_on_simple_images)
     uint64_t rng = 77;
 
     for (int c = 0; c < 60; c++) {
-        int32_t w = 1 + (int32_t)rnd(&rng, 70), h = 1 + (int32_t)rnd(&rng, 70);
+        int32_t w = 1 + (int32_t)twtest_rnd(&rng, 70), h = 1 + (int32_t)twtest_rnd(&rng, 70);
         size_t n = (size_t)w * (size_t)h;
         uint8_t *img = malloc(n);
-        int32_t px = (int32_t)rnd(&rng, (uint32_t)w), py = (int32_t)rnd(&rng, (uint32_t)h);
+        int32_t px = (int32_t)twtest_rnd(&rng, (uint32_t)w);
+        int32_t py = (int32_t)twtest_rnd(&rng, (uint32_t)h);
         double sx = c % 3 == 2 ? 2 : 1, sy = c % 3 == 2 ? 3 : 1;
 
         cr_assert_not_null(img);
@@ -1257,7 +1246,7 @@ Test(edt_omp, a_stop_hook_ends_the_run_within_a_few_rows)
 
     cr_assert(img != NULL);
     for (size_t i = 0; i < (size_t)w * h; i++)
-        img[i] = rnd(&rng, 100) < 3 ? 0 : 1;
+        img[i] = twtest_rnd(&rng, 100) < 3 ? 0 : 1;
     for (int nt = 1; nt <= 2; nt++) {
         image b = image_bin(img, w, h, 0), want = image_new(w, h, 1, TW_F32, 0),
               wix = image_new(w, h, 2, TW_U32, 0), got = image_new(w, h, 1, TW_F32, 0),

@@ -10,6 +10,7 @@
 #pragma GCC diagnostic ignored "-Wconversion"
 
 #include "omp_kernels.h"
+#include "twtest_rnd.h"
 
 #define PAD_BYTE 0xA5
 
@@ -18,16 +19,6 @@ static const int32_t sizes[][2] = {
     {1, 200}, {300, 1}, {127, 129}, {256, 256}, {300, 200},
 };
 #define N_SIZES (sizeof sizes / sizeof sizes[0])
-
-static uint64_t
-next_rand(uint64_t *s)
-{
-    /* xorshift64*: a test-local generator, deterministic on every machine */
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 2685821657736338717ull;
-}
 
 typedef struct image {
     uint8_t *buf;
@@ -51,7 +42,7 @@ image_make(int32_t w, int32_t h, int32_t ch, tw_sample_type t, int64_t extra, bo
     memset(im.buf, PAD_BYTE, bytes);
     if (random) {
         for (size_t i = 0; i < bytes; i++)
-            im.buf[i] = (uint8_t)(next_rand(rng) >> 56);
+            im.buf[i] = (uint8_t)(twtest_xorshift(rng) >> 56);
     }
     im.v.data = im.buf;
     im.v.w = w;

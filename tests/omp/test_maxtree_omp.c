@@ -12,7 +12,7 @@
 
 #include "omp_kernels.h"
 #include "twtest.h"
-#include "twtest_mt.h"
+#include "twtest_maxtree.h"
 #include "twtest_stop.h"
 
 #define PAD_BYTE 0xA5
@@ -246,7 +246,7 @@ run_sweep(const sweep *s)
         want = malloc(n * sizeof *want);
         got = malloc(n * sizeof *got);
         cr_assert(img && want && got);
-        twtest_mt_random_image(&rng, img, type, w, h, mode);
+        twtest_maxtree_random_image(&rng, img, type, w, h, mode);
         twtest_maxtree_naive(img, type, w, h, conn, want);
         msg = twtest_maxtree_check(img, type, w, h, conn, want);
         cr_assert_null(msg, "naive reference: %s (%dx%d mode %d)", msg, w, h, mode);
@@ -332,7 +332,7 @@ Test(maxtree_omp, full_size_images_match_naive_with_auto_parallel)
         run_cfg c = { .ptype = it % 3 ? TW_U32 : TW_U64, .nthreads = 2 };
 
         cr_assert(img && want && got);
-        twtest_mt_random_image(&rng, img, type, w, h, it % 6);
+        twtest_maxtree_random_image(&rng, img, type, w, h, it % 6);
         twtest_maxtree_naive(img, type, w, h, conn, want);
         cr_assert(eq(int, run_kernel(img, type, w, h, conn, &c, got), TW_OK));
         expect_same(got, want, w, h, "automatic, 2 threads");
@@ -360,7 +360,7 @@ Test(maxtree_omp, large_blocked_paths_match_one_block)
             run_cfg c = { .ptype = TW_U32, .nthreads = 1, .gx = 1, .gy = 1 };
 
             cr_assert(img && want && got);
-            twtest_mt_random_image(&rng, img, type, w, h, 3 + (s + t) % 3);
+            twtest_maxtree_random_image(&rng, img, type, w, h, 3 + (s + t) % 3);
             cr_assert(eq(int, run_kernel(img, type, w, h, conn, &c, want), TW_OK));
             c = (run_cfg){ .ptype = TW_U64, .nthreads = 1, .pad_out = 1 };
             cr_assert(eq(int, run_kernel(img, type, w, h, conn, &c, got), TW_OK));
@@ -394,7 +394,7 @@ Test(maxtree_omp, callable_from_inside_a_parallel_region)
         got[r][0] = malloc(n * sizeof *got[r][0]);
         got[r][1] = malloc(n * sizeof *got[r][1]);
         cr_assert(img[r] && want[r] && got[r][0] && got[r][1]);
-        twtest_mt_random_image(&rng, img[r], TW_U8, W, H, 3 + r);
+        twtest_maxtree_random_image(&rng, img[r], TW_U8, W, H, 3 + r);
         twtest_maxtree_naive(img[r], TW_U8, W, H, 8, want[r]);
     }
 #pragma omp parallel for num_threads(RUNS) schedule(static, 1)
@@ -440,7 +440,7 @@ Test(maxtree_omp, small_images_match_the_definition)
         run_cfg c = { .ptype = TW_U32, .nthreads = 1 };
 
         cr_assert(img && def && got);
-        twtest_mt_random_image(&rng, img, type, w, h, mode);
+        twtest_maxtree_random_image(&rng, img, type, w, h, mode);
         semantic_parent(img, type, w, h, conn, def);
         twtest_maxtree_naive(img, type, w, h, conn, got);
         expect_same(got, def, w, h, "naive vs definition");
@@ -570,7 +570,7 @@ Test(maxtree_omp, extreme_values)
     for (int t = 0; t < 2; t++) {
         tw_sample_type type = t ? TW_U16 : TW_U8;
 
-        twtest_mt_random_image(&rng, img, type, w, h, 5);
+        twtest_maxtree_random_image(&rng, img, type, w, h, 5);
         for (int conn = 4; conn <= 8; conn += 4) {
             semantic_parent(img, type, w, h, conn, def);
             expect_all_paths(img, type, w, h, conn, def);
@@ -731,7 +731,7 @@ Test(maxtree_omp, a_stop_hook_ends_the_run_between_blocks_and_rows)
         twi_stop hn = { stop_after_n, &never }, hs = { stop_after_n, &soon };
 
         vg.data = got;
-        twtest_mt_random_image(&rng, img, t, w, h, t == TW_U16 ? 300 : 20);
+        twtest_maxtree_random_image(&rng, img, t, w, h, t == TW_U16 ? 300 : 20);
         cr_assert(eq(int, twi_omp_maxtree(&vi, 4, &vw, threads), TW_OK));
         memset(got, 0xff, n * 4);
         cr_assert(eq(int, twi_omp_maxtree_stop(&vi, 4, &vg, threads, &hn), TW_OK));

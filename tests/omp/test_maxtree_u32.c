@@ -11,7 +11,7 @@
 
 #include "omp_kernels.h"
 #include "twtest.h"
-#include "twtest_mt.h"
+#include "twtest_maxtree.h"
 
 /* An order-preserving map of the 8/16-bit levels onto 32 bits (random gaps, some levels near
  * 2^32 - 1): the max-tree depends only on the order, so the naive tree of the original image
@@ -79,7 +79,7 @@ Test(maxtree_u32, random_images_in_place_match_naive)
         int32_t gx, gy;
 
         cr_assert(img && lev && a && want && canon);
-        twtest_mt_random_image(&rng, img, type, w, h, mode);
+        twtest_maxtree_random_image(&rng, img, type, w, h, mode);
         twtest_maxtree_naive(img, type, w, h, conn, want);
         widen(&rng, img, type, n, lev);
 
@@ -126,7 +126,7 @@ Test(maxtree_u32, through_twi_omp_maxtree_views)
 
     cr_assert(img && lev && pad && want && p64);
     for (int mode = 0; mode < 6; mode++) {
-        twtest_mt_random_image(&rng, img, TW_U16, w, h, mode);
+        twtest_maxtree_random_image(&rng, img, TW_U16, w, h, mode);
         twtest_maxtree_naive(img, TW_U16, w, h, 4, want);
         widen(&rng, img, TW_U16, n, lev);
         vi = (tw_tile_view){ .data = lev, .stride = 4 * w, .w = w, .h = h, .channels = 1,

@@ -12,25 +12,9 @@
 #pragma GCC diagnostic ignored "-Wconversion"
 
 #include "omp_kernels.h"
+#include "twtest_rnd.h"
 
 #define PAD_BYTE 0xA5
-
-static uint64_t
-next_rand(uint64_t *s)
-{
-    /* xorshift64*: a test-local generator, deterministic on every machine */
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 2685821657736338717ull;
-}
-
-/* Uniform in [0, n). */
-static uint32_t
-rnd(uint64_t *s, uint32_t n)
-{
-    return n ? (uint32_t)((next_rand(s) >> 32) % n) : 0;
-}
 
 /* ---- the reference ------------------------------------------------------------------------ */
 
@@ -166,17 +150,17 @@ enum { MARK_SPARSE, MARK_SINGLE, MARK_SHIFT, MARK_ZERO, MARK_EQUAL, N_MARK_KINDS
 static void
 gen_blobs(uint32_t *msk, int32_t w, int32_t h, uint32_t maxv, uint64_t *rng)
 {
-    int nb = 1 + (int)rnd(rng, 6);
+    int nb = 1 + (int)twtest_rnd(rng, 6);
     double cx[6], cy[6], r2[6], a[6], hi = 0;
     double *f = malloc((size_t)w * (size_t)h * sizeof *f);
 
     cr_assert_not_null(f);
     for (int b = 0; b < nb; b++) {
-        cx[b] = rnd(rng, (uint32_t)w);
-        cy[b] = rnd(rng, (uint32_t)h);
-        r2[b] = 1.0 + rnd(rng, (uint32_t)(w + h));
+        cx[b] = twtest_rnd(rng, (uint32_t)w);
+        cy[b] = twtest_rnd(rng, (uint32_t)h);
+        r2[b] = 1.0 + twtest_rnd(rng, (uint32_t)(w + h));
         r2[b] *= r2[b] / 4;
-        a[b] = 0.3 + rnd(rng, 1000) / 1000.0;
+        a[b] = 0.3 + twtest_rnd(rng, 1000) / 1000.0;
     }
     for (int32_t y = 0; y < h; y++) {
         for (int32_t x = 0; x < w; x++) {
@@ -202,20 +186,21 @@ gen_mask(uint32_t *msk, int32_t w, int32_t h, uint32_t maxv, int kind, uint64_t 
     switch (kind) {
     case MASK_NOISE:
         for (size_t k = 0; k < n; k++)
-            msk[k] = rnd(rng, maxv + 1);
+            msk[k] = twtest_rnd(rng, maxv + 1);
         break;
     case MASK_LEVELS: {
         /* plateaus: random rectangles painted with four levels, extremes included */
         uint32_t lv[4] = {0, maxv / 3, 2 * (maxv / 3), maxv};
-        int nr = 1 + (int)rnd(rng, 12);
+        int nr = 1 + (int)twtest_rnd(rng, 12);
 
         for (size_t k = 0; k < n; k++)
-            msk[k] = lv[rnd(rng, 2)];
+            msk[k] = lv[twtest_rnd(rng, 2)];
         for (int r = 0; r < nr; r++) {
-            int32_t x0 = (int32_t)rnd(rng, (uint32_t)w), y0 = (int32_t)rnd(rng, (uint32_t)h);
-            int32_t x1 = x0 + 1 + (int32_t)rnd(rng, (uint32_t)(w - x0));
-            int32_t y1 = y0 + 1 + (int32_t)rnd(rng, (uint32_t)(h - y0));
-            uint32_t v = lv[rnd(rng, 4)];
+            int32_t x0 = (int32_t)twtest_rnd(rng, (uint32_t)w);
+            int32_t y0 = (int32_t)twtest_rnd(rng, (uint32_t)h);
+            int32_t x1 = x0 + 1 + (int32_t)twtest_rnd(rng, (uint32_t)(w - x0));
+            int32_t y1 = y0 + 1 + (int32_t)twtest_rnd(rng, (uint32_t)(h - y0));
+            uint32_t v = lv[twtest_rnd(rng, 4)];
 
             for (int32_t y = y0; y < y1; y++)
                 for (int32_t x = x0; x < x1; x++)
@@ -228,17 +213,17 @@ gen_mask(uint32_t *msk, int32_t w, int32_t h, uint32_t maxv, int kind, uint64_t 
         break;
     case MASK_BINARY: {
         /* 0 / max: thresholded blobs or salt noise */
-        uint32_t thr = rnd(rng, 2) ? maxv / 2 : 0;
+        uint32_t thr = twtest_rnd(rng, 2) ? maxv / 2 : 0;
 
         if (thr) {
             gen_blobs(msk, w, h, maxv, rng);
             for (size_t k = 0; k < n; k++)
                 msk[k] = msk[k] > thr ? maxv : 0;
         } else {
-            uint32_t dens = 30 + rnd(rng, 50);
+            uint32_t dens = 30 + twtest_rnd(rng, 50);
 
             for (size_t k = 0; k < n; k++)
-                msk[k] = rnd(rng, 100) < dens ? maxv : 0;
+                msk[k] = twtest_rnd(rng, 100) < dens ? maxv : 0;
         }
         break;
     }
@@ -250,7 +235,7 @@ gen_mask(uint32_t *msk, int32_t w, int32_t h, uint32_t maxv, int kind, uint64_t 
                 bool open = y % 2 == 0 || (y % 4 == 1 && x == w - 1) || (y % 4 == 3 && x == 0);
 
                 msk[(size_t)y * (size_t)w + (size_t)x] =
-                    open ? maxv - rnd(rng, 3) : rnd(rng, maxv / 8 + 1);
+                    open ? maxv - twtest_rnd(rng, 3) : twtest_rnd(rng, maxv / 8 + 1);
             }
         }
         break;
@@ -265,21 +250,23 @@ gen_marker(uint32_t *mrk, const uint32_t *msk, int32_t w, int32_t h, uint32_t ma
 
     switch (kind) {
     case MARK_SPARSE: {
-        uint32_t frac = 1 + rnd(rng, 30); /* percent of pixels that carry a value */
+        uint32_t frac = 1 + twtest_rnd(rng, 30); /* percent of pixels that carry a value */
 
         for (size_t k = 0; k < n; k++)
-            mrk[k] = rnd(rng, 100) < frac ? (rnd(rng, 2) ? msk[k] : rnd(rng, msk[k] + 1)) : 0;
+            mrk[k] = twtest_rnd(rng, 100) < frac
+                         ? (twtest_rnd(rng, 2) ? msk[k] : twtest_rnd(rng, msk[k] + 1))
+                         : 0;
         break;
     }
     case MARK_SINGLE: {
-        size_t p = rnd(rng, (uint32_t)n);
+        size_t p = twtest_rnd(rng, (uint32_t)n);
 
         memset(mrk, 0, n * sizeof *mrk);
         mrk[p] = msk[p];
         break;
     }
     case MARK_SHIFT: {
-        uint32_t hh = rnd(rng, maxv / 4 + 1);
+        uint32_t hh = twtest_rnd(rng, maxv / 4 + 1);
 
         for (size_t k = 0; k < n; k++)
             mrk[k] = msk[k] > hh ? msk[k] - hh : 0;
@@ -336,13 +323,13 @@ random_cfg(run_cfg *c, uint64_t *rng, bool forced_grid)
      * barrier of the border rounds can cost a scheduler slice. A team of one exercises the
      * same exchange code. Small tiles on the public path are serial whatever nthreads says. */
     if (forced_grid)
-        c->nthreads = rnd(rng, 4) ? 1 : 2 + (int)rnd(rng, 2);
+        c->nthreads = twtest_rnd(rng, 4) ? 1 : 2 + (int)twtest_rnd(rng, 2);
     else
-        c->nthreads = 1 + (int)rnd(rng, 3);
-    c->gx = forced_grid ? 1 + (int32_t)rnd(rng, 6) : 0;
-    c->gy = forced_grid ? 1 + (int32_t)rnd(rng, 6) : 0;
-    c->pad_j = rnd(rng, 3) ? 0 : 1 + rnd(rng, 7);
-    c->pad_i = rnd(rng, 3) ? 0 : 1 + rnd(rng, 7);
+        c->nthreads = 1 + (int)twtest_rnd(rng, 3);
+    c->gx = forced_grid ? 1 + (int32_t)twtest_rnd(rng, 6) : 0;
+    c->gy = forced_grid ? 1 + (int32_t)twtest_rnd(rng, 6) : 0;
+    c->pad_j = twtest_rnd(rng, 3) ? 0 : 1 + twtest_rnd(rng, 7);
+    c->pad_i = twtest_rnd(rng, 3) ? 0 : 1 + twtest_rnd(rng, 7);
 }
 
 /* Shapes: mostly small, with lines, columns and primes; one case in eight up to 300 x 200. */
@@ -350,24 +337,24 @@ static void
 random_shape(uint64_t *rng, int32_t *w, int32_t *h)
 {
     static const int32_t odd[] = {1, 2, 3, 5, 7, 13, 17, 31, 61, 97, 127};
-    uint32_t pick = rnd(rng, 8);
+    uint32_t pick = twtest_rnd(rng, 8);
 
     if (pick == 0) {
-        *w = 1 + (int32_t)rnd(rng, 300);
-        *h = 1 + (int32_t)rnd(rng, 200);
+        *w = 1 + (int32_t)twtest_rnd(rng, 300);
+        *h = 1 + (int32_t)twtest_rnd(rng, 200);
     } else if (pick <= 2) {
-        *w = odd[rnd(rng, sizeof odd / sizeof odd[0])];
-        *h = odd[rnd(rng, sizeof odd / sizeof odd[0])];
+        *w = odd[twtest_rnd(rng, sizeof odd / sizeof odd[0])];
+        *h = odd[twtest_rnd(rng, sizeof odd / sizeof odd[0])];
     } else if (pick == 3) {
         *w = 1;
-        *h = 1 + (int32_t)rnd(rng, 200);
-        if (rnd(rng, 2)) {
+        *h = 1 + (int32_t)twtest_rnd(rng, 200);
+        if (twtest_rnd(rng, 2)) {
             *w = *h;
             *h = 1;
         }
     } else {
-        *w = 1 + (int32_t)rnd(rng, 40);
-        *h = 1 + (int32_t)rnd(rng, 40);
+        *w = 1 + (int32_t)twtest_rnd(rng, 40);
+        *h = 1 + (int32_t)twtest_rnd(rng, 40);
     }
 }
 
@@ -389,8 +376,8 @@ random_full_cases(int n, tw_sample_type t, int conn, uint64_t seed)
 
         random_shape(&rng, &w, &h);
         npx = (size_t)w * (size_t)h;
-        mk = (int)rnd(&rng, N_MASK_KINDS);
-        kk = (int)rnd(&rng, N_MARK_KINDS);
+        mk = (int)twtest_rnd(&rng, N_MASK_KINDS);
+        kk = (int)twtest_rnd(&rng, N_MARK_KINDS);
         msk = malloc(npx * sizeof *msk);
         J0 = malloc(npx * sizeof *J0);
         want = malloc(npx * sizeof *want);
@@ -448,7 +435,7 @@ random_seeded_cases(int n, tw_sample_type t, bool border_only, uint64_t seed)
     uint32_t maxv = t == TW_U8 ? 255 : 65535;
 
     for (int c = 0; c < n; c++) {
-        int conn = rnd(&rng, 2) ? 8 : 4;
+        int conn = twtest_rnd(&rng, 2) ? 8 : 4;
         int32_t w, h;
         int mk, kk;
         uint32_t *msk, *S, *want, *seeds;
@@ -458,8 +445,8 @@ random_seeded_cases(int n, tw_sample_type t, bool border_only, uint64_t seed)
 
         random_shape(&rng, &w, &h);
         npx = (size_t)w * (size_t)h;
-        mk = (int)rnd(&rng, N_MASK_KINDS);
-        kk = (int)rnd(&rng, N_MARK_KINDS);
+        mk = (int)twtest_rnd(&rng, N_MASK_KINDS);
+        kk = (int)twtest_rnd(&rng, N_MARK_KINDS);
         cap = 2 * npx + 16;
         msk = malloc(npx * sizeof *msk);
         S = malloc(npx * sizeof *S);
@@ -471,31 +458,32 @@ random_seeded_cases(int n, tw_sample_type t, bool border_only, uint64_t seed)
         ref_recon(S, msk, w, h, conn); /* stable */
 
         if (border_only) {
-            uint32_t prob = 5 + rnd(&rng, 60);
+            uint32_t prob = 5 + twtest_rnd(&rng, 60);
 
             for (int32_t y = 0; y < h; y++) {
                 for (int32_t x = 0; x < w; x++) {
                     size_t p = (size_t)y * (size_t)w + (size_t)x;
 
-                    if ((x == 0 || y == 0 || x == w - 1 || y == h - 1) && rnd(&rng, 100) < prob) {
-                        S[p] += rnd(&rng, msk[p] - S[p] + 1);
+                    if ((x == 0 || y == 0 || x == w - 1 || y == h - 1) &&
+                        twtest_rnd(&rng, 100) < prob) {
+                        S[p] += twtest_rnd(&rng, msk[p] - S[p] + 1);
                         seeds[ns++] = (uint32_t)p;
                     }
                 }
             }
         } else {
-            int k = 1 + (int)rnd(&rng, 5);
+            int k = 1 + (int)twtest_rnd(&rng, 5);
 
             for (int i = 0; i < k; i++) {
-                size_t p = rnd(&rng, (uint32_t)npx);
+                size_t p = twtest_rnd(&rng, (uint32_t)npx);
 
-                S[p] += rnd(&rng, 2) ? msk[p] - S[p] : rnd(&rng, msk[p] - S[p] + 1);
+                S[p] += twtest_rnd(&rng, 2) ? msk[p] - S[p] : twtest_rnd(&rng, msk[p] - S[p] + 1);
                 seeds[ns++] = (uint32_t)p;
             }
         }
         /* duplicates and unordered lists are allowed */
-        if (ns && rnd(&rng, 2)) {
-            uint32_t dup = seeds[rnd(&rng, (uint32_t)ns)];
+        if (ns && twtest_rnd(&rng, 2)) {
+            uint32_t dup = seeds[twtest_rnd(&rng, (uint32_t)ns)];
 
             seeds[ns++] = dup;
         }
@@ -597,7 +585,8 @@ Test(mrecon_omp, large_tiles_parallel_equals_serial_and_reference)
                 for (int32_t x = 0; x < w; x++) {
                     size_t p = (size_t)y * (size_t)w + (size_t)x;
 
-                    if ((x == 0 || y == 0 || x == w - 1 || y == h - 1) && rnd(&rng, 8) == 0) {
+                    if ((x == 0 || y == 0 || x == w - 1 || y == h - 1) &&
+                        twtest_rnd(&rng, 8) == 0) {
                         J0[p] = msk[p];
                         seeds[ns++] = (uint32_t)p;
                     }
@@ -672,7 +661,7 @@ Test(mrecon_omp, single_seed_in_a_large_maze_matches_flood_fill)
 
         cr_assert(msk && mrk && want);
         for (size_t k = 0; k < npx; k++)
-            msk[k] = rnd(&rng, 100) < dens ? 200 : 0;
+            msk[k] = twtest_rnd(&rng, 100) < dens ? 200 : 0;
         msk[seed] = 200;
         flood_fill(want, msk, n, n, conn, seed);
         for (size_t k = 0; k < npx; k++)
@@ -729,7 +718,7 @@ Test(mrecon_omp, fine_grids_cross_many_borders)
     uint64_t rng = 77;
 
     for (int c = 0; c < 40; c++) {
-        int32_t w = 2 + (int32_t)rnd(&rng, 40), h = 2 + (int32_t)rnd(&rng, 40);
+        int32_t w = 2 + (int32_t)twtest_rnd(&rng, 40), h = 2 + (int32_t)twtest_rnd(&rng, 40);
         size_t npx = (size_t)w * (size_t)h;
         int conn = c % 2 ? 4 : 8, mk = c % 4 < 2 ? MASK_SERPENTINE : MASK_NOISE;
         tw_sample_type t = c % 3 ? TW_U8 : TW_U16;
@@ -747,8 +736,8 @@ Test(mrecon_omp, fine_grids_cross_many_borders)
         ref_recon(want, msk, w, h, conn);
         run_and_check(J0, msk, w, h, t, conn, NULL, 0, &cfg, want, "1-pixel micro-tiles");
         cfg.nthreads = 2 + c % 2;
-        cfg.gx = 1 + (int32_t)rnd(&rng, 6);
-        cfg.gy = 1 + (int32_t)rnd(&rng, 6);
+        cfg.gx = 1 + (int32_t)twtest_rnd(&rng, 6);
+        cfg.gy = 1 + (int32_t)twtest_rnd(&rng, 6);
         run_and_check(J0, msk, w, h, t, conn, NULL, 0, &cfg, want, "random grid");
         free(msk);
         free(J0);

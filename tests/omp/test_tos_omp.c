@@ -14,12 +14,12 @@
 
 #include "omp_kernels.h"
 #include "twtest.h"
-#include "twtest_mt.h"
+#include "twtest_maxtree.h"
 
 /*
  * Two references, both written here without the kernels' code:
  *
- * naive_seq: Géraud et al.'s sequential algorithm as the seed states it (algorithms 1 to 5):
+ * naive_seq: Géraud et al.'s sequential algorithm as [deVries24] states it (algorithms 1 to 5):
  * the image padded with a ring at the exterior level m, immersed in the Khalimsky grid with
  * every face's span stored, sorted by the hierarchical queue one face at a time (the nearest
  * non-empty level, the lower on a tie, as Higra), the union-find of algorithm 1 over the faces
@@ -579,7 +579,7 @@ random_sweep(uint64_t seed, int images, int max_side, bool thin)
         img = malloc((size_t)w * (size_t)h * 2);
         want.par = malloc((size_t)w * (size_t)h * 4);
         cr_assert(img && want.par);
-        twtest_mt_random_image(&rng, img, t, w, h, mode);
+        twtest_maxtree_random_image(&rng, img, t, w, h, mode);
         naive_seq(img, t, w, h, &want);
         snprintf(what, sizeof what, "image %d (mode %d, %s)", it, mode,
                  t == TW_U16 ? "16-bit" : "8-bit");
@@ -667,7 +667,7 @@ Test(tos_omp, natural_like_images_at_1_2_3_4_7_threads)
 
         want.par = malloc((size_t)w * h * 4);
         cr_assert(img && want.par);
-        twtest_mt_natural_image(&rng, img, t, w, h);
+        twtest_maxtree_natural_image(&rng, img, t, w, h);
         naive_seq(img, t, w, h, &want);
         for (int i = 0; i < N_RUNS; i++)
             check_image(img, t, w, h, &want, &RUNS[i], rng + (uint64_t)i,
@@ -701,9 +701,9 @@ Test(tos_omp, shared_batches_give_the_one_thread_bytes)
         twi_tos_run r1 = { .nthreads = 1 };
 
         if (c < 2)
-            twtest_mt_natural_image(&rng, img, t, w, h);
+            twtest_maxtree_natural_image(&rng, img, t, w, h);
         else
-            twtest_mt_random_image(&rng, img, t, w, h, 0);
+            twtest_maxtree_random_image(&rng, img, t, w, h, 0);
         va.data = a1;
         cr_assert(eq(int, twi_omp_tos(&vi, &vp, &va, NULL, 0, &r1), TW_OK));
         cr_assert(eq(i64, r1.crews, 0));
@@ -781,7 +781,7 @@ Test(tos_omp, splitting_hands_out_disjoint_parts)
 
     cr_assert(img && p1 && p4);
     v4.data = p4;
-    twtest_mt_random_image(&rng, img, TW_U16, w, h, 3);
+    twtest_maxtree_random_image(&rng, img, TW_U16, w, h, 3);
     cr_assert(eq(int, twi_omp_tos(&vi, &v1, NULL, NULL, 0, &r1), TW_OK));
     cr_assert(eq(int, twi_omp_tos(&vi, &v4, NULL, NULL, 0, &r4), TW_OK));
     cr_assert(eq(i64, r1.parts, 1));

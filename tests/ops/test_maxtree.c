@@ -10,7 +10,7 @@
 #include "tilewave.h"
 #include "twtest.h"
 #include "twtest_filter.h"
-#include "twtest_mt.h"
+#include "twtest_maxtree.h"
 
 /*
  * The reference (tests/common/twtest_filter.c) floods every level of the image and never
@@ -346,7 +346,7 @@ Test(maxtree_job, parent_and_area_images_match_the_naive_tree)
 
         if (t == TW_U16 && mode == 0)
             mode = 4;
-        twtest_mt_random_image(&rng, img, t, w, h, mode);
+        twtest_maxtree_random_image(&rng, img, t, w, h, mode);
         twtest_maxtree_naive(img, t, w, h, conn, want);
         twtest_attr_filter_naive(img, t, w, h, conn, TWTEST_AREA_MAP, 0, 0, warea);
         cr_assert(eq(int, run_maxtree(rt, img, t, w, h, conn, bits, par, area, &err), TW_OK),

@@ -9,7 +9,7 @@
 #include "omp_kernels.h"
 #include "tilewave.h"
 #include "twtest.h"
-#include "twtest_mt.h"
+#include "twtest_maxtree.h"
 #include "twtest_rt.h"
 
 /* Criterion 2.4 assertions store into a 1-bit field, which -Wconversion flags at every use. */
@@ -70,9 +70,9 @@ run_case(tw_runtime *rt, uint64_t *rng, int it, int w, int h, int64_t min_parts,
 
     cr_assert(img && gk && gj && pk && ak && pj && aj);
     if (natural)
-        twtest_mt_natural_image(rng, img, t, w, h);
+        twtest_maxtree_natural_image(rng, img, t, w, h);
     else
-        twtest_mt_random_image(rng, img, t, w, h, (int)twtest_rnd(rng, 6));
+        twtest_maxtree_random_image(rng, img, t, w, h, (int)twtest_rnd(rng, 6));
     kernel(img, t, w, h, grain, pk, ak, gk, &r);
 
     tw_tos_opts_init(&o);

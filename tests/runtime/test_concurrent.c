@@ -138,7 +138,7 @@ naive_edt_sq(const uint8_t *img, int w, int h, uint32_t *out)
 static void
 make_inputs(job_case *c, bool reference)
 {
-    uint64_t s = c->seed * 0x9e3779b97f4a7c15ull + 11;
+    uint64_t s = twtest_rnd_stream((uint64_t)c->seed);
     int64_t n = (int64_t)c->w * c->h;
     size_t ss = tw_sample_size(c->type);
 

@@ -44,16 +44,6 @@ total_tasks_run(const tw_runtime *rt)
     return n;
 }
 
-/* xorshift64*: a seeded generator independent of the C library. */
-static uint64_t
-rng_next(uint64_t *s)
-{
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 2685821657736338717ull;
-}
-
 /* ---- random DAGs */
 
 #define DAG_N 10000
@@ -110,9 +100,9 @@ run_random_dag(int workers, uint64_t seed, bool reverse_submit)
     for (i = 0; i < DAG_N; i++) {
         dag_node *n = &dag[i];
 
-        n->n_deps = i == 0 ? 0 : (int)(rng_next(&s) % (DAG_MAX_DEPS + 1));
+        n->n_deps = i == 0 ? 0 : (int)(twtest_xorshift(&s) % (DAG_MAX_DEPS + 1));
         for (j = 0; j < n->n_deps; j++) {
-            uint64_t r = rng_next(&s);
+            uint64_t r = twtest_xorshift(&s);
             int span = (r & 1) ? (i < 32 ? i : 32) : i; /* half near, half anywhere */
             n->deps[j] = i - 1 - (int)((r >> 1) % (uint64_t)span);
         }
@@ -562,7 +552,7 @@ rd_child_cpu(tw_task_ctx *ctx, void *arg)
 static void
 rd_plan(rd_graph *g)
 {
-    uint64_t s = g->seed * 0x9e3779b97f4a7c15ull + 1;
+    uint64_t s = twtest_rnd_stream((uint64_t)g->seed);
     int last_acc[RD_ACCS] = {-1, -1, -1};
     int i, j, mid;
 

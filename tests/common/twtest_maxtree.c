@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave tests: max-tree helpers (naive reference, random images, structural check). */
-#include "twtest_mt.h"
+#include "twtest_maxtree.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -67,7 +67,7 @@ twtest_maxtree_naive(const void *img, tw_sample_type type, int w, int h, int con
     sort_levels = lv;
     qsort(order, n, sizeof *order, cmp_process);
 
-    /* Algorithm 1 of seed 001: every merged set's root becomes a child of the new pixel. */
+    /* Algorithm 1 of [Blin22]: every merged set's root becomes a child of the new pixel. */
     for (k = 0; k < n; k++) {
         uint64_t p = order[k];
         int x = (int)(p % (uint64_t)w), y = (int)(p / (uint64_t)w);
@@ -107,14 +107,14 @@ twtest_maxtree_naive(const void *img, tw_sample_type type, int w, int h, int con
 }
 
 void
-twtest_mt_random_image(uint64_t *rng, void *img, tw_sample_type type, int w, int h, int mode)
+twtest_maxtree_random_image(uint64_t *rng, void *img, tw_sample_type type, int w, int h, int mode)
 {
     const uint32_t maxv = type == TW_U16 ? 65535u : 255u;
     size_t n = (size_t)w * (size_t)h, k;
     uint32_t *v = malloc((n ? n : 1) * sizeof *v);
     int x, y;
 
-    cr_assert(v, "twtest_mt_random_image: out of memory");
+    cr_assert(v, "twtest_maxtree_random_image: out of memory");
     mode = ((mode % 6) + 6) % 6;
     switch (mode) {
     case 0:
@@ -223,7 +223,7 @@ twtest_maxtree_check(const void *img, tw_sample_type type, int w, int h, int con
 }
 
 int32_t *
-twtest_mt_cuts(uint64_t *rng, int32_t len, int32_t t, int64_t *k)
+twtest_maxtree_cuts(uint64_t *rng, int32_t len, int32_t t, int64_t *k)
 {
     int32_t *c = malloc(((size_t)len + 1) * sizeof *c);
     int64_t m = 0;
@@ -256,15 +256,15 @@ twtest_mt_cuts(uint64_t *rng, int32_t len, int32_t t, int64_t *k)
     return c;
 }
 
-twtest_mt_grid
-twtest_mt_grid_make(uint64_t *rng, const void *img, int32_t W, int32_t H, tw_sample_type type,
+twtest_maxtree_grid
+twtest_maxtree_grid_make(uint64_t *rng, const void *img, int32_t W, int32_t H, tw_sample_type type,
                     int conn, int32_t tw, int32_t th, int extra_one_in)
 {
     const size_t ss = type == TW_U16 ? 2 : 1;
     const unsigned char *src = img;
     int64_t kx, ky;
-    int32_t *cx = twtest_mt_cuts(rng, W, tw, &kx), *cy = twtest_mt_cuts(rng, H, th, &ky);
-    twtest_mt_grid g = {kx, ky, NULL, NULL, type == TW_U16 ? 65535u : 255u, (int64_t)W * H};
+    int32_t *cx = twtest_maxtree_cuts(rng, W, tw, &kx), *cy = twtest_maxtree_cuts(rng, H, th, &ky);
+    twtest_maxtree_grid g = {kx, ky, NULL, NULL, type == TW_U16 ? 65535u : 255u, (int64_t)W * H};
 
     g.bt = calloc((size_t)(kx * ky), sizeof *g.bt);
     g.bp = calloc((size_t)(kx * ky), sizeof *g.bp);
@@ -302,7 +302,7 @@ twtest_mt_grid_make(uint64_t *rng, const void *img, int32_t W, int32_t H, tw_sam
 }
 
 void
-twtest_mt_grid_free(twtest_mt_grid *g)
+twtest_maxtree_grid_free(twtest_maxtree_grid *g)
 {
     for (int64_t t = 0; t < g->tx * g->ty; t++)
         twi_mt_border_free(&g->bt[t]);
@@ -314,7 +314,7 @@ twtest_mt_grid_free(twtest_mt_grid *g)
 /* A natural-like image: smooth waves at four scales (blobs, ridges), a gentle slope and fine
  * noise, like a stained tissue's gray levels; over the type's whole range. */
 void
-twtest_mt_natural_image(uint64_t *rng, void *img, tw_sample_type t, int w, int h)
+twtest_maxtree_natural_image(uint64_t *rng, void *img, tw_sample_type t, int w, int h)
 {
     const double top = t == TW_U16 ? 65535.0 : 255.0;
     double fx[8], fy[8], ph[8], amp[8];

@@ -8,8 +8,8 @@
  * on the CPU against twi_mt_pack_build + twi_cuda_mt_merge for the three rules. Scratch is
  * left uninitialised on purpose so that initcheck sees any read of memory the kernels did not
  * write. Usage:
- *   sanitize_mt_merge [CASES]                     exit 77 without a device, 1 on a mismatch
- *   sanitize_mt_merge --time SIDE TILE [BITS] [REPS]
+ *   sanitize_maxtree_merge [CASES]                     exit 77 without a device, 1 on a mismatch
+ *   sanitize_maxtree_merge --time SIDE TILE [BITS] [REPS]
  *       a SIDE x SIDE natural-like image (smooth waves and blobs plus noise) in TILE x TILE
  *       tiles, 4- and 8-connected: CPU twi_mt_merge against the GPU merge including the
  *       upload of the pack and the download of the answers (medians of REPS runs after a
@@ -25,16 +25,14 @@
 
 #include "cuda_kernels.h"
 #include "omp_kernels.h"
+#include "twtest_rnd.h"
 
 static uint64_t rs = 0x9E3779B97F4A7C15ull;
 
 static unsigned
 rnd(unsigned n)
 {
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return n ? (unsigned)((rs >> 11) % n) : 0;
+    return twtest_rnd(&rs, n);
 }
 
 #define CK(x)                                                                                  \
@@ -264,7 +262,7 @@ natural_image(int side, int wide)
     }
 #pragma omp parallel for schedule(static)
     for (int y = 0; y < side; y++) {
-        uint64_t s = 0x2545F4914F6CDD1Dull ^ ((uint64_t)y * 0x9E3779B97F4A7C15ull);
+        uint64_t s = twtest_rnd_stream((uint64_t)y);
 
         for (int x = 0; x < side; x++) {
             double v = 0.5 + 0.18 * sin(x * 0.0021 + 0.3) * cos(y * 0.0017) +
@@ -277,10 +275,7 @@ natural_image(int side, int wide)
                 if (d2 < 9)
                     v += ba[b] * exp(-d2);
             }
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            v += ((double)(s >> 11) / 9007199254740992.0 - 0.5) * 0.06;
+            v += (twtest_rnd_unit(&s) - 0.5) * 0.06;
             v = v < 0 ? 0 : v > 1 ? 1 : v;
             if (wide)
                 ((uint16_t *)(void *)img)[(size_t)y * side + x] = (uint16_t)(v * maxv + 0.5);
@@ -397,7 +392,7 @@ main(int argc, char **argv)
     int devs = 0, fails = 0;
 
     if (cudaGetDeviceCount(&devs) != cudaSuccess || devs == 0) {
-        printf("sanitize_mt_merge: no CUDA device, skipped\n");
+        printf("sanitize_maxtree_merge: no CUDA device, skipped\n");
         return 77;
     }
     if (argc > 3 && strcmp(argv[1], "--time") == 0) {
@@ -416,6 +411,6 @@ main(int argc, char **argv)
 
     for (int k = 0; k < n; k++)
         fails += one_case(k);
-    printf("sanitize_mt_merge: %d cases, %d failed\n", n, fails);
+    printf("sanitize_maxtree_merge: %d cases, %d failed\n", n, fails);
     return fails != 0;
 }

@@ -19,25 +19,25 @@
 #include "cuda_kernels.h"
 #include "omp_kernels.h"
 #include "twtest.h"
-#include "twtest_mt.h"
+#include "twtest_maxtree.h"
 
 /*
- * Suites: mt_merge_cuda/small_* sweep 600+ random tiled images (the compute-sanitizer runs
- * select them); mt_merge_cuda/lines_* take 1 x N and N x 1 grids of one-pixel tiles;
- * mt_merge_cuda/large_* whole 4096^2 and 2048^2 images in 256^2 and 128^2 tiles. Each grid:
+ * Suites: maxtree_merge_cuda/small_* sweep 600+ random tiled images (the compute-sanitizer runs
+ * select them); maxtree_merge_cuda/lines_* take 1 x N and N x 1 grids of one-pixel tiles;
+ * maxtree_merge_cuda/large_* whole 4096^2 and 2048^2 images in 256^2 and 128^2 tiles. Each grid:
  * every tile's tree by twi_omp_maxtree, its border tree by twi_mt_border_extract, then
  * twi_mt_merge on the CPU and twi_mt_pack_build + upload + twi_cuda_mt_merge on the GPU for
  * the three rules with random thresholds: the answers must be equal entry for entry, and the
  * GPU's link count equal to the CPU's.
  */
 
-typedef twtest_mt_grid grid;
+typedef twtest_maxtree_grid grid;
 
 static grid
 make_grid(uint64_t *rng, const void *img, int32_t W, int32_t H, tw_sample_type type, int conn,
           int32_t tw, int32_t th, bool extra)
 {
-    return twtest_mt_grid_make(rng, img, W, H, type, conn, tw, th, extra ? 6 : 0);
+    return twtest_maxtree_grid_make(rng, img, W, H, type, conn, tw, th, extra ? 6 : 0);
 }
 
 /* A random filter of `rule`: thresholds around the interesting range, sometimes beyond. */
@@ -143,7 +143,7 @@ random_image(uint64_t *rng, tw_sample_type type, int32_t w, int32_t h, int mode)
     void *img = malloc((size_t)w * (size_t)h * (type == TW_U16 ? 2 : 1));
 
     cr_assert_not_null(img);
-    twtest_mt_random_image(rng, img, type, w, h, mode);
+    twtest_maxtree_random_image(rng, img, type, w, h, mode);
     return img;
 }
 
@@ -166,37 +166,37 @@ small_sweep(tw_sample_type type, int conn, int count, uint64_t seed)
 
         snprintf(what, sizeof what, "case %d (%dx%d mode %d)", k, W, H, k % 6);
         compared += check_grid(&rng, &g, conn, NULL, what);
-        twtest_mt_grid_free(&g);
+        twtest_maxtree_grid_free(&g);
         free(img);
     }
     cr_log_info("%d grids, %lld answers compared", count, (long long)compared);
 }
 
-Test(mt_merge_cuda, small_u8_conn4)
+Test(maxtree_merge_cuda, small_u8_conn4)
 {
     /* 160 random tiled 8-bit images, 4-connected: GPU answers == CPU answers, 3 rules. */
     small_sweep(TW_U8, 4, 160, 0x1111ull);
 }
 
-Test(mt_merge_cuda, small_u8_conn8)
+Test(maxtree_merge_cuda, small_u8_conn8)
 {
     /* 160 random tiled 8-bit images, 8-connected (diagonals and corner links). */
     small_sweep(TW_U8, 8, 160, 0x2222ull);
 }
 
-Test(mt_merge_cuda, small_u16_conn4)
+Test(maxtree_merge_cuda, small_u16_conn4)
 {
     /* 160 random tiled 16-bit images, 4-connected. */
     small_sweep(TW_U16, 4, 160, 0x3333ull);
 }
 
-Test(mt_merge_cuda, small_u16_conn8)
+Test(maxtree_merge_cuda, small_u16_conn8)
 {
     /* 160 random tiled 16-bit images, 8-connected. */
     small_sweep(TW_U16, 8, 160, 0x4444ull);
 }
 
-Test(mt_merge_cuda, lines_of_one_pixel_tiles)
+Test(maxtree_merge_cuda, lines_of_one_pixel_tiles)
 {
     /* 1 x N and N x 1 grids: images of one row or one column cut into one-pixel tiles, and
      * wide or tall images cut along one direction only, both connectivities and types. */
@@ -217,7 +217,7 @@ Test(mt_merge_cuda, lines_of_one_pixel_tiles)
         cr_assert(across ? g.ty == 1 && g.tx == W : g.tx == 1 && g.ty == H);
         snprintf(what, sizeof what, "line %d (%dx%d)", k, W, H);
         check_grid(&rng, &g, conn, NULL, what);
-        twtest_mt_grid_free(&g);
+        twtest_maxtree_grid_free(&g);
         free(img);
     }
 }
@@ -239,31 +239,31 @@ large_case(tw_sample_type type, int32_t side, int32_t tile, int mode, uint64_t s
 
         snprintf(what, sizeof what, "%dx%d in %dx%d tiles", side, side, tile, tile);
         check_grid(&rng, &g, conn, s, what);
-        twtest_mt_grid_free(&g);
+        twtest_maxtree_grid_free(&g);
     }
     free(img);
     cudaStreamDestroy(s);
 }
 
-Test(mt_merge_cuda, large_u8_4096_in_256_tiles, .timeout = TWTEST_TIMEOUT(300))
+Test(maxtree_merge_cuda, large_u8_4096_in_256_tiles, .timeout = TWTEST_TIMEOUT(300))
 {
     /* A 4096 x 4096 smooth-ish 8-bit image in 256 x 256 tiles, 4- and 8-connected. */
     large_case(TW_U8, 4096, 256, 3, 0x6666ull);
 }
 
-Test(mt_merge_cuda, large_u8_noise_2048_in_100_tiles, .timeout = TWTEST_TIMEOUT(300))
+Test(maxtree_merge_cuda, large_u8_noise_2048_in_100_tiles, .timeout = TWTEST_TIMEOUT(300))
 {
     /* A 2048 x 2048 8-bit noise image in 100 x 100 tiles (the last ones 48 wide/tall). */
     large_case(TW_U8, 2048, 100, 0, 0x7777ull);
 }
 
-Test(mt_merge_cuda, large_u16_2048_in_128_tiles, .timeout = TWTEST_TIMEOUT(300))
+Test(maxtree_merge_cuda, large_u16_2048_in_128_tiles, .timeout = TWTEST_TIMEOUT(300))
 {
     /* A 2048 x 2048 16-bit image of many levels in 128 x 128 tiles: deep trees. */
     large_case(TW_U16, 2048, 128, 4, 0x8888ull);
 }
 
-Test(mt_merge_cuda, bad_arguments_are_invalid)
+Test(maxtree_merge_cuda, bad_arguments_are_invalid)
 {
     /* Checked on the host before anything is enqueued (no device needed): NULL or
      * misaligned buffers, a layout that does not describe a grid or whose arrays leave the
@@ -325,7 +325,7 @@ Test(mt_merge_cuda, bad_arguments_are_invalid)
 
 #else
 
-Test(mt_merge_cuda, skipped_without_cuda)
+Test(maxtree_merge_cuda, skipped_without_cuda)
 {
     /* Builds without CUDA have no kernel to test. */
     cr_skip_test("built without CUDA");

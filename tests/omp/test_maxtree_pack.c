@@ -13,10 +13,10 @@
 
 #include "omp_kernels.h"
 #include "twtest.h"
-#include "twtest_mt.h"
+#include "twtest_maxtree.h"
 
 /* A tiled random image's border max-trees: tiles_x x tiles_y of them, raster order. */
-typedef twtest_mt_grid grid;
+typedef twtest_maxtree_grid grid;
 
 /* The border trees of a random W x H image cut into a random grid; `extra`: sometimes give
  * tiles sides they do not need (the pack keeps every present side). */
@@ -27,8 +27,8 @@ random_grid(uint64_t *rng, int32_t W, int32_t H, tw_sample_type type, int conn, 
     grid g;
 
     cr_assert_not_null(img);
-    twtest_mt_random_image(rng, img, type, W, H, (int)twtest_rnd(rng, 6));
-    g = twtest_mt_grid_make(rng, img, W, H, type, conn, 0, 0, extra ? 4 : 0);
+    twtest_maxtree_random_image(rng, img, type, W, H, (int)twtest_rnd(rng, 6));
+    g = twtest_maxtree_grid_make(rng, img, W, H, type, conn, 0, 0, extra ? 4 : 0);
     free(img);
     return g;
 }
@@ -106,7 +106,7 @@ check_pack(const grid *g, const twi_mt_pack *l, const void *buf)
     }
 }
 
-Test(mt_pack, random_grids_pack_every_array)
+Test(maxtree_pack, random_grids_pack_every_array)
 {
     /* 400 random tilings (one-pixel tiles, 1 x N and N x 1 grids, extra sides included), 8-
      * and 16-bit, 4- and 8-connected: every array and offset of the pack equals the trees. */
@@ -126,7 +126,7 @@ Test(mt_pack, random_grids_pack_every_array)
         cr_assert_not_null(buf);
         check_pack(&g, &l, buf);
         free(buf);
-        twtest_mt_grid_free(&g);
+        twtest_maxtree_grid_free(&g);
     }
 }
 
@@ -147,7 +147,7 @@ both_reject(twi_mt_border *const *tiles, int64_t tx, int64_t ty, const char *wha
               "merge: %s", what);
 }
 
-Test(mt_pack, bad_grids_are_rejected_like_the_merge)
+Test(maxtree_pack, bad_grids_are_rejected_like_the_merge)
 {
     /* The grid checks of twi_mt_merge: no tiles, empty grid sizes, a NULL tile, a tile with
      * no nodes, a missing border side on each of the four sides, a tile row of unequal
@@ -163,7 +163,7 @@ Test(mt_pack, bad_grids_are_rejected_like_the_merge)
                         TW_U8, 4, false);
         if (g.tx == 2 && g.ty == 2)
             break;
-        twtest_mt_grid_free(&g);
+        twtest_maxtree_grid_free(&g);
     } while (1);
     memcpy(bp, g.bp, sizeof bp);
     memcpy(saved, g.bp, sizeof saved);
@@ -209,10 +209,10 @@ Test(mt_pack, bad_grids_are_rejected_like_the_merge)
     cr_assert(eq(int, twi_mt_pack_build(bp, 2, 2, &l, &buf), TW_OK));
     check_pack(&g, &l, buf);
     free(buf);
-    twtest_mt_grid_free(&g);
+    twtest_maxtree_grid_free(&g);
 }
 
-Test(mt_pack, broken_trees_are_rejected)
+Test(maxtree_pack, broken_trees_are_rejected)
 {
     /* What the GPU cannot check on device memory: a local parent out of range, a local parent
      * not below its child, a side entry out of range, a tile of no pixels. */
@@ -230,7 +230,7 @@ Test(mt_pack, broken_trees_are_rejected)
             ;
         if (g.tx * g.ty > 1 && t < g.tx * g.ty)
             break;
-        twtest_mt_grid_free(&g);
+        twtest_maxtree_grid_free(&g);
     } while (1);
     b = &g.bt[t];
     for (int64_t i = 0; i < b->n; i++)
@@ -271,10 +271,10 @@ Test(mt_pack, broken_trees_are_rejected)
     cr_assert(eq(int, twi_mt_pack_build(g.bp, g.tx, g.ty, &l, &buf), TW_OK));
     check_pack(&g, &l, buf);
     free(buf);
-    twtest_mt_grid_free(&g);
+    twtest_maxtree_grid_free(&g);
 }
 
-Test(mt_pack, empty_tiles_have_empty_border_trees_and_are_not_packed)
+Test(maxtree_pack, empty_tiles_have_empty_border_trees_and_are_not_packed)
 {
     /* A 5x0 or 0x5 tile with every side set: no nodes and no side pixels (nothing read out
      * of bounds), and the pack refuses a grid holding it. */

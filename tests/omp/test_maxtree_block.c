@@ -14,13 +14,13 @@
 
 #include "omp_kernels.h"
 #include "twtest.h"
-#include "twtest_mt.h"
+#include "twtest_maxtree.h"
 
 /* Merge g in blocks of bx x by tiles (the last ones smaller): each block with
  * twi_mt_merge_block, the blocks' trees with twi_mt_merge, then every tile node's answer
  * resolved; the answers in twi_mt_merge's layout (off of the whole grid). */
 static uint64_t *
-merge_in_blocks(const twtest_mt_grid *g, int64_t bx, int64_t by, int conn,
+merge_in_blocks(const twtest_maxtree_grid *g, int64_t bx, int64_t by, int conn,
                 const twi_mt_filter *f, int64_t m)
 {
     const int64_t nbx = (g->tx + bx - 1) / bx, nby = (g->ty + by - 1) / by, nb = nbx * nby;
@@ -80,7 +80,7 @@ merge_in_blocks(const twtest_mt_grid *g, int64_t bx, int64_t by, int conn,
     return out;
 }
 
-Test(mt_block, blocks_give_the_answers_of_the_whole_grid, .timeout = TWTEST_TIMEOUT(120))
+Test(maxtree_block, blocks_give_the_answers_of_the_whole_grid, .timeout = TWTEST_TIMEOUT(120))
 {
     /* Random images (every kind, 8 and 16 bits, 4- and 8-connectivity) cut into random tile
      * grids, merged in random blocks of tiles: every tile node's answer, for the area map, the
@@ -93,14 +93,14 @@ Test(mt_block, blocks_give_the_answers_of_the_whole_grid, .timeout = TWTEST_TIME
         int conn = it % 2 ? 8 : 4;
         int32_t W = 2 + (int32_t)twtest_rnd(&rng, 60), H = 2 + (int32_t)twtest_rnd(&rng, 60);
         unsigned char *img = malloc((size_t)W * (size_t)H * 2);
-        twtest_mt_grid g;
+        twtest_maxtree_grid g;
         int64_t m = 0;
 
-        twtest_mt_random_image(&rng, img, type, W, H, it);
-        g = twtest_mt_grid_make(&rng, img, W, H, type, conn, 0, 0, 0);
+        twtest_maxtree_random_image(&rng, img, type, W, H, it);
+        g = twtest_maxtree_grid_make(&rng, img, W, H, type, conn, 0, 0, 0);
         free(img);
         if (g.tx * g.ty < 2) {
-            twtest_mt_grid_free(&g);
+            twtest_maxtree_grid_free(&g);
             continue;
         }
         for (int64_t t = 0; t < g.tx * g.ty; t++)
@@ -135,24 +135,24 @@ Test(mt_block, blocks_give_the_answers_of_the_whole_grid, .timeout = TWTEST_TIME
             free(blk);
             cases++;
         }
-        twtest_mt_grid_free(&g);
+        twtest_maxtree_grid_free(&g);
     }
     cr_assert(cases > 500, "%d cases", cases);
 }
 
-Test(mt_block, bad_arguments)
+Test(maxtree_block, bad_arguments)
 {
     /* No side towards another block, or a side the tiles lack: TW_E_INVALID, nothing out. */
     uint64_t rng = 7;
     unsigned char img[20 * 10];
-    twtest_mt_grid g;
+    twtest_maxtree_grid g;
     twi_mt_filter f = {.rule = TWI_MT_AREA_MAP};
     twi_mt_border out;
     uint64_t *res = (uint64_t *)1;
     int64_t *off = (int64_t *)1;
 
-    twtest_mt_random_image(&rng, img, TW_U8, 20, 10, 1);
-    g = twtest_mt_grid_make(&rng, img, 20, 10, TW_U8, 4, 10, 10, 0);
+    twtest_maxtree_random_image(&rng, img, TW_U8, 20, 10, 1);
+    g = twtest_maxtree_grid_make(&rng, img, 20, 10, TW_U8, 4, 10, 10, 0);
     cr_assert(eq(i64, g.tx, 2));
     cr_assert(eq(int, twi_mt_merge_block(g.bp, 1, 1, 0, 4, &f, &out, &res, &off), TW_E_INVALID));
     /* tile 0 has its right side only */
@@ -160,5 +160,5 @@ Test(mt_block, bad_arguments)
                                          &off),
                  TW_E_INVALID));
     cr_assert(res == NULL && off == NULL && out.n == 0);
-    twtest_mt_grid_free(&g);
+    twtest_maxtree_grid_free(&g);
 }

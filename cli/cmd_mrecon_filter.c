@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* tilewave CLI: fill-holes, hmax, regional-max, open-rec and close-rec. */
+/* tilewave CLI: fill-holes, hmax, regional-max, open-rec and close-rec (reconstruction filters). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

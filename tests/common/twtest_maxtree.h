@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave tests: max-tree helpers (naive reference, random images, structural check). */
-#ifndef TWTEST_MT_H
-#define TWTEST_MT_H
+#ifndef TWTEST_MAXTREE_H
+#define TWTEST_MAXTREE_H
 
 #include <stdint.h>
 
@@ -28,13 +28,13 @@ void twtest_maxtree_naive(const void *img, tw_sample_type type, int w, int h, in
  *   5 extremes (only 0 and the type's maximum).
  * Modes outside 0..5 are taken modulo 6.
  */
-void twtest_mt_random_image(uint64_t *rng, void *img, tw_sample_type type, int w, int h,
+void twtest_maxtree_random_image(uint64_t *rng, void *img, tw_sample_type type, int w, int h,
                             int mode);
 
 /* Fill img (packed w * h, TW_U8 or TW_U16) with a natural-like image: smooth waves at four
  * scales, a gentle slope and fine noise over the type's whole range (large flat levels in 8
  * bits, nearly all levels distinct in 16). */
-void twtest_mt_natural_image(uint64_t *rng, void *img, tw_sample_type type, int w, int h);
+void twtest_maxtree_natural_image(uint64_t *rng, void *img, tw_sample_type type, int w, int h);
 
 /*
  * Structural check of a parent image against the contract: indices in range,
@@ -48,24 +48,24 @@ const char *twtest_maxtree_check(const void *img, tw_sample_type type, int w, in
 /* Cut positions of a side of `len` pixels into tiles of `t` pixels (the last one smaller), or,
  * with t <= 0, by a random scheme (regular, random cuts, one-pixel tiles, one tile):
  * 0 = c[0] < c[1] < ... < c[*k] = len. malloc'ed. */
-int32_t *twtest_mt_cuts(uint64_t *rng, int32_t len, int32_t t, int64_t *k);
+int32_t *twtest_maxtree_cuts(uint64_t *rng, int32_t len, int32_t t, int64_t *k);
 
 /* The border max-trees of an image cut into a grid of tiles (the tests of the BP merge). */
-typedef struct twtest_mt_grid {
+typedef struct twtest_maxtree_grid {
     int64_t tx, ty;         /* tiles across and down */
     twi_mt_border *bt;      /* [tx * ty] border max-trees, raster order */
     twi_mt_border **bp;     /* [tx * ty] pointers to them, as twi_mt_merge takes them */
     uint32_t maxv;          /* the type's largest level */
     int64_t pixels;         /* of the image */
-} twtest_mt_grid;
+} twtest_maxtree_grid;
 
 /* img (packed W x H, TW_U8 / TW_U16) cut into tw x th tiles (0: random cuts, per side); each
  * tile's tree by twi_omp_maxtree, its border max-tree by twi_mt_border_extract with the sides
  * towards its neighbours (a lone tile gets one random side, so that it has nodes) and, when
  * extra_one_in > 0, one time in extra_one_in random sides it does not need. */
-twtest_mt_grid twtest_mt_grid_make(uint64_t *rng, const void *img, int32_t W, int32_t H,
+twtest_maxtree_grid twtest_maxtree_grid_make(uint64_t *rng, const void *img, int32_t W, int32_t H,
                                    tw_sample_type type, int conn, int32_t tw, int32_t th,
                                    int extra_one_in);
-void twtest_mt_grid_free(twtest_mt_grid *g);
+void twtest_maxtree_grid_free(twtest_maxtree_grid *g);
 
-#endif /* TWTEST_MT_H */
+#endif /* TWTEST_MAXTREE_H */
