@@ -544,6 +544,49 @@ tw_status twi_omp_ws_label(twi_ws_tile *t, int conn, const uint32_t *seeds, int6
 void twi_omp_ws_output(const twi_ws_tile *t, int conn, const twi_ws_ring *ring, bool lines,
                        tw_tile_view *out);
 
+/* ---- moved from ops/: pixel loops of ops/attr_filter.c, ops/edt.c, ops/mrecon.c and
+ * ops/stream.c (the lead moves this block into the kern/ contract headers) ---- */
+
+/* (omp/maxtree_border.c) Levels v -> MAX - v in place, TW_U8 or TW_U16 (the attribute
+ * filters run closings as openings of the inverted image). */
+void twi_mt_invert(tw_tile_view *v);
+
+/* (omp/bits.c) A row of w flags (bytes, nonzero = 1) packed 8 a byte, LSB first, and back
+ * into 0/1 bytes: how multi-pass operations keep a mask between passes (edt, label). The
+ * rows form: h rows, each `w` flags, at in + r * in_stride into fg + r * fg_stride. */
+void twi_bits_pack_row(const uint8_t *fg, int32_t w, uint8_t *out);
+void twi_bits_unpack_row(const uint8_t *in, int32_t w, uint8_t *fg);
+void twi_bits_unpack_rows(const uint8_t *in, int64_t in_stride, int32_t w, int32_t h, uint8_t *fg,
+                          int64_t fg_stride);
+
+/* (omp/edt_scan.c) The EDT's passes over input tiles (ops/edt.c).
+ * twi_edt_hist_tile: add the count of every sample of v (TW_U8 or TW_U16) to hist[value].
+ * twi_edt_threshold_row: out[c] = (sample > t) != invert (1 = foreground) for row r of v (any
+ * input type); returns the row's background count. twi_edt_threshold_rows: every row of v
+ * into out + r * out_stride; returns the background count. */
+void twi_edt_hist_tile(const tw_tile_view *v, uint64_t *hist);
+int64_t twi_edt_threshold_row(const tw_tile_view *v, int32_t r, double t, bool invert,
+                              uint8_t *out);
+int64_t twi_edt_threshold_rows(const tw_tile_view *v, double t, bool invert, uint8_t *out,
+                               int64_t out_stride);
+/* The scan of one tile whose first row is image row y0: threshold each row (into fg, v->w
+ * bytes of scratch), record per column the first and last background image row (first[c],
+ * last[c], TWI_EDT_NONE when none) and, when bits is not NULL, each row's flags packed at
+ * bits + r * bits_row. Returns the tile's background count. */
+int64_t twi_edt_scan_tile(const tw_tile_view *v, double t, bool invert, int32_t y0, uint8_t *fg,
+                          int32_t *first, int32_t *last, uint8_t *bits, int64_t bits_row);
+/* first / last: n tile rows of W columns each (row b at b * W), as the scans left them.
+ * twi_edt_band_ends: per column, the last background row of all n (a[x]) and the first (b[x]):
+ * TWI_EDT_NONE and INT32_MAX where none. twi_edt_bounds_sweep: in place, last[b][x] becomes
+ * the last background row in tile rows < b (from_above[x] before the first, when given) and
+ * first[b][x] the first one in tile rows > b (from_below[x] after the last). */
+void twi_edt_band_ends(const int32_t *first, const int32_t *last, int64_t W, int64_t n,
+                       int32_t *a, int32_t *b);
+void twi_edt_bounds_sweep(int32_t *first, int32_t *last, int64_t W, int64_t n,
+                          const int32_t *from_above, const int32_t *from_below);
+
+/* ---- end of the block moved from ops/ ---- */
+
 #ifdef __cplusplus
 }
 #endif
