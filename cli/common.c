@@ -29,6 +29,7 @@ cli_error(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    cli_api_words(msg, sizeof msg);
     /* "tilewave gray: gray: level 9 ..." reads better as "tilewave gray: level 9 ...". */
     if (cmd && (n = strlen(cmd + 1)) > 0 && strncmp(msg, cmd + 1, n) == 0 && msg[n] == ':' &&
         msg[n + 1] == ' ')

@@ -884,8 +884,8 @@ ed_setup(ed_job *e, tw_runtime *rt, const tw_edt_opts *o, tw_error *err)
                              "memory");
     if (e->dist && o->method == TW_EDT_WAVEFRONT)
         return twi_error_set(err, TW_E_INVALID,
-                             OP ": --method wavefront runs the whole image as one band; across "
-                             "MPI ranks only the exact method runs");
+                             OP ": method TW_EDT_WAVEFRONT runs the whole image as one band; "
+                             "across MPI ranks only the exact method runs");
     if ((st = twi_src_open(cfg, OP, TWI_SRC_U8 | TWI_SRC_U16 | TWI_SRC_U32 | TWI_SRC_F32,
                            "input", &o->input, &o->image, &e->in, err)) != TW_OK)
         return st;
@@ -901,7 +901,7 @@ ed_setup(ed_job *e, tw_runtime *rt, const tw_edt_opts *o, tw_error *err)
                              (long long)e->W, (long long)e->H, TWI_EDT_MAX_SIDE);
     if (e->otsu && e->in.s.in_type != TW_U8 && e->in.s.in_type != TW_U16)
         return twi_error_set(err, TW_E_INVALID,
-                             OP ": --threshold otsu needs an 8- or 16-bit image, not %s",
+                             OP ": threshold_otsu needs an 8- or 16-bit image, not %s",
                              tw_sample_type_name(e->in.s.in_type));
     if (o->spacing_auto) {
         double mx = 0, my = 0;
@@ -910,7 +910,7 @@ ed_setup(ed_job *e, tw_runtime *rt, const tw_edt_opts *o, tw_error *err)
             tw_slide_get_mpp(e->in.s.slide, &mx, &my);
         if (!(mx > 0) || !(my > 0))
             return twi_error_set(err, TW_E_INVALID,
-                                 OP ": --spacing auto, but %s has no pixel size (mpp)",
+                                 OP ": spacing_auto, but %s has no pixel size (mpp)",
                                  e->in.path ? e->in.path : "the image in memory");
         e->sx = mx * e->in.s.downsample;
         e->sy = my * e->in.s.downsample;

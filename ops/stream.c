@@ -665,7 +665,8 @@ twi_src_mask_check(const char *op, const twi_src *src, bool thresholded, tw_erro
         return TW_OK;
     return twi_error_set(err, TW_E_INVALID,
                          "%s: '%s' is a colour (RGB) image, not a mask: give a threshold, e.g. "
-                         "--threshold otsu --invert (tissue darker than the glass)",
+                         "threshold_mode TW_THRESHOLD_OTSU with invert (tissue darker than the "
+                         "glass)",
                          op, src->path);
 }
 
