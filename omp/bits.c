@@ -62,3 +62,36 @@ twi_bits_unpack_rows(const uint8_t *in, int64_t in_stride, int32_t w, int32_t h,
     for (int32_t r = 0; r < h; r++)
         twi_bits_unpack_row(in + r * in_stride, w, fg + r * fg_stride);
 }
+
+void
+twi_bits_pack_view(const tw_tile_view *v, uint8_t *bits, int64_t bits_row, uint8_t *row)
+{
+    for (int32_t r = 0; r < v->h; r++) {
+        const uint8_t *src = (const uint8_t *)v->data + (int64_t)r * v->stride;
+
+        if (v->type == TW_U16) {
+            const uint16_t *r16 = (const uint16_t *)(const void *)src;
+
+            for (int32_t x = 0; x < v->w; x++)
+                row[x] = r16[x] != 0;
+            src = row;
+        }
+        twi_bits_pack_row(src, v->w, bits + r * bits_row);
+    }
+}
+
+void
+twi_bits_unpack_view(const uint8_t *bits, int64_t bits_row, tw_tile_view *v, uint8_t *row)
+{
+    for (int32_t r = 0; r < v->h; r++) {
+        uint8_t *dst = (uint8_t *)v->data + (int64_t)r * v->stride;
+
+        twi_bits_unpack_row(bits + r * bits_row, v->w, v->type == TW_U16 ? row : dst);
+        if (v->type == TW_U16) {
+            uint16_t *r16 = (uint16_t *)(void *)dst;
+
+            for (int32_t x = 0; x < v->w; x++)
+                r16[x] = row[x];
+        }
+    }
+}
