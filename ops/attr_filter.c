@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: the attribute filters of whole slides (area and height openings and closings,
  * and the area map), by border max-trees: two tile passes around a merge. */
+/* Why one file: every task kind of the filter (two tile passes, the merge in blocks, the merge
+ * across ranks, the setup of blocks and of the kept input) works on one af_job; split, that
+ * struct would become a header shared by several files of one operation. The pixel work is in
+ * omp/ and cuda/. */
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>

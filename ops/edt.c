@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: the exact Euclidean distance transform of a whole image, band by band. */
+/* Why one file: the task kinds of one job (hist, otsu, scan, sync, load, band, store, and the
+ * MPI exchanges of sync) share ed_job and the band bookkeeping the essay below explains; the
+ * pixel work is in omp/edt_scan.c, omp/edt_omp.c and cuda/. */
 /*
  * Why bands of rows are exact without halos. For a pixel p = (x, y) the squared distance to
  * the nearest background pixel is

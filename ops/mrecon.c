@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: morphological reconstruction across tiles, by TP and BP tasks until stable. */
+/* Why one file: the TP/BP state machine of one job (rounds, seeds, dirty sides, the exchange
+ * across ranks) shares mr_job, and a tenth of the file is the essay below on why it is exact;
+ * the pixel steps are in omp/mrecon_tile.c and omp/mrecon_omp.c. */
 /*
  * The guarantee. The job computes rho_I(J), the reconstruction by dilation of the marker J
  * under the mask I over the whole image, with 4- or 8-connectivity: the smallest image K with
