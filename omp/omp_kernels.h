@@ -661,6 +661,14 @@ void twi_mrecon_out_maxima(const tw_tile_view *jv, const tw_tile_view *iv, const
                            int64_t hval, bool none, uint8_t fg);
 void twi_mrecon_out_dome(const tw_tile_view *jv, const tw_tile_view *iv, const tw_tile_view *ov);
 
+/* (omp/watershed_omp.c) The watershed's tile inputs (ops/watershed.c's load). The mask view
+ * (TW_U8 or TW_U16) into in[] (1 = inside, raster order); the marker view (TW_U8, TW_U16 or
+ * TW_U32) into k->lab and k->key (a marker inside: its label, key level << 32; else
+ * TWI_WS_LINF, TWI_WS_KINF) from k->in and k->lev. A marker label TWI_WS_LINF counts as 0;
+ * returns the raster index of the first such pixel, -1 when none. */
+void twi_omp_ws_mask(const tw_tile_view *v, uint8_t *in);
+int64_t twi_omp_ws_markers(twi_ws_tile *k, const tw_tile_view *v);
+
 /* ---- end of the block moved from ops/ ---- */
 
 #ifdef __cplusplus

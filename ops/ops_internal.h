@@ -278,7 +278,7 @@ typedef struct twi_mrecon_spec {
 TWI_HIDDEN tw_status twi_mrecon_submit(tw_runtime *rt, const twi_mrecon_spec *spec,
                                        tw_job **out, tw_error *err);
 
-/* The attribute-filter pipeline (ops/maxtree.c) run with the "area map" rule: every pixel
+/* The attribute-filter pipeline (ops/attr_filter.c) run with the "area map" rule: every pixel
  * gets the global area of its node (TW_U64 output), from border max-trees. For tests. */
 TWI_HIDDEN tw_status twi_area_map_submit(tw_runtime *rt, const tw_attr_filter_opts *o,
                                          tw_job **out, tw_error *err);
