@@ -91,6 +91,9 @@ extern const char *cli_prog;
 
 /* Print "tilewave CMD: message" on stderr. */
 void cli_error(const char *fmt, ...) TW_PRINTF(1, 2);
+/* In place: the option-field words of a library message (msg, cap bytes) as the CLI flags
+ * that set them ("threshold_otsu" -> "--threshold otsu"); cli_error() applies it. */
+void cli_api_words(char *msg, size_t cap);
 /* Usage error: message plus a pointer to --help; returns CLI_USAGE. */
 int cli_usage_error(const char *fmt, ...) TW_PRINTF(1, 2);
 

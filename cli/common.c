@@ -17,31 +17,6 @@ static volatile sig_atomic_t interrupted = 0;
 static struct sigaction old_int, old_term;
 static bool handlers_installed;
 
-/* The library speaks its API's words (option fields, functions), which an embedder wrote; where
- * a command-line user wrote a flag instead, the CLI says the flag. */
-static const struct {
-    const char *api, *cli;
-} api_words[] = {
-    {"the tissue mask (tw_input.tissue)", "--tissue"},
-    {"tiles (the options' tile_h, or tile.size)", "tiles (--tile)"},
-    {"tw_config_describe() lists the keys", "the keys are listed by 'tilewave config --print'"},
-};
-
-/* msg with the first occurrence of each API phrase of api_words replaced by its flags. */
-static void
-to_cli_words(char *msg, size_t size)
-{
-    for (size_t i = 0; i < sizeof api_words / sizeof api_words[0]; i++) {
-        char *at = strstr(msg, api_words[i].api);
-        char tail[1024];
-
-        if (!at)
-            continue;
-        snprintf(tail, sizeof tail, "%s", at + strlen(api_words[i].api));
-        snprintf(at, size - (size_t)(at - msg), "%s%s", api_words[i].cli, tail);
-    }
-}
-
 void
 cli_error(const char *fmt, ...)
 {
@@ -54,7 +29,7 @@ cli_error(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    to_cli_words(msg, sizeof msg);
+    cli_api_words(msg, sizeof msg);
     /* "tilewave gray: gray: level 9 ..." reads better as "tilewave gray: level 9 ...". */
     if (cmd && (n = strlen(cmd + 1)) > 0 && strncmp(msg, cmd + 1, n) == 0 && msg[n] == ':' &&
         msg[n + 1] == ' ')

@@ -899,3 +899,23 @@ twi_mt_area_map(const tw_tile_view *levels, const tw_tile_view *parent, tw_tile_
 #undef LV
     return TW_OK;
 }
+
+/* ---- closings run as openings of the inverted image */
+
+void
+twi_mt_invert(tw_tile_view *v)
+{
+    for (int32_t y = 0; y < v->h; y++) {
+        if (v->type == TW_U8) {
+            uint8_t *r = TWI_ROW(v, uint8_t, y);
+
+            for (int32_t x = 0; x < v->w; x++)
+                r[x] = (uint8_t)(255 - r[x]);
+        } else {
+            uint16_t *r = TWI_ROW(v, uint16_t, y);
+
+            for (int32_t x = 0; x < v->w; x++)
+                r[x] = (uint16_t)(65535 - r[x]);
+        }
+    }
+}

@@ -434,6 +434,133 @@ tw_status twi_omp_ws_label(twi_ws_tile *t, int conn, const uint32_t *seeds, int6
 void twi_omp_ws_output(const twi_ws_tile *t, int conn, const twi_ws_ring *ring, bool lines,
                        tw_tile_view *out);
 
+/* ---- moved from ops/: pixel loops of ops/attr_filter.c, ops/edt.c, ops/mrecon.c and
+ * ops/stream.c (the lead moves this block into the kern/ contract headers) ---- */
+
+/* (omp/maxtree_border.c) Levels v -> MAX - v in place, TW_U8 or TW_U16 (the attribute
+ * filters run closings as openings of the inverted image). */
+void twi_mt_invert(tw_tile_view *v);
+
+/* (omp/bits.c) A row of w flags (bytes, nonzero = 1) packed 8 a byte, LSB first, and back
+ * into 0/1 bytes: how multi-pass operations keep a mask between passes (edt, label). The
+ * rows form: h rows, each `w` flags, at in + r * in_stride into fg + r * fg_stride. */
+void twi_bits_pack_row(const uint8_t *fg, int32_t w, uint8_t *out);
+void twi_bits_unpack_row(const uint8_t *in, int32_t w, uint8_t *fg);
+void twi_bits_unpack_rows(const uint8_t *in, int64_t in_stride, int32_t w, int32_t h, uint8_t *fg,
+                          int64_t fg_stride);
+/* The mask of view v (TW_U8 or TW_U16, nonzero = 1) into rows of flags at bits + r * bits_row,
+ * or back into v as 0 / 1 samples; 16-bit rows go through `row` (v->w bytes of scratch). */
+void twi_bits_pack_view(const tw_tile_view *v, uint8_t *bits, int64_t bits_row, uint8_t *row);
+void twi_bits_unpack_view(const uint8_t *bits, int64_t bits_row, tw_tile_view *v, uint8_t *row);
+
+/* (omp/edt_scan.c) The EDT's passes over input tiles (ops/edt.c).
+ * twi_edt_hist_tile: add the count of every sample of v (TW_U8 or TW_U16) to hist[value].
+ * twi_edt_threshold_row: out[c] = (sample > t) != invert (1 = foreground) for row r of v (any
+ * input type); returns the row's background count. twi_edt_threshold_rows: every row of v
+ * into out + r * out_stride; returns the background count. */
+void twi_edt_hist_tile(const tw_tile_view *v, uint64_t *hist);
+int64_t twi_edt_threshold_row(const tw_tile_view *v, int32_t r, double t, bool invert,
+                              uint8_t *out);
+int64_t twi_edt_threshold_rows(const tw_tile_view *v, double t, bool invert, uint8_t *out,
+                               int64_t out_stride);
+/* The scan of one tile whose first row is image row y0: threshold each row (into fg, v->w
+ * bytes of scratch), record per column the first and last background image row (first[c],
+ * last[c], TWI_EDT_NONE when none) and, when bits is not NULL, each row's flags packed at
+ * bits + r * bits_row. Returns the tile's background count. */
+int64_t twi_edt_scan_tile(const tw_tile_view *v, double t, bool invert, int32_t y0, uint8_t *fg,
+                          int32_t *first, int32_t *last, uint8_t *bits, int64_t bits_row);
+/* first / last: n tile rows of W columns each (row b at b * W), as the scans left them.
+ * twi_edt_band_ends: per column, the last background row of all n (a[x]) and the first (b[x]):
+ * TWI_EDT_NONE and INT32_MAX where none. twi_edt_bounds_sweep: in place, last[b][x] becomes
+ * the last background row in tile rows < b (from_above[x] before the first, when given) and
+ * first[b][x] the first one in tile rows > b (from_below[x] after the last). */
+void twi_edt_band_ends(const int32_t *first, const int32_t *last, int64_t W, int64_t n,
+                       int32_t *a, int32_t *b);
+void twi_edt_bounds_sweep(int32_t *first, int32_t *last, int64_t W, int64_t n,
+                          const int32_t *from_above, const int32_t *from_below);
+
+/* (omp/mrecon_tile.c) The pixel steps of the reconstruction job (ops/mrecon.c) around its
+ * kernel, on TW_U8 or TW_U16 views: J the marker, I the mask. */
+/* The sample at (x, y) of v. */
+unsigned twi_mrecon_pix(const tw_tile_view *v, int64_t x, int64_t y);
+/* v := maxv - v in place. */
+void twi_mrecon_complement(const tw_tile_view *v, unsigned maxv);
+/* Marker pixels above the mask: with clamp, J := min(J, I) and false; else true with the
+ * first one in raster order at (*fx, *fy) (-1, -1 when none). */
+bool twi_mrecon_check_marker(const tw_tile_view *jv, const tw_tile_view *iv, bool clamp,
+                             int64_t *fx, int64_t *fy);
+/* fill-holes' marker: I on the border of the W x H image, 0 inside; the tile's first pixel is
+ * (x0, y0) of the image. */
+void twi_mrecon_prep_border(const tw_tile_view *jv, const tw_tile_view *iv, int64_t x0,
+                            int64_t y0, int64_t W, int64_t H);
+/* h-maxima's marker: J := max(I - h, 0); *lo and *hi widened to the tile's range of I. */
+void twi_mrecon_prep_sub_h(const tw_tile_view *jv, const tw_tile_view *iv, int64_t h,
+                           unsigned *lo, unsigned *hi);
+/* Samples [x0, x1) of row y of v into out. */
+void twi_mrecon_row_span(const tw_tile_view *v, int32_t y, int64_t x0, int64_t x1, uint16_t *out);
+/* out[i] = min(a[i .. i + 2r]) for i < n - 2r (van Herk / Gil-Werman: three passes whatever
+ * the radius). g and s are scratch of n elements. */
+void twi_mrecon_min_line(const uint16_t *a, int64_t n, int64_t r, uint16_t *out, uint16_t *g,
+                         uint16_t *s);
+/* The open-rec marker's vertical pass: hmin holds `rows` = jv->h + 2r rows of jv->w horizontal
+ * minima; each column's minima over 2r + 1 rows into jv. line, col, g, s: scratch of rows. */
+void twi_mrecon_erode_cols(const uint16_t *hmin, int64_t rows, int64_t r, tw_tile_view *jv,
+                           uint16_t *line, uint16_t *col, uint16_t *g, uint16_t *s);
+
+/* The dirty bits of a tile's perimeter: a side, or a corner pixel, changed. */
+enum {
+    TWI_MRECON_S_TOP = 1u << 0,
+    TWI_MRECON_S_BOTTOM = 1u << 1,
+    TWI_MRECON_S_LEFT = 1u << 2,
+    TWI_MRECON_S_RIGHT = 1u << 3,
+    TWI_MRECON_C_TL = 1u << 4,
+    TWI_MRECON_C_TR = 1u << 5,
+    TWI_MRECON_C_BL = 1u << 6,
+    TWI_MRECON_C_BR = 1u << 7
+};
+/* The pair directions of BP: the owner's neighbour right, below, below right, below left. */
+enum { TWI_MRECON_D_RIGHT, TWI_MRECON_D_DOWN, TWI_MRECON_D_DOWN_RIGHT, TWI_MRECON_D_DOWN_LEFT };
+
+/* One tile of a BP comparison: its marker (raised in place) and mask views, and where a
+ * raised pixel goes (its raster index in the tile; a status other than TW_OK stops). */
+typedef struct twi_mrecon_side {
+    tw_tile_view j, i;
+    tw_status (*seed)(void *arg, uint32_t idx);
+    void *arg;
+} twi_mrecon_side;
+
+/* Diff the perimeter of marker v against snap (top[w] bottom[w] left[h] right[h]), refresh
+ * snap; returns the dirty bits (a changed corner sets both its sides). */
+unsigned twi_mrecon_perimeter_diff(const tw_tile_view *v, uint16_t *snap);
+/* Propagate both ways across the border between a and its neighbour b in direction dir
+ * (TWI_MRECON_D_*), 4- or 8-connected: q raised to min(J(p), I(q)) when above J(q). */
+tw_status twi_mrecon_pair(const twi_mrecon_side *a, const twi_mrecon_side *b, int dir, int conn);
+/* BP from a neighbouring rank's edge row g[W] into row qy of b, whose first column is x0 of
+ * the image: each pixel q gets min(max J over its neighbours in g, I(q)) when above J(q). */
+tw_status twi_mrecon_ghost_row(const twi_mrecon_side *b, int32_t qy, const uint16_t *g,
+                               int64_t x0, int64_t W, int conn);
+/* A row of W values in the sample type (TW_U8: one byte each) and back, for the wire. */
+void twi_mrecon_wire_pack(tw_sample_type type, const uint16_t *row, int64_t W,
+                          unsigned char *out);
+void twi_mrecon_wire_unpack(tw_sample_type type, const unsigned char *in, int64_t W,
+                            uint16_t *row);
+/* The outputs of a store: maxv - J; the h-maxima mask (fg where I - J >= hval, unless none;
+ * ov TW_U8); the dome I - J. */
+void twi_mrecon_out_complement(const tw_tile_view *jv, const tw_tile_view *ov, unsigned maxv);
+void twi_mrecon_out_maxima(const tw_tile_view *jv, const tw_tile_view *iv, const tw_tile_view *ov,
+                           int64_t hval, bool none, uint8_t fg);
+void twi_mrecon_out_dome(const tw_tile_view *jv, const tw_tile_view *iv, const tw_tile_view *ov);
+
+/* (omp/watershed_omp.c) The watershed's tile inputs (ops/watershed.c's load). The mask view
+ * (TW_U8 or TW_U16) into in[] (1 = inside, raster order); the marker view (TW_U8, TW_U16 or
+ * TW_U32) into k->lab and k->key (a marker inside: its label, key level << 32; else
+ * TWI_WS_LINF, TWI_WS_KINF) from k->in and k->lev. A marker label TWI_WS_LINF counts as 0;
+ * returns the raster index of the first such pixel, -1 when none. */
+void twi_omp_ws_mask(const tw_tile_view *v, uint8_t *in);
+int64_t twi_omp_ws_markers(twi_ws_tile *k, const tw_tile_view *v);
+
+/* ---- end of the block moved from ops/ ---- */
+
 #ifdef __cplusplus
 }
 #endif

@@ -348,3 +348,49 @@ twi_omp_ws_output(const twi_ws_tile *t, int conn, const twi_ws_ring *ring, bool 
         }
     }
 }
+
+/* ---- the tile's inputs (ops/watershed.c's load) */
+
+void
+twi_omp_ws_mask(const tw_tile_view *v, uint8_t *in)
+{
+    for (int32_t y = 0; y < v->h; y++) {
+        const char *row = (const char *)v->data + (int64_t)y * v->stride;
+        uint8_t *o = in + (int64_t)y * v->w;
+
+        for (int32_t x = 0; x < v->w; x++)
+            o[x] = v->type == TW_U8 ? ((const uint8_t *)row)[x] != 0
+                                    : ((const uint16_t *)(const void *)row)[x] != 0;
+    }
+}
+
+int64_t
+twi_omp_ws_markers(twi_ws_tile *k, const tw_tile_view *v)
+{
+    int64_t bad = -1;
+
+    for (int32_t y = 0; y < v->h; y++) {
+        const char *row = (const char *)v->data + (int64_t)y * v->stride;
+
+        for (int32_t x = 0; x < v->w; x++) {
+            int64_t i = (int64_t)y * v->w + x;
+            uint32_t l = v->type == TW_U8    ? ((const uint8_t *)row)[x]
+                         : v->type == TW_U16 ? ((const uint16_t *)(const void *)row)[x]
+                                             : ((const uint32_t *)(const void *)row)[x];
+
+            if (l == TWI_WS_LINF) {
+                if (bad < 0)
+                    bad = i;
+                l = 0;
+            }
+            if (l != 0 && k->in[i]) {
+                k->lab[i] = l;
+                k->key[i] = (uint64_t)k->lev[i] << 32;
+            } else {
+                k->lab[i] = TWI_WS_LINF;
+                k->key[i] = TWI_WS_KINF;
+            }
+        }
+    }
+    return bad;
+}

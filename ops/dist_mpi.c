@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: jobs over MPI ranks: bands, border exchanges, the output through rank 0, queues. */
+/* Why one file: the MPI side of a distributed job (partition, halo rows, gathers, the output
+ * through rank 0 and its receiver thread) shares one twi_dist and its protocol; it is the only
+ * file that includes mpi.h. */
 /*
  * What this file guarantees. A distributed job is the operation's own job on every rank, run
  * on that rank's band of the image: rows of tiles [ty0, ty1) of the same tile grid as in one

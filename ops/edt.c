@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: the exact Euclidean distance transform of a whole image, band by band. */
+/* Why one file: the task kinds of one job (hist, otsu, scan, sync, load, band, store, and the
+ * MPI exchanges of sync) share ed_job and the band bookkeeping the essay below explains; the
+ * pixel work is in omp/edt_scan.c, omp/edt_omp.c and cuda/. */
 /*
  * Why bands of rows are exact without halos. For a pixel p = (x, y) the squared distance to
  * the nearest background pixel is
@@ -136,30 +139,6 @@ struct ed_job {
 
 static const tw_task_kind hist_kind, otsu_kind, scan_kind, sync_kind, load_kind, band_kind,
     wave_kind, store_kind;
-
-/* Run BODY with T the C type of `type` (the input's sample type). */
-#define IN_TYPED(type, ...)                                                                    \
-    do {                                                                                       \
-        switch (type) {                                                                        \
-        case TW_U8: {                                                                          \
-            typedef uint8_t T;                                                                 \
-            __VA_ARGS__                                                                        \
-        } break;                                                                               \
-        case TW_U16: {                                                                         \
-            typedef uint16_t T;                                                                \
-            __VA_ARGS__                                                                        \
-        } break;                                                                               \
-        case TW_U32: {                                                                         \
-            typedef uint32_t T;                                                                \
-            __VA_ARGS__                                                                        \
-        } break;                                                                               \
-        default: {                                                                             \
-            typedef float T;                                                                   \
-            __VA_ARGS__                                                                        \
-        } break;                                                                               \
-        }                                                                                      \
-    } while (0)
-
 
 /* Buffers for reading input tiles, allocated once per task and reused for every tile. */
 typedef struct reader {
@@ -333,15 +312,7 @@ hist_cpu(tw_task_ctx *ctx, void *arg)
     if (!(local = twi_ctx_scratch(ctx, e->n_bins * sizeof *local)))
         return twi_ctx_fail(ctx, TW_E_NOMEM, OP ": out of memory");
     memset(local, 0, e->n_bins * sizeof *local);
-    if (v.type == TW_U8) {
-        for (int32_t r = 0; r < h; r++)
-            for (int32_t c = 0; c < w; c++)
-                local[TWI_ROW(&v, uint8_t, r)[c]]++;
-    } else {
-        for (int32_t r = 0; r < h; r++)
-            for (int32_t c = 0; c < w; c++)
-                local[TWI_ROW(&v, uint16_t, r)[c]]++;
-    }
+    twi_edt_hist_tile(&v, local);
     pthread_mutex_lock(&e->lock);
     for (size_t b = 0; b < e->n_bins; b++)
         e->hist[b] += local[b];
@@ -368,60 +339,6 @@ otsu_cpu(tw_task_ctx *ctx, void *arg)
 
 /* ---- scan: first and last background row of every column of a tile */
 
-/* Foreground iff value > threshold (<= with invert); out[c] = 1 for foreground, 0 for
- * background. Returns the number of background pixels. */
-/* out[c] = (sample > t) != invert (1 = foreground); returns the row's background count.
- * For integer samples, s > t is s > floor(t): the comparison runs in the sample's own type,
- * which the compiler vectorises, rather than converting every sample to double (the scan and
- * load tasks are most of the host work of a job whose bands run on GPUs). */
-static int64_t
-threshold_row(const tw_tile_view *v, int32_t r, double t, bool invert, uint8_t *out)
-{
-    const uint8_t inv = invert;
-    int64_t fgs = 0;
-
-    IN_TYPED(v->type, {
-        const T *p = TWI_ROW(v, T, r);
-
-        if ((T)0.5 != 0) { /* float */
-            _Pragma("omp simd reduction(+ : fgs)")
-            for (int32_t c = 0; c < v->w; c++)
-                fgs += out[c] = (uint8_t)(((double)p[c] > t) ^ inv);
-        } else if (!(t < (double)(T)-1)) { /* t NaN or at least the type's maximum */
-            memset(out, inv, (size_t)v->w);
-            fgs = inv ? v->w : 0;
-        } else if (t < 0) {
-            memset(out, !inv, (size_t)v->w);
-            fgs = inv ? 0 : v->w;
-        } else {
-            const T ti = (T)floor(t);
-
-            _Pragma("omp simd reduction(+ : fgs)")
-            for (int32_t c = 0; c < v->w; c++)
-                fgs += out[c] = (uint8_t)((p[c] > ti) ^ inv);
-        }
-    });
-    return v->w - fgs;
-}
-
-/* Row `row` (foreground flags fg) into the first and last background rows of w columns,
- * over arrays that cannot alias, so that the loop vectorises (as a branchy loop it was the
- * largest host cost of an EDT whose bands run on GPUs: 15 ns a pixel). */
-static void
-scan_row(const uint8_t *restrict fg, int32_t *restrict first, int32_t *restrict last, int32_t w,
-         int32_t row)
-{
-#pragma omp simd
-    for (int32_t c = 0; c < w; c++) {
-        /* masks, not ?: (which GCC treats as control flow here) */
-        const int32_t m = -(int32_t)(fg[c] == 0), f = first[c];
-        const int32_t mf = m & -(int32_t)(f == TWI_EDT_NONE);
-
-        first[c] = (f & ~mf) | (row & mf);
-        last[c] = (last[c] & ~m) | (row & m);
-    }
-}
-
 static tw_status
 scan_cpu(tw_task_ctx *ctx, void *arg)
 {
@@ -429,7 +346,7 @@ scan_cpu(tw_task_ctx *ctx, void *arg)
     ed_job *e = cell->e;
     int64_t x, y, ty = cell->i / e->tiles_x;
     int32_t w, h, *first, *last;
-    int64_t bg = 0;
+    int64_t bg;
     uint8_t *fg;
     reader rd;
     tw_tile_view v;
@@ -443,14 +360,8 @@ scan_cpu(tw_task_ctx *ctx, void *arg)
         return st;
     if (!(fg = twi_ctx_scratch(ctx, (size_t)w)))
         return twi_ctx_fail(ctx, TW_E_NOMEM, OP ": out of memory");
-    for (int32_t c = 0; c < w; c++)
-        first[c] = last[c] = TWI_EDT_NONE;
-    for (int32_t r = 0; r < h; r++) {
-        bg += threshold_row(&v, r, e->threshold, e->invert, fg);
-        scan_row(fg, first, last, w, (int32_t)(y + r));
-        if (e->bits)
-            twi_bits_pack_row(fg, w, bits_of(e, cell->i, r));
-    }
+    bg = twi_edt_scan_tile(&v, e->threshold, e->invert, (int32_t)y, fg, first, last,
+                           e->bits ? bits_of(e, cell->i, 0) : NULL, e->bits_row);
     if (e->bits)
         e->bits_ok[cell->i] = 1;
     drop_gray(e, cell->i);
@@ -479,15 +390,7 @@ sync_dist(tw_task_ctx *ctx, ed_job *e, int32_t **above, int32_t **below)
     *below = b;
     /* This band's own last and first background row per column; none is INT32_MAX for the
      * minimum. */
-    for (int64_t x = 0; x < W; x++) {
-        a[x] = TWI_EDT_NONE;
-        b[x] = INT32_MAX;
-        for (int64_t t = n - 1; t >= 0 && a[x] == TWI_EDT_NONE; t--)
-            a[x] = e->last[t * W + x];
-        for (int64_t t = 0; t < n && b[x] == INT32_MAX; t++)
-            if (e->first[t * W + x] != TWI_EDT_NONE)
-                b[x] = e->first[t * W + x];
-    }
+    twi_edt_band_ends(e->first, e->last, W, n, a, b);
     twi_dist_count_round(e->dist);
     if ((st = twi_dist_exscan_i32(e->dist, ctx, a, W, false, TWI_DIST_MAX, TWI_EDT_NONE)) !=
             TW_OK ||
@@ -518,23 +421,7 @@ sync_cpu(tw_task_ctx *ctx, void *arg)
         free(from_below);
         return st;
     }
-    for (int64_t x = 0; x < W; x++) {
-        int32_t run = from_above ? from_above[x] : TWI_EDT_NONE, cur;
-
-        for (int64_t b = 0; b < n; b++) {
-            cur = e->last[b * W + x];
-            e->last[b * W + x] = run;
-            if (cur != TWI_EDT_NONE)
-                run = cur;
-        }
-        run = from_below ? from_below[x] : TWI_EDT_NONE;
-        for (int64_t b = n - 1; b >= 0; b--) {
-            cur = e->first[b * W + x];
-            e->first[b * W + x] = run;
-            if (cur != TWI_EDT_NONE)
-                run = cur;
-        }
-    }
+    twi_edt_bounds_sweep(e->first, e->last, W, n, from_above, from_below);
     free(from_above);
     free(from_below);
     twi_job_add_done(e->job, 1);
@@ -569,16 +456,14 @@ load_cpu(tw_task_ctx *ctx, void *arg)
             int64_t i = (y / e->th - e->ty0) * e->tiles_x + tx;
 
             if (e->bits && e->bits_ok[i]) { /* the scan's flags: no read, no threshold */
-                for (int32_t r = 0; r < h; r++)
-                    twi_bits_unpack_row(bits_of(e, i, r), w,
-                                        TWI_ROW(&bv, uint8_t, y - b->y0 + r) + x);
+                twi_bits_unpack_rows(bits_of(e, i, 0), e->bits_row, w, h,
+                                     TWI_ROW(&bv, uint8_t, y - b->y0) + x, bv.stride);
                 continue;
             }
             if ((st = tile_pixels(ctx, e, i, &rd, x, y, w, h, &v)) != TW_OK)
                 return st;
-            for (int32_t r = 0; r < h; r++)
-                bg += threshold_row(&v, r, e->threshold, e->invert,
-                                    TWI_ROW(&bv, uint8_t, y - b->y0 + r) + x);
+            bg += twi_edt_threshold_rows(&v, e->threshold, e->invert,
+                                         TWI_ROW(&bv, uint8_t, y - b->y0) + x, bv.stride);
             drop_gray(e, i);
         }
     }
@@ -1002,8 +887,8 @@ ed_setup(ed_job *e, tw_runtime *rt, const tw_edt_opts *o, tw_error *err)
                              "memory");
     if (e->dist && o->method == TW_EDT_WAVEFRONT)
         return twi_error_set(err, TW_E_INVALID,
-                             OP ": --method wavefront runs the whole image as one band; across "
-                             "MPI ranks only the exact method runs");
+                             OP ": method TW_EDT_WAVEFRONT runs the whole image as one band; "
+                             "across MPI ranks only the exact method runs");
     if ((st = twi_src_open(cfg, OP, TWI_SRC_U8 | TWI_SRC_U16 | TWI_SRC_U32 | TWI_SRC_F32,
                            "input", &o->input, &o->image, &e->in, err)) != TW_OK)
         return st;
@@ -1019,7 +904,7 @@ ed_setup(ed_job *e, tw_runtime *rt, const tw_edt_opts *o, tw_error *err)
                              (long long)e->W, (long long)e->H, TWI_EDT_MAX_SIDE);
     if (e->otsu && e->in.s.in_type != TW_U8 && e->in.s.in_type != TW_U16)
         return twi_error_set(err, TW_E_INVALID,
-                             OP ": --threshold otsu needs an 8- or 16-bit image, not %s",
+                             OP ": threshold_otsu needs an 8- or 16-bit image, not %s",
                              tw_sample_type_name(e->in.s.in_type));
     if (o->spacing_auto) {
         double mx = 0, my = 0;
@@ -1028,7 +913,7 @@ ed_setup(ed_job *e, tw_runtime *rt, const tw_edt_opts *o, tw_error *err)
             tw_slide_get_mpp(e->in.s.slide, &mx, &my);
         if (!(mx > 0) || !(my > 0))
             return twi_error_set(err, TW_E_INVALID,
-                                 OP ": --spacing auto, but %s has no pixel size (mpp)",
+                                 OP ": spacing_auto, but %s has no pixel size (mpp)",
                                  e->in.path ? e->in.path : "the image in memory");
         e->sx = mx * e->in.s.downsample;
         e->sy = my * e->in.s.downsample;

@@ -83,41 +83,6 @@ lb_bits(const lb_job *a, int64_t i, int32_t r)
     return a->bits + (i * a->th + r) * a->bits_row;
 }
 
-/* The mask of view v (nonzero = 1) into tile i's bits, or back (0 / 1 samples); 16-bit rows
- * go through `row`, w bytes. */
-static void
-lb_pack(lb_job *a, int64_t i, const tw_tile_view *v, uint8_t *row)
-{
-    for (int32_t r = 0; r < v->h; r++) {
-        const uint8_t *src = (const uint8_t *)v->data + (int64_t)r * v->stride;
-
-        if (v->type == TW_U16) {
-            const uint16_t *r16 = (const uint16_t *)(const void *)src;
-
-            for (int32_t x = 0; x < v->w; x++)
-                row[x] = r16[x] != 0;
-            src = row;
-        }
-        twi_bits_pack_row(src, v->w, lb_bits(a, i, r));
-    }
-}
-
-static void
-lb_unpack(const lb_job *a, int64_t i, tw_tile_view *v, uint8_t *row)
-{
-    for (int32_t r = 0; r < v->h; r++) {
-        uint8_t *dst = (uint8_t *)v->data + (int64_t)r * v->stride;
-
-        twi_bits_unpack_row(lb_bits(a, i, r), v->w, v->type == TW_U16 ? row : dst);
-        if (v->type == TW_U16) {
-            uint16_t *r16 = (uint16_t *)(void *)dst;
-
-            for (int32_t x = 0; x < v->w; x++)
-                r16[x] = row[x];
-        }
-    }
-}
-
 static tw_status
 lb_load(tw_task_ctx *ctx, void *arg)
 {
@@ -133,7 +98,7 @@ lb_load(tw_task_ctx *ctx, void *arg)
     /* pass 2 of a kept tile: its bits (written by pass 1's load, which every pass-2 task
      * follows through the merge) */
     if (c->pass == 2 && a->bits && a->bits_ok[c->i]) {
-        lb_unpack(a, c->i, &v, row);
+        twi_bits_unpack_view(lb_bits(a, c->i, 0), a->bits_row, &v, row);
         free(row);
         twi_job_add_done(a->job, 1);
         return TW_OK;
@@ -143,7 +108,7 @@ lb_load(tw_task_ctx *ctx, void *arg)
         return st;
     }
     if (c->pass == 1 && a->bits) {
-        lb_pack(a, c->i, &v, row);
+        twi_bits_pack_view(&v, lb_bits(a, c->i, 0), a->bits_row, row);
         a->bits_ok[c->i] = 1;
     }
     free(row);
@@ -247,9 +212,16 @@ lb_unit_bytes(const lb_job *a, int pass)
 
 static const tw_task_kind lb_merge_kind;
 
+static tw_status
+lb_tp1_fail(tw_task_ctx *ctx, const lb_cell *c, tw_status st)
+{
+    return twi_ctx_fail(ctx, st, OP ": the border labels of tile %lld failed (%s)",
+                        (long long)c->i, tw_status_string(st));
+}
+
 /* TP, pass 1: the tile's labels, its border labels and row counts. */
 static tw_status
-lb_tp1(tw_task_ctx *ctx, void *arg)
+lb_tp1_cpu(tw_task_ctx *ctx, void *arg)
 {
     lb_cell *c = arg;
     tw_tile_view lab;
@@ -257,35 +229,41 @@ lb_tp1(tw_task_ctx *ctx, void *arg)
     tw_status st;
 
     twi_label_border_free(&c->b); /* a retry starts from nothing */
-#ifdef TW_HAVE_CUDA
-    if (twi_ctx_device(ctx) == TW_DEVICE_CUDA) {
-        /* the labels come back to the host, where the border labels are taken */
-        tw_tile_view h;
-
-        if ((st = lb_label_cuda(ctx, c, &lab, &n)) != TW_OK)
-            return st;
-        h = lab;
-        if (!(h.data = malloc((size_t)lab.stride * (size_t)lab.h + 4)))
-            return twi_ctx_fail(ctx, TW_E_NOMEM, OP ": out of memory for tile %lld",
-                                (long long)c->i);
-        if ((st = twi_ctx_copy_to_host(ctx, h.data, lab.data,
-                                       (size_t)lab.stride * (size_t)lab.h)) == TW_OK)
-            st = twi_label_border_extract(&h, n, c->sides, &c->b);
-        free(h.data);
-        if (st == TW_E_DEVICE)
-            return st;
-    } else
-#endif
-    {
-        if ((st = lb_label(ctx, c, &lab, &n)) != TW_OK)
-            return st;
-        st = twi_label_border_extract(&lab, n, c->sides, &c->b);
-    }
-    if (st != TW_OK)
-        return twi_ctx_fail(ctx, st, OP ": the border labels of tile %lld failed (%s)",
-                            (long long)c->i, tw_status_string(st));
+    if ((st = lb_label(ctx, c, &lab, &n)) != TW_OK)
+        return st;
+    if ((st = twi_label_border_extract(&lab, n, c->sides, &c->b)) != TW_OK)
+        return lb_tp1_fail(ctx, c, st);
     return TW_OK;
 }
+
+#ifdef TW_HAVE_CUDA
+static tw_status
+lb_tp1_cuda(tw_task_ctx *ctx, void *arg)
+{
+    lb_cell *c = arg;
+    tw_tile_view lab, h;
+    int64_t n;
+    tw_status st;
+
+    twi_label_border_free(&c->b);
+    if ((st = lb_label_cuda(ctx, c, &lab, &n)) != TW_OK)
+        return st;
+    /* the labels come back to the host, where the border labels are taken */
+    h = lab;
+    if (!(h.data = malloc((size_t)lab.stride * (size_t)lab.h + 4)))
+        return twi_ctx_fail(ctx, TW_E_NOMEM, OP ": out of memory for tile %lld",
+                            (long long)c->i);
+    if ((st = twi_ctx_copy_to_host(ctx, h.data, lab.data, (size_t)lab.stride * (size_t)lab.h)) ==
+        TW_OK)
+        st = twi_label_border_extract(&h, n, c->sides, &c->b);
+    free(h.data);
+    if (st == TW_E_DEVICE)
+        return st;
+    if (st != TW_OK)
+        return lb_tp1_fail(ctx, c, st);
+    return TW_OK;
+}
+#endif
 
 /* After pass 1 of a tile succeeded: the last one starts the merge. */
 static tw_status
@@ -356,27 +334,15 @@ lb_merge_commit(tw_task_ctx *ctx, void *arg)
     return TW_OK;
 }
 
-/* TP, pass 2: the tile labelled again and mapped to the final numbers into view 1. */
+/* Pass 2's map of tile c's n local labels to the final numbers into map (n + 1 entries). */
 static tw_status
-lb_tp2(tw_task_ctx *ctx, void *arg)
+lb_tp2_map(tw_task_ctx *ctx, lb_cell *c, int64_t n, uint64_t *map)
 {
-    lb_cell *c = arg;
     lb_job *a = c->a;
-    tw_tile_view lab, o = twi_ctx_view(ctx, 1);
     twi_label_border one = {0};
     const twi_label_border *b = a->n_tiles > 1 ? &c->b : &one;
-    uint64_t *map;
-    int64_t n;
     tw_status st;
 
-#ifdef TW_HAVE_CUDA
-    if (twi_ctx_device(ctx) == TW_DEVICE_CUDA)
-        st = lb_label_cuda(ctx, c, &lab, &n);
-    else
-#endif
-        st = lb_label(ctx, c, &lab, &n);
-    if (st != TW_OK)
-        return st;
     one.n = n;
     if (a->n_tiles == 1)
         c->b.n = n; /* no pass 1: the tile's count is the total (lb_tp2_commit) */
@@ -384,36 +350,72 @@ lb_tp2(tw_task_ctx *ctx, void *arg)
         return twi_ctx_fail(ctx, TW_E_INTERNAL,
                             OP ": tile %lld has %lld labels in pass 2, %lld in pass 1",
                             (long long)c->i, (long long)n, (long long)b->n);
-    free(c->map); /* a retry */
-    c->map = NULL;
-    map = twi_ctx_device(ctx) == TW_DEVICE_CUDA ? (c->map = malloc(((size_t)n + 1) * sizeof *map))
-                                                : twi_ctx_scratch(ctx, ((size_t)n + 1) * sizeof *map);
     if (!map)
         return twi_ctx_fail(ctx, TW_E_NOMEM, OP ": out of memory for the labels of tile %lld",
                             (long long)c->i);
     if ((st = twi_label_map(b, a->n_tiles > 1 ? &a->merged : NULL, c->i, c->y, map)) != TW_OK)
         return twi_ctx_fail(ctx, st, OP ": numbering tile %lld failed (%s)", (long long)c->i,
                             tw_status_string(st));
-#ifdef TW_HAVE_CUDA
-    if (twi_ctx_device(ctx) == TW_DEVICE_CUDA) {
-        uint64_t *d_map = twi_ctx_scratch(ctx, ((size_t)n + 1) * sizeof *map);
-
-        /* the host map stays until the commit: the upload is asynchronous */
-        if (!d_map)
-            return twi_ctx_fail(ctx, TW_E_DEVICE, OP ": no GPU memory for the labels of tile %lld",
-                                (long long)c->i);
-        if ((st = twi_ctx_copy_to_device(ctx, d_map, map, ((size_t)n + 1) * sizeof *map)) !=
-            TW_OK)
-            return st;
-        st = twi_cuda_label_apply(&lab, d_map, &o, twi_ctx_stream(ctx));
-    } else
-#endif
-        st = twi_omp_label_apply(&lab, map, &o, twi_ctx_team(ctx));
-    if (st != TW_OK)
-        return twi_ctx_fail(ctx, st, OP ": numbering tile %lld failed (%s)", (long long)c->i,
-                            tw_status_string(st));
     return TW_OK;
 }
+
+static tw_status
+lb_tp2_fail(tw_task_ctx *ctx, const lb_cell *c, tw_status st)
+{
+    return twi_ctx_fail(ctx, st, OP ": numbering tile %lld failed (%s)", (long long)c->i,
+                        tw_status_string(st));
+}
+
+/* TP, pass 2: the tile labelled again and mapped to the final numbers into view 1. */
+static tw_status
+lb_tp2_cpu(tw_task_ctx *ctx, void *arg)
+{
+    lb_cell *c = arg;
+    tw_tile_view lab, o = twi_ctx_view(ctx, 1);
+    uint64_t *map;
+    int64_t n;
+    tw_status st;
+
+    if ((st = lb_label(ctx, c, &lab, &n)) != TW_OK)
+        return st;
+    free(c->map); /* a retry after a failed CUDA run */
+    c->map = NULL;
+    map = twi_ctx_scratch(ctx, ((size_t)n + 1) * sizeof *map);
+    if ((st = lb_tp2_map(ctx, c, n, map)) != TW_OK)
+        return st;
+    if ((st = twi_omp_label_apply(&lab, map, &o, twi_ctx_team(ctx))) != TW_OK)
+        return lb_tp2_fail(ctx, c, st);
+    return TW_OK;
+}
+
+#ifdef TW_HAVE_CUDA
+static tw_status
+lb_tp2_cuda(tw_task_ctx *ctx, void *arg)
+{
+    lb_cell *c = arg;
+    tw_tile_view lab, o = twi_ctx_view(ctx, 1);
+    uint64_t *map, *d_map;
+    int64_t n;
+    tw_status st;
+
+    if ((st = lb_label_cuda(ctx, c, &lab, &n)) != TW_OK)
+        return st;
+    free(c->map); /* a retry */
+    c->map = NULL;
+    /* the host map stays until the commit: the upload is asynchronous */
+    map = c->map = malloc(((size_t)n + 1) * sizeof *map);
+    if ((st = lb_tp2_map(ctx, c, n, map)) != TW_OK)
+        return st;
+    if (!(d_map = twi_ctx_scratch(ctx, ((size_t)n + 1) * sizeof *map)))
+        return twi_ctx_fail(ctx, TW_E_DEVICE, OP ": no GPU memory for the labels of tile %lld",
+                            (long long)c->i);
+    if ((st = twi_ctx_copy_to_device(ctx, d_map, map, ((size_t)n + 1) * sizeof *map)) != TW_OK)
+        return st;
+    if ((st = twi_cuda_label_apply(&lab, d_map, &o, twi_ctx_stream(ctx))) != TW_OK)
+        return lb_tp2_fail(ctx, c, st);
+    return TW_OK;
+}
+#endif
 
 static tw_status
 lb_tp2_commit(tw_task_ctx *ctx, void *arg)
@@ -479,8 +481,8 @@ static const tw_task_kind lb_load_kind = {
 };
 static const tw_task_kind lb_tp1_kind = {
     .name = "label.tp1",
-    .cpu = lb_tp1,
-    TWI_CUDA_VARIANT(lb_tp1),
+    .cpu = lb_tp1_cpu,
+    TWI_CUDA_VARIANT(lb_tp1_cuda),
     .host_bytes = lb_tp_host_bytes,
     .commit = lb_tp1_commit,
     .team = true,
@@ -493,8 +495,8 @@ static const tw_task_kind lb_merge_kind = {
 };
 static const tw_task_kind lb_tp2_kind = {
     .name = "label.tp2",
-    .cpu = lb_tp2,
-    TWI_CUDA_VARIANT(lb_tp2),
+    .cpu = lb_tp2_cpu,
+    TWI_CUDA_VARIANT(lb_tp2_cuda),
     .host_bytes = lb_tp_host_bytes,
     .commit = lb_tp2_commit,
     .team = true,

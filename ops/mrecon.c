@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: morphological reconstruction across tiles, by TP and BP tasks until stable. */
+/* Why one file: the TP/BP state machine of one job (rounds, seeds, dirty sides, the exchange
+ * across ranks) shares mr_job, and a tenth of the file is the essay below on why it is exact;
+ * the pixel steps are in omp/mrecon_tile.c and omp/mrecon_omp.c. */
 /*
  * The guarantee. The job computes rho_I(J), the reconstruction by dilation of the marker J
  * under the mask I over the whole image, with 4- or 8-connectivity: the smallest image K with
@@ -97,33 +100,26 @@
 #include "ops_internal.h"
 
 /* Forward directions of the pairs a tile owns (the other tile is right of it or below). */
-enum { D_RIGHT, D_DOWN, D_DOWN_RIGHT, D_DOWN_LEFT, N_DIRS };
+enum {
+    D_RIGHT = TWI_MRECON_D_RIGHT,
+    D_DOWN = TWI_MRECON_D_DOWN,
+    D_DOWN_RIGHT = TWI_MRECON_D_DOWN_RIGHT,
+    D_DOWN_LEFT = TWI_MRECON_D_DOWN_LEFT,
+    N_DIRS
+};
 
 /* Dirty bits: a side of the perimeter, or a corner pixel, changed since the last BP. */
 enum {
-    S_TOP = 1u << 0,
-    S_BOTTOM = 1u << 1,
-    S_LEFT = 1u << 2,
-    S_RIGHT = 1u << 3,
-    C_TL = 1u << 4,
-    C_TR = 1u << 5,
-    C_BL = 1u << 6,
-    C_BR = 1u << 7,
+    S_TOP = TWI_MRECON_S_TOP,
+    S_BOTTOM = TWI_MRECON_S_BOTTOM,
+    S_LEFT = TWI_MRECON_S_LEFT,
+    S_RIGHT = TWI_MRECON_S_RIGHT,
+    C_TL = TWI_MRECON_C_TL,
+    C_TR = TWI_MRECON_C_TR,
+    C_BL = TWI_MRECON_C_BL,
+    C_BR = TWI_MRECON_C_BR,
     DIRTY_ALL = 0xffu
 };
-
-/* Run BODY with T the C type of `type` (TW_U8 or TW_U16). */
-#define TYPED(type, ...)                                                                       \
-    do {                                                                                       \
-        if ((type) == TW_U8) {                                                                 \
-            typedef uint8_t T;                                                                 \
-            __VA_ARGS__                                                                        \
-        } else {                                                                               \
-            typedef uint16_t T;                                                                \
-            __VA_ARGS__                                                                        \
-        }                                                                                      \
-    } while (0)
-
 
 typedef struct mr_job mr_job;
 
@@ -203,78 +199,22 @@ since(const struct timespec *t0)
     return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) * 1e-9;
 }
 
-static inline unsigned
-pix_get(const tw_tile_view *v, int64_t x, int64_t y)
-{
-    const char *row = (const char *)v->data + y * v->stride;
-
-    return v->type == TW_U8 ? ((const uint8_t *)row)[x] : ((const uint16_t *)(const void *)row)[x];
-}
-
-static inline void
-pix_set(const tw_tile_view *v, int64_t x, int64_t y, unsigned val)
-{
-    char *row = (char *)v->data + y * v->stride;
-
-    if (v->type == TW_U8)
-        ((uint8_t *)row)[x] = (uint8_t)val;
-    else
-        ((uint16_t *)(void *)row)[x] = (uint16_t)val;
-}
-
 /* ---- load */
-
-static void
-complement(const tw_tile_view *v, unsigned maxv)
-{
-    TYPED(v->type, {
-        for (int32_t y = 0; y < v->h; y++) {
-            T *r = TWI_ROW(v, T, y);
-            for (int32_t x = 0; x < v->w; x++)
-                r[x] = (T)(maxv - r[x]);
-        }
-    });
-}
 
 /* Find (or clamp) marker pixels above the mask; keep the first in raster order. */
 static void
 check_marker(mr_job *m, const mr_tile *t, const tw_tile_view *jv, const tw_tile_view *iv)
 {
-    int64_t fx = -1, fy = -1;
+    int64_t fx, fy;
 
-    /* A row is first tested whole (a vectorised OR), since a marker is almost never above
-     * its mask: a pixel-by-pixel loop with a branch was most of the load's time. */
-    TYPED(jv->type, {
-        for (int32_t y = 0; y < jv->h && fy < 0; y++) {
-            T *j = TWI_ROW(jv, T, y);
-            const T *i = TWI_ROW(iv, T, y);
-            int above = 0;
-
-            _Pragma("omp simd reduction(| : above)")
-            for (int32_t x = 0; x < jv->w; x++)
-                above |= j[x] > i[x];
-            if (!above)
-                continue;
-            if (m->clamp) {
-                _Pragma("omp simd")
-                for (int32_t x = 0; x < jv->w; x++)
-                    j[x] = j[x] > i[x] ? i[x] : j[x];
-                continue;
-            }
-            for (int32_t x = 0; x < jv->w; x++)
-                if (j[x] > i[x]) {
-                    fx = x;
-                    fy = y;
-                    break;
-                }
-        }
-    });
+    if (!twi_mrecon_check_marker(jv, iv, m->clamp, &fx, &fy))
+        return;
     if (fy < 0)
         return;
     pthread_mutex_lock(&m->lock);
     if (!atomic_load(&m->bad) || t->y + fy < m->bad_y ||
         (t->y + fy == m->bad_y && t->x + fx < m->bad_x)) {
-        unsigned j = pix_get(jv, fx, fy), i = pix_get(iv, fx, fy);
+        unsigned j = twi_mrecon_pix(jv, fx, fy), i = twi_mrecon_pix(iv, fx, fy);
 
         m->bad_x = t->x + fx;
         m->bad_y = t->y + fy;
@@ -285,42 +225,13 @@ check_marker(mr_job *m, const mr_tile *t, const tw_tile_view *jv, const tw_tile_
     pthread_mutex_unlock(&m->lock);
 }
 
-/* fill-holes: the mask on the image border, 0 inside. */
-static void
-prep_border(const mr_job *m, const mr_tile *t, const tw_tile_view *jv, const tw_tile_view *iv)
-{
-    TYPED(jv->type, {
-        for (int32_t y = 0; y < jv->h; y++) {
-            T *j = TWI_ROW(jv, T, y);
-            const T *i = TWI_ROW(iv, T, y);
-            bool edge_row = t->y + y == 0 || t->y + y == m->H - 1;
-            memset(j, 0, (size_t)jv->w * sizeof(T));
-            for (int32_t x = 0; x < jv->w; x++)
-                if (edge_row || t->x + x == 0 || t->x + x == m->W - 1)
-                    j[x] = i[x];
-        }
-    });
-}
-
 /* h-maxima: max(I - h, 0); also the tile's range of I. */
 static void
 prep_sub_h(mr_job *m, const tw_tile_view *jv, const tw_tile_view *iv)
 {
     unsigned lo = m->maxv, hi = 0;
-    int64_t h = m->hval;
 
-    TYPED(jv->type, {
-        for (int32_t y = 0; y < jv->h; y++) {
-            T *j = TWI_ROW(jv, T, y);
-            const T *i = TWI_ROW(iv, T, y);
-            for (int32_t x = 0; x < jv->w; x++) {
-                unsigned v = i[x];
-                lo = v < lo ? v : lo;
-                hi = v > hi ? v : hi;
-                j[x] = (int64_t)v >= h ? (T)((int64_t)v - h) : 0;
-            }
-        }
-    });
+    twi_mrecon_prep_sub_h(jv, iv, m->hval, &lo, &hi);
     pthread_mutex_lock(&m->lock);
     if (lo < m->img_min)
         m->img_min = lo;
@@ -340,16 +251,18 @@ load_cpu(tw_task_ctx *ctx, void *arg)
     if ((st = twi_src_read(ctx, m->op, &m->mask, t->x, t->y, &iv, NULL)) != TW_OK)
         return st;
     if (m->complement)
-        complement(&iv, m->maxv);
+        twi_mrecon_complement(&iv, m->maxv);
     switch (m->prep) {
     case TWI_MRECON_PREP_MARKER:
         if ((st = twi_src_read(ctx, m->op, &m->marker, t->x, t->y, &jv, NULL)) != TW_OK)
             return st;
         if (m->complement)
-            complement(&jv, m->maxv);
+            twi_mrecon_complement(&jv, m->maxv);
         check_marker(m, t, &jv, &iv);
         break;
-    case TWI_MRECON_PREP_BORDER: prep_border(m, t, &jv, &iv); break;
+    case TWI_MRECON_PREP_BORDER:
+        twi_mrecon_prep_border(&jv, &iv, t->x, t->y, m->W, m->H);
+        break;
     case TWI_MRECON_PREP_SUB_H: prep_sub_h(m, &jv, &iv); break;
     case TWI_MRECON_PREP_ERODE: break; /* mrecon.prep, once every mask tile is loaded */
     }
@@ -360,21 +273,6 @@ load_cpu(tw_task_ctx *ctx, void *arg)
 }
 
 /* ---- prep (open-rec): erosion by a square, the window clipped to the image */
-
-/* out[i] = min(a[i .. i + 2r]) for i < n - 2r (van Herk / Gil-Werman: three passes whatever
- * the radius). g and s are scratch of n elements. */
-static void
-min_line(const uint16_t *a, int64_t n, int64_t r, uint16_t *out, uint16_t *g, uint16_t *s)
-{
-    int64_t k = 2 * r + 1;
-
-    for (int64_t i = 0; i < n; i++)
-        g[i] = (i % k == 0 || a[i] < g[i - 1]) ? a[i] : g[i - 1];
-    for (int64_t i = n - 1; i >= 0; i--)
-        s[i] = (i == n - 1 || (i + 1) % k == 0 || a[i] < s[i + 1]) ? a[i] : s[i + 1];
-    for (int64_t i = 0; i + 2 * r < n; i++)
-        out[i] = s[i] < g[i + 2 * r] ? s[i] : g[i + 2 * r];
-}
 
 /* Row y of the mask, columns [xa, xa + n), into out; outside the image: 0xffff (neutral).
  * The mask tiles read are pinned by the caller (prep_pin). */
@@ -390,11 +288,8 @@ gather_row(const mr_job *m, int64_t y, int64_t xa, int64_t n, uint16_t *out)
         tw_tile_view v = twi_tile_host_view(t->mask);
         int64_t lx = x - t->x, stop = end - t->x < t->w ? end - t->x : t->w;
 
-        TYPED(v.type, {
-            const T *r = TWI_ROW(&v, T, y - t->y);
-            for (; lx < stop; lx++)
-                *out++ = r[lx];
-        });
+        twi_mrecon_row_span(&v, (int32_t)(y - t->y), lx, stop, out);
+        out += stop - lx;
         x = t->x + stop;
     }
     for (; x < end; x++)
@@ -476,16 +371,10 @@ prep_cpu(tw_task_ctx *ctx, void *arg)
             continue;
         }
         gather_row(m, y, t->x - r, cols, line);
-        min_line(line, cols, r, hmin + j * t->w, g, s);
+        twi_mrecon_min_line(line, cols, r, hmin + j * t->w, g, s);
     }
     (void)prep_pin(m, t, false);
-    for (int32_t x = 0; x < t->w; x++) {
-        for (int64_t j = 0; j < rows; j++)
-            line[j] = hmin[j * t->w + x];
-        min_line(line, rows, r, col, g, s);
-        for (int32_t y = 0; y < t->h; y++)
-            pix_set(&jv, x, y, col[y]);
-    }
+    twi_mrecon_erode_cols(hmin, rows, r, &jv, line, col, g, s);
     if (atomic_fetch_sub(&m->loads_left, 1) == 1)
         m->t_loaded = since(&m->t0);
     twi_job_add_done(m->job, 1);
@@ -590,44 +479,12 @@ diff_perimeter(mr_tile *t, bool valid)
 {
     tw_status st = twi_tile_pin_read(t->marker);
     tw_tile_view v;
-    uint16_t *top = t->snap, *bot = top + t->w, *left = bot + t->w, *right = left + t->h;
-    int32_t w = t->w, h = t->h;
-    unsigned d = 0;
+    unsigned d;
 
     if (st != TW_OK)
         return st;
     v = twi_tile_host_view(t->marker);
-    for (int32_t x = 0; x < w; x++) {
-        unsigned a = pix_get(&v, x, 0), b = pix_get(&v, x, h - 1);
-        if (a != top[x]) {
-            top[x] = (uint16_t)a;
-            d |= S_TOP | (x == 0 ? C_TL : 0u) | (x == w - 1 ? C_TR : 0u);
-        }
-        if (b != bot[x]) {
-            bot[x] = (uint16_t)b;
-            d |= S_BOTTOM | (x == 0 ? C_BL : 0u) | (x == w - 1 ? C_BR : 0u);
-        }
-    }
-    for (int32_t y = 0; y < h; y++) {
-        unsigned a = pix_get(&v, 0, y), b = pix_get(&v, w - 1, y);
-        if (a != left[y]) {
-            left[y] = (uint16_t)a;
-            d |= S_LEFT;
-        }
-        if (b != right[y]) {
-            right[y] = (uint16_t)b;
-            d |= S_RIGHT;
-        }
-    }
-    /* A corner pixel belongs to two sides. */
-    if (d & C_TL)
-        d |= S_TOP | S_LEFT;
-    if (d & C_TR)
-        d |= S_TOP | S_RIGHT;
-    if (d & C_BL)
-        d |= S_BOTTOM | S_LEFT;
-    if (d & C_BR)
-        d |= S_BOTTOM | S_RIGHT;
+    d = twi_mrecon_perimeter_diff(&v, t->snap);
     t->dirty = valid ? d : DIRTY_ALL;
     twi_tile_unpin(t->marker);
     return TW_OK;
@@ -651,34 +508,21 @@ add_seed(mr_job *m, mr_tile *t, uint32_t idx)
     return TW_OK;
 }
 
-/* The views a pair comparison needs. */
-typedef struct side {
-    mr_tile *t;
-    tw_tile_view j, i;
-} side;
-
-static side
-side_of(mr_tile *t)
+static tw_status
+seed_of(void *arg, uint32_t idx)
 {
-    side s = {t, twi_tile_host_view(t->marker), twi_tile_host_view(t->mask)};
+    mr_tile *t = arg;
 
-    return s;
+    return add_seed(t->m, t, idx);
 }
 
-/* q in b raised from p in a: J(q) = min(J(p), I(q)) when that is above J(q). */
-static inline tw_status
-prop(mr_job *m, const side *a, int32_t px, int32_t py, const side *b, int32_t qx, int32_t qy)
+/* The views a pair comparison needs; a raised pixel becomes a seed of t. */
+static twi_mrecon_side
+side_of(mr_tile *t)
 {
-    unsigned jp = pix_get(&a->j, px, py), jq = pix_get(&b->j, qx, qy), iq, v;
+    twi_mrecon_side s = {twi_tile_host_view(t->marker), twi_tile_host_view(t->mask), seed_of, t};
 
-    if (jp <= jq)
-        return TW_OK;
-    iq = pix_get(&b->i, qx, qy);
-    v = jp < iq ? jp : iq;
-    if (v <= jq)
-        return TW_OK;
-    pix_set(&b->j, qx, qy, v);
-    return add_seed(m, b->t, (uint32_t)((int64_t)qy * b->t->w + qx));
+    return s;
 }
 
 /* Compare the pair that tile `o` owns in direction d (both ways). */
@@ -686,7 +530,7 @@ static tw_status
 compare_pair(mr_job *m, mr_tile *o, int d)
 {
     mr_tile *n;
-    side a, b;
+    twi_mrecon_side a, b;
     tw_status st = TW_OK;
     tw_tile *pin[4];
     int np;
@@ -711,35 +555,7 @@ compare_pair(mr_job *m, mr_tile *o, int d)
             goto out;
     a = side_of(o);
     b = side_of(n);
-    if (d == D_RIGHT) {
-        int32_t ax = o->w - 1, h = o->h;
-
-        for (int32_t y = 0; y < h && st == TW_OK; y++) {
-            int32_t lo = m->conn == 8 && y > 0 ? y - 1 : y;
-            int32_t hi = m->conn == 8 && y < h - 1 ? y + 1 : y;
-
-            for (int32_t yy = lo; yy <= hi && st == TW_OK; yy++)
-                if ((st = prop(m, &a, ax, yy, &b, 0, y)) == TW_OK)
-                    st = prop(m, &b, 0, yy, &a, ax, y);
-        }
-    } else if (d == D_DOWN) {
-        int32_t ay = o->h - 1, w = o->w;
-
-        for (int32_t x = 0; x < w && st == TW_OK; x++) {
-            int32_t lo = m->conn == 8 && x > 0 ? x - 1 : x;
-            int32_t hi = m->conn == 8 && x < w - 1 ? x + 1 : x;
-
-            for (int32_t xx = lo; xx <= hi && st == TW_OK; xx++)
-                if ((st = prop(m, &a, xx, ay, &b, x, 0)) == TW_OK)
-                    st = prop(m, &b, xx, 0, &a, x, ay);
-        }
-    } else if (d == D_DOWN_RIGHT) {
-        if ((st = prop(m, &a, o->w - 1, o->h - 1, &b, 0, 0)) == TW_OK)
-            st = prop(m, &b, 0, 0, &a, o->w - 1, o->h - 1);
-    } else {
-        if ((st = prop(m, &a, 0, o->h - 1, &b, n->w - 1, 0)) == TW_OK)
-            st = prop(m, &b, n->w - 1, 0, &a, 0, o->h - 1);
-    }
+    st = twi_mrecon_pair(&a, &b, d, m->conn);
 out:
     while (np-- > 0)
         twi_tile_unpin(pin[np]);
@@ -871,8 +687,7 @@ edge_read(mr_job *m, bool bottom, uint16_t *out)
         if ((st = twi_tile_pin_read(t->marker)) != TW_OK)
             return st;
         v = twi_tile_host_view(t->marker);
-        for (int32_t x = 0; x < t->w; x++)
-            out[t->x + x] = (uint16_t)pix_get(&v, x, bottom ? t->h - 1 : 0);
+        twi_mrecon_row_span(&v, bottom ? t->h - 1 : 0, 0, t->w, out + t->x);
         twi_tile_unpin(t->marker);
     }
     return TW_OK;
@@ -889,7 +704,7 @@ ghost_apply(mr_job *m, bool bottom, const uint16_t *g)
     for (int64_t tx = 0; tx < m->tiles_x && st == TW_OK; tx++) {
         mr_tile *t = &m->tiles[ty * m->tiles_x + tx];
         int32_t qy = bottom ? t->h - 1 : 0;
-        side b;
+        twi_mrecon_side b;
 
         if ((st = twi_tile_pin(t->marker)) != TW_OK)
             return st;
@@ -898,48 +713,11 @@ ghost_apply(mr_job *m, bool bottom, const uint16_t *g)
             return st;
         }
         b = side_of(t);
-        for (int32_t x = 0; x < t->w && st == TW_OK; x++) {
-            int64_t gx = t->x + x, lo = m->conn == 8 && gx > 0 ? gx - 1 : gx;
-            int64_t hi = m->conn == 8 && gx < m->W - 1 ? gx + 1 : gx;
-            unsigned jp = 0, jq = pix_get(&b.j, x, qy), iq, v;
-
-            for (int64_t k = lo; k <= hi; k++)
-                jp = g[k] > jp ? g[k] : jp;
-            if (jp <= jq)
-                continue;
-            iq = pix_get(&b.i, x, qy);
-            if ((v = jp < iq ? jp : iq) <= jq)
-                continue;
-            pix_set(&b.j, x, qy, v);
-            st = add_seed(m, t, (uint32_t)((int64_t)qy * t->w + x));
-        }
+        st = twi_mrecon_ghost_row(&b, qy, g, t->x, m->W, m->conn);
         twi_tile_unpin(t->mask);
         twi_tile_unpin(t->marker);
     }
     return st;
-}
-
-/* Rows travel in the sample type: half the bytes for 8-bit images. */
-static void
-wire_pack(const mr_job *m, const uint16_t *row, unsigned char *out)
-{
-    if (m->type == TW_U16) {
-        memcpy(out, row, (size_t)m->W * sizeof *row);
-        return;
-    }
-    for (int64_t x = 0; x < m->W; x++)
-        out[x] = (unsigned char)row[x];
-}
-
-static void
-wire_unpack(const mr_job *m, const unsigned char *in, uint16_t *row)
-{
-    if (m->type == TW_U16) {
-        memcpy(row, in, (size_t)m->W * sizeof *row);
-        return;
-    }
-    for (int64_t x = 0; x < m->W; x++)
-        row[x] = in[x];
 }
 
 /* Round 0 across ranks: the first marker pixel above the mask of the whole image is in the
@@ -1016,12 +794,12 @@ dist_round(tw_task_ctx *ctx, mr_job *m, bool *active)
         TW_OK)
         return st;
     if (got_up) {
-        wire_unpack(m, w_up, g_up);
+        twi_mrecon_wire_unpack(m->type, w_up, W, g_up);
         if ((st = ghost_apply(m, false, g_up)) != TW_OK)
             return st;
     }
     if (got_down) {
-        wire_unpack(m, w_down, g_down);
+        twi_mrecon_wire_unpack(m->type, w_down, W, g_down);
         if ((st = ghost_apply(m, true, g_down)) != TW_OK)
             return st;
     }
@@ -1032,11 +810,12 @@ dist_round(tw_task_ctx *ctx, mr_job *m, bool *active)
     m->edge_sent = true;
     if (send_top) {
         memcpy(sent_top, top, (size_t)W * 2);
-        wire_pack(m, top, w_top);
+        /* rows travel in the sample type: half the bytes for 8-bit images */
+        twi_mrecon_wire_pack(m->type, top, W, w_top);
     }
     if (send_bot) {
         memcpy(sent_bot, bot, (size_t)W * 2);
-        wire_pack(m, bot, w_bot);
+        twi_mrecon_wire_pack(m->type, bot, W, w_bot);
     }
     if ((st = twi_dist_halo_post(m->dist, ctx, w_top, w_bot, bytes, send_top, send_bot)) !=
         TW_OK)
@@ -1132,14 +911,7 @@ store_cpu(tw_task_ctx *ctx, void *arg)
     switch (m->outk) {
     case TWI_MRECON_OUT_RESULT:
         if (m->complement) {
-            TYPED(jv.type, {
-                for (int32_t y = 0; y < t->h; y++) {
-                    const T *j = TWI_ROW(&jv, T, y);
-                    T *o = TWI_ROW(&ov, T, y);
-                    for (int32_t x = 0; x < t->w; x++)
-                        o[x] = (T)(m->maxv - j[x]);
-                }
-            });
+            twi_mrecon_out_complement(&jv, &ov, m->maxv);
         } else if (ov.data != jv.data) {
             for (int32_t y = 0; y < t->h; y++)
                 memcpy(TWI_ROW(&ov, char, y), TWI_ROW(&jv, char, y), (size_t)t->w * oss);
@@ -1152,24 +924,10 @@ store_cpu(tw_task_ctx *ctx, void *arg)
         /* A file gets 0/255, as every 8-bit mask written (viewers show 0/1 as black); a
          * caller's image 0/1 (docs/io.md, "Masks"). */
         fg = m->out_file ? 255 : 1;
-        TYPED(jv.type, {
-            for (int32_t y = 0; y < t->h; y++) {
-                const T *j = TWI_ROW(&jv, T, y), *i = TWI_ROW(&iv, T, y);
-                uint8_t *o = TWI_ROW(&ov, uint8_t, y);
-                for (int32_t x = 0; x < t->w; x++)
-                    o[x] = !none && (int64_t)i[x] - (int64_t)j[x] >= m->hval ? fg : 0;
-            }
-        });
+        twi_mrecon_out_maxima(&jv, &iv, &ov, m->hval, none, fg);
         break;
     case TWI_MRECON_OUT_DOME:
-        TYPED(jv.type, {
-            for (int32_t y = 0; y < t->h; y++) {
-                const T *j = TWI_ROW(&jv, T, y), *i = TWI_ROW(&iv, T, y);
-                T *o = TWI_ROW(&ov, T, y);
-                for (int32_t x = 0; x < t->w; x++)
-                    o[x] = (T)(i[x] - j[x]);
-            }
-        });
+        twi_mrecon_out_dome(&jv, &iv, &ov);
         break;
     }
     if (m->out_file && m->dist) {

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: `objects`, the table of a label image's objects (GeoJSON or CSV), streamed. */
+/* Why one file (about 1000 lines): `objects` is one streaming scan (bands of rows, objects
+ * open across bands, their measures and rows of output) over one ob_job; no other operation
+ * uses its parts. */
 /*
  * The label image is read in bands of whole rows (and the intensity image beside it), decoded
  * by CPU tasks in parallel through a window (runtime/window.c), and scanned band after band by

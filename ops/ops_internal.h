@@ -48,10 +48,6 @@ typedef struct twi_stream {
                                       the output is open): e.g. the EDT's DistanceStep */
 } twi_stream;
 
-/* A row of w flags (bytes, nonzero = 1) packed 8 a byte, LSB first, and back into 0/1 bytes:
- * how multi-pass operations keep a mask between passes (edt, label). */
-TWI_HIDDEN void twi_bits_pack_row(const uint8_t *fg, int32_t w, uint8_t *out);
-TWI_HIDDEN void twi_bits_unpack_row(const uint8_t *in, int32_t w, uint8_t *fg);
 
 /* Resolve the processing tile size: explicit (w, h > 0), else the op's key (e.g.
  * "gray.tile_size", 0x0 = inherit), else tile.size. */
@@ -280,7 +276,7 @@ typedef struct twi_mrecon_spec {
 TWI_HIDDEN tw_status twi_mrecon_submit(tw_runtime *rt, const twi_mrecon_spec *spec,
                                        tw_job **out, tw_error *err);
 
-/* The attribute-filter pipeline (ops/maxtree.c) run with the "area map" rule: every pixel
+/* The attribute-filter pipeline (ops/attr_filter.c) run with the "area map" rule: every pixel
  * gets the global area of its node (TW_U64 output), from border max-trees. For tests. */
 TWI_HIDDEN tw_status twi_area_map_submit(tw_runtime *rt, const tw_attr_filter_opts *o,
                                          tw_job **out, tw_error *err);
@@ -391,5 +387,24 @@ TWI_HIDDEN void twi_dist_destroy(twi_dist *d);
  * starts[r + 1]), starts[0] = 0, starts[n] = rows. TW_E_INVALID when rows < n or n < 1. */
 TWI_HIDDEN tw_status twi_dist_split(int64_t rows, int n, const double *weights,
                                     int64_t *starts);
+
+/* (ops/maxtree.c) What the max-tree job and the attribute filters (attr_filter.c) share.
+ * Read rectangle (x, y, v->w, v->h) of src into v in chunks of rows (an RGB input needs one
+ * small scratch buffer). */
+TWI_HIDDEN tw_status twi_maxtree_read_rows(tw_task_ctx *ctx, const char *op, const twi_src *src,
+                                           int64_t x, int64_t y, tw_tile_view *v);
+/* TW_E_INVALID with a message unless conn is 4 or 8. */
+TWI_HIDDEN tw_status twi_maxtree_conn_check(const char *op, int conn, tw_error *err);
+/* The canonical max-tree of `in` into `par` (views of the task: tiles or scratch), on a CPU
+ * worker's team or, in CUDA builds, on a GPU worker; `what` names the image in messages.
+ * Failures are reported on ctx. */
+TWI_HIDDEN tw_status twi_maxtree_tree_cpu(tw_task_ctx *ctx, int conn, const char *op,
+                                          const char *what, const tw_tile_view *in,
+                                          tw_tile_view *par);
+#ifdef TW_HAVE_CUDA
+TWI_HIDDEN tw_status twi_maxtree_tree_cuda(tw_task_ctx *ctx, int conn, const char *op,
+                                           const char *what, const tw_tile_view *in,
+                                           tw_tile_view *par);
+#endif
 
 #endif /* TW_OPS_INTERNAL_H */

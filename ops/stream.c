@@ -651,7 +651,8 @@ twi_src_mask_check(const char *op, const twi_src *src, bool thresholded, tw_erro
         return TW_OK;
     return twi_error_set(err, TW_E_INVALID,
                          "%s: '%s' is a colour (RGB) image, not a mask: give a threshold, e.g. "
-                         "--threshold otsu --invert (tissue darker than the glass)",
+                         "threshold_mode TW_THRESHOLD_OTSU with invert (tissue darker than the "
+                         "glass)",
                          op, src->path);
 }
 
@@ -945,54 +946,4 @@ twi_put_cancelable(tw_task_ctx *ctx, twi_assembler *a, int64_t x, int64_t y,
             return st;
     }
     return TW_OK;
-}
-
-/* ---- rows of flags packed 8 a byte (ops_internal.h) */
-
-void
-twi_bits_pack_row(const uint8_t *restrict fg, int32_t w, uint8_t *restrict out)
-{
-    int32_t c = 0;
-
-    for (; c + 8 <= w; c += 8) {
-        uint8_t b = 0;
-
-        for (int k = 0; k < 8; k++)
-            b |= (uint8_t)((fg[c + k] != 0) << k);
-        out[c >> 3] = b;
-    }
-    if (c < w) {
-        uint8_t b = 0;
-
-        for (int k = 0; c + k < w; k++)
-            b |= (uint8_t)((fg[c + k] != 0) << k);
-        out[c >> 3] = b;
-    }
-}
-
-/* Eight flags of each byte value, as 8 bytes (little-endian: bit k is byte k). */
-static uint64_t unpack_lut[256];
-static pthread_once_t unpack_once = PTHREAD_ONCE_INIT;
-
-static void
-unpack_lut_init(void)
-{
-    for (int v = 0; v < 256; v++)
-        for (int k = 0; k < 8; k++)
-            unpack_lut[v] |= (uint64_t)((v >> k) & 1) << (8 * k);
-}
-
-void
-twi_bits_unpack_row(const uint8_t *restrict in, int32_t w, uint8_t *restrict fg)
-{
-    int32_t c = 0;
-
-    pthread_once(&unpack_once, unpack_lut_init);
-    for (; c + 8 <= w; c += 8) {
-        uint64_t v = unpack_lut[in[c >> 3]];
-
-        memcpy(fg + c, &v, 8); /* little-endian hosts (x86-64, arm64) */
-    }
-    for (; c < w; c++)
-        fg[c] = (uint8_t)((in[c >> 3] >> (c & 7)) & 1);
 }

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: the tree of shapes of an image in memory and the grain filter ([deVries24]). */
+/* Why one file: the tree of shapes and the grain filter are one job (tos_job) whose task kinds
+ * both submissions build; the pixel work is in omp/tos_omp.c and omp/maxtree_u32.c. */
 
 /*
  * The job, as a task graph on the CPU workers (the kernels and the algorithm are in

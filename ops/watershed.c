@@ -154,7 +154,7 @@ load_cpu(tw_task_ctx *ctx, void *arg)
 {
     ws_tile *t = arg;
     ws_job *m = t->m;
-    int64_t n = (int64_t)t->w * t->h, nan = -1;
+    int64_t n = (int64_t)t->w * t->h, nan = -1, bad;
     twi_ws_tile *k = &t->k;
     tw_tile_view v;
     char *p;
@@ -183,41 +183,15 @@ load_cpu(tw_task_ctx *ctx, void *arg)
     if (m->has_mask) {
         if ((st = read_view(ctx, &m->mask, t, &v)) != TW_OK)
             return st;
-        for (int32_t y = 0; y < t->h; y++) {
-            const char *row = (const char *)v.data + (int64_t)y * v.stride;
-            uint8_t *o = (uint8_t *)(p + 16 * n) + (int64_t)y * t->w;
-
-            for (int32_t x = 0; x < t->w; x++)
-                o[x] = v.type == TW_U8 ? ((const uint8_t *)row)[x] != 0
-                                       : ((const uint16_t *)(const void *)row)[x] != 0;
-        }
+        twi_omp_ws_mask(&v, (uint8_t *)(p + 16 * n));
     } else {
         memset(p + 16 * n, 1, (size_t)n);
     }
     if ((st = read_view(ctx, &m->markers, t, &v)) != TW_OK)
         return st;
-    for (int32_t y = 0; y < t->h; y++) {
-        const char *row = (const char *)v.data + (int64_t)y * v.stride;
-
-        for (int32_t x = 0; x < t->w; x++) {
-            int64_t i = (int64_t)y * t->w + x;
-            uint32_t l = v.type == TW_U8    ? ((const uint8_t *)row)[x]
-                         : v.type == TW_U16 ? ((const uint16_t *)(const void *)row)[x]
-                                            : ((const uint32_t *)(const void *)row)[x];
-
-            if (l == TWI_WS_LINF) {
-                record_bad(m, t, i, "marker label", l);
-                l = 0;
-            }
-            if (l != 0 && k->in[i]) {
-                k->lab[i] = l;
-                k->key[i] = (uint64_t)k->lev[i] << 32;
-            } else {
-                k->lab[i] = TWI_WS_LINF;
-                k->key[i] = TWI_WS_KINF;
-            }
-        }
-    }
+    /* a label the flood reserves: the first one of the tile is what the job reports */
+    if ((bad = twi_omp_ws_markers(k, &v)) >= 0)
+        record_bad(m, t, bad, "marker label", TWI_WS_LINF);
     twi_job_add_done(m->job, 1);
     return TW_OK;
 }

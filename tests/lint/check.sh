@@ -90,5 +90,21 @@ for h in kern/*.h; do
         /tmp/tw-lint-$$.c || bad "$h does not compile alone as C++"
 done
 rm -f /tmp/tw-lint-$$.c
+# 6. ops/ orchestrates only: a task kind's CPU and CUDA variants are separate functions (no
+#    device branch inside one), no ops/ file dispatches on sample types (a pixel loop: omp/),
+#    and an ops/ file over 1000 lines says at its top why it stays one file.
+hits=$(awk '/\.cpu = [a-z_0-9]+/ { match($0, /\.cpu = [a-z_0-9]+/); cpu = substr($0, RSTART + 7, RLENGTH - 7) }
+    /TWI_CUDA_VARIANT\([a-z_0-9]+/ { match($0, /TWI_CUDA_VARIANT\([a-z_0-9]+/)
+        if (substr($0, RSTART + 17, RLENGTH - 17) == cpu) print FILENAME ":" FNR ": " cpu }' ops/*.c)
+[ -z "$hits" ] || bad "a task kind passes one function as its CPU and CUDA variants:
+$hits"
+hits=$(grep -nE 'typedef (u?int[0-9]+_t|float|double) T;' ops/*.c || true)
+[ -z "$hits" ] || bad "ops/ dispatches on sample types (pixel loops belong in omp/):
+$hits"
+for f in ops/*.c; do
+    [ "$(wc -l < "$f")" -le 1000 ] || head -n 15 "$f" | grep -q 'Why one file' ||
+        bad "$f has over 1000 lines and no 'Why one file' reason at its top"
+done
+
 [ $fail = 0 ] && echo "lint: all checks passed"
 exit $fail

@@ -459,7 +459,7 @@ Test(edt_job, bad_options)
     tw_error err;
     /* each case breaks one thing; the message must name it */
     static const char *const needle[] = {"spacing", "sq32", "result image", "no output",
-                                         "threshold", "otsu", "spacing auto", "indices image",
+                                         "threshold", "otsu", "spacing_auto", "indices image",
                                          "step 0", "u8 and u16 formats only"};
 
     for (int k = 0; k < 10; k++) {
