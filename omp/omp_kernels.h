@@ -434,8 +434,9 @@ tw_status twi_omp_ws_label(twi_ws_tile *t, int conn, const uint32_t *seeds, int6
 void twi_omp_ws_output(const twi_ws_tile *t, int conn, const twi_ws_ring *ring, bool lines,
                        tw_tile_view *out);
 
-/* ---- moved from ops/: pixel loops of ops/attr_filter.c, ops/edt.c, ops/mrecon.c and
- * ops/stream.c (the lead moves this block into the kern/ contract headers) ---- */
+/* ---- the CPU pixel steps ops/ runs between kernels (for ops/attr_filter.c, edt.c, mrecon.c,
+ * label.c, watershed.c and stream.c). They have no CUDA twin, so their types stay here rather
+ * than in a kern/ contract header. ---- */
 
 /* (omp/maxtree_border.c) Levels v -> MAX - v in place, TW_U8 or TW_U16 (the attribute
  * filters run closings as openings of the inverted image). */
@@ -559,7 +560,7 @@ void twi_mrecon_out_dome(const tw_tile_view *jv, const tw_tile_view *iv, const t
 void twi_omp_ws_mask(const tw_tile_view *v, uint8_t *in);
 int64_t twi_omp_ws_markers(twi_ws_tile *k, const tw_tile_view *v);
 
-/* ---- end of the block moved from ops/ ---- */
+/* ---- end of the CPU pixel steps ---- */
 
 #ifdef __cplusplus
 }
