@@ -12,8 +12,8 @@ extern "C" {
 #endif
 
 /*
- * Max-tree ([Blin21], [Blin22]; omp/ and cuda/ twins, ops/maxtree.c drives them). A max-tree is
- * stored as a parent image of raster indices (y * w + x of the image or tile being processed).
+ * Max-tree ([Blin21], [Blin22]; omp/ and cuda/ twins, ops/maxtree.c and ops/attr_filter.c
+ * drive them). A max-tree is stored as a parent image of raster indices (y * w + x of the image or tile being processed).
  * Canonical form ([Blin22], section 2.2): with the total order
  *     p < q  iff  f(p) < f(q), or f(p) = f(q) and index(p) > index(q),
  * parent(p) < p for every pixel but the root, which points to itself, and every parent is a
@@ -25,7 +25,7 @@ extern "C" {
  */
 
 /* Border max-trees (omp/maxtree_border.c, cuda/maxtree_attr.cu, cuda/maxtree_merge.cu; the
- * whole-slide attribute filters of ops/maxtree.c). A tile's border max-tree is the set of
+ * whole-slide attribute filters of ops/attr_filter.c). A tile's border max-tree is the set of
  * nodes of its local max-tree that hold a pixel of a border side (a side shared with another
  * tile) or are ancestors of such a node. Its nodes are numbered by increasing canonical pixel
  * index, so the same tile gives the same numbering in both passes and on every device. */

@@ -80,8 +80,9 @@ tw_status twi_omp_mrecon_grid(tw_tile_view *marker, const tw_tile_view *mask, in
  * nearest background row (a top-down sweep over chunks of rows, the chunks and `above` /
  * `below` joined per column, then a bottom-up sweep), per row the lower envelope of the column
  * parabolas (Meijster et al. 2000, with PBA's integer dominance test) and its read-out, each
- * row finished as soon as its nearest rows are known; OpenMP over chunks of rows. Returns TW_OK, TW_E_INVALID (bad views, w or h above TWI_EDT_MAX_SIDE, y0 + h beyond
- * it, spacing <= 0 or not finite, bad format), TW_E_NOMEM.
+ * row finished as soon as its nearest rows are known; OpenMP over chunks of rows. Returns
+ * TW_OK, TW_E_INVALID (bad views, w or h above TWI_EDT_MAX_SIDE, y0 + h beyond it, spacing
+ * <= 0 or not finite, bad format), TW_E_NOMEM.
  */
 tw_status twi_omp_edt(const tw_tile_view *bin, const twi_edt_band *band, tw_tile_view *out,
                       tw_tile_view *idx, int nthreads);
@@ -169,7 +170,7 @@ tw_status twi_omp_maxtree_grid(const tw_tile_view *in, int conn, tw_tile_view *p
 uint64_t *twi_radix_u64(uint64_t *a, uint64_t *tmp, size_t n, unsigned first_bit);
 
 /* Border max-trees ([Blin21], chapter 6; [Kazemier17]): the CPU side of the
- * whole-slide attribute filters (ops/maxtree.c). Types and numbering: kern/maxtree.h. */
+ * whole-slide attribute filters (ops/attr_filter.c). Types and numbering: kern/maxtree.h. */
 /* Pass 1: the border max-tree of a tile from its levels (TW_U8 / TW_U16, 1 channel) and its
  * canonical parent image (TW_U32, tile raster indices, packed: stride = 4 w). `sides` is a
  * mask of TWI_MT_SIDE() bits. Returns TW_OK, TW_E_INVALID, TW_E_NOMEM (b is then empty). */

@@ -84,7 +84,7 @@ static const twi_config_key edt_keys[] = {
      .help = "GPU exact EDT (PBA+): threads per row in phase 3; 0 = automatic."},
 };
 
-/* ops/maxtree.c: the attribute filters. */
+/* ops/attr_filter.c: the attribute filters. */
 static const twi_config_key maxtree_keys[] = {
     {.key = "maxtree.tile_size", .type = TW_CONFIG_DIMS, .def = "0x0", .min = 1, .max = 65536,
      .zero_ok = true,

@@ -8,7 +8,7 @@
  * on that rank's band of the image: rows of tiles [ty0, ty1) of the same tile grid as in one
  * process, so every tile, and every decision an operation takes per tile, is the same. The
  * operation adds the exchanges its band needs (ops/mrecon.c: edge rows round by round;
- * ops/edt.c: column tables; ops/maxtree.c: border max-trees), built on the primitives here,
+ * ops/edt.c: column tables; ops/attr_filter.c: border max-trees), built on the primitives here,
  * and writes its result through rank 0. The bytes are therefore those of one process; what
  * changes is only where the work runs.
  *
