@@ -13,7 +13,8 @@ extern "C" {
 
 /*
  * Max-tree ([Blin21], [Blin22]; omp/ and cuda/ twins, ops/maxtree.c and ops/attr_filter.c
- * drive them). A max-tree is stored as a parent image of raster indices (y * w + x of the image or tile being processed).
+ * drive them). A max-tree is stored as a parent image of raster indices (y * w + x of the
+ * image or tile being processed).
  * Canonical form ([Blin22], section 2.2): with the total order
  *     p < q  iff  f(p) < f(q), or f(p) = f(q) and index(p) > index(q),
  * parent(p) < p for every pixel but the root, which points to itself, and every parent is a
