@@ -46,20 +46,20 @@ incl_ok() { # FILE ALLOWED_DIRS...: the quoted includes of FILE that none of the
         [ $ok = 1 ] || echo "$f: $inc"
     done
 }
-hits=$(for f in base/*.c base/*.h; do incl_ok "$f" base include; done)
+hits=$(for f in base/*.c base/*.h; do incl_ok "$f" base include "$binc"; done)
 [ -z "$hits" ] || bad "base/ includes more than base/, public and system headers:
 $hits"
-hits=$(for f in kern/*.c kern/*.h; do incl_ok "$f" kern include; done)
+hits=$(for f in kern/*.c kern/*.h; do incl_ok "$f" kern include "$binc"; done)
 [ -z "$hits" ] || bad "kern/ includes more than kern/, public and system headers:
 $hits"
-hits=$(for f in io/*.c io/*.h; do incl_ok "$f" io base kern include; done)
+hits=$(for f in io/*.c io/*.h; do incl_ok "$f" io base kern include "$binc"; done)
 [ -z "$hits" ] || bad "io/ includes a header outside io/, base/, kern/ and the public ones:
 $hits"
-hits=$(for f in omp/*.c omp/*.h; do incl_ok "$f" omp kern include; done)
+hits=$(for f in omp/*.c omp/*.h; do incl_ok "$f" omp kern include "$binc"; done)
 [ -z "$hits" ] || bad "omp/ includes a header outside omp/, kern/ and the public ones:
 $hits"
 hits=$(for f in cuda/*.cu cuda/*.cuh cuda/*.h; do
-    [ -f "$f" ] && incl_ok "$f" cuda kern include; done)
+    [ -f "$f" ] && incl_ok "$f" cuda kern include "$binc"; done)
 [ -z "$hits" ] || bad "cuda/ includes a header outside cuda/, kern/ and the public ones:
 $hits"
 # (Calls across folders, which no include path can stop, are checked on the object files by
