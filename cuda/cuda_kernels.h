@@ -109,7 +109,7 @@ tw_status twi_cuda_maxtree(const tw_tile_view *d_in, int conn, tw_tile_view *d_p
                            void *d_scratch, size_t scratch_bytes, void *stream);
 
 /*
- * Border max-trees and attribute filters of one tile on the GPU (cuda/maxtree_attr.cu): the
+ * Border max-trees and attribute filters of one tile on the GPU (cuda/attr_filter_cuda.cu): the
  * CUDA twins of twi_mt_border_extract and twi_mt_filter_tile (omp/omp_kernels.h), the same
  * node numbers, arrays and output bytes, for a tile whose levels (TW_U8 / TW_U16, 1 channel)
  * and canonical parent image (TW_U32, packed, from twi_cuda_maxtree) are in device memory.

@@ -25,7 +25,7 @@ extern "C" {
  * implementations produce the same bytes.
  */
 
-/* Border max-trees (omp/maxtree_border.c, cuda/maxtree_attr.cu, cuda/maxtree_merge.cu; the
+/* Border max-trees (omp/maxtree_border.c, cuda/attr_filter_cuda.cu, cuda/maxtree_merge.cu; the
  * whole-slide attribute filters of ops/attr_filter.c). A tile's border max-tree is the set of
  * nodes of its local max-tree that hold a pixel of a border side (a side shared with another
  * tile) or are ancestors of such a node. Its nodes are numbered by increasing canonical pixel

@@ -228,7 +228,7 @@ TWI_HIDDEN void twi_prep_fill_output(const twi_prep *p, tw_tile_view *v);
 TWI_HIDDEN int64_t twi_otsu(const uint64_t *hist, size_t n);
 
 /* ---- the reconstruction engine (ops/mrecon.c), shared by tw_mrecon_submit() and the
- * operations built on it (ops/derived.c). Everything runs in "dilation space": with
+ * operations built on it (ops/mrecon_filter.c). Everything runs in "dilation space": with
  * `complement` every loaded value v becomes MAX - v and every stored one is turned back, which
  * is how reconstruction by erosion and the dual filters reuse the dilation kernels. */
 

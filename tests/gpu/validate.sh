@@ -28,7 +28,7 @@ declare -A filter=(
     [cuda_test_edt_cuda]='edt_cuda/small*'
     [cuda_test_edt_job]='edt_job_cuda/spacing*'
     [cuda_test_maxtree_cuda]='maxtree_cuda/small*'
-    [cuda_test_maxtree_attr_cuda]='maxtree_attr_cuda/small*'
+    [cuda_test_attr_filter_cuda]='attr_filter_cuda/small*'
     [cuda_test_maxtree_merge_cuda]='maxtree_merge_cuda/small_u8*'
     [cuda_test_maxtree_job]='maxtree_job_cuda/in_memory*'
 )

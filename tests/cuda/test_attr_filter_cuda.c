@@ -29,8 +29,8 @@
  * TWI_MT_AREA_MAP (TW_U32 or TW_U64), with a random res array for the border-tree nodes
  * (levels in range for AREA / HEIGHT; anything, saturating values included, for the map).
  * Levels and outputs have padded rows at random; output padding must stay untouched.
- * Suites: maxtree_attr_cuda/small_* are quick (the compute-sanitizer runs may select them),
- * maxtree_attr_cuda/random_* sweep 1,000+ images up to 256 x 256, maxtree_attr_cuda_large has
+ * Suites: attr_filter_cuda/small_* are quick (the compute-sanitizer runs may select them),
+ * attr_filter_cuda/random_* sweep 1,000+ images up to 256 x 256, attr_filter_cuda_large has
  * 1024 x 1024 and 3000 x 700 images.
  */
 
@@ -384,31 +384,31 @@ random_sweep(tw_sample_type type, int conn, int count, uint64_t seed)
     bufs_fini(&b);
 }
 
-Test(maxtree_attr_cuda, random_u8_conn4)
+Test(attr_filter_cuda, random_u8_conn4)
 {
     /* 264 random 8-bit tiles, 4-connected: border trees and the three filters == CPU twins. */
     random_sweep(TW_U8, 4, 264, 0x51ull);
 }
 
-Test(maxtree_attr_cuda, random_u8_conn8)
+Test(attr_filter_cuda, random_u8_conn8)
 {
     /* 264 random 8-bit tiles, 8-connected. */
     random_sweep(TW_U8, 8, 264, 0x52ull);
 }
 
-Test(maxtree_attr_cuda, random_u16_conn4)
+Test(attr_filter_cuda, random_u16_conn4)
 {
     /* 264 random 16-bit tiles, 4-connected (deep trees in the noise and many-level modes). */
     random_sweep(TW_U16, 4, 264, 0x53ull);
 }
 
-Test(maxtree_attr_cuda, random_u16_conn8)
+Test(attr_filter_cuda, random_u16_conn8)
 {
     /* 264 random 16-bit tiles, 8-connected. */
     random_sweep(TW_U16, 8, 264, 0x54ull);
 }
 
-Test(maxtree_attr_cuda, small_shapes_every_sides_mask)
+Test(attr_filter_cuda, small_shapes_every_sides_mask)
 {
     /* Lines, columns, single pixels and chunk-sized tiles (4096 pixels per numbering chunk)
      * with all 16 sides masks, both types, both connectivities. */
@@ -442,7 +442,7 @@ Test(maxtree_attr_cuda, small_shapes_every_sides_mask)
     bufs_fini(&b);
 }
 
-Test(maxtree_attr_cuda, small_flat_and_ramp_tiles)
+Test(attr_filter_cuda, small_flat_and_ramp_tiles)
 {
     /* A flat tile (one node: everything is the root), ramps (one chain as deep as the tile,
      * 16-bit: 1000 levels) and a checkerboard, every mask. */
@@ -473,7 +473,7 @@ Test(maxtree_attr_cuda, small_flat_and_ramp_tiles)
     bufs_fini(&b);
 }
 
-Test(maxtree_attr_cuda, small_empty_tiles)
+Test(attr_filter_cuda, small_empty_tiles)
 {
     /* 0 x h and w x 0 tiles: the border launcher reports 0 nodes, the filter enqueues
      * nothing and returns TW_OK. */
@@ -501,7 +501,7 @@ Test(maxtree_attr_cuda, small_empty_tiles)
     cudaFree(scr);
 }
 
-Test(maxtree_attr_cuda, small_rejects_invalid_arguments)
+Test(attr_filter_cuda, small_rejects_invalid_arguments)
 {
     /* Bad views, types, shapes, sides masks, rules, missing res and short scratch are
      * TW_E_INVALID with nothing enqueued. */
@@ -628,7 +628,7 @@ Test(maxtree_attr_cuda, small_rejects_invalid_arguments)
     cudaFree(scr);
 }
 
-Test(maxtree_attr_cuda, small_deterministic_over_20_runs)
+Test(attr_filter_cuda, small_deterministic_over_20_runs)
 {
     /* 20 runs of each launcher on one tile with deep, contended trees (16-bit noise, 8-conn,
      * all sides) give the same bytes every time (scratch poisoned differently each run). */
@@ -734,7 +734,7 @@ smooth_image(uint64_t *rng, tw_sample_type type, int32_t w, int32_t h)
     return img;
 }
 
-Test(maxtree_attr_cuda_large, large_tiles_on_gpu_trees, .timeout = TWTEST_TIMEOUT(600))
+Test(attr_filter_cuda_large, large_tiles_on_gpu_trees, .timeout = TWTEST_TIMEOUT(600))
 {
     /* 1024 x 1024 and 3000 x 700 tiles (smooth-plus-noise and random modes), both types and
      * connectivities, random masks: the parent image comes from twi_cuda_maxtree on the
@@ -806,7 +806,7 @@ Test(maxtree_attr_cuda_large, large_tiles_on_gpu_trees, .timeout = TWTEST_TIMEOU
 
 #else /* !TW_HAVE_CUDA */
 
-Test(maxtree_attr_cuda, skipped_without_cuda)
+Test(attr_filter_cuda, skipped_without_cuda)
 {
     /* Built without CUDA: nothing to test here. */
     cr_skip_test("built without CUDA");
