@@ -1,66 +1,25 @@
 /* SPDX-License-Identifier: MIT */
-/* tilewave: value syntaxes of the config that are pure syntax (the stain vectors, fault
+/* tilewave: value syntaxes of the config that are pure syntax (number lists, fault
  * injection): text to plain values, so that the config checks them without calling the
  * operations or the runtime that use them. */
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "tw_base.h"
 
-static const double hed[9] = TWI_STAINS_HED_INIT;
+/* ---- number lists */
 
 tw_status
-twi_stains_inverse(const double m[9], double inv[9])
-{
-    double det;
-
-    for (int i = 0; i < 9; i++)
-        if (!isfinite(m[i]))
-            return TW_E_INVALID;
-    /* The inverse by cofactors: c = od D, od = c M for row vectors (scikit-image's
-     * separate_stains with hed_from_rgb = inv(rgb_from_hed)). */
-    det = m[0] * (m[4] * m[8] - m[5] * m[7]) - m[1] * (m[3] * m[8] - m[5] * m[6]) +
-          m[2] * (m[3] * m[7] - m[4] * m[6]);
-    if (!isfinite(det) || fabs(det) < 1e-12)
-        return TW_E_INVALID;
-    inv[0] = (m[4] * m[8] - m[5] * m[7]) / det;
-    inv[1] = (m[2] * m[7] - m[1] * m[8]) / det;
-    inv[2] = (m[1] * m[5] - m[2] * m[4]) / det;
-    inv[3] = (m[5] * m[6] - m[3] * m[8]) / det;
-    inv[4] = (m[0] * m[8] - m[2] * m[6]) / det;
-    inv[5] = (m[2] * m[3] - m[0] * m[5]) / det;
-    inv[6] = (m[3] * m[7] - m[4] * m[6]) / det;
-    inv[7] = (m[1] * m[6] - m[0] * m[7]) / det;
-    inv[8] = (m[0] * m[4] - m[1] * m[3]) / det;
-    /* |d| <= 2^12 keeps the kernels' fixed-point sums inside int64 (kern's gray contract). */
-    for (int i = 0; i < 3; i++)
-        for (int s = 0; s < 2; s++)
-            if (!isfinite(inv[3 * i + s]) || fabs(inv[3 * i + s]) > 4096.0)
-                return TW_E_INVALID;
-    return TW_OK;
-}
-
-/* ---- stain vectors */
-
-tw_status
-twi_stains_parse(const char *s, double out[9])
+twi_parse_f64_list(const char *s, double *out, int n)
 {
     char buf[512];
     char *p, *next;
-    size_t n;
+    size_t len;
     int i = 0;
-    double inv[9];
 
-    if (!s || !out)
+    if (!s || !out || n < 1 || (len = strlen(s)) >= sizeof buf)
         return TW_E_INVALID;
-    if (!*s) {
-        memcpy(out, hed, sizeof hed);
-        return TW_OK;
-    }
-    if ((n = strlen(s)) >= sizeof buf)
-        return TW_E_INVALID;
-    memcpy(buf, s, n + 1);
+    memcpy(buf, s, len + 1);
     for (p = buf; p; p = next, i++) {
         char *e;
 
@@ -70,13 +29,10 @@ twi_stains_parse(const char *s, double out[9])
             p++;
         for (e = p + strlen(p); e > p && (e[-1] == ' ' || e[-1] == '\t'); e--)
             e[-1] = '\0';
-        if (i >= 9 || twi_parse_f64(p, &out[i]) != TW_OK)
+        if (i >= n || twi_parse_f64(p, &out[i]) != TW_OK)
             return TW_E_INVALID;
     }
-    if (i != 9)
-        return TW_E_INVALID;
-    /* Both stains must be recoverable: the matrix inverts within the kernels' range. */
-    return twi_stains_inverse(out, inv);
+    return i == n ? TW_OK : TW_E_INVALID;
 }
 
 /* ---- fault injection (runtime.fault_inject; the injection itself: runtime/task.c) */

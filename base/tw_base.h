@@ -89,18 +89,10 @@ TWI_HIDDEN tw_status twi_parse_share(const char *s, int64_t *k, int64_t *n);
 TWI_HIDDEN locale_t twi_c_locale(void);
 
 /* ---- value syntaxes (base/syntax.c): what a config string means, as plain values. */
-/* Stain vectors: 9 finite numbers separated by commas (blanks allowed around them), rows
- * hematoxylin, eosin, residual of (R, G, B) optical densities, whose matrix can be inverted
- * (twi_stains_inverse); "" gives the standard H&E vectors. TW_OK or TW_E_INVALID. */
-TWI_HIDDEN tw_status twi_stains_parse(const char *s, double out[9]);
-/* The standard H&E(-DAB) stain vectors of Ruifrok & Johnston as scikit-image's rgb_from_hed:
- * hematoxylin, eosin, DAB (residual), each (R, G, B) optical densities. */
-#define TWI_STAINS_HED_INIT {0.65, 0.70, 0.29, 0.07, 0.99, 0.11, 0.27, 0.57, 0.78}
-/* The inverse of the stain matrix m (rows as above) by cofactors, into inv: TW_OK when m is
- * finite, its determinant is at least 1e-12 in magnitude and the entries of inv's first two
- * columns (the hematoxylin and eosin weights) are finite and at most 2^12 in magnitude, the
- * range the gray kernels' fixed point holds; TW_E_INVALID otherwise. */
-TWI_HIDDEN tw_status twi_stains_inverse(const double m[9], double inv[9]);
+/* A list of exactly n numbers separated by commas (blanks allowed around them, each as
+ * twi_parse_f64) into out[0..n-1]: TW_OK or TW_E_INVALID. The stain vectors' syntax
+ * (gray.stain_vectors; ops/tissue.c checks that the matrix inverts). */
+TWI_HIDDEN tw_status twi_parse_f64_list(const char *s, double *out, int n);
 /* Fault injection (runtime.fault_inject). "" = off; "cuda" = every CUDA task attempt fails
  * before its variant runs; "cuda:N" = every Nth attempt; "cuda:N:KIND" = every Nth attempt of
  * the kind named KIND (e.g. mrecon.tp). On success *every is N (0 when off) and kind the

@@ -19,6 +19,7 @@
 #include <stdio.h>
 
 #include "tw_config_keys.h"
+#include "ops_internal.h"
 #include "tw_internal.h"
 
 /* gray.stain_vectors: empty or 9 numbers. */

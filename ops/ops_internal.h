@@ -49,6 +49,12 @@ typedef struct twi_stream {
 } twi_stream;
 
 
+/* Stain vectors (gray.stain_vectors, ops/tissue.c): "" gives the standard H&E vectors
+ * (twi_stains_hed); else 9 numbers (twi_parse_f64_list), rows hematoxylin, eosin, residual of
+ * (R, G, B) optical densities, whose matrix inverts within the gray kernels' range (both
+ * stains recoverable). TW_OK or TW_E_INVALID. */
+TWI_HIDDEN tw_status twi_stains_parse(const char *s, double out[9]);
+
 /* Resolve the processing tile size: explicit (w, h > 0), else the op's key (e.g.
  * "gray.tile_size", 0x0 = inherit), else tile.size. */
 TWI_HIDDEN tw_status twi_ops_tile_size(const tw_config *cfg, const char *op_key, int32_t w,

@@ -62,6 +62,28 @@ struct twi_prep {
     tw_input_report *report;
 };
 
+/* ---- stain vectors */
+
+tw_status
+twi_stains_parse(const char *s, double out[9])
+{
+    twi_gray_params gp;
+
+    if (!s || !out)
+        return TW_E_INVALID;
+    if (!*s) {
+        memcpy(out, twi_stains_hed, sizeof twi_stains_hed);
+        return TW_OK;
+    }
+    if (twi_parse_f64_list(s, out, 9) != TW_OK)
+        return TW_E_INVALID;
+    /* Both stains must be recoverable: the matrix inverts within the kernel's range. */
+    if (twi_gray_params_init(&gp, TW_GRAY_HEMATOXYLIN, out) != TW_OK ||
+        twi_gray_params_init(&gp, TW_GRAY_EOSIN, out) != TW_OK)
+        return TW_E_INVALID;
+    return TW_OK;
+}
+
 /* ---- Otsu */
 
 int64_t
