@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: exact Euclidean distance transform on CUDA (PBA+), and the wavefront EDT. */
+/* Why one file: the three PBA+ phases and the wavefront EDT share the band layout, the device
+ * helpers and the host-side launcher's scratch plan; nvcc compiles them as one unit so the
+ * helpers stay in an anonymous namespace. */
 
 /*
  * What this computes: the CUDA twin of omp/edt_omp.c (see its essay and omp_kernels.h). For a

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: reconstruction by dilation on CUDA: raster passes, then a queued wavefront. */
+/* Why one file: the four phases of the FH-GPU reconstruction ([Teodoro13]) share the queue
+ * layout, the device helpers and the host-side scratch plan; as one nvcc unit the helpers stay
+ * in an anonymous namespace. */
 
 /*
  * Reconstruction by dilation of the marker J under the mask I, inside one tile, in place on

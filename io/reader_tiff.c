@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: the libtiff reader: plain TIFF/BigTIFF, tiled or striped, samples kept as stored. */
+/* Why one file: one libtiff backend behind the reader vtable (OpenSlide's vendor files are
+ * as long); its parts (the message handler per handle, our own directory walk, the layout
+ * checks, channels) share the handle's private struct, which no other file should see. */
 
 /*
  * Levels. Directory 0 is level 0; then the SubIFDs of directory 0, in order (OME-TIFF,

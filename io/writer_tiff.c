@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: the tiled BigTIFF writer: parallel tile compression, serialised appends. */
+/* Why one file: the BigTIFF writer's directory layout, offsets and tag order are one format
+ * state machine; the parallel compression and the serialised appends work on the same private
+ * writer struct, so a split would publish its layout for two readers. */
 
 /*
  * Layout. One directory per level, level k being ceil(w / 2^k) x ceil(h / 2^k) pixels, levels

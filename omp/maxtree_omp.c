@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: canonical max-tree of an image on the CPU (flooding per block, CONNECT merge). */
+/* Why one file: the block flooding, the CONNECT merge and their drivers are one algorithm
+ * ([Blin22]) specialised per sample type through the same macros; split, each part would need
+ * the macros and the block structs in a header of their own. */
 
 /*
  * What this computes. The canonical parent image of kern/maxtree.h: with the total

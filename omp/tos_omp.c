@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: tree of shapes on the CPU ([deVries24]): sort into F_ord, un-interpolate, filter. */
+/* Why one file: the tree of shapes is one pipeline over one face grid (the image, the queue,
+ * the sort, un-interpolation, areas and the grain filter, [deVries24]); each stage reads the
+ * grid layout and the sort's private structs defined here. */
 
 /*
  * What this computes. The tree of shapes of an 8- or 16-bit image as Géraud et al. (ISMM

@@ -184,19 +184,17 @@ struct mr_job {
     /* BP-owned statistics */
     tw_mrecon_stats stats;
     tw_mrecon_stats *stats_out;
-    struct timespec t0;
+    double t0;
     double t_loaded, t_converged;
 };
 
 static const tw_task_kind load_kind, sync_kind, prep_kind, tp_kind, bp_kind, store_kind;
 
+/* Seconds since t0 (twi_now_s). */
 static double
-since(const struct timespec *t0)
+since(double t0)
 {
-    struct timespec t;
-
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)(t.tv_sec - t0->tv_sec) + (double)(t.tv_nsec - t0->tv_nsec) * 1e-9;
+    return twi_now_s() - t0;
 }
 
 /* ---- load */
@@ -267,7 +265,7 @@ load_cpu(tw_task_ctx *ctx, void *arg)
     case TWI_MRECON_PREP_ERODE: break; /* mrecon.prep, once every mask tile is loaded */
     }
     if (atomic_fetch_sub(&m->loads_left, 1) == 1 && m->prep != TWI_MRECON_PREP_ERODE)
-        m->t_loaded = since(&m->t0);
+        m->t_loaded = since(m->t0);
     twi_job_add_done(m->job, 1);
     return TW_OK;
 }
@@ -376,7 +374,7 @@ prep_cpu(tw_task_ctx *ctx, void *arg)
     (void)prep_pin(m, t, false);
     twi_mrecon_erode_cols(hmin, rows, r, &jv, line, col, g, s);
     if (atomic_fetch_sub(&m->loads_left, 1) == 1)
-        m->t_loaded = since(&m->t0);
+        m->t_loaded = since(m->t0);
     twi_job_add_done(m->job, 1);
     return TW_OK;
 }
@@ -612,7 +610,7 @@ static tw_status submit_stores(mr_job *m);
 /* The next round: a seeded TP for every tile in m->next, and a BP depending on all of them.
  * Everything BP owns in m is updated before that BP is submitted: it may start at once. */
 static tw_status
-submit_round(mr_job *m, const struct timespec *bp_t0)
+submit_round(mr_job *m, double bp_t0)
 {
     tw_runtime *rt = twi_job_runtime(m->job);
     tw_task *bp = NULL, *tp = NULL;
@@ -834,11 +832,11 @@ static tw_status
 bp_cpu(tw_task_ctx *ctx, void *arg)
 {
     mr_job *m = arg;
-    struct timespec t0;
+    double t0;
     tw_status st = TW_OK;
     bool active = false;
 
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    t0 = twi_now_s();
     if (twi_ctx_canceled(ctx))
         return TW_OK;
     if (m->dist && m->round == 0 && (st = dist_first_round(ctx, m)) != TW_OK)
@@ -866,10 +864,10 @@ bp_cpu(tw_task_ctx *ctx, void *arg)
         return twi_ctx_fail(ctx, st, "%s: out of memory in border propagation", m->op);
     m->stats.rounds++;
     if (m->n_next > 0 || active) {
-        st = submit_round(m, &t0);
+        st = submit_round(m, t0);
     } else {
-        m->t_converged = since(&m->t0);
-        m->stats.bp_s += since(&t0);
+        m->t_converged = since(m->t0);
+        m->stats.bp_s += since(t0);
         st = submit_stores(m); /* the job cannot end (and read the stats) before this BP */
     }
     twi_job_add_done(m->job, 1);
@@ -1065,7 +1063,7 @@ static const tw_task_kind store_kind = {
 static void
 fill_stats(mr_job *m, tw_mrecon_stats *s)
 {
-    double end = since(&m->t0);
+    double end = since(m->t0);
 
     *s = m->stats;
     s->struct_size = sizeof *s;
@@ -1373,7 +1371,7 @@ twi_mrecon_submit(tw_runtime *rt, const twi_mrecon_spec *sp, tw_job **out, tw_er
         return st;
     if (!(m = calloc(1, sizeof *m)))
         return twi_error_set(err, TW_E_NOMEM, "%s: out of memory", sp->op);
-    clock_gettime(CLOCK_MONOTONIC, &m->t0);
+    m->t0 = twi_now_s();
     if (sp->mpi && (st = twi_dist_create(sp->mpi, sp->op, sp->mpi_report, &m->dist, err)) !=
                        TW_OK) {
         mr_free(m);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: cost models per task kind, device, tile size and content, kept across runs. */
-/* Longer than ~1000 lines on purpose: the models file's reader and writer (about 500 lines)
- * walk the interned names and sample rings that only this file lays out; moving them out would
- * publish those layouts in a header for a single reader. Sections: buckets, interning,
+/* Why one file: the models file's reader and writer (about 500 lines) walk the interned names
+ * and sample rings that only this file lays out; moving them out would publish those layouts
+ * in a header for a single reader. Sections: buckets, interning,
  * statistics, the models object, tasks, the file, the runtime's models, public reading. */
 #include <errno.h>
 #include <math.h>
