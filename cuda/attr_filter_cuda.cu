@@ -52,8 +52,8 @@
  * Determinism: only integer sums, maxima and ORs are computed concurrently, and the numbering
  * is a scan: the bytes never depend on the order threads ran in.
  *
- * Scratch (twi_cuda_maxtree_scratch_size): per pixel W 8 + mx 4 + mark 1 + the border tree's arrays
- * (level 2, maxv 2, lparent 4, own 4) = 25 bytes, plus the side arrays (4 (2 w + 2 h)), the
+ * Scratch (twi_cuda_maxtree_filter_scratch_size): per pixel W 8 + mx 4 + mark 1 + the border tree's
+ * arrays (level 2, maxv 2, lparent 4, own 4) = 25 bytes, plus the side arrays (4 (2 w + 2 h)), the
  * chunk counts (4 per 4096 pixels) and alignment. The filter uses the first 13 bytes a pixel.
  * Limits: w * h <= UINT32_MAX (TW_U32 parents).
  */
@@ -893,7 +893,7 @@ filter(const Tile &t, int rule, const Rule &r, const Outs &o, const uint64_t *re
 } // namespace
 
 extern "C" size_t
-twi_cuda_maxtree_scratch_size(int32_t w, int32_t h)
+twi_cuda_maxtree_filter_scratch_size(int32_t w, int32_t h)
 {
     if (w < 0 || h < 0 || (uint64_t)w * (uint64_t)h > UINT32_MAX)
         return 0;

@@ -125,7 +125,7 @@ tw_status twi_cuda_maxtree(const tw_tile_view *d_in, int conn, tw_tile_view *d_p
  * (twi_maxtree_merge's answers for this tile, device memory; may be NULL when sides == 0), other
  * nodes their local answer (their attributes are already global), climbing to the nearest
  * surviving ancestor. d_out: 1 channel of the levels' type, or TW_U32 / TW_U64 for
- * TWI_MAXTREE_AREA_MAP, packed. Scratch: twi_cuda_maxtree_scratch_size() bytes, for either
+ * TWI_MAXTREE_AREA_MAP, packed. Scratch: twi_cuda_maxtree_filter_scratch_size() bytes, for either
  * launcher. Both need w * h <= UINT32_MAX; a rule outside twi_maxtree_rule is TW_E_INVALID. An
  * empty tile enqueues nothing (the border launcher only sets *n = 0, so it still needs the
  * scratch).
@@ -138,7 +138,7 @@ typedef struct twi_cuda_maxtree_border {
                                   the side is not in `sides` */
 } twi_cuda_maxtree_border;
 
-size_t twi_cuda_maxtree_scratch_size(int32_t w, int32_t h);
+size_t twi_cuda_maxtree_filter_scratch_size(int32_t w, int32_t h);
 tw_status twi_cuda_maxtree_border_extract(const tw_tile_view *d_levels,
                                           const tw_tile_view *d_parent,
                                           unsigned sides, void *d_scratch, size_t scratch_bytes,

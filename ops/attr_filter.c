@@ -199,7 +199,7 @@ af_tree_cuda(tw_task_ctx *ctx, af_cell *c, tw_tile_view *par, void **mt, size_t 
     *mt_bytes = 0;
     if ((st = af_par_scratch(ctx, c, par)) != TW_OK)
         return st;
-    *mt_bytes = twi_cuda_maxtree_scratch_size(v.w, v.h);
+    *mt_bytes = twi_cuda_maxtree_filter_scratch_size(v.w, v.h);
     if (!(*mt = twi_ctx_scratch(ctx, *mt_bytes ? *mt_bytes : 1)))
         return twi_ctx_fail(ctx, TW_E_DEVICE, "%s: no GPU memory for tile %lld (%zu bytes)",
                             a->op, (long long)c->i, *mt_bytes);

@@ -50,7 +50,7 @@ bufs_init(attr_bufs *b, int32_t maxw, int32_t maxh, int maxpad)
     b->lv_bytes = (size_t)(maxw + maxpad) * (size_t)maxh * 2 + 16;
     b->out_bytes = (size_t)(maxw + maxpad) * (size_t)maxh * 8 + 16;
     b->res_bytes = n * 8 + 8;
-    b->scr_bytes = twi_cuda_maxtree_scratch_size(maxw, maxh);
+    b->scr_bytes = twi_cuda_maxtree_filter_scratch_size(maxw, maxh);
     cr_assert(gt(sz, b->scr_bytes, (size_t)0));
     cr_assert(eq(int, cudaMalloc(&b->lv, b->lv_bytes), cudaSuccess));
     cr_assert(eq(int, cudaMalloc(&b->par, n * 4 + 4), cudaSuccess));
@@ -134,7 +134,7 @@ upload(attr_bufs *b, const attr_case *c)
     const size_t stride = (size_t)(c->w + c->ipad) * ss;
 
     cr_assert(le(sz, stride * (size_t)c->h, b->lv_bytes));
-    cr_assert(le(sz, twi_cuda_maxtree_scratch_size(c->w, c->h), b->scr_bytes));
+    cr_assert(le(sz, twi_cuda_maxtree_filter_scratch_size(c->w, c->h), b->scr_bytes));
     cr_assert(eq(int, cudaMemset(b->lv, POISON, stride * (size_t)c->h), cudaSuccess));
     cr_assert(eq(int,
                  cudaMemcpy2D(b->lv, stride, c->img, (size_t)c->w * ss, (size_t)c->w * ss,
@@ -180,8 +180,8 @@ check_border(attr_bufs *b, const attr_case *c, twi_maxtree_border *cb)
               what);
     cr_assert(eq(int,
                  twi_cuda_maxtree_border_extract(&lv, &pv, c->sides, b->scr,
-                                                 twi_cuda_maxtree_scratch_size(c->w,
-                                                                               c->h), &d, NULL),
+                                                 twi_cuda_maxtree_filter_scratch_size(c->w, c->h),
+                                                 &d, NULL),
                  TW_OK),
               "%s", what);
     cr_assert(eq(int, cudaDeviceSynchronize(), cudaSuccess), "%s", what);
@@ -271,7 +271,8 @@ check_filter(attr_bufs *b, const attr_case *c, const twi_maxtree_filter *f, tw_s
     cr_assert(eq(int, cudaMemset(b->out, POISON, ostride * (size_t)c->h), cudaSuccess));
     cr_assert(eq(int,
                  twi_cuda_maxtree_filter(&lv, &pv, c->sides, c->sides ? b->res : NULL, f, &dout,
-                                         b->scr, twi_cuda_maxtree_scratch_size(c->w, c->h), NULL),
+                                         b->scr,
+                                         twi_cuda_maxtree_filter_scratch_size(c->w, c->h), NULL),
                  TW_OK),
               "%s", what);
     cr_assert(eq(int, cudaDeviceSynchronize(), cudaSuccess), "%s", what);
@@ -478,7 +479,7 @@ Test(attr_filter_cuda, small_empty_tiles)
 {
     /* 0 x h and w x 0 tiles: the border launcher reports 0 nodes, the filter enqueues
      * nothing and returns TW_OK. */
-    const size_t bytes = twi_cuda_maxtree_scratch_size(0, 5);
+    const size_t bytes = twi_cuda_maxtree_filter_scratch_size(0, 5);
     tw_tile_view lv = {NULL, 0, 0, 5, 1, TW_U8, 0, 0}, pv = {NULL, 0, 0, 5, 1, TW_U32, 0, 0};
     tw_tile_view ov = {NULL, 0, 0, 5, 1, TW_U8, 0, 0};
     twi_maxtree_filter f = {TWI_MAXTREE_AREA, 3, 0};
@@ -507,14 +508,14 @@ Test(attr_filter_cuda, small_rejects_invalid_arguments)
     /* Bad views, types, shapes, sides masks, rules, missing res and short scratch are
      * TW_E_INVALID with nothing enqueued. */
     const int32_t w = 16, h = 8;
-    const size_t bytes = twi_cuda_maxtree_scratch_size(w, h);
+    const size_t bytes = twi_cuda_maxtree_filter_scratch_size(w, h);
     void *d_lv, *d_par, *d_out, *scr;
     uint64_t *d_res;
 
     twtest_need_gpu();
-    cr_assert(eq(sz, twi_cuda_maxtree_scratch_size(70000, 70000), (size_t)0));
-    cr_assert(eq(sz, twi_cuda_maxtree_scratch_size(-1, 4), (size_t)0));
-    cr_assert(ge(sz, twi_cuda_maxtree_scratch_size(w, h), (size_t)(25 * w * h)));
+    cr_assert(eq(sz, twi_cuda_maxtree_filter_scratch_size(70000, 70000), (size_t)0));
+    cr_assert(eq(sz, twi_cuda_maxtree_filter_scratch_size(-1, 4), (size_t)0));
+    cr_assert(ge(sz, twi_cuda_maxtree_filter_scratch_size(w, h), (size_t)(25 * w * h)));
     cr_assert(eq(int, cudaMalloc(&d_lv, w * h * 2), cudaSuccess));
     cr_assert(eq(int, cudaMalloc(&d_par, w * h * 4), cudaSuccess));
     cr_assert(eq(int, cudaMalloc(&d_out, w * h * 8), cudaSuccess));

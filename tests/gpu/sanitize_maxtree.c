@@ -92,7 +92,7 @@ attr_case(int k, const tw_tile_view *dlv, const void *img, const uint32_t *par, 
     const int32_t w = dlv->w, h = dlv->h;
     const size_t n = (size_t)w * (size_t)h, ss = dlv->type == TW_U16 ? 2 : 1;
     const unsigned sides = (unsigned)k % 16u, maxv = ss == 2 ? 65535u : 255u;
-    const size_t bytes = twi_cuda_maxtree_scratch_size(w, h);
+    const size_t bytes = twi_cuda_maxtree_filter_scratch_size(w, h);
     void *dpar = dmalloc(n * 4), *scr = dmalloc(bytes), *dout = dmalloc(n * 8);
     uint64_t *dres = dmalloc(n * 8), *res = hmalloc(n * 8);
     unsigned char *got = hmalloc(n * 8), *want = hmalloc(n * 8);
@@ -389,7 +389,7 @@ time_tile(const char *name, int w, int h, int wide, int conn, const void *img, i
     const size_t n = (size_t)w * h, ss = wide ? 2 : 1;
     const tw_sample_type type = wide ? TW_U16 : TW_U8;
     const size_t tb = twi_cuda_maxtree_scratch_size(w, h, type, conn);
-    const size_t ab = twi_cuda_maxtree_scratch_size(w, h);
+    const size_t ab = twi_cuda_maxtree_filter_scratch_size(w, h);
     void *dl = dmalloc(n * ss), *dpar = dmalloc(n * 4), *ts = dmalloc(tb), *as = dmalloc(ab);
     void *dout = dmalloc(n * 8);
     uint64_t *dres = dmalloc(n * 8);
