@@ -2,7 +2,7 @@
 /* tilewave: border max-trees and attribute filters of one tile on CUDA (bottom-up areas). */
 
 /*
- * What this computes: the CUDA twins of twi_mt_border_extract and twi_mt_filter_tile
+ * What this computes: the CUDA twins of twi_maxtree_border_extract and twi_maxtree_filter_tile
  * (omp/maxtree_border.c), the same node numbers, arrays and output bytes, from a tile's levels
  * and its canonical parent image (kern/maxtree.h) in device memory. The CPU twins sort
  * the pixels and sweep them once upwards (areas, highest levels) and once downwards (answers);
@@ -52,8 +52,8 @@
  * Determinism: only integer sums, maxima and ORs are computed concurrently, and the numbering
  * is a scan: the bytes never depend on the order threads ran in.
  *
- * Scratch (twi_cuda_mt_scratch_size): per pixel W 8 + mx 4 + mark 1 + the border tree's arrays
- * (level 2, maxv 2, lparent 4, own 4) = 25 bytes, plus the side arrays (4 (2 w + 2 h)), the
+ * Scratch (twi_cuda_maxtree_filter_scratch_size): per pixel W 8 + mx 4 + mark 1 + the border tree's
+ * arrays (level 2, maxv 2, lparent 4, own 4) = 25 bytes, plus the side arrays (4 (2 w + 2 h)), the
  * chunk counts (4 per 4096 pixels) and alignment. The filter uses the first 13 bytes a pixel.
  * Limits: w * h <= UINT32_MAX (TW_U32 parents).
  */
@@ -227,21 +227,21 @@ side_pixel(const Tile &t, uint64_t i, uint32_t &k, uint32_t &p)
     if (i < t.w) {
         k = (uint32_t)i;
         p = k;
-        return TWI_MT_TOP;
+        return TWI_MAXTREE_TOP;
     }
     if (i < 2ull * t.w) {
         k = (uint32_t)(i - t.w);
         p = (t.h - 1) * t.w + k;
-        return TWI_MT_BOTTOM;
+        return TWI_MAXTREE_BOTTOM;
     }
     if (i < 2ull * t.w + t.h) {
         k = (uint32_t)(i - 2ull * t.w);
         p = k * t.w;
-        return TWI_MT_LEFT;
+        return TWI_MAXTREE_LEFT;
     }
     k = (uint32_t)(i - 2ull * t.w - t.h);
     p = k * t.w + t.w - 1;
-    return TWI_MT_RIGHT;
+    return TWI_MAXTREE_RIGHT;
 }
 
 /* Pixel k (of RPT) of this thread in the block's region; false outside the tile. Threads of
@@ -314,7 +314,7 @@ k_sidemark(Tile t, unsigned sides)
 
     if (i >= 2ull * t.w + 2ull * t.h)
         return;
-    if (sides & TWI_MT_SIDE(side_pixel(t, i, k, p)))
+    if (sides & TWI_MAXTREE_SIDE(side_pixel(t, i, k, p)))
         st_mark(t, canon_of<T>(t, p));
 }
 
@@ -641,12 +641,12 @@ k_link(Tile t, Outs o)
         return;
     const int s = side_pixel(t, i, k, p);
 
-    if (o.sides & TWI_MT_SIDE(s)) {
+    if (o.sides & TWI_MAXTREE_SIDE(s)) {
         /* no run-time index into o.side: that would copy the parameter to local memory */
-        uint32_t *d = s == TWI_MT_TOP      ? o.side[TWI_MT_TOP]
-                      : s == TWI_MT_BOTTOM ? o.side[TWI_MT_BOTTOM]
-                      : s == TWI_MT_LEFT   ? o.side[TWI_MT_LEFT]
-                                           : o.side[TWI_MT_RIGHT];
+        uint32_t *d = s == TWI_MAXTREE_TOP      ? o.side[TWI_MAXTREE_TOP]
+                      : s == TWI_MAXTREE_BOTTOM ? o.side[TWI_MAXTREE_BOTTOM]
+                      : s == TWI_MAXTREE_LEFT   ? o.side[TWI_MAXTREE_LEFT]
+                                           : o.side[TWI_MAXTREE_RIGHT];
 
         d[k] = t.mx[canon_of<T>(t, p)];
     }
@@ -767,10 +767,10 @@ layout(int32_t w, int32_t h)
     L.maxv = take(n * 2);
     L.lparent = take(n * 4);
     L.own = take(n * 4);
-    L.side[TWI_MT_TOP] = take((size_t)w * 4);
-    L.side[TWI_MT_BOTTOM] = take((size_t)w * 4);
-    L.side[TWI_MT_LEFT] = take((size_t)h * 4);
-    L.side[TWI_MT_RIGHT] = take((size_t)h * 4);
+    L.side[TWI_MAXTREE_TOP] = take((size_t)w * 4);
+    L.side[TWI_MAXTREE_BOTTOM] = take((size_t)w * 4);
+    L.side[TWI_MAXTREE_LEFT] = take((size_t)h * 4);
+    L.side[TWI_MAXTREE_RIGHT] = take((size_t)h * 4);
     L.N = take(8);
     L.total = at + ALIGN; /* room to align the caller's pointer */
     return L;
@@ -881,9 +881,9 @@ filter(const Tile &t, int rule, const Rule &r, const Outs &o, const uint64_t *re
        tw_sample_type otype, cudaStream_t s)
 {
     switch (rule) {
-    case TWI_MT_AREA:
+    case TWI_MAXTREE_AREA:
         return filter_mode<T, M_AREA>(t, r, o, res, ov, otype, s);
-    case TWI_MT_HEIGHT:
+    case TWI_MAXTREE_HEIGHT:
         return filter_mode<T, M_HEIGHT>(t, r, o, res, ov, otype, s);
     default:
         return filter_mode<T, M_MAP>(t, r, o, res, ov, otype, s);
@@ -893,7 +893,7 @@ filter(const Tile &t, int rule, const Rule &r, const Outs &o, const uint64_t *re
 } // namespace
 
 extern "C" size_t
-twi_cuda_mt_scratch_size(int32_t w, int32_t h)
+twi_cuda_maxtree_filter_scratch_size(int32_t w, int32_t h)
 {
     if (w < 0 || h < 0 || (uint64_t)w * (uint64_t)h > UINT32_MAX)
         return 0;
@@ -901,14 +901,14 @@ twi_cuda_mt_scratch_size(int32_t w, int32_t h)
 }
 
 extern "C" tw_status
-twi_cuda_mt_border_extract(const tw_tile_view *d_levels, const tw_tile_view *d_parent,
-                           unsigned sides, void *d_scratch, size_t scratch_bytes,
-                           twi_cuda_mt_border *out, void *stream)
+twi_cuda_maxtree_border_extract(const tw_tile_view *d_levels, const tw_tile_view *d_parent,
+                                unsigned sides, void *d_scratch, size_t scratch_bytes,
+                                twi_cuda_maxtree_border *out, void *stream)
 {
     try {
         if (!out)
             return TW_E_INVALID;
-        *out = twi_cuda_mt_border{};
+        *out = twi_cuda_maxtree_border{};
         if (!levels_ok(d_levels) || !parent_ok(d_levels, d_parent) || sides > 15u)
             return TW_E_INVALID;
         const Layout L = layout(d_levels->w, d_levels->h);
@@ -932,7 +932,7 @@ twi_cuda_mt_border_extract(const tw_tile_view *d_levels, const tw_tile_view *d_p
         out->own = o.own;
         for (int k = 0; k < 4; k++) {
             o.side[k] = reinterpret_cast<uint32_t *>(base + L.side[k]);
-            out->side[k] = sides & TWI_MT_SIDE(k) ? o.side[k] : nullptr;
+            out->side[k] = sides & TWI_MAXTREE_SIDE(k) ? o.side[k] : nullptr;
         }
         tw_status st;
 
@@ -947,17 +947,17 @@ twi_cuda_mt_border_extract(const tw_tile_view *d_levels, const tw_tile_view *d_p
 }
 
 extern "C" tw_status
-twi_cuda_mt_filter(const tw_tile_view *d_levels, const tw_tile_view *d_parent, unsigned sides,
-                   const uint64_t *d_res, const twi_mt_filter *f, tw_tile_view *d_out,
-                   void *d_scratch, size_t scratch_bytes, void *stream)
+twi_cuda_maxtree_filter(const tw_tile_view *d_levels, const tw_tile_view *d_parent, unsigned sides,
+                        const uint64_t *d_res, const twi_maxtree_filter *f, tw_tile_view *d_out,
+                        void *d_scratch, size_t scratch_bytes, void *stream)
 {
     try {
         if (!f || !d_out || !levels_ok(d_levels) || !parent_ok(d_levels, d_parent) ||
             sides > 15u || (sides && !d_res) || d_out->channels != 1 ||
             d_out->w != d_levels->w || d_out->h != d_levels->h ||
-            (unsigned)f->rule > (unsigned)TWI_MT_AREA_MAP)
+            (unsigned)f->rule > (unsigned)TWI_MAXTREE_AREA_MAP)
             return TW_E_INVALID;
-        const bool map = f->rule == TWI_MT_AREA_MAP;
+        const bool map = f->rule == TWI_MAXTREE_AREA_MAP;
 
         if ((map && d_out->type != TW_U32 && d_out->type != TW_U64) ||
             (!map && d_out->type != d_levels->type) ||

@@ -110,61 +110,64 @@ tw_status twi_cuda_maxtree(const tw_tile_view *d_in, int conn, tw_tile_view *d_p
 
 /*
  * Border max-trees and attribute filters of one tile on the GPU (cuda/attr_filter_cuda.cu): the
- * CUDA twins of twi_mt_border_extract and twi_mt_filter_tile (omp/omp_kernels.h), the same
- * node numbers, arrays and output bytes, for a tile whose levels (TW_U8 / TW_U16, 1 channel)
+ * CUDA twins of twi_maxtree_border_extract and twi_maxtree_filter_tile (omp/omp_kernels.h), the
+ * same node numbers, arrays and output bytes, for a tile whose levels (TW_U8 / TW_U16, 1 channel)
  * and canonical parent image (TW_U32, packed, from twi_cuda_maxtree) are in device memory.
  * Both first compute every node's area and highest level in one bottom-up sweep (each node
  * counts its children; a thread climbs from each leaf, adding into the parent with atomics,
  * and only the last child to arrive goes on up), so the work is linear in the pixels.
- * twi_cuda_mt_border_extract (named apart from the struct, which C would not allow) marks the
+ * twi_cuda_maxtree_border_extract (named apart from the struct, which C would not allow) marks the
  * border sides' nodes and their ancestors, numbers them by increasing canonical index (a scan)
  * and writes the border max-tree into the scratch: `out`
  * receives device pointers to its arrays (capacity w * h entries each; the first *out->n
- * are valid once the stream reaches them) and to the side arrays. twi_cuda_mt_filter gives
+ * are valid once the stream reaches them) and to the side arrays. twi_cuda_maxtree_filter gives
  * each pixel the answer of `f` for its node: nodes of the border tree take d_res[number]
- * (twi_mt_merge's answers for this tile, device memory; may be NULL when sides == 0), other
+ * (twi_maxtree_merge's answers for this tile, device memory; may be NULL when sides == 0), other
  * nodes their local answer (their attributes are already global), climbing to the nearest
  * surviving ancestor. d_out: 1 channel of the levels' type, or TW_U32 / TW_U64 for
- * TWI_MT_AREA_MAP, packed. Scratch: twi_cuda_mt_scratch_size() bytes, for either launcher.
- * Both need w * h <= UINT32_MAX; a rule outside twi_mt_rule is TW_E_INVALID. An empty tile
- * enqueues nothing (the border launcher only sets *n = 0, so it still needs the scratch).
+ * TWI_MAXTREE_AREA_MAP, packed. Scratch: twi_cuda_maxtree_filter_scratch_size() bytes, for either
+ * launcher. Both need w * h <= UINT32_MAX; a rule outside twi_maxtree_rule is TW_E_INVALID. An
+ * empty tile enqueues nothing (the border launcher only sets *n = 0, so it still needs the
+ * scratch).
  */
-typedef struct twi_cuda_mt_border {
+typedef struct twi_cuda_maxtree_border {
     int64_t *n;                /* device: the number of border-tree nodes */
     uint16_t *level, *maxv;    /* device, [w * h] capacity */
     uint32_t *lparent, *own;   /* device, [w * h] capacity */
     uint32_t *side[4];         /* device, [w] (top, bottom) or [h] (left, right); NULL when
                                   the side is not in `sides` */
-} twi_cuda_mt_border;
+} twi_cuda_maxtree_border;
 
-size_t twi_cuda_mt_scratch_size(int32_t w, int32_t h);
-tw_status twi_cuda_mt_border_extract(const tw_tile_view *d_levels, const tw_tile_view *d_parent,
-                                     unsigned sides, void *d_scratch, size_t scratch_bytes,
-                                     twi_cuda_mt_border *out, void *stream);
-tw_status twi_cuda_mt_filter(const tw_tile_view *d_levels, const tw_tile_view *d_parent,
-                             unsigned sides, const uint64_t *d_res, const twi_mt_filter *f,
-                             tw_tile_view *d_out, void *d_scratch, size_t scratch_bytes,
-                             void *stream);
+size_t twi_cuda_maxtree_filter_scratch_size(int32_t w, int32_t h);
+tw_status twi_cuda_maxtree_border_extract(const tw_tile_view *d_levels,
+                                          const tw_tile_view *d_parent,
+                                          unsigned sides, void *d_scratch, size_t scratch_bytes,
+                                          twi_cuda_maxtree_border *out, void *stream);
+tw_status twi_cuda_maxtree_filter(const tw_tile_view *d_levels, const tw_tile_view *d_parent,
+                                  unsigned sides, const uint64_t *d_res,
+                                  const twi_maxtree_filter *f,
+                                  tw_tile_view *d_out, void *d_scratch, size_t scratch_bytes,
+                                  void *stream);
 
 /*
  * The BP merge of border max-trees on the GPU (cuda/maxtree_merge.cu): the CUDA twin of
- * twi_mt_merge over a grid packed by twi_mt_pack_build and copied to device memory (d_pack,
- * `layout` on the host). The global max-tree of all border-tree nodes is built with the
+ * twi_maxtree_merge over a grid packed by twi_maxtree_pack_build and copied to device memory
+ * (d_pack, `layout` on the host). The global max-tree of all border-tree nodes is built with the
  * lock-free concurrent CONNECT of [Blin22] (algorithm 3 on 64-bit (level, node) records
  * updated with atomicMax): every node's record starts as its local parent (already a valid
  * partial tree), then one CONNECT per pair of adjacent side pixels of adjacent tiles (4- or
  * 8-connectivity, corners included), then canonicalised; areas (sum of `own`) and highest
  * levels are summed bottom-up and each node gets the answer of `f`: d_res[off[t] + i]
- * (device, layout->n entries) equals twi_mt_merge's res exactly. d_links (device, may be
- * NULL): the links merged, counted as twi_mt_merge counts its `edges`. A grid that does not
- * connect (twi_mt_merge: TW_E_INTERNAL) cannot be reported asynchronously: it gets one answer
+ * (device, layout->n entries) equals twi_maxtree_merge's res exactly. d_links (device, may be
+ * NULL): the links merged, counted as twi_maxtree_merge counts its `edges`. A grid that does not
+ * connect (twi_maxtree_merge: TW_E_INTERNAL) cannot be reported asynchronously: it gets one answer
  * per component.
- * Scratch: twi_cuda_mt_merge_scratch_size() bytes.
+ * Scratch: twi_cuda_maxtree_merge_scratch_size() bytes.
  */
-size_t twi_cuda_mt_merge_scratch_size(const twi_mt_pack *layout, int conn);
-tw_status twi_cuda_mt_merge(const void *d_pack, const twi_mt_pack *layout, int conn,
-                            const twi_mt_filter *f, uint64_t *d_res, int64_t *d_links,
-                            void *d_scratch, size_t scratch_bytes, void *stream);
+size_t twi_cuda_maxtree_merge_scratch_size(const twi_maxtree_pack *layout, int conn);
+tw_status twi_cuda_maxtree_merge(const void *d_pack, const twi_maxtree_pack *layout, int conn,
+                                 const twi_maxtree_filter *f, uint64_t *d_res, int64_t *d_links,
+                                 void *d_scratch, size_t scratch_bytes, void *stream);
 
 /*
  * label: the CUDA twin of twi_omp_label (omp/omp_kernels.h): the same labels of the same views,

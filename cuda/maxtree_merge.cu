@@ -2,8 +2,8 @@
 /* tilewave: the BP merge of border max-trees on CUDA (concurrent CONNECT over all tiles' nodes). */
 
 /*
- * What this computes: the CUDA twin of twi_mt_merge (omp/maxtree_border.c) over a grid packed
- * by twi_mt_pack_build (kern/maxtree.h): for every border-tree node v (global number
+ * What this computes: the CUDA twin of twi_maxtree_merge (omp/maxtree_border.c) over a grid packed
+ * by twi_maxtree_pack_build (kern/maxtree.h): for every border-tree node v (global number
  * off[t] + i), d_res[v] is the answer of the filter for v's component in the global max-tree
  * of all border-tree nodes, the same 64-bit value the CPU writes.
  *
@@ -23,7 +23,7 @@
  *    column the same width), so that a thread can find its border position by binary search.
  * 2. mm_init, one thread per node: the parent record (level << 32 | number + 1, 0 = none,
  *    as cuda/maxtree_cuda.cu's global records) starts as the local parent. A border tree is a
- *    max-tree of its own links (parents strictly lower, which twi_mt_pack_build checks), so
+ *    max-tree of its own links (parents strictly lower, which twi_maxtree_pack_build checks), so
  *    the starting forest is already a valid partial max-tree and the local links need no
  *    CONNECT.
  * 3. mm_links, one thread per border position (grid-stride): the lock-free concurrent CONNECT
@@ -55,7 +55,7 @@
  * depends on the scratch's contents at entry.
  *
  * Limits: fewer than UINT32_MAX nodes (the pack's check); links are counted in 64 bits. The
- * launcher cannot see device memory: it trusts the pack (twi_mt_pack_build checked the grid
+ * launcher cannot see device memory: it trusts the pack (twi_maxtree_pack_build checked the grid
  * and the trees) and checks the layout only. A grid whose links do not connect (impossible
  * for a pack of extracted border trees: each is a tree and adjacent tiles share a side) gives
  * one answer per component instead of the CPU's TW_E_INTERNAL.
@@ -316,24 +316,24 @@ mm_links(Grid g, Work w, unsigned long long *links)
             const int64_t y0 = __ldg(w.rowy + r), len = __ldg(w.rowy + r + 1) - y0;
             const int64_t t = r * g.tiles_x + i;
 
-            c += border_links<CONN>(w.rec, g.level, side_of(g, t, TWI_MT_RIGHT),
-                                    side_of(g, t + 1, TWI_MT_LEFT), (uint32_t)__ldg(g.off + t),
+            c += border_links<CONN>(w.rec, g.level, side_of(g, t, TWI_MAXTREE_RIGHT),
+                                    side_of(g, t + 1, TWI_MAXTREE_LEFT), (uint32_t)__ldg(g.off + t),
                                     (uint32_t)__ldg(g.off + t + 1), y - y0, len);
         } else {
             const int64_t s2 = s - nv, j = s2 / W, x = s2 - j * W;
             const int64_t col = find_run(w.colx, g.tiles_x, x);
             const int64_t x0 = __ldg(w.colx + col), len = __ldg(w.colx + col + 1) - x0;
             const int64_t t = j * g.tiles_x + col, tb = t + g.tiles_x, k = x - x0;
-            const uint32_t *ba = side_of(g, t, TWI_MT_BOTTOM);
+            const uint32_t *ba = side_of(g, t, TWI_MAXTREE_BOTTOM);
             const uint32_t ou = (uint32_t)__ldg(g.off + t);
 
-            c += border_links<CONN>(w.rec, g.level, ba, side_of(g, tb, TWI_MT_TOP), ou,
+            c += border_links<CONN>(w.rec, g.level, ba, side_of(g, tb, TWI_MAXTREE_TOP), ou,
                                     (uint32_t)__ldg(g.off + tb), k, len);
             /* Corner diagonals: their predecessors are links to other tiles, never equal. */
             if (CONN == 8 && k == len - 1 && col + 1 < g.tiles_x) {
                 const uint32_t u = ou + __ldg(ba + k);
                 const uint32_t v =
-                    (uint32_t)__ldg(g.off + tb + 1) + __ldg(side_of(g, tb + 1, TWI_MT_TOP));
+                    (uint32_t)__ldg(g.off + tb + 1) + __ldg(side_of(g, tb + 1, TWI_MAXTREE_TOP));
 
                 connect(w.rec, u, __ldg(g.level + u), v, __ldg(g.level + v));
                 c++;
@@ -342,7 +342,7 @@ mm_links(Grid g, Work w, unsigned long long *links)
                 const int64_t wl = x0 - __ldg(w.colx + col - 1);
                 const uint32_t u = ou + __ldg(ba);
                 const uint32_t v = (uint32_t)__ldg(g.off + tb - 1) +
-                                   __ldg(side_of(g, tb - 1, TWI_MT_TOP) + wl - 1);
+                                   __ldg(side_of(g, tb - 1, TWI_MAXTREE_TOP) + wl - 1);
 
                 connect(w.rec, u, __ldg(g.level + u), v, __ldg(g.level + v));
                 c++;
@@ -431,7 +431,7 @@ mm_sum(Grid g, Work w)
 
 /* ---- 6. answers ------------------------------------------------------------------------- */
 
-/* v's answer, or UNRESOLVED | the node whose answer v takes (twi_mt_merge's rules). */
+/* v's answer, or UNRESOLVED | the node whose answer v takes (twi_maxtree_merge's rules). */
 __global__ void __launch_bounds__(MergePolicy::THREADS)
 mm_answer_init(Grid g, Work w, Rule f, u64 *res)
 {
@@ -444,14 +444,14 @@ mm_answer_init(Grid g, Work w, Rule f, u64 *res)
     u64 r;
 
     if (q == v) /* the root: the whole image's minimum */
-        r = f.rule == TWI_MT_AREA_MAP                              ? area
-            : f.rule == TWI_MT_HEIGHT || area >= f.threshold ? (u64)lv
+        r = f.rule == TWI_MAXTREE_AREA_MAP                              ? area
+            : f.rule == TWI_MAXTREE_HEIGHT || area >= f.threshold ? (u64)lv
                                                              : f.vmin;
     else if (lq == lv) /* not the level root: the level root's answer */
         r = UNRESOLVED | q;
-    else if (f.rule == TWI_MT_AREA_MAP)
+    else if (f.rule == TWI_MAXTREE_AREA_MAP)
         r = area;
-    else if (f.rule == TWI_MT_AREA)
+    else if (f.rule == TWI_MAXTREE_AREA)
         r = area >= f.threshold ? (u64)lv : UNRESOLVED | q;
     else
         r = (u64)(__ldg(w.mx + v) - lq) >= f.threshold ? (u64)lv : UNRESOLVED | q;
@@ -479,7 +479,7 @@ using twi_cu::align_up;
 
 /* The layout's arrays lie inside the buffer, aligned to their elements. */
 bool
-layout_ok(const twi_mt_pack *l)
+layout_ok(const twi_maxtree_pack *l)
 {
     if (!l || l->tiles_x < 1 || l->tiles_y < 1 || l->tiles_x > INT64_MAX / l->tiles_y ||
         l->n_tiles != l->tiles_x * l->tiles_y || l->n < 1 || l->n >= (int64_t)UINT32_MAX ||
@@ -501,7 +501,7 @@ layout_ok(const twi_mt_pack *l)
 }
 
 size_t
-scratch_bytes_for(const twi_mt_pack *l)
+scratch_bytes_for(const twi_maxtree_pack *l)
 {
     const size_t n = (size_t)l->n;
 
@@ -517,7 +517,7 @@ at(const void *base, size_t off)
 }
 
 Work
-carve(void *scratch, const twi_mt_pack *l)
+carve(void *scratch, const twi_maxtree_pack *l)
 {
     unsigned char *b = twi_cu::aligned_base(scratch);
     const size_t n = (size_t)l->n;
@@ -542,7 +542,8 @@ carve(void *scratch, const twi_mt_pack *l)
 }
 
 tw_status
-launch(const void *d_pack, const twi_mt_pack *l, int conn, const twi_mt_filter *f, u64 *res,
+launch(const void *d_pack, const twi_maxtree_pack *l, int conn, const twi_maxtree_filter *f,
+       u64 *res,
        unsigned long long *links, void *d_scratch, cudaStream_t s)
 {
     constexpr int T = MergePolicy::THREADS;
@@ -587,7 +588,7 @@ launch(const void *d_pack, const twi_mt_pack *l, int conn, const twi_mt_filter *
 } // namespace
 
 extern "C" size_t
-twi_cuda_mt_merge_scratch_size(const twi_mt_pack *layout, int conn)
+twi_cuda_maxtree_merge_scratch_size(const twi_maxtree_pack *layout, int conn)
 {
     if (!layout_ok(layout) || (conn != 4 && conn != 8))
         return 0;
@@ -595,14 +596,15 @@ twi_cuda_mt_merge_scratch_size(const twi_mt_pack *layout, int conn)
 }
 
 extern "C" tw_status
-twi_cuda_mt_merge(const void *d_pack, const twi_mt_pack *layout, int conn,
-                  const twi_mt_filter *f, uint64_t *d_res, int64_t *d_links, void *d_scratch,
-                  size_t scratch_bytes, void *stream)
+twi_cuda_maxtree_merge(const void *d_pack, const twi_maxtree_pack *layout, int conn,
+                       const twi_maxtree_filter *f, uint64_t *d_res, int64_t *d_links,
+                       void *d_scratch,
+                       size_t scratch_bytes, void *stream)
 {
     try {
         if (!d_pack || (uintptr_t)d_pack % 8 || !layout_ok(layout) || (conn != 4 && conn != 8) ||
-            !f || (f->rule != TWI_MT_AREA && f->rule != TWI_MT_HEIGHT &&
-                   f->rule != TWI_MT_AREA_MAP) ||
+            !f || (f->rule != TWI_MAXTREE_AREA && f->rule != TWI_MAXTREE_HEIGHT &&
+                   f->rule != TWI_MAXTREE_AREA_MAP) ||
             !d_res || (uintptr_t)d_res % 8 || (d_links && (uintptr_t)d_links % 8) ||
             !d_scratch || scratch_bytes < scratch_bytes_for(layout))
             return TW_E_INVALID;

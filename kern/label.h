@@ -4,7 +4,7 @@
 #ifndef TWI_KERN_LABEL_H
 #define TWI_KERN_LABEL_H
 
-#include "maxtree.h" /* the TWI_MT_* tile sides */
+#include "maxtree.h" /* the TWI_MAXTREE_* tile sides */
 #include "tile_view.h"
 
 #ifdef __cplusplus
@@ -15,7 +15,7 @@ extern "C" {
  * Connected-component labelling across tiles (omp/label_omp.c, cuda/label_cuda.cu; ops/label.c
  * drives them). A tile's local labels are 1..n in raster order of each component's first
  * pixel within the tile (0: background). Its border labels are those on a side shared with
- * another tile (TWI_MT_* sides, as for border max-trees).
+ * another tile (TWI_MAXTREE_* sides, as for border max-trees).
  */
 typedef struct twi_label_border {
     int64_t n;          /* local labels */
@@ -24,7 +24,7 @@ typedef struct twi_label_border {
     int64_t m;          /* border labels */
     uint32_t *lab;      /* [m] the border labels, ascending */
     uint32_t *first;    /* [m] tile raster index (y * w + x) of each one's first pixel */
-    uint32_t *side[4];  /* TWI_MT_*: the label of every pixel of that side (w or h of them),
+    uint32_t *side[4];  /* TWI_MAXTREE_*: the label of every pixel of that side (w or h of them),
                            NULL when the side is not a border */
 } twi_label_border;
 
@@ -35,7 +35,8 @@ typedef struct twi_label_merged {
     uint64_t *final;      /* [n]: each border label's final label */
     uint8_t *start;       /* [n]: 1 when it holds its component's first pixel */
     uint64_t *row_base;   /* [H * tiles_x]: components whose first pixel comes before
-                             (image row y, tile column tx) in raster order: entry y * tiles_x + tx */
+                             (image row y,
+                              tile column tx) in raster order: entry y * tiles_x + tx */
     int64_t tiles_x;
     uint64_t total;       /* components of the whole image */
 } twi_label_merged;

@@ -30,39 +30,39 @@ extern "C" {
  * nodes of its local max-tree that hold a pixel of a border side (a side shared with another
  * tile) or are ancestors of such a node. Its nodes are numbered by increasing canonical pixel
  * index, so the same tile gives the same numbering in both passes and on every device. */
-enum { TWI_MT_TOP = 0, TWI_MT_BOTTOM, TWI_MT_LEFT, TWI_MT_RIGHT };
-#define TWI_MT_SIDE(s) (1u << (s))
+enum { TWI_MAXTREE_TOP = 0, TWI_MAXTREE_BOTTOM, TWI_MAXTREE_LEFT, TWI_MAXTREE_RIGHT };
+#define TWI_MAXTREE_SIDE(s) (1u << (s))
 
-typedef struct twi_mt_border {
+typedef struct twi_maxtree_border {
     int64_t n;          /* nodes */
     uint16_t *level;    /* [n] */
     uint32_t *lparent;  /* [n] the local parent's number; its own for the tile's root */
     uint32_t *own;      /* [n] pixels whose nearest border-tree node (itself or an ancestor) is
                            this one: the node's area minus its border-tree children's areas */
     uint16_t *maxv;     /* [n] the highest level in the node's local subtree */
-    uint32_t *side[4];  /* TWI_MT_*: the node number of every pixel of that side (w or h of
+    uint32_t *side[4];  /* TWI_MAXTREE_*: the node number of every pixel of that side (w or h of
                            them), NULL when the side is not a border */
     int32_t w, h;
-} twi_mt_border;
+} twi_maxtree_border;
 
-/* What a pass computes for each node (twi_mt_merge, twi_mt_filter). */
-typedef enum twi_mt_rule {
-    TWI_MT_AREA = 0, /* level of the nearest ancestor with area >= threshold, else vmin */
-    TWI_MT_HEIGHT,   /* nearest ancestor with maxv - level(parent) >= threshold; root kept */
-    TWI_MT_AREA_MAP  /* the node's area (for tests and tilewave maxtree --area) */
-} twi_mt_rule;
+/* What a pass computes for each node (twi_maxtree_merge, twi_maxtree_filter). */
+typedef enum twi_maxtree_rule {
+    TWI_MAXTREE_AREA = 0, /* level of the nearest ancestor with area >= threshold, else vmin */
+    TWI_MAXTREE_HEIGHT,   /* nearest ancestor with maxv - level(parent) >= threshold; root kept */
+    TWI_MAXTREE_AREA_MAP  /* the node's area (for tests and tilewave maxtree --area) */
+} twi_maxtree_rule;
 
-typedef struct twi_mt_filter {
-    twi_mt_rule rule;
+typedef struct twi_maxtree_filter {
+    twi_maxtree_rule rule;
     uint64_t threshold;
-    uint16_t vmin;      /* level given when no ancestor survives (TWI_MT_AREA) */
-} twi_mt_filter;
+    uint16_t vmin;      /* level given when no ancestor survives (TWI_MAXTREE_AREA) */
+} twi_maxtree_filter;
 
 /* The border max-trees of a grid of tiles packed into one buffer for the GPU merge
- * (twi_mt_pack_build in omp/, twi_cuda_mt_merge in cuda/). Offsets are in bytes from the
+ * (twi_maxtree_pack_build in omp/, twi_cuda_maxtree_merge in cuda/). Offsets are in bytes from the
  * buffer's start, so one layout describes the host buffer and its device copy. Tiles are in
- * raster order; node numbers in `lparent` and `sides` are tile-local, as in twi_mt_border. */
-typedef struct twi_mt_pack {
+ * raster order; node numbers in `lparent` and `sides` are tile-local, as in twi_maxtree_border. */
+typedef struct twi_maxtree_pack {
     int64_t tiles_x, tiles_y, n_tiles;
     int64_t n;            /* nodes of all tiles */
     size_t bytes;         /* size of the buffer */
@@ -75,7 +75,7 @@ typedef struct twi_mt_pack {
     size_t lparent_at;    /* uint32_t [n] */
     size_t own_at;        /* uint32_t [n] */
     size_t sides_at;      /* uint32_t [...]: every present side's node numbers, in turn */
-} twi_mt_pack;
+} twi_maxtree_pack;
 
 /* The argument check of twi_omp_maxtree, shared with its CUDA twin: TW_OK or TW_E_INVALID. */
 tw_status twi_maxtree_check(const tw_tile_view *in, int conn, const tw_tile_view *parent);

@@ -17,47 +17,47 @@ extern "C" {
  *     key(p) = (L(p) << 32) | D(p)
  * the smallest, in that order, over the paths from a marker pixel to p inside the mask of the
  * path cost: L = the highest level on the path, D = the steps since the path last rose to a
- * new highest level (a marker pixel: (lev, 0)). One step from q to p: twi_ws_step(key(q),
- * lev(p)). Unreached and masked-out pixels keep TWI_WS_KINF. Labels: a marker pixel keeps its
- * own; any other reached pixel takes the smallest label among its "best predecessors", the
- * neighbours q with twi_ws_step(key(q), lev(p)) == key(p) whose key is the lowest of those.
+ * new highest level (a marker pixel: (lev, 0)). One step from q to p: twi_watershed_step(key(q),
+ * lev(p)). Unreached and masked-out pixels keep TWI_WATERSHED_KINF. Labels: a marker pixel keeps
+ * its own; any other reached pixel takes the smallest label among its "best predecessors", the
+ * neighbours q with twi_watershed_step(key(q), lev(p)) == key(p) whose key is the lowest of those.
  *
  * The tile's arrays are tile-raster (y * w + x). Neighbours outside the tile reach the kernels
- * only through a halo ring (twi_ws_ring) that the driver fills from the adjacent tiles: the
+ * only through a halo ring (twi_watershed_ring) that the driver fills from the adjacent tiles: the
  * row above (w + 2 entries, x = -1 .. w), the row below (w + 2), the column left (h entries),
- * the column right (h); outside the image: TWI_WS_KINF keys and TWI_WS_LINF labels.
+ * the column right (h); outside the image: TWI_WATERSHED_KINF keys and TWI_WATERSHED_LINF labels.
  */
-#define TWI_WS_KINF UINT64_MAX
-#define TWI_WS_LINF UINT32_MAX
+#define TWI_WATERSHED_KINF UINT64_MAX
+#define TWI_WATERSHED_LINF UINT32_MAX
 
-typedef struct twi_ws_tile {
+typedef struct twi_watershed_tile {
     int32_t w, h;
     const uint32_t *lev; /* [w h] sortable levels */
     const uint8_t *in;   /* [w h] 1: inside the mask */
     uint64_t *key;       /* [w h] flooding keys (RW) */
-    uint32_t *lab;       /* [w h] labels, TWI_WS_LINF: none yet (RW) */
-    uint8_t *pred;       /* [w h] bit k: neighbour k (twi_ws_dx/dy) is a best predecessor */
-} twi_ws_tile;
+    uint32_t *lab;       /* [w h] labels, TWI_WATERSHED_LINF: none yet (RW) */
+    uint8_t *pred;       /* [w h] bit k: neighbour k (twi_watershed_dx/dy) is a best predecessor */
+} twi_watershed_tile;
 
-typedef struct twi_ws_ring {
+typedef struct twi_watershed_ring {
     uint64_t *key; /* [2 (w + 2) + 2 h]: above, below, left, right */
     uint32_t *lab; /* same layout; NULL where the kernel reads keys only */
-} twi_ws_ring;
+} twi_watershed_ring;
 
-/* Neighbour k of a pixel: (dx, dy) = (twi_ws_dx[k], twi_ws_dy[k]); k < 4 are the 4-neighbours,
- * k < 8 the 8-neighbours; neighbour k of p sees p as neighbour k ^ 1. */
-extern const int twi_ws_dx[8], twi_ws_dy[8];
+/* Neighbour k of a pixel: (dx, dy) = (twi_watershed_dx[k], twi_watershed_dy[k]); k < 4 are the
+ * 4-neighbours, k < 8 the 8-neighbours; neighbour k of p sees p as neighbour k ^ 1. */
+extern const int twi_watershed_dx[8], twi_watershed_dy[8];
 
-/* The key of p reached from a neighbour of key kq (< TWI_WS_KINF), lev(p) = lp. */
+/* The key of p reached from a neighbour of key kq (< TWI_WATERSHED_KINF), lev(p) = lp. */
 static inline uint64_t
-twi_ws_step(uint64_t kq, uint32_t lp)
+twi_watershed_step(uint64_t kq, uint32_t lp)
 {
     return (uint64_t)lp > (kq >> 32) ? ((uint64_t)lp << 32) | 1u : kq + 1u;
 }
 
 /* Ring index of (x, y), x in [-1, w], y in [-1, h], outside the tile. */
 static inline int64_t
-twi_ws_ring_at(int32_t w, int32_t h, int32_t x, int32_t y)
+twi_watershed_ring_at(int32_t w, int32_t h, int32_t x, int32_t y)
 {
     if (y < 0)
         return x + 1;

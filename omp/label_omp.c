@@ -316,14 +316,14 @@ twi_label_border_extract(const tw_tile_view *labels, int64_t n, unsigned sides,
     for (int s = 0; s < 4; s++) {
         int32_t len = s < 2 ? w : h;
 
-        if (!(sides & TWI_MT_SIDE(s)))
+        if (!(sides & TWI_MAXTREE_SIDE(s)))
             continue;
         if (!(b->side[s] = malloc((size_t)len * sizeof(uint32_t) + 1)))
             goto nomem;
         for (int32_t k = 0; k < len; k++) {
-            uint32_t l = s == TWI_MT_TOP      ? TWI_ROW(labels, uint32_t, 0)[k]
-                         : s == TWI_MT_BOTTOM ? TWI_ROW(labels, uint32_t, h - 1)[k]
-                         : s == TWI_MT_LEFT   ? TWI_ROW(labels, uint32_t, k)[0]
+            uint32_t l = s == TWI_MAXTREE_TOP      ? TWI_ROW(labels, uint32_t, 0)[k]
+                         : s == TWI_MAXTREE_BOTTOM ? TWI_ROW(labels, uint32_t, h - 1)[k]
+                         : s == TWI_MAXTREE_LEFT   ? TWI_ROW(labels, uint32_t, k)[0]
                                               : TWI_ROW(labels, uint32_t, k)[w - 1];
 
             if (l > n) {
@@ -468,37 +468,38 @@ twi_label_merge(twi_label_border *const *tiles, int64_t tiles_x, int64_t tiles_y
             const twi_label_border *r = tiles[t + 1];
 
             for (int32_t k = 0; k < b->h; k++) {
-                uint32_t a = b->side[TWI_MT_RIGHT][k];
+                uint32_t a = b->side[TWI_MAXTREE_RIGHT][k];
 
                 if (!a)
                     continue;
-                join(par, key, tiles, off, t, a, t + 1, r->side[TWI_MT_LEFT][k]);
+                join(par, key, tiles, off, t, a, t + 1, r->side[TWI_MAXTREE_LEFT][k]);
                 if (conn == 8 && k > 0)
-                    join(par, key, tiles, off, t, a, t + 1, r->side[TWI_MT_LEFT][k - 1]);
+                    join(par, key, tiles, off, t, a, t + 1, r->side[TWI_MAXTREE_LEFT][k - 1]);
                 if (conn == 8 && k + 1 < b->h)
-                    join(par, key, tiles, off, t, a, t + 1, r->side[TWI_MT_LEFT][k + 1]);
+                    join(par, key, tiles, off, t, a, t + 1, r->side[TWI_MAXTREE_LEFT][k + 1]);
             }
         }
         if (ty + 1 < tiles_y) {
             const twi_label_border *d = tiles[t + tiles_x];
 
             for (int32_t k = 0; k < b->w; k++) {
-                uint32_t a = b->side[TWI_MT_BOTTOM][k];
+                uint32_t a = b->side[TWI_MAXTREE_BOTTOM][k];
 
                 if (!a)
                     continue;
-                join(par, key, tiles, off, t, a, t + tiles_x, d->side[TWI_MT_TOP][k]);
+                join(par, key, tiles, off, t, a, t + tiles_x, d->side[TWI_MAXTREE_TOP][k]);
                 if (conn == 8 && k > 0)
-                    join(par, key, tiles, off, t, a, t + tiles_x, d->side[TWI_MT_TOP][k - 1]);
+                    join(par, key, tiles, off, t, a, t + tiles_x, d->side[TWI_MAXTREE_TOP][k - 1]);
                 if (conn == 8 && k + 1 < b->w)
-                    join(par, key, tiles, off, t, a, t + tiles_x, d->side[TWI_MT_TOP][k + 1]);
+                    join(par, key, tiles, off, t, a, t + tiles_x, d->side[TWI_MAXTREE_TOP][k + 1]);
             }
             if (conn == 8 && tx + 1 < tiles_x) /* bottom-right corner, diagonally */
-                join(par, key, tiles, off, t, b->side[TWI_MT_BOTTOM][b->w - 1], t + tiles_x + 1,
-                     tiles[t + tiles_x + 1]->side[TWI_MT_TOP][0]);
+                join(par, key, tiles, off, t, b->side[TWI_MAXTREE_BOTTOM][b->w - 1],
+                     t + tiles_x + 1,
+                     tiles[t + tiles_x + 1]->side[TWI_MAXTREE_TOP][0]);
             if (conn == 8 && tx > 0) /* bottom-left corner */
-                join(par, key, tiles, off, t, b->side[TWI_MT_BOTTOM][0], t + tiles_x - 1,
-                     tiles[t + tiles_x - 1]->side[TWI_MT_TOP][tiles[t + tiles_x - 1]->w - 1]);
+                join(par, key, tiles, off, t, b->side[TWI_MAXTREE_BOTTOM][0], t + tiles_x - 1,
+                     tiles[t + tiles_x - 1]->side[TWI_MAXTREE_TOP][tiles[t + tiles_x - 1]->w - 1]);
         }
     }
     /* A component's root is its border label of smallest first pixel: the first pixel of the

@@ -162,14 +162,14 @@ tile_build(mt_tile *t, const tw_tile_view *levels, const tw_tile_view *parent, u
     for (int s = 0; s < 4; s++) {
         int64_t len, first, step;
 
-        if (!(sides & TWI_MT_SIDE(s)) || n == 0)
+        if (!(sides & TWI_MAXTREE_SIDE(s)) || n == 0)
             continue;
-        len = s <= TWI_MT_BOTTOM ? w : h;
-        first = s == TWI_MT_TOP      ? 0
-                : s == TWI_MT_BOTTOM ? (int64_t)(h - 1) * w
-                : s == TWI_MT_LEFT   ? 0
+        len = s <= TWI_MAXTREE_BOTTOM ? w : h;
+        first = s == TWI_MAXTREE_TOP      ? 0
+                : s == TWI_MAXTREE_BOTTOM ? (int64_t)(h - 1) * w
+                : s == TWI_MAXTREE_LEFT   ? 0
                                      : w - 1;
-        step = s <= TWI_MT_BOTTOM ? 1 : w;
+        step = s <= TWI_MAXTREE_BOTTOM ? 1 : w;
         for (int64_t j = 0; j < len; j++) {
             uint32_t v = canon(t, (uint32_t)(first + j * step));
 
@@ -188,8 +188,8 @@ tile_build(mt_tile *t, const tw_tile_view *levels, const tw_tile_view *parent, u
 }
 
 tw_status
-twi_mt_border_extract(const tw_tile_view *levels, const tw_tile_view *parent, unsigned sides,
-                      twi_mt_border *b)
+twi_maxtree_border_extract(const tw_tile_view *levels, const tw_tile_view *parent, unsigned sides,
+                           twi_maxtree_border *b)
 {
     mt_tile t;
     tw_status st;
@@ -233,18 +233,18 @@ twi_mt_border_extract(const tw_tile_view *levels, const tw_tile_view *parent, un
     }
     for (int s = 0; s < 4; s++) {
         /* An empty tile (w or h 0) has no side pixels, whatever its other side. */
-        int64_t len = t.n == 0 ? 0 : s <= TWI_MT_BOTTOM ? t.w : t.h;
+        int64_t len = t.n == 0 ? 0 : s <= TWI_MAXTREE_BOTTOM ? t.w : t.h;
 
-        if (!(sides & TWI_MT_SIDE(s)))
+        if (!(sides & TWI_MAXTREE_SIDE(s)))
             continue;
         if (!(b->side[s] = malloc((size_t)(len ? len : 1) * sizeof *b->side[s]))) {
             st = TW_E_NOMEM;
             goto out;
         }
         for (int64_t k = 0; k < len; k++) {
-            int64_t p = s == TWI_MT_TOP      ? k
-                        : s == TWI_MT_BOTTOM ? (int64_t)(t.h - 1) * t.w + k
-                        : s == TWI_MT_LEFT   ? k * t.w
+            int64_t p = s == TWI_MAXTREE_TOP      ? k
+                        : s == TWI_MAXTREE_BOTTOM ? (int64_t)(t.h - 1) * t.w + k
+                        : s == TWI_MAXTREE_LEFT   ? k * t.w
                                              : k * t.w + t.w - 1;
 
             b->side[s][k] = t.id[canon(&t, (uint32_t)p)];
@@ -253,12 +253,12 @@ twi_mt_border_extract(const tw_tile_view *levels, const tw_tile_view *parent, un
 out:
     tile_free(&t);
     if (st != TW_OK)
-        twi_mt_border_free(b);
+        twi_maxtree_border_free(b);
     return st;
 }
 
 void
-twi_mt_border_free(twi_mt_border *b)
+twi_maxtree_border_free(twi_maxtree_border *b)
 {
     if (!b)
         return;
@@ -313,13 +313,13 @@ link_nodes(mt_graph *g, uint32_t a, uint32_t b)
 }
 
 static void
-grid_links(mt_graph *g, twi_mt_border *const *tiles, const int64_t *off, int64_t tx_n,
+grid_links(mt_graph *g, twi_maxtree_border *const *tiles, const int64_t *off, int64_t tx_n,
            int64_t ty_n, int conn)
 {
     for (int64_t ty = 0; ty < ty_n; ty++)
         for (int64_t tx = 0; tx < tx_n; tx++) {
             int64_t t = ty * tx_n + tx;
-            const twi_mt_border *a = tiles[t];
+            const twi_maxtree_border *a = tiles[t];
             uint32_t oa = (uint32_t)off[t];
 
             g->last_a = g->last_b = UINT32_MAX;
@@ -327,9 +327,9 @@ grid_links(mt_graph *g, twi_mt_border *const *tiles, const int64_t *off, int64_t
                 if (a->lparent[i] != (uint32_t)i)
                     link_nodes(g, oa + (uint32_t)i, oa + a->lparent[i]);
             if (tx + 1 < tx_n) {
-                const twi_mt_border *b = tiles[t + 1];
+                const twi_maxtree_border *b = tiles[t + 1];
                 uint32_t ob = (uint32_t)off[t + 1];
-                const uint32_t *ra = a->side[TWI_MT_RIGHT], *lb = b->side[TWI_MT_LEFT];
+                const uint32_t *ra = a->side[TWI_MAXTREE_RIGHT], *lb = b->side[TWI_MAXTREE_LEFT];
 
                 g->last_a = g->last_b = UINT32_MAX;
                 for (int32_t y = 0; y < a->h; y++) {
@@ -341,9 +341,9 @@ grid_links(mt_graph *g, twi_mt_border *const *tiles, const int64_t *off, int64_t
                 }
             }
             if (ty + 1 < ty_n) {
-                const twi_mt_border *b = tiles[t + tx_n];
+                const twi_maxtree_border *b = tiles[t + tx_n];
                 uint32_t ob = (uint32_t)off[t + tx_n];
-                const uint32_t *ba = a->side[TWI_MT_BOTTOM], *tb = b->side[TWI_MT_TOP];
+                const uint32_t *ba = a->side[TWI_MAXTREE_BOTTOM], *tb = b->side[TWI_MAXTREE_TOP];
 
                 g->last_a = g->last_b = UINT32_MAX;
                 for (int32_t x = 0; x < a->w; x++) {
@@ -354,16 +354,16 @@ grid_links(mt_graph *g, twi_mt_border *const *tiles, const int64_t *off, int64_t
                     }
                 }
                 if (conn == 8 && tx + 1 < tx_n) {
-                    const twi_mt_border *c = tiles[t + tx_n + 1];
+                    const twi_maxtree_border *c = tiles[t + tx_n + 1];
 
                     link_nodes(g, oa + ba[a->w - 1],
-                               (uint32_t)off[t + tx_n + 1] + c->side[TWI_MT_TOP][0]);
+                               (uint32_t)off[t + tx_n + 1] + c->side[TWI_MAXTREE_TOP][0]);
                 }
                 if (conn == 8 && tx > 0) {
-                    const twi_mt_border *c = tiles[t + tx_n - 1];
+                    const twi_maxtree_border *c = tiles[t + tx_n - 1];
 
                     link_nodes(g, oa + ba[0],
-                               (uint32_t)off[t + tx_n - 1] + c->side[TWI_MT_TOP][c->w - 1]);
+                               (uint32_t)off[t + tx_n - 1] + c->side[TWI_MAXTREE_TOP][c->w - 1]);
                 }
             }
         }
@@ -411,7 +411,7 @@ core_free(mt_core *c)
 }
 
 static tw_status
-core_build(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y, int conn, mt_core *c)
+core_build(twi_maxtree_border *const *tiles, int64_t tiles_x, int64_t tiles_y, int conn, mt_core *c)
 {
     int64_t nt, m = 0, roots = 0;
     uint32_t *zpar = NULL, *pos = NULL;
@@ -420,7 +420,7 @@ core_build(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y, int co
 
     memset(&g, 0, sizeof g);
     memset(c, 0, sizeof *c);
-    if ((st = twi_mt_grid_check(tiles, tiles_x, tiles_y, &m)) != TW_OK)
+    if ((st = twi_maxtree_grid_check(tiles, tiles_x, tiles_y, &m)) != TW_OK)
         return st;
     nt = tiles_x * tiles_y;
     c->m = m;
@@ -437,7 +437,7 @@ core_build(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y, int co
     }
     c->off[0] = 0;
     for (int64_t t = 0; t < nt; t++) {
-        const twi_mt_border *b = tiles[t];
+        const twi_maxtree_border *b = tiles[t];
 
         for (int64_t i = 0; i < b->n; i++) {
             c->lv[c->off[t] + i] = b->level[i];
@@ -524,26 +524,27 @@ out:
 /* The answer of `f` for node v, from the root down (its parent q's answer is r[q]); garea and
  * gmax are v's final ones when v is a level root. */
 static inline uint64_t
-answer(const mt_core *c, const twi_mt_filter *f, const uint64_t *r, uint32_t v)
+answer(const mt_core *c, const twi_maxtree_filter *f, const uint64_t *r, uint32_t v)
 {
     uint32_t q = c->gpar[v];
 
     if (q == v)
-        return f->rule == TWI_MT_AREA_MAP                                  ? c->garea[v]
-               : f->rule == TWI_MT_HEIGHT || c->garea[v] >= f->threshold ? c->lv[v]
+        return f->rule == TWI_MAXTREE_AREA_MAP                                  ? c->garea[v]
+               : f->rule == TWI_MAXTREE_HEIGHT || c->garea[v] >= f->threshold ? c->lv[v]
                                                                           : f->vmin;
     if (c->lv[q] == c->lv[v])
         return r[q];
-    if (f->rule == TWI_MT_AREA_MAP)
+    if (f->rule == TWI_MAXTREE_AREA_MAP)
         return c->garea[v];
-    if (f->rule == TWI_MT_AREA)
+    if (f->rule == TWI_MAXTREE_AREA)
         return c->garea[v] >= f->threshold ? c->lv[v] : r[q];
     return (uint64_t)(c->gmax[v] - c->lv[q]) >= f->threshold ? c->lv[v] : r[q];
 }
 
 tw_status
-twi_mt_merge(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y, int conn,
-             const twi_mt_filter *f, uint64_t **res_out, int64_t **off_out, int64_t *edges)
+twi_maxtree_merge(twi_maxtree_border *const *tiles, int64_t tiles_x, int64_t tiles_y, int conn,
+                  const twi_maxtree_filter *f, uint64_t **res_out, int64_t **off_out,
+                  int64_t *edges)
 {
     mt_core c;
     uint64_t *res = NULL;
@@ -582,16 +583,16 @@ node_root(const mt_core *c, uint32_t v)
 
 /* Side s of the block: the tiles along it, in order, and whether each has that side. */
 static tw_status
-block_side(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y, const mt_core *c,
-           const uint32_t *bn, int s, twi_mt_border *out)
+block_side(twi_maxtree_border *const *tiles, int64_t tiles_x, int64_t tiles_y, const mt_core *c,
+           const uint32_t *bn, int s, twi_maxtree_border *out)
 {
-    bool row = s == TWI_MT_TOP || s == TWI_MT_BOTTOM;
+    bool row = s == TWI_MAXTREE_TOP || s == TWI_MAXTREE_BOTTOM;
     int64_t n = row ? tiles_x : tiles_y, len = 0, at = 0;
     uint32_t *a;
 
     for (int64_t k = 0; k < n; k++) {
-        int64_t t = row ? (s == TWI_MT_TOP ? k : (tiles_y - 1) * tiles_x + k)
-                        : (s == TWI_MT_LEFT ? k * tiles_x : k * tiles_x + tiles_x - 1);
+        int64_t t = row ? (s == TWI_MAXTREE_TOP ? k : (tiles_y - 1) * tiles_x + k)
+                        : (s == TWI_MAXTREE_LEFT ? k * tiles_x : k * tiles_x + tiles_x - 1);
 
         if (!tiles[t]->side[s])
             return TW_E_INVALID;
@@ -600,8 +601,8 @@ block_side(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y, const 
     if (!(a = malloc((size_t)len * sizeof *a)))
         return TW_E_NOMEM;
     for (int64_t k = 0; k < n; k++) {
-        int64_t t = row ? (s == TWI_MT_TOP ? k : (tiles_y - 1) * tiles_x + k)
-                        : (s == TWI_MT_LEFT ? k * tiles_x : k * tiles_x + tiles_x - 1);
+        int64_t t = row ? (s == TWI_MAXTREE_TOP ? k : (tiles_y - 1) * tiles_x + k)
+                        : (s == TWI_MAXTREE_LEFT ? k * tiles_x : k * tiles_x + tiles_x - 1);
         int32_t l = row ? tiles[t]->w : tiles[t]->h;
 
         for (int32_t i = 0; i < l; i++)
@@ -612,9 +613,10 @@ block_side(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y, const 
 }
 
 tw_status
-twi_mt_merge_block(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y,
-                   unsigned sides, int conn, const twi_mt_filter *f, twi_mt_border *out,
-                   uint64_t **res_out, int64_t **off_out)
+twi_maxtree_merge_block(twi_maxtree_border *const *tiles, int64_t tiles_x, int64_t tiles_y,
+                        unsigned sides, int conn, const twi_maxtree_filter *f,
+                        twi_maxtree_border *out,
+                        uint64_t **res_out, int64_t **off_out)
 {
     mt_core c;
     uint64_t *res = NULL, bw = 0, bh = 0;
@@ -648,14 +650,14 @@ twi_mt_merge_block(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y
     /* Open: the nodes holding a pixel of one of the block's border sides, and their ancestors:
      * their components may go on in the next block. Every other node is finished. */
     for (int s = 0; s < 4; s++) {
-        bool row = s == TWI_MT_TOP || s == TWI_MT_BOTTOM;
+        bool row = s == TWI_MAXTREE_TOP || s == TWI_MAXTREE_BOTTOM;
         int64_t n = row ? tiles_x : tiles_y;
 
-        if (!(sides & TWI_MT_SIDE(s)))
+        if (!(sides & TWI_MAXTREE_SIDE(s)))
             continue;
         for (int64_t k = 0; k < n; k++) {
-            int64_t t = row ? (s == TWI_MT_TOP ? k : (tiles_y - 1) * tiles_x + k)
-                            : (s == TWI_MT_LEFT ? k * tiles_x : k * tiles_x + tiles_x - 1);
+            int64_t t = row ? (s == TWI_MAXTREE_TOP ? k : (tiles_y - 1) * tiles_x + k)
+                            : (s == TWI_MAXTREE_LEFT ? k * tiles_x : k * tiles_x + tiles_x - 1);
             int32_t l = row ? tiles[t]->w : tiles[t]->h;
 
             if (!tiles[t]->side[s]) {
@@ -699,7 +701,7 @@ twi_mt_merge_block(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y
     out->w = (int32_t)bw;
     out->h = (int32_t)bh;
     for (int s = 0; s < 4; s++)
-        if ((sides & TWI_MT_SIDE(s)) &&
+        if ((sides & TWI_MAXTREE_SIDE(s)) &&
             (st = block_side(tiles, tiles_x, tiles_y, &c, bn, s, out)) != TW_OK)
             goto out;
     /* The tiles' answers from the root down: an open node's is its block node's, known once
@@ -708,7 +710,7 @@ twi_mt_merge_block(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y
     for (int64_t k = c.m - 1; k >= 0; k--) {
         uint32_t v = c.order[k], cv = node_root(&c, v);
 
-        res[v] = open[cv] ? TWI_MT_DEFER | bn[cv] : answer(&c, f, res, v);
+        res[v] = open[cv] ? TWI_MAXTREE_DEFER | bn[cv] : answer(&c, f, res, v);
     }
     *res_out = res;
     *off_out = c.off;
@@ -716,7 +718,7 @@ twi_mt_merge_block(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y
     c.off = NULL;
 out:
     if (st != TW_OK)
-        twi_mt_border_free(out);
+        twi_maxtree_border_free(out);
     free(open);
     free(bn);
     free(res);
@@ -725,18 +727,18 @@ out:
 }
 
 void
-twi_mt_resolve(uint64_t *res, int64_t n, const uint64_t *block_res)
+twi_maxtree_resolve(uint64_t *res, int64_t n, const uint64_t *block_res)
 {
     for (int64_t i = 0; i < n; i++)
-        if (res[i] & TWI_MT_DEFER)
-            res[i] = block_res[res[i] & ~TWI_MT_DEFER];
+        if (res[i] & TWI_MAXTREE_DEFER)
+            res[i] = block_res[res[i] & ~TWI_MAXTREE_DEFER];
 }
 
 /* ---- pass 2 */
 
 tw_status
-twi_mt_filter_tile(const tw_tile_view *levels, const tw_tile_view *parent, unsigned sides,
-                   const uint64_t *res, const twi_mt_filter *f, tw_tile_view *out)
+twi_maxtree_filter_tile(const tw_tile_view *levels, const tw_tile_view *parent, unsigned sides,
+                        const uint64_t *res, const twi_maxtree_filter *f, tw_tile_view *out)
 {
     mt_tile t;
     tw_status st;
@@ -745,14 +747,14 @@ twi_mt_filter_tile(const tw_tile_view *levels, const tw_tile_view *parent, unsig
     if (!f || !out || !levels_ok(levels) || !parent32_ok(levels, parent) || sides > 15 ||
         (sides && !res) || out->channels != 1 || out->w != levels->w || out->h != levels->h)
         return TW_E_INVALID;
-    map = f->rule == TWI_MT_AREA_MAP;
+    map = f->rule == TWI_MAXTREE_AREA_MAP;
     if ((map && out->type != TW_U32 && out->type != TW_U64) ||
         (!map && out->type != levels->type) ||
         !twi_view_fits(out, (size_t)out->w * tw_sample_size(out->type),
                        tw_sample_size(out->type)))
         return TW_E_INVALID;
     /* the height rule needs the highest levels; the area rule keeps its answers in area */
-    if ((st = tile_build(&t, levels, parent, sides, f->rule == TWI_MT_HEIGHT)) != TW_OK)
+    if ((st = tile_build(&t, levels, parent, sides, f->rule == TWI_MAXTREE_HEIGHT)) != TW_OK)
         return st;
     if (map) {
         for (int32_t y = 0; y < t.h; y++) {
@@ -774,7 +776,7 @@ twi_mt_filter_tile(const tw_tile_view *levels, const tw_tile_view *parent, unsig
     /* Nodes from the root down; the answer of node p replaces area[p] (area rule) or maxv[p]
      * (height rule) once p is done: its own value is read before that, its parent's answer
      * after. */
-    if (f->rule == TWI_MT_AREA) {
+    if (f->rule == TWI_MAXTREE_AREA) {
         for (int64_t k = t.nn - 1; k >= 0; k--) {
             uint32_t p = t.order[k], q = t.par[p];
 
@@ -808,11 +810,11 @@ twi_mt_filter_tile(const tw_tile_view *levels, const tw_tile_view *parent, unsig
                                                                                                \
         ((T *)(void *)row)[x] = (T)(ANS)[c];                                                   \
     }
-        if (out->type == TW_U8 && f->rule == TWI_MT_AREA)
+        if (out->type == TW_U8 && f->rule == TWI_MAXTREE_AREA)
             MT_OUT(uint8_t, t.area)
         else if (out->type == TW_U8)
             MT_OUT(uint8_t, t.maxv)
-        else if (f->rule == TWI_MT_AREA)
+        else if (f->rule == TWI_MAXTREE_AREA)
             MT_OUT(uint16_t, t.area)
         else
             MT_OUT(uint16_t, t.maxv)
@@ -866,7 +868,7 @@ twi_mt_filter_tile(const tw_tile_view *levels, const tw_tile_view *parent, unsig
     } while (0)
 
 tw_status
-twi_mt_area_map(const tw_tile_view *levels, const tw_tile_view *parent, tw_tile_view *out)
+twi_maxtree_area_map(const tw_tile_view *levels, const tw_tile_view *parent, tw_tile_view *out)
 {
     int64_t w, n, nl;
     size_t ps;
@@ -903,7 +905,7 @@ twi_mt_area_map(const tw_tile_view *levels, const tw_tile_view *parent, tw_tile_
 /* ---- closings run as openings of the inverted image */
 
 void
-twi_mt_invert(tw_tile_view *v)
+twi_maxtree_invert(tw_tile_view *v)
 {
     for (int32_t y = 0; y < v->h; y++) {
         if (v->type == TW_U8) {

@@ -48,7 +48,7 @@
  * 50 steps per node of the border trees); instead, the level roots of the border's pixels and
  * all their ancestors (both sides' border trees) are gathered once and merged by a union-find
  * over them in decreasing order, the border edges and the parent links as its edges (as
- * twi_mt_merge does for tiles; CONNECT again when out of memory). Sibling tasks touch
+ * twi_maxtree_merge does for tiles; CONNECT again when out of memory). Sibling tasks touch
  * disjoint sets of pixels: no races. A border edge is skipped when a path through the edges
  * already merged joins its ends at its level ([Blin22] section 5.2's grid simplification).
  *
@@ -677,11 +677,11 @@ twi_radix_u64(uint64_t *a, uint64_t *tmp, size_t n, unsigned first_bit)
      * skips), but instead of zipping the two branches of every edge, which walks a node per     \
      * level crossed and so again and again the same long chains, the level roots of the edges'  \
      * ends and all their ancestors (the two sides' border trees) are gathered once and merged   \
-     * by a union-find over them in decreasing order (Berger et al.), as twi_mt_merge does for   \
-     * tiles. Nodes off these chains keep their parents. While gathering, a node's parent holds  \
-     * its number on its side with the top bit set. With a team, the two sides are gathered, and \
-     * the parents written, by two tasks (each side's chains stay in its region). Returns false, \
-     * with nothing changed, when out of memory.                                                 \
+     * by a union-find over them in decreasing order (Berger et al.), as twi_maxtree_merge does  \
+     * for tiles. Nodes off these chains keep their parents. While gathering, a node's parent    \
+     * holds its number on its side with the top bit set. With a team, the two sides are         \
+     * gathered, and the parents written, by two tasks (each side's chains stay in its region).  \
+     * Returns false, with nothing changed, when out of memory.                                  \
      */                                                                                          \
     static bool                                                                                  \
     mergebuf_##SFX(const mtree *m, IT a0, IT da, IT db, int64_t len, const bool c8)              \

@@ -8,12 +8,12 @@
 /*
  * One buffer, so that the BP task uploads a grid's border max-trees with one copy and the
  * kernels find every array at a byte offset that means the same on the host and the device
- * (kern/maxtree.h, twi_mt_pack). Arrays of 8-byte elements come first; each array
+ * (kern/maxtree.h, twi_maxtree_pack). Arrays of 8-byte elements come first; each array
  * starts on a PACK_ALIGN boundary so that warps read whole cache lines.
  *
- * The checks are those of twi_mt_merge (twi_mt_grid_check, shared with it), plus the ones
+ * The checks are those of twi_maxtree_merge (twi_maxtree_grid_check, shared with it), plus the ones
  * the GPU cannot make on device memory: node numbers in range and local parents at a
- * lower level than their children (true of every tree twi_mt_border_extract makes; a broken
+ * lower level than their children (true of every tree twi_maxtree_border_extract makes; a broken
  * one would send the device's CONNECT out of bounds or round a cycle instead of failing).
  */
 #define PACK_ALIGN ((size_t)128)
@@ -32,13 +32,14 @@ place(size_t *pos, size_t *at, size_t bytes)
 }
 
 static int64_t
-side_len(const twi_mt_border *b, int s)
+side_len(const twi_maxtree_border *b, int s)
 {
-    return s <= TWI_MT_BOTTOM ? b->w : b->h;
+    return s <= TWI_MAXTREE_BOTTOM ? b->w : b->h;
 }
 
 tw_status
-twi_mt_grid_check(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y, int64_t *m)
+twi_maxtree_grid_check(twi_maxtree_border *const *tiles, int64_t tiles_x, int64_t tiles_y,
+                       int64_t *m)
 {
     int64_t nt;
 
@@ -53,11 +54,12 @@ twi_mt_grid_check(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y,
             return TW_E_INVALID;
     for (int64_t t = 0; t < nt; t++) {
         int64_t tx = t % tiles_x, ty = t / tiles_x;
-        const twi_mt_border *b = tiles[t];
+        const twi_maxtree_border *b = tiles[t];
 
-        if (b->n < 1 || (tx > 0 && !b->side[TWI_MT_LEFT]) ||
-            (tx + 1 < tiles_x && !b->side[TWI_MT_RIGHT]) || (ty > 0 && !b->side[TWI_MT_TOP]) ||
-            (ty + 1 < tiles_y && !b->side[TWI_MT_BOTTOM]) ||
+        if (b->n < 1 || (tx > 0 && !b->side[TWI_MAXTREE_LEFT]) ||
+            (tx + 1 < tiles_x && !b->side[TWI_MAXTREE_RIGHT]) ||
+            (ty > 0 && !b->side[TWI_MAXTREE_TOP]) ||
+            (ty + 1 < tiles_y && !b->side[TWI_MAXTREE_BOTTOM]) ||
             (tx + 1 < tiles_x && tiles[t + 1]->h != b->h) ||
             (ty + 1 < tiles_y && tiles[t + tiles_x]->w != b->w))
             return TW_E_INVALID;
@@ -68,9 +70,9 @@ twi_mt_grid_check(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y,
     return TW_OK;
 }
 
-/* What the device needs beyond twi_mt_merge's checks (see above). */
+/* What the device needs beyond twi_maxtree_merge's checks (see above). */
 static tw_status
-tree_check(const twi_mt_border *b)
+tree_check(const twi_maxtree_border *b)
 {
     uint32_t n = (uint32_t)b->n;
 
@@ -93,10 +95,10 @@ tree_check(const twi_mt_border *b)
 }
 
 tw_status
-twi_mt_pack_build(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y,
-                  twi_mt_pack *layout, void **buf)
+twi_maxtree_pack_build(twi_maxtree_border *const *tiles, int64_t tiles_x, int64_t tiles_y,
+                       twi_maxtree_pack *layout, void **buf)
 {
-    twi_mt_pack l;
+    twi_maxtree_pack l;
     int64_t m = 0, nt, n_sides = 0, *off, *side_at;
     int32_t *dims;
     char *p = NULL;
@@ -107,7 +109,7 @@ twi_mt_pack_build(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y,
         return TW_E_INVALID;
     *buf = NULL;
     memset(layout, 0, sizeof *layout);
-    if ((st = twi_mt_grid_check(tiles, tiles_x, tiles_y, &m)) != TW_OK)
+    if ((st = twi_maxtree_grid_check(tiles, tiles_x, tiles_y, &m)) != TW_OK)
         return st;
     nt = tiles_x * tiles_y;
     for (int64_t t = 0; t < nt; t++) {
@@ -142,7 +144,7 @@ twi_mt_pack_build(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y,
     off[0] = 0;
     n_sides = 0;
     for (int64_t t = 0; t < nt; t++) {
-        const twi_mt_border *b = tiles[t];
+        const twi_maxtree_border *b = tiles[t];
         size_t o = (size_t)off[t];
 
         off[t + 1] = off[t] + b->n;

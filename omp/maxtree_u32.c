@@ -40,7 +40,7 @@
  * canonical pixels: once the levels are gone, a caller cannot tell them apart from the parent
  * image alone.
  *
- * Steps. twi_mt32_build / _merge / _finish are separate calls so that ops/ can run them as
+ * Steps. twi_maxtree32_build / _merge / _finish are separate calls so that ops/ can run them as
  * tasks on the runtime's workers (the tree of shapes); twi_omp_maxtree runs them with OpenMP
  * tasks.
  */
@@ -74,7 +74,7 @@ typedef struct m32merge {
     int32_t a, b;
 } m32merge;
 
-struct twi_mt32 {
+struct twi_maxtree32 {
     uint32_t *a;            /* w * h: levels, then node codes, then parents */
     int64_t w, h;
     bool c8;
@@ -92,38 +92,38 @@ struct twi_mt32 {
 /* ---- nodes ---------------------------------------------------------------------------------- */
 
 static inline m32blk *
-nblk(const twi_mt32 *m, uint32_t r)
+nblk(const twi_maxtree32 *m, uint32_t r)
 {
     return &m->blk[r >> m->shift];
 }
 
 static inline uint32_t
-nlev(const twi_mt32 *m, uint32_t r)
+nlev(const twi_maxtree32 *m, uint32_t r)
 {
     return nblk(m, r)->lev[r & m->mask];
 }
 
 static inline uint32_t
-npar(const twi_mt32 *m, uint32_t r)
+npar(const twi_maxtree32 *m, uint32_t r)
 {
     return nblk(m, r)->par[r & m->mask];
 }
 
 static inline void
-nset_par(const twi_mt32 *m, uint32_t r, uint32_t p)
+nset_par(const twi_maxtree32 *m, uint32_t r, uint32_t p)
 {
     nblk(m, r)->par[r & m->mask] = p;
 }
 
 static inline uint32_t
-ncanon(const twi_mt32 *m, uint32_t r)
+ncanon(const twi_maxtree32 *m, uint32_t r)
 {
     return nblk(m, r)->canon[r & m->mask];
 }
 
 /* The node of pixel (x, y) of a built block (its code, or its canonical pixel's). */
 static inline uint32_t
-node_at(const twi_mt32 *m, int64_t x, int64_t y)
+node_at(const twi_maxtree32 *m, int64_t x, int64_t y)
 {
     uint32_t v = m->a[y * m->w + x];
 
@@ -137,7 +137,7 @@ node_at(const twi_mt32 *m, int64_t x, int64_t y)
 /* Level root of node r: up through parents of the same level (left by merges), the chain
  * pointed at it. */
 static uint32_t
-lroot(const twi_mt32 *m, uint32_t r)
+lroot(const twi_maxtree32 *m, uint32_t r)
 {
     const uint32_t v = nlev(m, r);
     uint32_t x = r, q;
@@ -154,7 +154,7 @@ lroot(const twi_mt32 *m, uint32_t r)
 
 /* The same without writing (the finish runs blocks concurrently). */
 static uint32_t
-lroot_ro(const twi_mt32 *m, uint32_t r)
+lroot_ro(const twi_maxtree32 *m, uint32_t r)
 {
     const uint32_t v = nlev(m, r);
     uint32_t q;
@@ -166,7 +166,7 @@ lroot_ro(const twi_mt32 *m, uint32_t r)
 
 /* Highest ancestor of r (r included) of level >= l. */
 static uint32_t
-peak(const twi_mt32 *m, uint32_t r, uint32_t l)
+peak(const twi_maxtree32 *m, uint32_t r, uint32_t l)
 {
     uint32_t q;
 
@@ -177,7 +177,7 @@ peak(const twi_mt32 *m, uint32_t r, uint32_t l)
 
 /* [Blin22], algorithm 3, on nodes: join the branches of na and nb. */
 static void
-connect(const twi_mt32 *m, uint32_t na, uint32_t nb)
+connect(const twi_maxtree32 *m, uint32_t na, uint32_t nb)
 {
     for (;;) {
         uint32_t t, old;
@@ -256,7 +256,7 @@ uf_body(const uint64_t *order, size_t n, uint32_t *zp, uint32_t *bp, uint32_t *t
 }
 
 tw_status
-twi_mt32_build(twi_mt32 *m, int32_t b)
+twi_maxtree32_build(twi_maxtree32 *m, int32_t b)
 {
     m32blk *k = &m->blk[b];
     const int64_t bw = k->x1 - k->x0, bh = k->y1 - k->y0, sw = bw + 2;
@@ -356,7 +356,7 @@ out:
 /* ---- merging --------------------------------------------------------------------------------- */
 
 void
-twi_mt32_merge(twi_mt32 *m, int32_t k)
+twi_maxtree32_merge(twi_maxtree32 *m, int32_t k)
 {
     const m32merge *g = &m->mg[k];
     int64_t len, ax, ay, dx, dy, bxo, byo;
@@ -404,7 +404,7 @@ twi_mt32_merge(twi_mt32 *m, int32_t k)
 /* ---- finishing ------------------------------------------------------------------------------- */
 
 tw_status
-twi_mt32_finish(twi_mt32 *m, int32_t b)
+twi_maxtree32_finish(twi_maxtree32 *m, int32_t b)
 {
     m32blk *k = &m->blk[b];
     const int64_t bw = k->x1 - k->x0, bh = k->y1 - k->y0;
@@ -464,7 +464,7 @@ twi_mt32_finish(twi_mt32 *m, int32_t b)
 
 /* Post-order merge tree over blocks [i0, i1) x [j0, j1): children before their parent. */
 static int32_t
-plan_merges(twi_mt32 *m, int32_t i0, int32_t i1, int32_t j0, int32_t j1)
+plan_merges(twi_maxtree32 *m, int32_t i0, int32_t i1, int32_t j0, int32_t j1)
 {
     m32merge g;
 
@@ -489,7 +489,7 @@ plan_merges(twi_mt32 *m, int32_t i0, int32_t i1, int32_t j0, int32_t j1)
 }
 
 void
-twi_mt32_auto_grid(int32_t w, int32_t h, int nthreads, int32_t *gx, int32_t *gy)
+twi_maxtree32_auto_grid(int32_t w, int32_t h, int nthreads, int32_t *gx, int32_t *gy)
 {
     int64_t n = (int64_t)w * h, want = (n + BLOCK_PIXELS / 2) / BLOCK_PIXELS, cx = 1, cy = 1;
 
@@ -508,11 +508,11 @@ twi_mt32_auto_grid(int32_t w, int32_t h, int nthreads, int32_t *gx, int32_t *gy)
 }
 
 tw_status
-twi_mt32_create(uint32_t *a, int32_t w, int32_t h, int conn, int32_t gx, int32_t gy,
-                uint64_t *canon, twi_mt32 **out)
+twi_maxtree32_create(uint32_t *a, int32_t w, int32_t h, int conn, int32_t gx, int32_t gy,
+                     uint64_t *canon, twi_maxtree32 **out)
 {
     tw_status st = TW_OK;
-    twi_mt32 *m = NULL;
+    twi_maxtree32 *m = NULL;
     int64_t maxb = 0;
     int32_t i, j;
 
@@ -577,26 +577,26 @@ twi_mt32_create(uint32_t *a, int32_t w, int32_t h, int conn, int32_t gx, int32_t
     *out = m;
     m = NULL;
 out:
-    twi_mt32_destroy(m);
+    twi_maxtree32_destroy(m);
     return st;
 }
 
 void
-twi_mt32_grid(const twi_mt32 *m, int32_t *blocks, int32_t *merges)
+twi_maxtree32_grid(const twi_maxtree32 *m, int32_t *blocks, int32_t *merges)
 {
     *blocks = m->gx * m->gy;
     *merges = m->nmg;
 }
 
 void
-twi_mt32_merge_children(const twi_mt32 *m, int32_t k, int32_t *a, int32_t *b)
+twi_maxtree32_merge_children(const twi_maxtree32 *m, int32_t k, int32_t *a, int32_t *b)
 {
     *a = m->mg[k].a;
     *b = m->mg[k].b;
 }
 
 void
-twi_mt32_destroy(twi_mt32 *m)
+twi_maxtree32_destroy(twi_maxtree32 *m)
 {
     if (!m)
         return;
@@ -620,12 +620,12 @@ twi_mt32_destroy(twi_mt32 *m)
 
 /* The merge tree below `k` (a merge, or ~block) as OpenMP tasks; *st keeps the first error. */
 static void
-run_tree(twi_mt32 *m, int32_t k, tw_status *st)
+run_tree(twi_maxtree32 *m, int32_t k, tw_status *st)
 {
     tw_status s;
 
     if (k < 0) {
-        if ((s = twi_mt32_build(m, ~k)) != TW_OK) {
+        if ((s = twi_maxtree32_build(m, ~k)) != TW_OK) {
 #pragma omp atomic write
             *st = s;
         }
@@ -641,7 +641,7 @@ run_tree(twi_mt32 *m, int32_t k, tw_status *st)
 #pragma omp atomic read
         s2 = *st;
         if (s2 == TW_OK)
-            twi_mt32_merge(m, k);
+            twi_maxtree32_merge(m, k);
     }
 }
 
@@ -649,7 +649,7 @@ tw_status
 twi_omp_maxtree_u32(uint32_t *a, int32_t w, int32_t h, int conn, uint64_t *canon, int nthreads,
                     int32_t gx, int32_t gy)
 {
-    twi_mt32 *m = NULL;
+    twi_maxtree32 *m = NULL;
     tw_status st;
     int32_t nb, nm;
     int nteam = nthreads < 1 ? 1 : nthreads;
@@ -657,19 +657,19 @@ twi_omp_maxtree_u32(uint32_t *a, int32_t w, int32_t h, int conn, uint64_t *canon
     if (w == 0 || h == 0)
         return (w < 0 || h < 0 || !a) ? TW_E_INVALID : TW_OK;
     if (gx <= 0 || gy <= 0)
-        twi_mt32_auto_grid(w, h, nteam, &gx, &gy);
-    if ((st = twi_mt32_create(a, w, h, conn, gx, gy, canon, &m)) != TW_OK)
+        twi_maxtree32_auto_grid(w, h, nteam, &gx, &gy);
+    if ((st = twi_maxtree32_create(a, w, h, conn, gx, gy, canon, &m)) != TW_OK)
         return st;
-    twi_mt32_grid(m, &nb, &nm);
+    twi_maxtree32_grid(m, &nb, &nm);
     nteam = nteam > nb ? nb : nteam;
     if (nteam <= 1) {
         /* in merge-tree order: children come first */
         for (int32_t b = 0; b < nb && st == TW_OK; b++)
-            st = twi_mt32_build(m, b);
+            st = twi_maxtree32_build(m, b);
         for (int32_t k = 0; k < nm && st == TW_OK; k++)
-            twi_mt32_merge(m, k);
+            twi_maxtree32_merge(m, k);
         for (int32_t b = 0; b < nb && st == TW_OK; b++)
-            st = twi_mt32_finish(m, b);
+            st = twi_maxtree32_finish(m, b);
     } else {
         tw_status *stp = &st;
 
@@ -683,13 +683,13 @@ twi_omp_maxtree_u32(uint32_t *a, int32_t w, int32_t h, int conn, uint64_t *canon
 
 #pragma omp atomic read
                 s0 = *stp;
-                if (s0 == TW_OK && (s = twi_mt32_finish(m, b)) != TW_OK) {
+                if (s0 == TW_OK && (s = twi_maxtree32_finish(m, b)) != TW_OK) {
 #pragma omp atomic write
                     *stp = s;
                 }
             }
         }
     }
-    twi_mt32_destroy(m);
+    twi_maxtree32_destroy(m);
     return st;
 }

@@ -143,21 +143,21 @@ tw_status twi_omp_maxtree_u32(uint32_t *a, int32_t w, int32_t h, int conn, uint6
  * levels no longer tell once replaced. Returns TW_OK, TW_E_INVALID (bad sizes, conn, grid,
  * 2^31 pixels or more), TW_E_NOMEM. Its steps, for drivers that run them as tasks: create
  * (plans a gx x gy grid of blocks and its merge tree; zeroes `canon`), then build every block,
- * merge k once merges / blocks a and b of twi_mt32_merge_children are done (children < 0 are
+ * merge k once merges / blocks a and b of twi_maxtree32_merge_children are done (children < 0 are
  * blocks ~a, ~b; merges are numbered children first, the last is the root; none with one
  * block), then, after the last merge, finish every block (blocks independent of each other
  * in each step but the merges). */
-typedef struct twi_mt32 twi_mt32;
-tw_status twi_mt32_create(uint32_t *a, int32_t w, int32_t h, int conn, int32_t gx, int32_t gy,
-                          uint64_t *canon, twi_mt32 **out);
+typedef struct twi_maxtree32 twi_maxtree32;
+tw_status twi_maxtree32_create(uint32_t *a, int32_t w, int32_t h, int conn, int32_t gx, int32_t gy,
+                               uint64_t *canon, twi_maxtree32 **out);
 /* Blocks of about 2^18 pixels, at least four a thread of a team of nthreads. */
-void twi_mt32_auto_grid(int32_t w, int32_t h, int nthreads, int32_t *gx, int32_t *gy);
-void twi_mt32_grid(const twi_mt32 *m, int32_t *blocks, int32_t *merges);
-void twi_mt32_merge_children(const twi_mt32 *m, int32_t k, int32_t *a, int32_t *b);
-tw_status twi_mt32_build(twi_mt32 *m, int32_t block);      /* TW_OK or TW_E_NOMEM */
-void twi_mt32_merge(twi_mt32 *m, int32_t k);
-tw_status twi_mt32_finish(twi_mt32 *m, int32_t block);     /* TW_OK or TW_E_NOMEM */
-void twi_mt32_destroy(twi_mt32 *m);                         /* NULL is a no-op */
+void twi_maxtree32_auto_grid(int32_t w, int32_t h, int nthreads, int32_t *gx, int32_t *gy);
+void twi_maxtree32_grid(const twi_maxtree32 *m, int32_t *blocks, int32_t *merges);
+void twi_maxtree32_merge_children(const twi_maxtree32 *m, int32_t k, int32_t *a, int32_t *b);
+tw_status twi_maxtree32_build(twi_maxtree32 *m, int32_t block);      /* TW_OK or TW_E_NOMEM */
+void twi_maxtree32_merge(twi_maxtree32 *m, int32_t k);
+tw_status twi_maxtree32_finish(twi_maxtree32 *m, int32_t block);     /* TW_OK or TW_E_NOMEM */
+void twi_maxtree32_destroy(twi_maxtree32 *m);                         /* NULL is a no-op */
 
 /* Same with the block grid forced to gx x gy (clamped to the image; 1 x 1 = one block; more
  * than 2^24 blocks after clamping (2^20 for TW_U32): TW_E_INVALID) whatever nthreads: lets
@@ -173,10 +173,10 @@ uint64_t *twi_radix_u64(uint64_t *a, uint64_t *tmp, size_t n, unsigned first_bit
  * whole-slide attribute filters (ops/attr_filter.c). Types and numbering: kern/maxtree.h. */
 /* Pass 1: the border max-tree of a tile from its levels (TW_U8 / TW_U16, 1 channel) and its
  * canonical parent image (TW_U32, tile raster indices, packed: stride = 4 w). `sides` is a
- * mask of TWI_MT_SIDE() bits. Returns TW_OK, TW_E_INVALID, TW_E_NOMEM (b is then empty). */
-tw_status twi_mt_border_extract(const tw_tile_view *levels, const tw_tile_view *parent,
-                                unsigned sides, twi_mt_border *b);
-void twi_mt_border_free(twi_mt_border *b);
+ * mask of TWI_MAXTREE_SIDE() bits. Returns TW_OK, TW_E_INVALID, TW_E_NOMEM (b is then empty). */
+tw_status twi_maxtree_border_extract(const tw_tile_view *levels, const tw_tile_view *parent,
+                                     unsigned sides, twi_maxtree_border *b);
+void twi_maxtree_border_free(twi_maxtree_border *b);
 
 /*
  * BP: merge the border max-trees of a tiles_x x tiles_y grid of tiles (raster order; tile
@@ -189,58 +189,61 @@ void twi_mt_border_free(twi_mt_border *b);
  * links merged. Returns TW_OK, TW_E_INVALID (more than UINT32_MAX nodes or links),
  * TW_E_NOMEM, TW_E_INTERNAL (a grid that does not connect).
  */
-tw_status twi_mt_merge(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y, int conn,
-                       const twi_mt_filter *f, uint64_t **res, int64_t **off, int64_t *edges);
+tw_status twi_maxtree_merge(twi_maxtree_border *const *tiles, int64_t tiles_x, int64_t tiles_y,
+                            int conn,
+                            const twi_maxtree_filter *f, uint64_t **res, int64_t **off,
+                            int64_t *edges);
 
 /*
  * The merge in steps, so that no step holds every tile's border max-tree (the attribute filters
  * of slides whose border trees exceed memory). Step 1, per block of tiles_x x tiles_y tiles of
- * the grid: merge them as twi_mt_merge does, and make the block's own border max-tree `out`
- * (free with twi_mt_border_free): the nodes of the merged tree that hold a pixel of one of the
- * block's `sides` (TWI_MT_SIDE bits: those towards other blocks, at least one) or are
+ * the grid: merge them as twi_maxtree_merge does, and make the block's own border max-tree `out`
+ * (free with twi_maxtree_border_free): the nodes of the merged tree that hold a pixel of one of the
+ * block's `sides` (TWI_MAXTREE_SIDE bits: those towards other blocks, at least one) or are
  * ancestors of such a node, numbered in the order of the tiles' nodes, with w and h the
- * block's, so that the blocks of a grid merge with twi_mt_merge (or again with this function)
+ * block's, so that the blocks of a grid merge with twi_maxtree_merge (or again with this function)
  * like tiles. Every other node of the block is finished: its component lies in the block. For
- * the tiles' node i of tile t, res[off[t] + i] is the answer of `f`, as twi_mt_merge gives it,
- * when it is known from the block alone, else TWI_MT_DEFER | k: the answer of node k of `out`
- * once the blocks are merged (twi_mt_resolve). Returns TW_OK, TW_E_INVALID (the grid's checks
- * of twi_mt_merge, no side, a side a tile lacks, a block of more than UINT32_MAX pixels),
+ * the tiles' node i of tile t, res[off[t] + i] is the answer of `f`, as twi_maxtree_merge gives it,
+ * when it is known from the block alone, else TWI_MAXTREE_DEFER | k: the answer of node k of `out`
+ * once the blocks are merged (twi_maxtree_resolve). Returns TW_OK, TW_E_INVALID (the grid's checks
+ * of twi_maxtree_merge, no side, a side a tile lacks, a block of more than UINT32_MAX pixels),
  * TW_E_NOMEM, TW_E_INTERNAL.
  */
-#define TWI_MT_DEFER ((uint64_t)1 << 63)
-tw_status twi_mt_merge_block(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y,
-                             unsigned sides, int conn, const twi_mt_filter *f,
-                             twi_mt_border *out, uint64_t **res, int64_t **off);
+#define TWI_MAXTREE_DEFER ((uint64_t)1 << 63)
+tw_status twi_maxtree_merge_block(twi_maxtree_border *const *tiles, int64_t tiles_x,
+                                  int64_t tiles_y,
+                                  unsigned sides, int conn, const twi_maxtree_filter *f,
+                                  twi_maxtree_border *out, uint64_t **res, int64_t **off);
 /* Step 2: replace the deferred answers of res[0 .. n) by the merged answers of the block's
- * nodes (block_res, as twi_mt_merge gives them for the block's border max-tree). */
-void twi_mt_resolve(uint64_t *res, int64_t n, const uint64_t *block_res);
+ * nodes (block_res, as twi_maxtree_merge gives them for the block's border max-tree). */
+void twi_maxtree_resolve(uint64_t *res, int64_t n, const uint64_t *block_res);
 
 /* Pass 2: filter a tile: `levels`, `parent` and `sides` as in pass 1; res: the tile's part of
- * twi_mt_merge's answer (NULL when sides is 0). out: 1 channel of the levels' type, or, for
- * TWI_MT_AREA_MAP, TW_U32 (areas above UINT32_MAX saturate) or TW_U64. */
-tw_status twi_mt_filter_tile(const tw_tile_view *levels, const tw_tile_view *parent,
-                             unsigned sides, const uint64_t *res, const twi_mt_filter *f,
-                             tw_tile_view *out);
+ * twi_maxtree_merge's answer (NULL when sides is 0). out: 1 channel of the levels' type, or, for
+ * TWI_MAXTREE_AREA_MAP, TW_U32 (areas above UINT32_MAX saturate) or TW_U64. */
+tw_status twi_maxtree_filter_tile(const tw_tile_view *levels, const tw_tile_view *parent,
+                                  unsigned sides, const uint64_t *res, const twi_maxtree_filter *f,
+                                  tw_tile_view *out);
 
-/* The checks of a grid of border max-trees that twi_mt_merge and twi_mt_pack_build share:
+/* The checks of a grid of border max-trees that twi_maxtree_merge and twi_maxtree_pack_build share:
  * tiles_x, tiles_y >= 1, no NULL tile, every tile with nodes and the side arrays its
  * neighbours need, matching sizes along shared sides, fewer than UINT32_MAX nodes in all
  * (*m: their number). Returns TW_OK or TW_E_INVALID. */
-tw_status twi_mt_grid_check(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y,
-                            int64_t *m);
+tw_status twi_maxtree_grid_check(twi_maxtree_border *const *tiles, int64_t tiles_x, int64_t tiles_y,
+                                 int64_t *m);
 
-/* Pack the border max-trees of a grid (as for twi_mt_merge, which checks them the same way)
- * into one malloc'ed buffer (*buf, free()) described by *layout, for twi_cuda_mt_merge.
- * Returns TW_OK, TW_E_INVALID (the grid's checks of twi_mt_merge, and trees the GPU could
+/* Pack the border max-trees of a grid (as for twi_maxtree_merge, which checks them the same way)
+ * into one malloc'ed buffer (*buf, free()) described by *layout, for twi_cuda_maxtree_merge.
+ * Returns TW_OK, TW_E_INVALID (the grid's checks of twi_maxtree_merge, and trees the GPU could
  * not survive: empty tiles, NULL arrays, a local parent out of range or not below its child,
  * a side entry out of range), TW_E_NOMEM. */
-tw_status twi_mt_pack_build(twi_mt_border *const *tiles, int64_t tiles_x, int64_t tiles_y,
-                            twi_mt_pack *layout, void **buf);
+tw_status twi_maxtree_pack_build(twi_maxtree_border *const *tiles, int64_t tiles_x, int64_t tiles_y,
+                                 twi_maxtree_pack *layout, void **buf);
 
 /* The per-pixel area of each pixel's node from a whole image's canonical parent image
  * (TW_U32 or TW_U64, packed) into out (TW_U32 or TW_U64, same w x h). */
-tw_status twi_mt_area_map(const tw_tile_view *levels, const tw_tile_view *parent,
-                          tw_tile_view *out);
+tw_status twi_maxtree_area_map(const tw_tile_view *levels, const tw_tile_view *parent,
+                               tw_tile_view *out);
 
 /*
  * Tree of shapes (omp/tos_omp.c has the algorithm, kern/tos.h and docs/tos.md the contract).
@@ -368,7 +371,7 @@ tw_status twi_omp_tos(const tw_tile_view *in, tw_tile_view *parent, tw_tile_view
 tw_status twi_omp_label(const tw_tile_view *mask, int conn, tw_tile_view *labels,
                         uint32_t *scratch, int64_t *n_out, int nthreads);
 /* Pass 1: the border labels of a labelled tile (`labels` as twi_omp_label leaves them, n its
- * label count) towards the `sides` (TWI_MT_SIDE bits), and its per-row counts of first pixels.
+ * label count) towards the `sides` (TWI_MAXTREE_SIDE bits), and its per-row counts of first pixels.
  * Returns TW_OK, TW_E_INVALID (labels not numbered in raster order, out of range), TW_E_NOMEM
  * (b is then empty). Free with twi_label_border_free(); the sides, needed only by the merge,
  * may go earlier with twi_label_border_free_sides(). */
@@ -402,21 +405,23 @@ tw_status twi_omp_label_apply(const tw_tile_view *labels, const uint64_t *map,
 /* Sortable levels of a 1-channel view (TW_U8, TW_U16: the value; TW_F32: the float's order as
  * a u32, -0 = +0); with `invert` the order is reversed (the negated image). Returns TW_OK, or
  * TW_E_INVALID for a NaN (its tile raster index in *nan) or a bad view. */
-tw_status twi_omp_ws_levels(const tw_tile_view *img, bool invert, uint32_t *lev, int64_t *nan);
+tw_status twi_omp_watershed_levels(const tw_tile_view *img, bool invert, uint32_t *lev,
+                                   int64_t *nan);
 
 /*
  * Flooding keys inside the tile (Dijkstra over the path cost, a binary heap of the keys):
- * seeds == NULL: from every pixel whose key is below TWI_WS_KINF (the markers); else from the
- * n_seeds listed pixels (tile raster indices), whose keys were just lowered from outside.
+ * seeds == NULL: from every pixel whose key is below TWI_WATERSHED_KINF (the markers); else from
+ * the n_seeds listed pixels (tile raster indices), whose keys were just lowered from outside.
  * Result: the smallest key over paths inside the tile from those pixels; pixels outside the
  * mask are never entered. Allocates its heap. `stop` (or NULL) is asked every 2^16 pixels:
  * TW_E_CANCELED, the keys then unusable. Returns TW_OK, TW_E_INVALID, TW_E_NOMEM.
  */
-tw_status twi_omp_ws_flood(twi_ws_tile *t, int conn, const uint32_t *seeds, int64_t n_seeds,
-                           const twi_stop *stop);
+tw_status twi_omp_watershed_flood(twi_watershed_tile *t, int conn, const uint32_t *seeds,
+                                  int64_t n_seeds,
+                                  const twi_stop *stop);
 
 /* The best-predecessor bits of every pixel of the tile, the keys final (ring: keys only). */
-void twi_omp_ws_preds(twi_ws_tile *t, int conn, const twi_ws_ring *ring);
+void twi_omp_watershed_preds(twi_watershed_tile *t, int conn, const twi_watershed_ring *ring);
 
 /*
  * Labels inside the tile: lab(p) := min(lab(p), lab(q)) over the best predecessors q in the
@@ -424,16 +429,18 @@ void twi_omp_ws_preds(twi_ws_tile *t, int conn, const twi_ws_ring *ring);
  * the listed pixels, just lowered from outside. Allocates its queue. `stop` as for the flood.
  * Returns TW_OK, TW_E_NOMEM, TW_E_CANCELED.
  */
-tw_status twi_omp_ws_label(twi_ws_tile *t, int conn, const uint32_t *seeds, int64_t n_seeds,
-                           const twi_stop *stop);
+tw_status twi_omp_watershed_label(twi_watershed_tile *t, int conn, const uint32_t *seeds,
+                                  int64_t n_seeds,
+                                  const twi_stop *stop);
 
 /*
- * The output labels of the tile (TW_U32 view, w x h): lab, 0 where TWI_WS_LINF. With `lines`,
- * also 0 where a neighbour q has another label and (key(q), lab(q)) < (key(p), lab(p)): of two
- * touching regions the pixel flooded later becomes the line (ring: keys and labels).
+ * The output labels of the tile (TW_U32 view, w x h): lab, 0 where TWI_WATERSHED_LINF. With
+ * `lines`, also 0 where a neighbour q has another label and (key(q), lab(q)) < (key(p), lab(p)): of
+ * two touching regions the pixel flooded later becomes the line (ring: keys and labels).
  */
-void twi_omp_ws_output(const twi_ws_tile *t, int conn, const twi_ws_ring *ring, bool lines,
-                       tw_tile_view *out);
+void twi_omp_watershed_output(const twi_watershed_tile *t, int conn, const twi_watershed_ring *ring,
+                              bool lines,
+                              tw_tile_view *out);
 
 /* ---- the CPU pixel steps ops/ runs between kernels (for ops/attr_filter.c, edt.c, mrecon.c,
  * label.c, watershed.c and stream.c). They have no CUDA twin, so their types stay here rather
@@ -441,7 +448,7 @@ void twi_omp_ws_output(const twi_ws_tile *t, int conn, const twi_ws_ring *ring, 
 
 /* (omp/maxtree_border.c) Levels v -> MAX - v in place, TW_U8 or TW_U16 (the attribute
  * filters run closings as openings of the inverted image). */
-void twi_mt_invert(tw_tile_view *v);
+void twi_maxtree_invert(tw_tile_view *v);
 
 /* (omp/bits.c) A row of w flags (bytes, nonzero = 1) packed 8 a byte, LSB first, and back
  * into 0/1 bytes: how multi-pass operations keep a mask between passes (edt, label). The
@@ -556,10 +563,10 @@ void twi_mrecon_out_dome(const tw_tile_view *jv, const tw_tile_view *iv, const t
 /* (omp/watershed_omp.c) The watershed's tile inputs (ops/watershed.c's load). The mask view
  * (TW_U8 or TW_U16) into in[] (1 = inside, raster order); the marker view (TW_U8, TW_U16 or
  * TW_U32) into k->lab and k->key (a marker inside: its label, key level << 32; else
- * TWI_WS_LINF, TWI_WS_KINF) from k->in and k->lev. A marker label TWI_WS_LINF counts as 0;
- * returns the raster index of the first such pixel, -1 when none. */
-void twi_omp_ws_mask(const tw_tile_view *v, uint8_t *in);
-int64_t twi_omp_ws_markers(twi_ws_tile *k, const tw_tile_view *v);
+ * TWI_WATERSHED_LINF, TWI_WATERSHED_KINF) from k->in and k->lev. A marker label TWI_WATERSHED_LINF
+ * counts as 0; returns the raster index of the first such pixel, -1 when none. */
+void twi_omp_watershed_mask(const tw_tile_view *v, uint8_t *in);
+int64_t twi_omp_watershed_markers(twi_watershed_tile *k, const tw_tile_view *v);
 
 /* ---- end of the CPU pixel steps ---- */
 

@@ -4,7 +4,7 @@
  * The watershed is computed in two fixpoints, each a monotone "min" propagation, which is why
  * the order of the updates (and so the tiling, the worker count) never changes the result:
  *
- *   1. keys: key(p) = min over neighbours q of twi_ws_step(key(q), lev(p)), markers at
+ *   1. keys: key(p) = min over neighbours q of twi_watershed_step(key(q), lev(p)), markers at
  *      (lev, 0). The step is monotone and strictly increasing, so the smallest path cost is the
  *      unique fixpoint (a shortest-path problem over an ordered path algebra); inside a tile
  *      Dijkstra computes it, across tiles border propagation lowers keys until stable.
@@ -36,7 +36,7 @@ f32_order(float f)
 }
 
 tw_status
-twi_omp_ws_levels(const tw_tile_view *img, bool invert, uint32_t *lev, int64_t *nan)
+twi_omp_watershed_levels(const tw_tile_view *img, bool invert, uint32_t *lev, int64_t *nan)
 {
     uint32_t flip = invert ? UINT32_MAX : 0u;
     size_t ss;
@@ -142,8 +142,8 @@ heap_pop(heap *h)
 }
 
 tw_status
-twi_omp_ws_flood(twi_ws_tile *t, int conn, const uint32_t *seeds, int64_t n_seeds,
-                 const twi_stop *stop)
+twi_omp_watershed_flood(twi_watershed_tile *t, int conn, const uint32_t *seeds, int64_t n_seeds,
+                        const twi_stop *stop)
 {
     atomic_bool stopped = false;
     int64_t n, pops = 0;
@@ -167,7 +167,7 @@ twi_omp_ws_flood(twi_ws_tile *t, int conn, const uint32_t *seeds, int64_t n_seed
         }
     } else {
         for (int64_t i = 0; i < n; i++)
-            if (t->key[i] != TWI_WS_KINF && heap_push(&h, t->key[i], (uint32_t)i) != 0) {
+            if (t->key[i] != TWI_WATERSHED_KINF && heap_push(&h, t->key[i], (uint32_t)i) != 0) {
                 st = TW_E_NOMEM;
                 goto out;
             }
@@ -185,14 +185,14 @@ twi_omp_ws_flood(twi_ws_tile *t, int conn, const uint32_t *seeds, int64_t n_seed
         x = (int32_t)(e.i % (uint32_t)t->w);
         y = (int32_t)(e.i / (uint32_t)t->w);
         for (int k = 0; k < nk; k++) {
-            int32_t qx = x + twi_ws_dx[k], qy = y + twi_ws_dy[k];
+            int32_t qx = x + twi_watershed_dx[k], qy = y + twi_watershed_dy[k];
             int64_t q;
             uint64_t c;
 
             if (qx < 0 || qy < 0 || qx >= t->w || qy >= t->h)
                 continue;
             q = (int64_t)qy * t->w + qx;
-            if (!t->in[q] || (c = twi_ws_step(e.k, t->lev[q])) >= t->key[q])
+            if (!t->in[q] || (c = twi_watershed_step(e.k, t->lev[q])) >= t->key[q])
                 continue;
             t->key[q] = c;
             if (heap_push(&h, c, (uint32_t)q) != 0) {
@@ -209,33 +209,33 @@ out:
 /* ---- labels */
 
 void
-twi_omp_ws_preds(twi_ws_tile *t, int conn, const twi_ws_ring *ring)
+twi_omp_watershed_preds(twi_watershed_tile *t, int conn, const twi_watershed_ring *ring)
 {
     int nk = conn == 8 ? 8 : 4;
 
     for (int32_t y = 0; y < t->h; y++) {
         for (int32_t x = 0; x < t->w; x++) {
             int64_t p = (int64_t)y * t->w + x;
-            uint64_t kp = t->key[p], best = TWI_WS_KINF, kq[8];
+            uint64_t kp = t->key[p], best = TWI_WATERSHED_KINF, kq[8];
             unsigned bits = 0;
 
             t->pred[p] = 0;
-            if (kp == TWI_WS_KINF || (kp & 0xffffffffu) == 0)
+            if (kp == TWI_WATERSHED_KINF || (kp & 0xffffffffu) == 0)
                 continue; /* unreached, masked out, or a marker */
             for (int k = 0; k < nk; k++) {
-                int32_t qx = x + twi_ws_dx[k], qy = y + twi_ws_dy[k];
+                int32_t qx = x + twi_watershed_dx[k], qy = y + twi_watershed_dy[k];
 
                 if (qx < 0 || qy < 0 || qx >= t->w || qy >= t->h)
-                    kq[k] = ring->key[twi_ws_ring_at(t->w, t->h, qx, qy)];
+                    kq[k] = ring->key[twi_watershed_ring_at(t->w, t->h, qx, qy)];
                 else
                     kq[k] = t->key[(int64_t)qy * t->w + qx];
-                if (kq[k] == TWI_WS_KINF || twi_ws_step(kq[k], t->lev[p]) != kp)
-                    kq[k] = TWI_WS_KINF;
+                if (kq[k] == TWI_WATERSHED_KINF || twi_watershed_step(kq[k], t->lev[p]) != kp)
+                    kq[k] = TWI_WATERSHED_KINF;
                 else if (kq[k] < best)
                     best = kq[k];
             }
             for (int k = 0; k < nk; k++)
-                if (kq[k] == best && best != TWI_WS_KINF)
+                if (kq[k] == best && best != TWI_WATERSHED_KINF)
                     bits |= 1u << k;
             t->pred[p] = (uint8_t)bits;
         }
@@ -243,8 +243,8 @@ twi_omp_ws_preds(twi_ws_tile *t, int conn, const twi_ws_ring *ring)
 }
 
 tw_status
-twi_omp_ws_label(twi_ws_tile *t, int conn, const uint32_t *seeds, int64_t n_seeds,
-                 const twi_stop *stop)
+twi_omp_watershed_label(twi_watershed_tile *t, int conn, const uint32_t *seeds, int64_t n_seeds,
+                        const twi_stop *stop)
 {
     atomic_bool stopped = false;
     int64_t n = (int64_t)t->w * t->h, head = 0, tail = 0, len = 0, pops = 0;
@@ -275,7 +275,7 @@ twi_omp_ws_label(twi_ws_tile *t, int conn, const uint32_t *seeds, int64_t n_seed
                 PUSH(seeds[s]);
     } else {
         for (int64_t i = 0; i < n; i++)
-            if (t->lab[i] != TWI_WS_LINF)
+            if (t->lab[i] != TWI_WATERSHED_LINF)
                 PUSH(i);
     }
     while (len > 0) {
@@ -291,7 +291,7 @@ twi_omp_ws_label(twi_ws_tile *t, int conn, const uint32_t *seeds, int64_t n_seed
         }
         /* Successors: neighbours s for which p is a best predecessor (s sees p as k ^ 1). */
         for (int k = 0; k < nk; k++) {
-            int32_t sx = x + twi_ws_dx[k], sy = y + twi_ws_dy[k];
+            int32_t sx = x + twi_watershed_dx[k], sy = y + twi_watershed_dy[k];
             int64_t s;
 
             if (sx < 0 || sy < 0 || sx >= t->w || sy >= t->h)
@@ -310,8 +310,9 @@ twi_omp_ws_label(twi_ws_tile *t, int conn, const uint32_t *seeds, int64_t n_seed
 }
 
 void
-twi_omp_ws_output(const twi_ws_tile *t, int conn, const twi_ws_ring *ring, bool lines,
-                  tw_tile_view *out)
+twi_omp_watershed_output(const twi_watershed_tile *t, int conn, const twi_watershed_ring *ring,
+                         bool lines,
+                         tw_tile_view *out)
 {
     int nk = conn == 8 ? 8 : 4;
 
@@ -323,16 +324,16 @@ twi_omp_ws_output(const twi_ws_tile *t, int conn, const twi_ws_ring *ring, bool 
             uint32_t lp = t->lab[p];
             uint64_t kp = t->key[p];
 
-            o[x] = lp == TWI_WS_LINF ? 0u : lp;
-            if (!lines || lp == TWI_WS_LINF)
+            o[x] = lp == TWI_WATERSHED_LINF ? 0u : lp;
+            if (!lines || lp == TWI_WATERSHED_LINF)
                 continue;
             for (int k = 0; k < nk; k++) {
-                int32_t qx = x + twi_ws_dx[k], qy = y + twi_ws_dy[k];
+                int32_t qx = x + twi_watershed_dx[k], qy = y + twi_watershed_dy[k];
                 uint64_t kq;
                 uint32_t lq;
 
                 if (qx < 0 || qy < 0 || qx >= t->w || qy >= t->h) {
-                    int64_t r = twi_ws_ring_at(t->w, t->h, qx, qy);
+                    int64_t r = twi_watershed_ring_at(t->w, t->h, qx, qy);
 
                     kq = ring->key[r];
                     lq = ring->lab[r];
@@ -340,7 +341,7 @@ twi_omp_ws_output(const twi_ws_tile *t, int conn, const twi_ws_ring *ring, bool 
                     kq = t->key[(int64_t)qy * t->w + qx];
                     lq = t->lab[(int64_t)qy * t->w + qx];
                 }
-                if (lq != TWI_WS_LINF && lq != lp && (kq < kp || (kq == kp && lq < lp))) {
+                if (lq != TWI_WATERSHED_LINF && lq != lp && (kq < kp || (kq == kp && lq < lp))) {
                     o[x] = 0;
                     break;
                 }
@@ -352,7 +353,7 @@ twi_omp_ws_output(const twi_ws_tile *t, int conn, const twi_ws_ring *ring, bool 
 /* ---- the tile's inputs (ops/watershed.c's load) */
 
 void
-twi_omp_ws_mask(const tw_tile_view *v, uint8_t *in)
+twi_omp_watershed_mask(const tw_tile_view *v, uint8_t *in)
 {
     for (int32_t y = 0; y < v->h; y++) {
         const char *row = (const char *)v->data + (int64_t)y * v->stride;
@@ -365,7 +366,7 @@ twi_omp_ws_mask(const tw_tile_view *v, uint8_t *in)
 }
 
 int64_t
-twi_omp_ws_markers(twi_ws_tile *k, const tw_tile_view *v)
+twi_omp_watershed_markers(twi_watershed_tile *k, const tw_tile_view *v)
 {
     int64_t bad = -1;
 
@@ -378,7 +379,7 @@ twi_omp_ws_markers(twi_ws_tile *k, const tw_tile_view *v)
                          : v->type == TW_U16 ? ((const uint16_t *)(const void *)row)[x]
                                              : ((const uint32_t *)(const void *)row)[x];
 
-            if (l == TWI_WS_LINF) {
+            if (l == TWI_WATERSHED_LINF) {
                 if (bad < 0)
                     bad = i;
                 l = 0;
@@ -387,8 +388,8 @@ twi_omp_ws_markers(twi_ws_tile *k, const tw_tile_view *v)
                 k->lab[i] = l;
                 k->key[i] = (uint64_t)k->lev[i] << 32;
             } else {
-                k->lab[i] = TWI_WS_LINF;
-                k->key[i] = TWI_WS_KINF;
+                k->lab[i] = TWI_WATERSHED_LINF;
+                k->key[i] = TWI_WATERSHED_KINF;
             }
         }
     }

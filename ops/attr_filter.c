@@ -30,21 +30,21 @@ typedef struct af_cell {
                                     from pass 1 to pass 2 when kept in memory) */
     int pass;                    /* the pass its tasks belong to */
     bool saved;                  /* AF_KEEP_SCRATCH: pass 1 wrote its tile to the keep file */
-    twi_mt_border bt;            /* pass 1's border max-tree, until the merge */
+    twi_maxtree_border bt;            /* pass 1's border max-tree, until the merge */
     int64_t block;               /* merge in blocks: the cell's block */
     int64_t res_at, res_n;       /* merge in blocks: where its nodes' answers are in the
                                     scratch file, and how many */
     uint64_t *res_buf;           /* pass 2, merge in blocks: its answers, resolved */
 } af_cell;
 
-/* A block of cells merged on its own (maxtree.merge_block; twi_mt_merge_block). */
+/* A block of cells merged on its own (maxtree.merge_block; twi_maxtree_merge_block). */
 typedef struct af_block {
     af_job *a;
     int64_t b;
     int64_t x0, y0, w, h;        /* in cells */
     unsigned sides;              /* towards other blocks */
     atomic_llong left;           /* cells whose pass 1 has not ended */
-    twi_mt_border bt;            /* the block's border max-tree, until the merge */
+    twi_maxtree_border bt;            /* the block's border max-tree, until the merge */
 } af_block;
 
 /* Where pass 1's decoded (and, for closings, inverted) tiles wait for pass 2, so that each
@@ -73,7 +73,7 @@ struct af_job {
     bool invert;
     bool area_map;               /* twi_area_map_submit(): node areas, TW_U64 */
     tw_sample_type out_type;
-    twi_mt_filter f;
+    twi_maxtree_filter f;
     bool on_gpu;                 /* tile passes (and the merge) run on GPU workers only */
     twi_window *win[3];          /* the cells of pass 1 and pass 2 (win[pass]) */
     tw_runtime *rt;
@@ -130,7 +130,7 @@ af_load(tw_task_ctx *ctx, void *arg)
     if ((st = twi_maxtree_read_rows(ctx, a->op, &a->in, c->x, c->y, &v)) != TW_OK)
         return st;
     if (a->invert)
-        twi_mt_invert(&v);
+        twi_maxtree_invert(&v);
     if (c->pass == 1 && a->keep == AF_KEEP_SCRATCH)
         c->saved = twi_pwrite_all(a->keep_fd, v.data, bytes, c->i * a->keep_bytes) == 0;
     twi_job_add_done(a->job, 1);
@@ -199,7 +199,7 @@ af_tree_cuda(tw_task_ctx *ctx, af_cell *c, tw_tile_view *par, void **mt, size_t 
     *mt_bytes = 0;
     if ((st = af_par_scratch(ctx, c, par)) != TW_OK)
         return st;
-    *mt_bytes = twi_cuda_mt_scratch_size(v.w, v.h);
+    *mt_bytes = twi_cuda_maxtree_filter_scratch_size(v.w, v.h);
     if (!(*mt = twi_ctx_scratch(ctx, *mt_bytes ? *mt_bytes : 1)))
         return twi_ctx_fail(ctx, TW_E_DEVICE, "%s: no GPU memory for tile %lld (%zu bytes)",
                             a->op, (long long)c->i, *mt_bytes);
@@ -270,9 +270,9 @@ af_unit_bytes(const af_job *a, int pass)
 #ifdef TW_HAVE_CUDA
 /* Copy the border max-tree the GPU left in the attribute scratch into c->bt. */
 static tw_status
-af_fetch_border(tw_task_ctx *ctx, af_cell *c, const twi_cuda_mt_border *d)
+af_fetch_border(tw_task_ctx *ctx, af_cell *c, const twi_cuda_maxtree_border *d)
 {
-    twi_mt_border *b = &c->bt;
+    twi_maxtree_border *b = &c->bt;
     int64_t n = 0;
     size_t m;
     tw_status st;
@@ -296,9 +296,9 @@ af_fetch_border(tw_task_ctx *ctx, af_cell *c, const twi_cuda_mt_border *d)
         (st = twi_ctx_copy_to_host(ctx, b->own, d->own, m * sizeof *b->own)) != TW_OK)
         return st;
     for (int s = 0; s < 4; s++) {
-        size_t len = (size_t)(s <= TWI_MT_BOTTOM ? c->w : c->h);
+        size_t len = (size_t)(s <= TWI_MAXTREE_BOTTOM ? c->w : c->h);
 
-        if (!(c->sides & TWI_MT_SIDE(s)))
+        if (!(c->sides & TWI_MAXTREE_SIDE(s)))
             continue;
         if (!(b->side[s] = malloc(len * sizeof *b->side[s])))
             goto nomem;
@@ -331,10 +331,10 @@ af_tp1_cpu(tw_task_ctx *ctx, void *arg)
     tw_status st;
 
     /* A retry after a failed CUDA run starts from nothing (that run may have fetched it). */
-    twi_mt_border_free(&c->bt);
+    twi_maxtree_border_free(&c->bt);
     if ((st = af_tree_cpu(ctx, c, &par)) != TW_OK)
         return st;
-    if ((st = twi_mt_border_extract(&v, &par, c->sides, &c->bt)) != TW_OK)
+    if ((st = twi_maxtree_border_extract(&v, &par, c->sides, &c->bt)) != TW_OK)
         return af_tp1_fail(ctx, c, st);
     return TW_OK;
 }
@@ -345,19 +345,19 @@ af_tp1_cuda(tw_task_ctx *ctx, void *arg)
 {
     af_cell *c = arg;
     tw_tile_view v = twi_ctx_view(ctx, 0), par;
-    twi_cuda_mt_border d;
+    twi_cuda_maxtree_border d;
     void *mt;
     size_t mt_bytes;
     tw_status st;
 
-    twi_mt_border_free(&c->bt);
+    twi_maxtree_border_free(&c->bt);
     if ((st = af_tree_cuda(ctx, c, &par, &mt, &mt_bytes)) != TW_OK)
         return st;
-    st = twi_cuda_mt_border_extract(&v, &par, c->sides, mt, mt_bytes, &d, twi_ctx_stream(ctx));
+    st = twi_cuda_maxtree_border_extract(&v, &par, c->sides, mt, mt_bytes, &d, twi_ctx_stream(ctx));
     if (st == TW_OK)
         st = af_fetch_border(ctx, c, &d);
     if (st != TW_OK) {
-        twi_mt_border_free(&c->bt);
+        twi_maxtree_border_free(&c->bt);
         return af_tp1_fail(ctx, c, st);
     }
     return TW_OK;
@@ -419,19 +419,19 @@ af_bmerge(tw_task_ctx *ctx, void *arg)
 {
     af_block *b = arg;
     af_job *a = b->a;
-    twi_mt_border **bts = NULL;
+    twi_maxtree_border **bts = NULL;
     uint64_t *res = NULL;
     int64_t *off = NULL, at;
     size_t bytes;
     tw_status st;
 
-    twi_mt_border_free(&b->bt);
+    twi_maxtree_border_free(&b->bt);
     if (!(bts = malloc((size_t)(b->w * b->h) * sizeof *bts)))
         return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory for the merge", a->op);
     for (int64_t j = 0; j < b->h; j++)
         for (int64_t i = 0; i < b->w; i++)
             bts[j * b->w + i] = &a->cells[(b->y0 + j) * a->tiles_x + b->x0 + i].bt;
-    st = twi_mt_merge_block(bts, b->w, b->h, b->sides, a->conn, &a->f, &b->bt, &res, &off);
+    st = twi_maxtree_merge_block(bts, b->w, b->h, b->sides, a->conn, &a->f, &b->bt, &res, &off);
     free(bts);
     if (st != TW_OK)
         return twi_ctx_fail(ctx, st, "%s: merging the border max-trees of block %lld failed (%s)",
@@ -450,7 +450,7 @@ af_bmerge(tw_task_ctx *ctx, void *arg)
 
             c->res_at = at + off[lt] * (int64_t)sizeof *res;
             c->res_n = off[lt + 1] - off[lt];
-            twi_mt_border_free(&c->bt);
+            twi_maxtree_border_free(&c->bt);
         }
 out:
     free(res);
@@ -482,7 +482,7 @@ af_bmerge_commit(tw_task_ctx *ctx, void *arg)
 }
 
 /* What the merge takes: the blocks' border max-trees, else every cell's. */
-static twi_mt_border *
+static twi_maxtree_border *
 merge_tree(af_job *a, int64_t i)
 {
     return a->blk ? &a->blocks[i].bt : &a->cells[i].bt;
@@ -491,19 +491,20 @@ merge_tree(af_job *a, int64_t i)
 #ifdef TW_HAVE_CUDA
 /* The merge on the GPU: pack the border max-trees, merge there, fetch the answers. */
 static tw_status
-af_merge_gpu(tw_task_ctx *ctx, af_job *a, twi_mt_border *const *bts)
+af_merge_gpu(tw_task_ctx *ctx, af_job *a, twi_maxtree_border *const *bts)
 {
-    twi_mt_pack L;
+    twi_maxtree_pack L;
     void *pack = NULL, *d_pack, *d_scratch;
     uint64_t *d_res;
     int64_t *d_links, links = 0;
     size_t sb;
     tw_status st;
 
-    if ((st = twi_mt_pack_build(bts, a->blk ? a->nbx : a->tiles_x, a->blk ? a->nby : a->tiles_y,
-                                &L, &pack)) != TW_OK)
+    if ((st = twi_maxtree_pack_build(bts, a->blk ? a->nbx : a->tiles_x,
+                                     a->blk ? a->nby : a->tiles_y,
+                                     &L, &pack)) != TW_OK)
         return st;
-    sb = twi_cuda_mt_merge_scratch_size(&L, a->conn);
+    sb = twi_cuda_maxtree_merge_scratch_size(&L, a->conn);
     if (!(d_pack = twi_ctx_scratch(ctx, L.bytes)) ||
         !(d_res = twi_ctx_scratch(ctx, (size_t)L.n * sizeof *d_res)) ||
         !(d_links = twi_ctx_scratch(ctx, sizeof *d_links)) ||
@@ -518,8 +519,8 @@ af_merge_gpu(tw_task_ctx *ctx, af_job *a, twi_mt_border *const *bts)
     }
     memcpy(a->off, (char *)pack + L.off_at, (size_t)(L.n_tiles + 1) * sizeof *a->off);
     if ((st = twi_ctx_copy_to_device(ctx, d_pack, pack, L.bytes)) != TW_OK ||
-        (st = twi_cuda_mt_merge(d_pack, &L, a->conn, &a->f, d_res, d_links, d_scratch, sb,
-                                twi_ctx_stream(ctx))) != TW_OK ||
+        (st = twi_cuda_maxtree_merge(d_pack, &L, a->conn, &a->f, d_res, d_links, d_scratch, sb,
+                                     twi_ctx_stream(ctx))) != TW_OK ||
         (st = twi_ctx_copy_to_host(ctx, a->res, d_res, (size_t)L.n * sizeof *a->res)) != TW_OK ||
         (st = twi_ctx_copy_to_host(ctx, &links, d_links, sizeof links)) != TW_OK)
         goto out;
@@ -535,7 +536,7 @@ out:
  * CUDA run: the border max-trees stay until the merge succeeded, af_merge_commit) and list
  * the trees it takes (*bts, malloc'ed). */
 static tw_status
-af_merge_begin(tw_task_ctx *ctx, af_job *a, twi_mt_border ***bts)
+af_merge_begin(tw_task_ctx *ctx, af_job *a, twi_maxtree_border ***bts)
 {
     int64_t n = a->blk ? a->n_blocks : a->n_tiles, nodes = 0;
 
@@ -554,7 +555,7 @@ af_merge_begin(tw_task_ctx *ctx, af_job *a, twi_mt_border ***bts)
 }
 
 static tw_status
-af_merge_end(tw_task_ctx *ctx, af_job *a, twi_mt_border **bts, tw_status st)
+af_merge_end(tw_task_ctx *ctx, af_job *a, twi_maxtree_border **bts, tw_status st)
 {
     free(bts);
     if (st != TW_OK)
@@ -569,13 +570,13 @@ static tw_status
 af_merge_cpu(tw_task_ctx *ctx, void *arg)
 {
     af_job *a = arg;
-    twi_mt_border **bts = NULL;
+    twi_maxtree_border **bts = NULL;
     tw_status st;
 
     if ((st = af_merge_begin(ctx, a, &bts)) != TW_OK)
         return st;
-    st = twi_mt_merge(bts, a->blk ? a->nbx : a->tiles_x, a->blk ? a->nby : a->tiles_y, a->conn,
-                      &a->f, &a->res, &a->off, &a->border_edges);
+    st = twi_maxtree_merge(bts, a->blk ? a->nbx : a->tiles_x, a->blk ? a->nby : a->tiles_y, a->conn,
+                           &a->f, &a->res, &a->off, &a->border_edges);
     return af_merge_end(ctx, a, bts, st);
 }
 
@@ -584,7 +585,7 @@ static tw_status
 af_merge_cuda(tw_task_ctx *ctx, void *arg)
 {
     af_job *a = arg;
-    twi_mt_border **bts = NULL;
+    twi_maxtree_border **bts = NULL;
     tw_status st;
 
     if ((st = af_merge_begin(ctx, a, &bts)) != TW_OK)
@@ -604,13 +605,13 @@ typedef struct bt_hdr {
 } bt_hdr;
 
 static size_t
-bt_bytes(const twi_mt_border *b)
+bt_bytes(const twi_maxtree_border *b)
 {
     size_t n = sizeof(bt_hdr) + (size_t)b->n * (2 * sizeof(uint16_t) + 2 * sizeof(uint32_t));
 
     for (int s = 0; s < 4; s++)
         if (b->side[s])
-            n += (size_t)(s <= TWI_MT_BOTTOM ? b->w : b->h) * sizeof(uint32_t);
+            n += (size_t)(s <= TWI_MAXTREE_BOTTOM ? b->w : b->h) * sizeof(uint32_t);
     return n;
 }
 
@@ -622,12 +623,12 @@ bt_put(unsigned char *p, const void *src, size_t n)
 }
 
 static unsigned char *
-bt_pack(const twi_mt_border *b, unsigned char *p)
+bt_pack(const twi_maxtree_border *b, unsigned char *p)
 {
     bt_hdr h = {b->n, b->w, b->h, 0, 0};
 
     for (int s = 0; s < 4; s++)
-        h.sides |= b->side[s] ? TWI_MT_SIDE(s) : 0u;
+        h.sides |= b->side[s] ? TWI_MAXTREE_SIDE(s) : 0u;
     p = bt_put(p, &h, sizeof h);
     p = bt_put(p, b->level, (size_t)b->n * sizeof *b->level);
     p = bt_put(p, b->maxv, (size_t)b->n * sizeof *b->maxv);
@@ -635,13 +636,13 @@ bt_pack(const twi_mt_border *b, unsigned char *p)
     p = bt_put(p, b->own, (size_t)b->n * sizeof *b->own);
     for (int s = 0; s < 4; s++)
         if (b->side[s])
-            p = bt_put(p, b->side[s], (size_t)(s <= TWI_MT_BOTTOM ? b->w : b->h) * 4);
+            p = bt_put(p, b->side[s], (size_t)(s <= TWI_MAXTREE_BOTTOM ? b->w : b->h) * 4);
     return p;
 }
 
 /* Read one tree from p (left bytes there) into b; NULL when malformed or out of memory. */
 static const unsigned char *
-bt_unpack(const unsigned char *p, size_t left, twi_mt_border *b)
+bt_unpack(const unsigned char *p, size_t left, twi_maxtree_border *b)
 {
     bt_hdr h;
     size_t len;
@@ -670,9 +671,9 @@ bt_unpack(const unsigned char *p, size_t left, twi_mt_border *b)
     p += (size_t)h.n * 12;
     left -= (size_t)h.n * 12;
     for (int s = 0; s < 4; s++) {
-        if (!(h.sides & TWI_MT_SIDE(s)))
+        if (!(h.sides & TWI_MAXTREE_SIDE(s)))
             continue;
-        len = (size_t)(s <= TWI_MT_BOTTOM ? h.w : h.h) * 4;
+        len = (size_t)(s <= TWI_MAXTREE_BOTTOM ? h.w : h.h) * 4;
         if (len > left || !(b->side[s] = malloc(len)))
             return NULL;
         memcpy(b->side[s], p, len);
@@ -690,8 +691,8 @@ dmerge_root(af_job *a, const unsigned char *all, const int64_t *lens, int size, 
             int64_t *part_lens)
 {
     int64_t nbx = a->nbx, n = nbx * size, *off = NULL, bytes = 0;
-    twi_mt_border *bt = calloc((size_t)n, sizeof *bt);
-    twi_mt_border **bts = malloc((size_t)n * sizeof *bts);
+    twi_maxtree_border *bt = calloc((size_t)n, sizeof *bt);
+    twi_maxtree_border **bts = malloc((size_t)n * sizeof *bts);
     uint64_t *res = NULL;
     unsigned char *out = NULL, *q;
     const unsigned char *p = all;
@@ -718,7 +719,7 @@ dmerge_root(af_job *a, const unsigned char *all, const int64_t *lens, int size, 
     a->border_nodes = 0;
     for (int64_t i = 0; i < n; i++)
         a->border_nodes += bt[i].n;
-    if ((st = twi_mt_merge(bts, nbx, size, a->conn, &a->f, &res, &off, &a->border_edges)) !=
+    if ((st = twi_maxtree_merge(bts, nbx, size, a->conn, &a->f, &res, &off, &a->border_edges)) !=
         TW_OK)
         goto out;
     for (int r = 0; r < size; r++) {
@@ -742,7 +743,7 @@ dmerge_root(af_job *a, const unsigned char *all, const int64_t *lens, int size, 
     out = NULL;
 out:
     for (int64_t i = 0; bt && i < n; i++)
-        twi_mt_border_free(&bt[i]);
+        twi_maxtree_border_free(&bt[i]);
     free(bt);
     free(bts);
     free(res);
@@ -821,7 +822,7 @@ af_merge_commit(tw_task_ctx *ctx, void *arg)
     tw_status st;
 
     for (int64_t i = 0; i < (a->blk ? a->n_blocks : a->n_tiles); i++)
-        twi_mt_border_free(merge_tree(a, i));
+        twi_maxtree_border_free(merge_tree(a, i));
     a->merge_dev = twi_ctx_device(ctx);
     a->t2 = twi_now_s();
     twi_job_add_done(a->job, 1);
@@ -847,7 +848,7 @@ af_cell_answers(tw_task_ctx *ctx, af_cell *c)
     if (twi_pread_all(a->scratch_fd, c->res_buf, bytes, c->res_at) != 0)
         return twi_ctx_fail(ctx, TW_E_IO, "%s: cannot read the scratch file back (%s)", a->op,
                             strerror(errno));
-    twi_mt_resolve(c->res_buf, c->res_n, a->res + a->off[c->block]);
+    twi_maxtree_resolve(c->res_buf, c->res_n, a->res + a->off[c->block]);
     return TW_OK;
 }
 
@@ -889,7 +890,7 @@ af_tp2_cpu(tw_task_ctx *ctx, void *arg)
     if ((st = af_tp2_answers(ctx, c, &res, &rb)) != TW_OK ||
         (st = af_tree_cpu(ctx, c, &par)) != TW_OK)
         return st;
-    if ((st = twi_mt_filter_tile(&v, &par, c->sides, res, &c->a->f, &o)) != TW_OK)
+    if ((st = twi_maxtree_filter_tile(&v, &par, c->sides, res, &c->a->f, &o)) != TW_OK)
         return af_tp2_fail(ctx, c, st);
     return TW_OK;
 }
@@ -915,8 +916,8 @@ af_tp2_cuda(tw_task_ctx *ctx, void *arg)
         return d_res ? st
                      : twi_ctx_fail(ctx, TW_E_DEVICE, "%s: no GPU memory for tile %lld", a->op,
                                     (long long)c->i);
-    st = twi_cuda_mt_filter(&v, &par, c->sides, d_res, &a->f, &o, mt, mt_bytes,
-                            twi_ctx_stream(ctx));
+    st = twi_cuda_maxtree_filter(&v, &par, c->sides, d_res, &a->f, &o, mt, mt_bytes,
+                                 twi_ctx_stream(ctx));
     if (st != TW_OK)
         return af_tp2_fail(ctx, c, st);
     return TW_OK;
@@ -947,7 +948,7 @@ af_store(tw_task_ctx *ctx, void *arg)
     tw_status st;
 
     if (a->invert)
-        twi_mt_invert(&o);
+        twi_maxtree_invert(&o);
     o.x0 = c->x;
     o.y0 = c->y;
     if (a->dist) {
@@ -1110,11 +1111,11 @@ af_free(void *user)
     for (int64_t i = 0; a->cells && i < a->n_tiles; i++) {
         twi_tile_release(a->cells[i].img);
         twi_tile_release(a->cells[i].out);
-        twi_mt_border_free(&a->cells[i].bt);
+        twi_maxtree_border_free(&a->cells[i].bt);
         free(a->cells[i].res_buf);
     }
     for (int64_t b = 0; a->blocks && b < a->n_blocks; b++)
-        twi_mt_border_free(&a->blocks[b].bt);
+        twi_maxtree_border_free(&a->blocks[b].bt);
     if (a->scratch_fd >= 0)
         close(a->scratch_fd);
     if (a->keep_fd >= 0)
@@ -1220,10 +1221,11 @@ blocks_make(af_job *a, int64_t gx, int64_t gy, const tw_config *cfg, tw_error *e
         B->y0 = (b / a->nbx) * gy;
         B->w = a->tiles_x - B->x0 < gx ? a->tiles_x - B->x0 : gx;
         B->h = a->tiles_y - B->y0 < gy ? a->tiles_y - B->y0 : gy;
-        B->sides = (a->ty0 + B->y0 > 0 ? TWI_MT_SIDE(TWI_MT_TOP) : 0u) |
-                   (a->ty0 + B->y0 + B->h < a->all_tiles_y ? TWI_MT_SIDE(TWI_MT_BOTTOM) : 0u) |
-                   (B->x0 > 0 ? TWI_MT_SIDE(TWI_MT_LEFT) : 0u) |
-                   (B->x0 + B->w < a->tiles_x ? TWI_MT_SIDE(TWI_MT_RIGHT) : 0u);
+        B->sides = (a->ty0 + B->y0 > 0 ? TWI_MAXTREE_SIDE(TWI_MAXTREE_TOP) : 0u) |
+                   (a->ty0 + B->y0 + B->h < a->all_tiles_y ? TWI_MAXTREE_SIDE(TWI_MAXTREE_BOTTOM)
+                                                           : 0u) |
+                   (B->x0 > 0 ? TWI_MAXTREE_SIDE(TWI_MAXTREE_LEFT) : 0u) |
+                   (B->x0 + B->w < a->tiles_x ? TWI_MAXTREE_SIDE(TWI_MAXTREE_RIGHT) : 0u);
         atomic_init(&B->left, B->w * B->h);
         for (int64_t j = 0; j < B->h; j++)
             for (int64_t i = 0; i < B->w; i++) {
@@ -1324,14 +1326,14 @@ af_setup(af_job *a, tw_runtime *rt, const tw_attr_filter_opts *o, tw_error *err)
         return st;
     a->W = a->in.s.w;
     a->H = a->in.s.h;
-    a->f.rule = o->filter == TW_AREA_OPENING || o->filter == TW_AREA_CLOSING ? TWI_MT_AREA
-                                                                           : TWI_MT_HEIGHT;
+    a->f.rule = o->filter == TW_AREA_OPENING || o->filter == TW_AREA_CLOSING ? TWI_MAXTREE_AREA
+                                                                           : TWI_MAXTREE_HEIGHT;
     a->f.threshold = o->threshold;
     a->f.vmin = 0;
     a->invert = o->filter == TW_AREA_CLOSING || o->filter == TW_HEIGHT_CLOSING;
     a->out_type = a->in.s.in_type;
     if (a->area_map) {
-        a->f.rule = TWI_MT_AREA_MAP;
+        a->f.rule = TWI_MAXTREE_AREA_MAP;
         a->invert = false;
         a->out_type = TW_U64;
     }
@@ -1392,10 +1394,10 @@ af_setup(af_job *a, tw_runtime *rt, const tw_attr_filter_opts *o, tw_error *err)
         c->y = ty * a->th;
         c->w = (int32_t)(a->W - c->x < a->tw ? a->W - c->x : a->tw);
         c->h = (int32_t)(a->H - c->y < a->th ? a->H - c->y : a->th);
-        c->sides = (ty > 0 ? TWI_MT_SIDE(TWI_MT_TOP) : 0u) |
-                   (ty + 1 < a->all_tiles_y ? TWI_MT_SIDE(TWI_MT_BOTTOM) : 0u) |
-                   (tx > 0 ? TWI_MT_SIDE(TWI_MT_LEFT) : 0u) |
-                   (tx + 1 < a->tiles_x ? TWI_MT_SIDE(TWI_MT_RIGHT) : 0u);
+        c->sides = (ty > 0 ? TWI_MAXTREE_SIDE(TWI_MAXTREE_TOP) : 0u) |
+                   (ty + 1 < a->all_tiles_y ? TWI_MAXTREE_SIDE(TWI_MAXTREE_BOTTOM) : 0u) |
+                   (tx > 0 ? TWI_MAXTREE_SIDE(TWI_MAXTREE_LEFT) : 0u) |
+                   (tx + 1 < a->tiles_x ? TWI_MAXTREE_SIDE(TWI_MAXTREE_RIGHT) : 0u);
     }
     if ((st = a->dist ? dist_blocks_setup(a, cfg, err) : af_blocks_setup(a, cfg, err)) != TW_OK)
         return st;

@@ -652,7 +652,8 @@ lb_setup(lb_job *a, tw_runtime *rt, const tw_label_opts *o, tw_error *err)
         a->out_type = TW_U32;
     if (o->output.path) {
         if (a->in.path && twi_ops_same_file(a->in.path, o->output.path))
-            return twi_error_set(err, TW_E_INVALID, OP ": the output '%s' would overwrite the input",
+            return twi_error_set(err, TW_E_INVALID,
+                                 OP ": the output '%s' would overwrite the input",
                                  o->output.path);
         a->out_file = true;
     } else {
@@ -684,10 +685,10 @@ lb_setup(lb_job *a, tw_runtime *rt, const tw_label_opts *o, tw_error *err)
         c->y = ty * a->th;
         c->w = (int32_t)(a->W - c->x < a->tw ? a->W - c->x : a->tw);
         c->h = (int32_t)(a->H - c->y < a->th ? a->H - c->y : a->th);
-        c->sides = (ty > 0 ? TWI_MT_SIDE(TWI_MT_TOP) : 0u) |
-                   (ty + 1 < a->tiles_y ? TWI_MT_SIDE(TWI_MT_BOTTOM) : 0u) |
-                   (tx > 0 ? TWI_MT_SIDE(TWI_MT_LEFT) : 0u) |
-                   (tx + 1 < a->tiles_x ? TWI_MT_SIDE(TWI_MT_RIGHT) : 0u);
+        c->sides = (ty > 0 ? TWI_MAXTREE_SIDE(TWI_MAXTREE_TOP) : 0u) |
+                   (ty + 1 < a->tiles_y ? TWI_MAXTREE_SIDE(TWI_MAXTREE_BOTTOM) : 0u) |
+                   (tx > 0 ? TWI_MAXTREE_SIDE(TWI_MAXTREE_LEFT) : 0u) |
+                   (tx + 1 < a->tiles_x ? TWI_MAXTREE_SIDE(TWI_MAXTREE_RIGHT) : 0u);
     }
     if (a->out_file &&
         (st = twi_stream_open_output(&a->in.s, cfg, OP, &o->output, 1, a->out_type, err)) !=

@@ -190,7 +190,7 @@ mx_store(tw_task_ctx *ctx, void *arg)
         av.stride = (int64_t)((size_t)a.w * ss);
         if (!(av.data = twi_ctx_scratch(ctx, (size_t)a.w * (size_t)a.h * ss)))
             return twi_ctx_fail(ctx, TW_E_NOMEM, MX ": out of memory for the area image");
-        if ((st = twi_mt_area_map(&a, &p, &av)) != TW_OK)
+        if ((st = twi_maxtree_area_map(&a, &p, &av)) != TW_OK)
             return twi_ctx_fail(ctx, st, MX ": the area image failed (%s)", tw_status_string(st));
         if ((st = mx_put(ctx, &m->area_s, m->area_file, &m->area, &av)) != TW_OK)
             return st;

@@ -79,7 +79,7 @@ typedef struct tos_job {
     twi_tos_sort *sort;
     atomic_int parts;            /* parts submitted and not ended */
     atomic_int helpers;          /* helpers of shared batches submitted and not ended */
-    twi_mt32 *mt;
+    twi_maxtree32 *mt;
     int32_t blocks, merges;
     twi_tos_un *un;
     int32_t gx, gy;              /* the max-tree's block grid */
@@ -353,8 +353,8 @@ t_sort_commit(tw_task_ctx *ctx, void *arg)
     twi_tos_sort_destroy(j->sort);
     j->sort = NULL;
     /* the plan of the max-tree (it clears the canonical bit map, the seen faces until now) */
-    if ((st = twi_mt32_create(j->a, (int32_t)j->kw, (int32_t)j->kh, 4, j->gx, j->gy, j->canon,
-                              &j->mt)) != TW_OK ||
+    if ((st = twi_maxtree32_create(j->a, (int32_t)j->kw, (int32_t)j->kh, 4, j->gx, j->gy, j->canon,
+                                   &j->mt)) != TW_OK ||
         (st = submit_tree(j)) != TW_OK)
         return twi_ctx_fail(ctx, st, "%s: cannot submit the tree (%s)", j->op,
                             tw_status_string(st));
@@ -369,7 +369,7 @@ t_build(tw_task_ctx *ctx, void *arg)
     tos_arg *a = arg;
     tw_status st;
 
-    if ((st = twi_mt32_build(a->j->mt, (int32_t)a->i)) != TW_OK)
+    if ((st = twi_maxtree32_build(a->j->mt, (int32_t)a->i)) != TW_OK)
         return twi_ctx_fail(ctx, st, "%s: out of memory building block %lld of the tree",
                             a->j->op, (long long)a->i);
     twi_job_add_done(a->j->job, 1);
@@ -382,7 +382,7 @@ t_merge(tw_task_ctx *ctx, void *arg)
     tos_arg *a = arg;
 
     (void)ctx;
-    twi_mt32_merge(a->j->mt, (int32_t)a->i);
+    twi_maxtree32_merge(a->j->mt, (int32_t)a->i);
     twi_job_add_done(a->j->job, 1);
     return TW_OK;
 }
@@ -393,7 +393,7 @@ t_finish(tw_task_ctx *ctx, void *arg)
     tos_arg *a = arg;
     tw_status st;
 
-    if ((st = twi_mt32_finish(a->j->mt, (int32_t)a->i)) != TW_OK)
+    if ((st = twi_maxtree32_finish(a->j->mt, (int32_t)a->i)) != TW_OK)
         return twi_ctx_fail(ctx, st, "%s: out of memory finishing block %lld of the tree",
                             a->j->op, (long long)a->i);
     twi_job_add_done(a->j->job, 1);
@@ -407,7 +407,7 @@ t_un_create(tw_task_ctx *ctx, void *arg)
     tos_job *j = ((tos_arg *)arg)->j;
     tw_status st;
 
-    twi_mt32_destroy(j->mt);
+    twi_maxtree32_destroy(j->mt);
     j->mt = NULL;
     if ((st = twi_tos_un_create(&j->vin, j->a, j->canon, j->par, &j->un)) != TW_OK)
         return twi_ctx_fail(ctx, st, "%s: out of memory un-interpolating", j->op);
@@ -644,7 +644,7 @@ tree_tasks(tos_job *j, tw_task **sync)
     for (int32_t k = 0; k < j->merges; k++) {
         int32_t c[2];
 
-        twi_mt32_merge_children(j->mt, k, &c[0], &c[1]);
+        twi_maxtree32_merge_children(j->mt, k, &c[0], &c[1]);
         if ((st = task_new(j, &merge_kind, k, &mt[k])) != TW_OK)
             goto out;
         for (int i = 0; i < 2; i++)
@@ -752,7 +752,7 @@ tos_free(void *user)
     twi_stream_finish(&j->area_s, TW_E_CANCELED, NULL);
     twi_stream_finish(&j->in.s, TW_E_CANCELED, NULL);
     twi_tos_sort_destroy(j->sort);
-    twi_mt32_destroy(j->mt);
+    twi_maxtree32_destroy(j->mt);
     twi_tos_un_destroy(j->un);
     free(j->img);
     free(j->a);
@@ -887,7 +887,7 @@ graph(tos_job *j)
     int64_t total;
 
     /* the tree's blocks now (prep plans them over the grid): the progress total is known */
-    twi_mt32_auto_grid((int32_t)j->kw, (int32_t)j->kh, j->cpu_workers, &j->gx, &j->gy);
+    twi_maxtree32_auto_grid((int32_t)j->kw, (int32_t)j->kh, j->cpu_workers, &j->gx, &j->gy);
     j->blocks = j->gx * j->gy;
     j->merges = j->blocks - 1;
     /* load, prep, the faces sorted, build and finish a block, merges, un.create and

@@ -69,7 +69,7 @@ typedef struct ws_tile {
     int64_t index;
     int64_t x, y;       /* first pixel in the image frame */
     int32_t w, h;
-    twi_ws_tile k;      /* the kernel's arrays, allocated by the load */
+    twi_watershed_tile k;      /* the kernel's arrays, allocated by the load */
     void *mem;          /* the one allocation behind them */
     uint32_t *seeds;    /* pixels lowered by the running BP (tile raster indices) */
     int64_t n_seeds, cap_seeds;
@@ -155,7 +155,7 @@ load_cpu(tw_task_ctx *ctx, void *arg)
     ws_tile *t = arg;
     ws_job *m = t->m;
     int64_t n = (int64_t)t->w * t->h, nan = -1, bad;
-    twi_ws_tile *k = &t->k;
+    twi_watershed_tile *k = &t->k;
     tw_tile_view v;
     char *p;
     tw_status st;
@@ -175,7 +175,7 @@ load_cpu(tw_task_ctx *ctx, void *arg)
 
     if ((st = read_view(ctx, &m->img, t, &v)) != TW_OK)
         return st;
-    if (twi_omp_ws_levels(&v, m->negate, (uint32_t *)(void *)(p + 8 * n), &nan) != TW_OK) {
+    if (twi_omp_watershed_levels(&v, m->negate, (uint32_t *)(void *)(p + 8 * n), &nan) != TW_OK) {
         if (nan < 0)
             return twi_ctx_fail(ctx, TW_E_INTERNAL, "%s: bad image view", OP);
         record_bad(m, t, nan, "the image is NaN", 0);
@@ -183,15 +183,15 @@ load_cpu(tw_task_ctx *ctx, void *arg)
     if (m->has_mask) {
         if ((st = read_view(ctx, &m->mask, t, &v)) != TW_OK)
             return st;
-        twi_omp_ws_mask(&v, (uint8_t *)(p + 16 * n));
+        twi_omp_watershed_mask(&v, (uint8_t *)(p + 16 * n));
     } else {
         memset(p + 16 * n, 1, (size_t)n);
     }
     if ((st = read_view(ctx, &m->markers, t, &v)) != TW_OK)
         return st;
     /* a label the flood reserves: the first one of the tile is what the job reports */
-    if ((bad = twi_omp_ws_markers(k, &v)) >= 0)
-        record_bad(m, t, bad, "marker label", TWI_WS_LINF);
+    if ((bad = twi_omp_watershed_markers(k, &v)) >= 0)
+        record_bad(m, t, bad, "marker label", TWI_WATERSHED_LINF);
     twi_job_add_done(m->job, 1);
     return TW_OK;
 }
@@ -217,8 +217,8 @@ flood_cpu(tw_task_ctx *ctx, void *arg)
     {
         const twi_stop stop = {twi_ops_ctx_stop, ctx};
 
-        st = twi_omp_ws_flood(&t->k, t->m->conn, t->seeded ? t->tp_seeds : NULL,
-                              t->n_tp_seeds, &stop);
+        st = twi_omp_watershed_flood(&t->k, t->m->conn, t->seeded ? t->tp_seeds : NULL,
+                                     t->n_tp_seeds, &stop);
     }
     if (st == TW_E_CANCELED)
         return st;
@@ -227,7 +227,7 @@ flood_cpu(tw_task_ctx *ctx, void *arg)
     return TW_OK;
 }
 
-/* The ring around t (twi_ws_ring_at's layout) from the neighbouring tiles; their keys and
+/* The ring around t (twi_watershed_ring_at's layout) from the neighbouring tiles; their keys and
  * labels are read while no task writes them. */
 static void
 fill_ring(ws_job *m, const ws_tile *t, uint64_t *key, uint32_t *lab)
@@ -250,9 +250,9 @@ fill_ring(ws_job *m, const ws_tile *t, uint64_t *key, uint32_t *lab)
         gx = t->x + x;
         gy = t->y + y;
         if (gx < 0 || gy < 0 || gx >= m->W || gy >= m->H) {
-            key[r] = TWI_WS_KINF;
+            key[r] = TWI_WATERSHED_KINF;
             if (lab)
-                lab[r] = TWI_WS_LINF;
+                lab[r] = TWI_WATERSHED_LINF;
         } else {
             const ws_tile *u = tile_at(m, gx, gy);
             int64_t i = (gy - u->y) * u->w + (gx - u->x);
@@ -272,19 +272,19 @@ label_cpu(tw_task_ctx *ctx, void *arg)
     tw_status st;
 
     if (!t->seeded) {
-        twi_ws_ring ring = {NULL, NULL};
+        twi_watershed_ring ring = {NULL, NULL};
 
         if (!(ring.key = twi_ctx_scratch(ctx, (size_t)(2 * ((int64_t)t->w + 2) + 2 * t->h) *
                                                   sizeof *ring.key)))
             return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory", OP);
         fill_ring(m, t, ring.key, NULL);
-        twi_omp_ws_preds(&t->k, m->conn, &ring);
+        twi_omp_watershed_preds(&t->k, m->conn, &ring);
     }
     {
         const twi_stop stop = {twi_ops_ctx_stop, ctx};
 
-        st = twi_omp_ws_label(&t->k, m->conn, t->seeded ? t->tp_seeds : NULL, t->n_tp_seeds,
-                              &stop);
+        st = twi_omp_watershed_label(&t->k, m->conn, t->seeded ? t->tp_seeds : NULL, t->n_tp_seeds,
+                                     &stop);
     }
     if (st == TW_E_CANCELED)
         return st;
@@ -332,7 +332,7 @@ pull(ws_job *m, ws_tile *b)
             if (!b->k.in[q])
                 continue;
             for (int k = 0; k < nk; k++) {
-                int64_t gx = b->x + x + twi_ws_dx[k], gy = b->y + y + twi_ws_dy[k], p;
+                int64_t gx = b->x + x + twi_watershed_dx[k], gy = b->y + y + twi_watershed_dy[k], p;
                 ws_tile *a;
 
                 if (gx < 0 || gy < 0 || gx >= m->W || gy >= m->H ||
@@ -343,8 +343,8 @@ pull(ws_job *m, ws_tile *b)
                 if (m->phase == 1) {
                     uint64_t c;
 
-                    if (a->k.key[p] == TWI_WS_KINF ||
-                        (c = twi_ws_step(a->k.key[p], b->k.lev[q])) >= b->k.key[q])
+                    if (a->k.key[p] == TWI_WATERSHED_KINF ||
+                        (c = twi_watershed_step(a->k.key[p], b->k.lev[q])) >= b->k.key[q])
                         continue;
                     b->k.key[q] = c;
                 } else {
@@ -485,7 +485,7 @@ store_cpu(tw_task_ctx *ctx, void *arg)
 {
     ws_tile *t = arg;
     ws_job *m = t->m;
-    twi_ws_ring ring = {NULL, NULL};
+    twi_watershed_ring ring = {NULL, NULL};
     tw_tile_view ov;
     tw_error err;
     tw_status st;
@@ -514,7 +514,7 @@ store_cpu(tw_task_ctx *ctx, void *arg)
         ov.stride = (int64_t)stride;
         ov.data = (char *)m->result.data + (size_t)t->y * stride + (size_t)t->x * 4u;
     }
-    twi_omp_ws_output(&t->k, m->conn, &ring, m->lines, &ov);
+    twi_omp_watershed_output(&t->k, m->conn, &ring, m->lines, &ov);
     if (m->out_file) {
         st = twi_assembler_put(m->img.s.assembler, t->x, t->y, &ov, &err);
         free(ov.data);

@@ -14,8 +14,8 @@
  *   - what the command keeps by design outside --mem-budget, growing with the slide's width
  *     or area: with --pyramid, the assembler's partial output tiles, one tile row per
  *     reduced level (about w * tile * 3 bytes for RGB); for the area opening, the border
- *     max-trees of every tile, kept in memory and merged at once (twi_mt_border_extract,
- *     twi_mt_merge): about 42 bytes per border pixel measured at the merge's peak, allowed
+ *     max-trees of every tile, kept in memory and merged at once (twi_maxtree_border_extract,
+ *     twi_maxtree_merge): about 42 bytes per border pixel measured at the merge's peak, allowed
  *     BORDER_BYTES;
  *   - run as shipped (glibc's default malloc), ARENA_SLACK: glibc raises its mmap threshold
  *     to the size of the largest block freed (up to 32 MiB), after which tile-sized buffers

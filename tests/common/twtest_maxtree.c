@@ -274,10 +274,10 @@ twtest_maxtree_grid_make(uint64_t *rng, const void *img, int32_t W, int32_t H, t
         const int32_t x0 = cx[i], y0 = cy[j], w = cx[i + 1] - x0, h = cy[j + 1] - y0;
         unsigned char *px = malloc((size_t)w * (size_t)h * ss);
         uint32_t *par = malloc((size_t)w * (size_t)h * 4);
-        unsigned sides = (j > 0 ? TWI_MT_SIDE(TWI_MT_TOP) : 0) |
-                         (j + 1 < ky ? TWI_MT_SIDE(TWI_MT_BOTTOM) : 0) |
-                         (i > 0 ? TWI_MT_SIDE(TWI_MT_LEFT) : 0) |
-                         (i + 1 < kx ? TWI_MT_SIDE(TWI_MT_RIGHT) : 0);
+        unsigned sides = (j > 0 ? TWI_MAXTREE_SIDE(TWI_MAXTREE_TOP) : 0) |
+                         (j + 1 < ky ? TWI_MAXTREE_SIDE(TWI_MAXTREE_BOTTOM) : 0) |
+                         (i > 0 ? TWI_MAXTREE_SIDE(TWI_MAXTREE_LEFT) : 0) |
+                         (i + 1 < kx ? TWI_MAXTREE_SIDE(TWI_MAXTREE_RIGHT) : 0);
 
         cr_assert(px && par);
         for (int32_t y = 0; y < h; y++)
@@ -287,11 +287,11 @@ twtest_maxtree_grid_make(uint64_t *rng, const void *img, int32_t W, int32_t H, t
         tw_tile_view pv = {par, (int64_t)w * 4, w, h, 1, TW_U32, 0, 0};
 
         if (kx * ky == 1)
-            sides = TWI_MT_SIDE(twtest_rnd(rng, 4));
+            sides = TWI_MAXTREE_SIDE(twtest_rnd(rng, 4));
         if (extra_one_in > 0 && twtest_rnd(rng, (uint32_t)extra_one_in) == 0)
             sides |= twtest_rnd(rng, 16);
         cr_assert(twi_omp_maxtree(&in, conn, &pv, 1) == TW_OK);
-        cr_assert(twi_mt_border_extract(&in, &pv, sides, &g.bt[t]) == TW_OK);
+        cr_assert(twi_maxtree_border_extract(&in, &pv, sides, &g.bt[t]) == TW_OK);
         g.bp[t] = &g.bt[t];
         free(px);
         free(par);
@@ -305,7 +305,7 @@ void
 twtest_maxtree_grid_free(twtest_maxtree_grid *g)
 {
     for (int64_t t = 0; t < g->tx * g->ty; t++)
-        twi_mt_border_free(&g->bt[t]);
+        twi_maxtree_border_free(&g->bt[t]);
     free(g->bt);
     free(g->bp);
     memset(g, 0, sizeof *g);

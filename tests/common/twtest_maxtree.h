@@ -53,14 +53,14 @@ int32_t *twtest_maxtree_cuts(uint64_t *rng, int32_t len, int32_t t, int64_t *k);
 /* The border max-trees of an image cut into a grid of tiles (the tests of the BP merge). */
 typedef struct twtest_maxtree_grid {
     int64_t tx, ty;         /* tiles across and down */
-    twi_mt_border *bt;      /* [tx * ty] border max-trees, raster order */
-    twi_mt_border **bp;     /* [tx * ty] pointers to them, as twi_mt_merge takes them */
+    twi_maxtree_border *bt;      /* [tx * ty] border max-trees, raster order */
+    twi_maxtree_border **bp;     /* [tx * ty] pointers to them, as twi_maxtree_merge takes them */
     uint32_t maxv;          /* the type's largest level */
     int64_t pixels;         /* of the image */
 } twtest_maxtree_grid;
 
 /* img (packed W x H, TW_U8 / TW_U16) cut into tw x th tiles (0: random cuts, per side); each
- * tile's tree by twi_omp_maxtree, its border max-tree by twi_mt_border_extract with the sides
+ * tile's tree by twi_omp_maxtree, its border max-tree by twi_maxtree_border_extract with the sides
  * towards its neighbours (a lone tile gets one random side, so that it has nodes) and, when
  * extra_one_in > 0, one time in extra_one_in random sides it does not need. */
 twtest_maxtree_grid twtest_maxtree_grid_make(uint64_t *rng, const void *img, int32_t W, int32_t H,

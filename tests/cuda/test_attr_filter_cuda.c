@@ -23,10 +23,10 @@
 
 /*
  * Every case: a random image, its canonical parent image (the CPU max-tree, or the CUDA one
- * for the large images), a sides mask; twi_cuda_mt_border_extract must give the same node
- * count and arrays as twi_mt_border_extract, and twi_cuda_mt_filter the same bytes as
- * twi_mt_filter_tile for TWI_MT_AREA (random threshold and vmin), TWI_MT_HEIGHT and
- * TWI_MT_AREA_MAP (TW_U32 or TW_U64), with a random res array for the border-tree nodes
+ * for the large images), a sides mask; twi_cuda_maxtree_border_extract must give the same node
+ * count and arrays as twi_maxtree_border_extract, and twi_cuda_maxtree_filter the same bytes as
+ * twi_maxtree_filter_tile for TWI_MAXTREE_AREA (random threshold and vmin), TWI_MAXTREE_HEIGHT and
+ * TWI_MAXTREE_AREA_MAP (TW_U32 or TW_U64), with a random res array for the border-tree nodes
  * (levels in range for AREA / HEIGHT; anything, saturating values included, for the map).
  * Levels and outputs have padded rows at random; output padding must stay untouched.
  * Suites: attr_filter_cuda/small_* are quick (the compute-sanitizer runs may select them),
@@ -50,7 +50,7 @@ bufs_init(attr_bufs *b, int32_t maxw, int32_t maxh, int maxpad)
     b->lv_bytes = (size_t)(maxw + maxpad) * (size_t)maxh * 2 + 16;
     b->out_bytes = (size_t)(maxw + maxpad) * (size_t)maxh * 8 + 16;
     b->res_bytes = n * 8 + 8;
-    b->scr_bytes = twi_cuda_mt_scratch_size(maxw, maxh);
+    b->scr_bytes = twi_cuda_maxtree_filter_scratch_size(maxw, maxh);
     cr_assert(gt(sz, b->scr_bytes, (size_t)0));
     cr_assert(eq(int, cudaMalloc(&b->lv, b->lv_bytes), cudaSuccess));
     cr_assert(eq(int, cudaMalloc(&b->par, n * 4 + 4), cudaSuccess));
@@ -134,7 +134,7 @@ upload(attr_bufs *b, const attr_case *c)
     const size_t stride = (size_t)(c->w + c->ipad) * ss;
 
     cr_assert(le(sz, stride * (size_t)c->h, b->lv_bytes));
-    cr_assert(le(sz, twi_cuda_mt_scratch_size(c->w, c->h), b->scr_bytes));
+    cr_assert(le(sz, twi_cuda_maxtree_filter_scratch_size(c->w, c->h), b->scr_bytes));
     cr_assert(eq(int, cudaMemset(b->lv, POISON, stride * (size_t)c->h), cudaSuccess));
     cr_assert(eq(int,
                  cudaMemcpy2D(b->lv, stride, c->img, (size_t)c->w * ss, (size_t)c->w * ss,
@@ -165,22 +165,23 @@ fetch(const void *d, size_t bytes)
 
 /* The GPU border max-tree equals the CPU twin's; cb receives the CPU twin's (caller frees). */
 static void
-check_border(attr_bufs *b, const attr_case *c, twi_mt_border *cb)
+check_border(attr_bufs *b, const attr_case *c, twi_maxtree_border *cb)
 {
     tw_tile_view lv = dev_levels(b, c), pv = dev_parent(b, c);
     const tw_tile_view hl = {(void *)c->img, (int64_t)((size_t)c->w * ssize(c->type)), c->w,
                              c->h, 1, c->type, 0, 0};
     const tw_tile_view hp = {(void *)c->par, (int64_t)c->w * 4, c->w, c->h, 1, TW_U32, 0, 0};
-    twi_cuda_mt_border d;
+    twi_cuda_maxtree_border d;
     int64_t n = -1;
     char what[160];
 
     describe(what, sizeof what, c);
-    cr_assert(eq(int, twi_mt_border_extract(&hl, &hp, c->sides, cb), TW_OK), "CPU twin: %s",
+    cr_assert(eq(int, twi_maxtree_border_extract(&hl, &hp, c->sides, cb), TW_OK), "CPU twin: %s",
               what);
     cr_assert(eq(int,
-                 twi_cuda_mt_border_extract(&lv, &pv, c->sides, b->scr,
-                                            twi_cuda_mt_scratch_size(c->w, c->h), &d, NULL),
+                 twi_cuda_maxtree_border_extract(&lv, &pv, c->sides, b->scr,
+                                                 twi_cuda_maxtree_filter_scratch_size(c->w, c->h),
+                                                 &d, NULL),
                  TW_OK),
               "%s", what);
     cr_assert(eq(int, cudaDeviceSynchronize(), cudaSuccess), "%s", what);
@@ -203,9 +204,9 @@ check_border(attr_bufs *b, const attr_case *c, twi_mt_border *cb)
         free(own);
     }
     for (int s = 0; s < 4; s++) {
-        const size_t len = (size_t)(s <= TWI_MT_BOTTOM ? c->w : c->h);
+        const size_t len = (size_t)(s <= TWI_MAXTREE_BOTTOM ? c->w : c->h);
 
-        if (!(c->sides & TWI_MT_SIDE(s))) {
+        if (!(c->sides & TWI_MAXTREE_SIDE(s))) {
             cr_assert_null(d.side[s], "%s: side %d not asked for", what, s);
             continue;
         }
@@ -219,16 +220,16 @@ check_border(attr_bufs *b, const attr_case *c, twi_mt_border *cb)
     }
 }
 
-/* Random answers for the border-tree nodes as twi_mt_merge could give them. */
+/* Random answers for the border-tree nodes as twi_maxtree_merge could give them. */
 static uint64_t *
-random_res(uint64_t *rng, int64_t n, const attr_case *c, twi_mt_rule rule)
+random_res(uint64_t *rng, int64_t n, const attr_case *c, twi_maxtree_rule rule)
 {
     const uint32_t maxv = c->type == TW_U16 ? 65535u : 255u;
     uint64_t *res = malloc((size_t)(n > 0 ? n : 1) * sizeof *res);
 
     cr_assert_not_null(res);
     for (int64_t i = 0; i < n; i++) {
-        if (rule != TWI_MT_AREA_MAP)
+        if (rule != TWI_MAXTREE_AREA_MAP)
             res[i] = twtest_rnd(rng, maxv + 1);
         else if (twtest_rnd(rng, 4) == 0)
             res[i] = (uint64_t)UINT32_MAX + twtest_rnd(rng, 3) * (1ull << 33) +
@@ -241,7 +242,7 @@ random_res(uint64_t *rng, int64_t n, const attr_case *c, twi_mt_rule rule)
 
 /* The GPU filter equals the CPU twin's output byte for byte; padding stays untouched. */
 static void
-check_filter(attr_bufs *b, const attr_case *c, const twi_mt_filter *f, tw_sample_type otype,
+check_filter(attr_bufs *b, const attr_case *c, const twi_maxtree_filter *f, tw_sample_type otype,
              const uint64_t *res, int64_t nres)
 {
     const size_t os = ssize(otype), row = (size_t)c->w * os;
@@ -261,7 +262,7 @@ check_filter(attr_bufs *b, const attr_case *c, const twi_mt_filter *f, tw_sample
                    (unsigned long long)f->threshold, f->vmin, (int)otype);
     describe(what + len, sizeof what - (size_t)len, c);
     cr_assert(le(sz, ostride * (size_t)c->h, b->out_bytes));
-    cr_assert(eq(int, twi_mt_filter_tile(&hl, &hp, c->sides, c->sides ? res : NULL, f, &hout),
+    cr_assert(eq(int, twi_maxtree_filter_tile(&hl, &hp, c->sides, c->sides ? res : NULL, f, &hout),
                  TW_OK),
               "CPU twin: %s", what);
     if (c->sides && nres > 0)
@@ -269,8 +270,9 @@ check_filter(attr_bufs *b, const attr_case *c, const twi_mt_filter *f, tw_sample
                      cudaSuccess));
     cr_assert(eq(int, cudaMemset(b->out, POISON, ostride * (size_t)c->h), cudaSuccess));
     cr_assert(eq(int,
-                 twi_cuda_mt_filter(&lv, &pv, c->sides, c->sides ? b->res : NULL, f, &dout,
-                                    b->scr, twi_cuda_mt_scratch_size(c->w, c->h), NULL),
+                 twi_cuda_maxtree_filter(&lv, &pv, c->sides, c->sides ? b->res : NULL, f, &dout,
+                                         b->scr,
+                                         twi_cuda_maxtree_filter_scratch_size(c->w, c->h), NULL),
                  TW_OK),
               "%s", what);
     cr_assert(eq(int, cudaDeviceSynchronize(), cudaSuccess), "%s", what);
@@ -301,15 +303,15 @@ check_case(attr_bufs *b, const attr_case *c, uint64_t *rng)
 {
     const uint32_t maxv = c->type == TW_U16 ? 65535u : 255u;
     const uint64_t n = (uint64_t)c->w * (uint64_t)c->h;
-    twi_mt_border cb;
-    twi_mt_filter f;
+    twi_maxtree_border cb;
+    twi_maxtree_filter f;
     uint64_t *res;
 
     upload(b, c);
     check_border(b, c, &cb);
 
     memset(&f, 0, sizeof f);
-    f.rule = TWI_MT_AREA;
+    f.rule = TWI_MAXTREE_AREA;
     switch (twtest_rnd(rng, 6)) {
     case 0:
         f.threshold = 1;
@@ -328,22 +330,22 @@ check_case(attr_bufs *b, const attr_case *c, uint64_t *rng)
         break;
     }
     f.vmin = (uint16_t)twtest_rnd(rng, maxv + 1);
-    res = random_res(rng, cb.n, c, TWI_MT_AREA);
+    res = random_res(rng, cb.n, c, TWI_MAXTREE_AREA);
     check_filter(b, c, &f, c->type, res, cb.n);
     free(res);
 
-    f.rule = TWI_MT_HEIGHT;
+    f.rule = TWI_MAXTREE_HEIGHT;
     f.threshold = twtest_rnd(rng, 2) ? twtest_rnd(rng, 20) : twtest_rnd(rng, maxv + 2);
     f.vmin = (uint16_t)twtest_rnd(rng, maxv + 1);
-    res = random_res(rng, cb.n, c, TWI_MT_HEIGHT);
+    res = random_res(rng, cb.n, c, TWI_MAXTREE_HEIGHT);
     check_filter(b, c, &f, c->type, res, cb.n);
     free(res);
 
-    f.rule = TWI_MT_AREA_MAP;
-    res = random_res(rng, cb.n, c, TWI_MT_AREA_MAP);
+    f.rule = TWI_MAXTREE_AREA_MAP;
+    res = random_res(rng, cb.n, c, TWI_MAXTREE_AREA_MAP);
     check_filter(b, c, &f, twtest_rnd(rng, 2) ? TW_U32 : TW_U64, res, cb.n);
     free(res);
-    twi_mt_border_free(&cb);
+    twi_maxtree_border_free(&cb);
 }
 
 /* A random side: mostly anything up to max, sometimes 1-4 pixels. */
@@ -477,25 +479,25 @@ Test(attr_filter_cuda, small_empty_tiles)
 {
     /* 0 x h and w x 0 tiles: the border launcher reports 0 nodes, the filter enqueues
      * nothing and returns TW_OK. */
-    const size_t bytes = twi_cuda_mt_scratch_size(0, 5);
+    const size_t bytes = twi_cuda_maxtree_filter_scratch_size(0, 5);
     tw_tile_view lv = {NULL, 0, 0, 5, 1, TW_U8, 0, 0}, pv = {NULL, 0, 0, 5, 1, TW_U32, 0, 0};
     tw_tile_view ov = {NULL, 0, 0, 5, 1, TW_U8, 0, 0};
-    twi_mt_filter f = {TWI_MT_AREA, 3, 0};
-    twi_cuda_mt_border d;
+    twi_maxtree_filter f = {TWI_MAXTREE_AREA, 3, 0};
+    twi_cuda_maxtree_border d;
     int64_t n = -1;
     void *scr;
 
     twtest_need_gpu();
     cr_assert(gt(sz, bytes, (size_t)0));
     cr_assert(eq(int, cudaMalloc(&scr, bytes), cudaSuccess));
-    cr_assert(eq(int, twi_cuda_mt_border_extract(&lv, &pv, 15, scr, bytes, &d, NULL), TW_OK));
+    cr_assert(eq(int, twi_cuda_maxtree_border_extract(&lv, &pv, 15, scr, bytes, &d, NULL), TW_OK));
     cr_assert(eq(int, cudaMemcpy(&n, d.n, sizeof n, cudaMemcpyDeviceToHost), cudaSuccess));
     cr_assert(eq(i64, n, 0));
-    cr_assert(eq(int, twi_cuda_mt_filter(&lv, &pv, 0, NULL, &f, &ov, NULL, 0, NULL), TW_OK));
+    cr_assert(eq(int, twi_cuda_maxtree_filter(&lv, &pv, 0, NULL, &f, &ov, NULL, 0, NULL), TW_OK));
     lv.w = pv.w = ov.w = 5;
     lv.h = pv.h = ov.h = 0;
-    cr_assert(eq(int, twi_cuda_mt_filter(&lv, &pv, 3, (const uint64_t *)scr, &f, &ov, NULL, 0,
-                                         NULL),
+    cr_assert(eq(int, twi_cuda_maxtree_filter(&lv, &pv, 3, (const uint64_t *)scr, &f, &ov, NULL, 0,
+                                              NULL),
                  TW_OK));
     cr_assert(eq(int, cudaDeviceSynchronize(), cudaSuccess));
     cudaFree(scr);
@@ -506,14 +508,14 @@ Test(attr_filter_cuda, small_rejects_invalid_arguments)
     /* Bad views, types, shapes, sides masks, rules, missing res and short scratch are
      * TW_E_INVALID with nothing enqueued. */
     const int32_t w = 16, h = 8;
-    const size_t bytes = twi_cuda_mt_scratch_size(w, h);
+    const size_t bytes = twi_cuda_maxtree_filter_scratch_size(w, h);
     void *d_lv, *d_par, *d_out, *scr;
     uint64_t *d_res;
 
     twtest_need_gpu();
-    cr_assert(eq(sz, twi_cuda_mt_scratch_size(70000, 70000), (size_t)0));
-    cr_assert(eq(sz, twi_cuda_mt_scratch_size(-1, 4), (size_t)0));
-    cr_assert(ge(sz, twi_cuda_mt_scratch_size(w, h), (size_t)(25 * w * h)));
+    cr_assert(eq(sz, twi_cuda_maxtree_filter_scratch_size(70000, 70000), (size_t)0));
+    cr_assert(eq(sz, twi_cuda_maxtree_filter_scratch_size(-1, 4), (size_t)0));
+    cr_assert(ge(sz, twi_cuda_maxtree_filter_scratch_size(w, h), (size_t)(25 * w * h)));
     cr_assert(eq(int, cudaMalloc(&d_lv, w * h * 2), cudaSuccess));
     cr_assert(eq(int, cudaMalloc(&d_par, w * h * 4), cudaSuccess));
     cr_assert(eq(int, cudaMalloc(&d_out, w * h * 8), cudaSuccess));
@@ -536,19 +538,19 @@ Test(attr_filter_cuda, small_rejects_invalid_arguments)
     const tw_tile_view lv0 = {d_lv, w, w, h, 1, TW_U8, 0, 0};
     const tw_tile_view pv0 = {d_par, w * 4, w, h, 1, TW_U32, 0, 0};
     const tw_tile_view ov0 = {d_out, w, w, h, 1, TW_U8, 0, 0};
-    const twi_mt_filter f0 = {TWI_MT_AREA, 5, 0};
+    const twi_maxtree_filter f0 = {TWI_MAXTREE_AREA, 5, 0};
     tw_tile_view lv = lv0, pv = pv0, ov = ov0;
-    twi_mt_filter f = f0;
-    twi_cuda_mt_border d;
+    twi_maxtree_filter f = f0;
+    twi_cuda_maxtree_border d;
 
-    cr_assert(eq(int, twi_cuda_mt_border_extract(&lv, &pv, 15, scr, bytes, &d, NULL), TW_OK));
-    cr_assert(eq(int, twi_cuda_mt_filter(&lv, &pv, 15, d_res, &f, &ov, scr, bytes, NULL),
+    cr_assert(eq(int, twi_cuda_maxtree_border_extract(&lv, &pv, 15, scr, bytes, &d, NULL), TW_OK));
+    cr_assert(eq(int, twi_cuda_maxtree_filter(&lv, &pv, 15, d_res, &f, &ov, scr, bytes, NULL),
                  TW_OK));
     cr_assert(eq(int, cudaDeviceSynchronize(), cudaSuccess));
 
 #define BAD_BORDER(...)                                                                        \
-    cr_assert(eq(int, twi_cuda_mt_border_extract(__VA_ARGS__), TW_E_INVALID))
-#define BAD_FILTER(...) cr_assert(eq(int, twi_cuda_mt_filter(__VA_ARGS__), TW_E_INVALID))
+    cr_assert(eq(int, twi_cuda_maxtree_border_extract(__VA_ARGS__), TW_E_INVALID))
+#define BAD_FILTER(...) cr_assert(eq(int, twi_cuda_maxtree_filter(__VA_ARGS__), TW_E_INVALID))
     BAD_BORDER(&lv, &pv, 15, scr, bytes, NULL, NULL);
     BAD_BORDER(NULL, &pv, 15, scr, bytes, &d, NULL);
     BAD_BORDER(&lv, NULL, 15, scr, bytes, &d, NULL);
@@ -561,9 +563,9 @@ Test(attr_filter_cuda, small_rejects_invalid_arguments)
     BAD_FILTER(&lv, &pv, 16, d_res, &f, &ov, scr, bytes, NULL);
     BAD_FILTER(&lv, &pv, 15, d_res, &f, &ov, NULL, bytes, NULL);
     BAD_FILTER(&lv, &pv, 15, d_res, &f, &ov, scr, bytes - 1, NULL);
-    f.rule = (twi_mt_rule)7;
+    f.rule = (twi_maxtree_rule)7;
     BAD_FILTER(&lv, &pv, 15, d_res, &f, &ov, scr, bytes, NULL);
-    f.rule = TWI_MT_AREA_MAP; /* the map needs TW_U32 / TW_U64 out */
+    f.rule = TWI_MAXTREE_AREA_MAP; /* the map needs TW_U32 / TW_U64 out */
     BAD_FILTER(&lv, &pv, 15, d_res, &f, &ov, scr, bytes, NULL);
     f = f0;
     ov.type = TW_U16; /* AREA / HEIGHT: the levels' type */
@@ -636,10 +638,10 @@ Test(attr_filter_cuda, small_deterministic_over_20_runs)
     const size_t n = (size_t)w * h;
     uint64_t rng = 0x63;
     attr_case c = {NULL, NULL, TW_U16, w, h, 8, 0, 0, 0, 15};
-    twi_mt_filter f = {TWI_MT_HEIGHT, 300, 0};
+    twi_maxtree_filter f = {TWI_MAXTREE_HEIGHT, 300, 0};
     void *first_tree = NULL, *first_out = NULL;
     int64_t first_n = -1;
-    twi_cuda_mt_border cb;
+    twi_cuda_maxtree_border cb;
     attr_bufs b;
 
     twtest_need_gpu();
@@ -655,8 +657,8 @@ Test(attr_filter_cuda, small_deterministic_over_20_runs)
         void *tree, *out;
 
         cr_assert(eq(int, cudaMemset(b.scr, run * 37, b.scr_bytes), cudaSuccess));
-        cr_assert(eq(int, twi_cuda_mt_border_extract(&lv, &pv, 15, b.scr, b.scr_bytes, &cb,
-                                                     NULL),
+        cr_assert(eq(int, twi_cuda_maxtree_border_extract(&lv, &pv, 15, b.scr, b.scr_bytes, &cb,
+                                                          NULL),
                      TW_OK));
         cr_assert(eq(int, cudaMemcpy(&nn, cb.n, 8, cudaMemcpyDeviceToHost), cudaSuccess));
         cr_assert(gt(i64, nn, 0));
@@ -687,8 +689,8 @@ Test(attr_filter_cuda, small_deterministic_over_20_runs)
                          cudaSuccess));
             free(res);
         }
-        cr_assert(eq(int, twi_cuda_mt_filter(&lv, &pv, 15, b.res, &f, &ov, b.scr, b.scr_bytes,
-                                             NULL),
+        cr_assert(eq(int, twi_cuda_maxtree_filter(&lv, &pv, 15, b.res, &f, &ov, b.scr, b.scr_bytes,
+                                                  NULL),
                      TW_OK));
         out = fetch(b.out, n * 2);
         if (run == 0) {
@@ -778,24 +780,24 @@ Test(attr_filter_cuda_large, large_tiles_on_gpu_trees, .timeout = TWTEST_TIMEOUT
             free(gpar);
             c.par = cpar; /* upload() is not called again: the device keeps the GPU tree */
             {
-                twi_mt_border cb;
-                twi_mt_filter f = {TWI_MT_AREA, 1 + twtest_rnd(&rng, 5000), 0};
+                twi_maxtree_border cb;
+                twi_maxtree_filter f = {TWI_MAXTREE_AREA, 1 + twtest_rnd(&rng, 5000), 0};
                 uint64_t *res;
 
                 check_border(&b, &c, &cb);
-                res = random_res(&rng, cb.n, &c, TWI_MT_AREA);
+                res = random_res(&rng, cb.n, &c, TWI_MAXTREE_AREA);
                 check_filter(&b, &c, &f, c.type, res, cb.n);
                 free(res);
-                f.rule = TWI_MT_HEIGHT;
+                f.rule = TWI_MAXTREE_HEIGHT;
                 f.threshold = 1 + twtest_rnd(&rng, c.type == TW_U16 ? 3000 : 40);
-                res = random_res(&rng, cb.n, &c, TWI_MT_HEIGHT);
+                res = random_res(&rng, cb.n, &c, TWI_MAXTREE_HEIGHT);
                 check_filter(&b, &c, &f, c.type, res, cb.n);
                 free(res);
-                f.rule = TWI_MT_AREA_MAP;
-                res = random_res(&rng, cb.n, &c, TWI_MT_AREA_MAP);
+                f.rule = TWI_MAXTREE_AREA_MAP;
+                res = random_res(&rng, cb.n, &c, TWI_MAXTREE_AREA_MAP);
                 check_filter(&b, &c, &f, k & 1 ? TW_U64 : TW_U32, res, cb.n);
                 free(res);
-                twi_mt_border_free(&cb);
+                twi_maxtree_border_free(&cb);
             }
             free((void *)c.img);
             free(cpar);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* tilewave tests: the GPU merge of border max-trees against the CPU merge (twi_mt_merge). */
+/* tilewave tests: the GPU merge of border max-trees against the CPU merge (twi_maxtree_merge). */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,10 +25,10 @@
  * Suites: maxtree_merge_cuda/small_* sweep 600+ random tiled images (the compute-sanitizer runs
  * select them); maxtree_merge_cuda/lines_* take 1 x N and N x 1 grids of one-pixel tiles;
  * maxtree_merge_cuda/large_* whole 4096^2 and 2048^2 images in 256^2 and 128^2 tiles. Each grid:
- * every tile's tree by twi_omp_maxtree, its border tree by twi_mt_border_extract, then
- * twi_mt_merge on the CPU and twi_mt_pack_build + upload + twi_cuda_mt_merge on the GPU for
- * the three rules with random thresholds: the answers must be equal entry for entry, and the
- * GPU's link count equal to the CPU's.
+ * every tile's tree by twi_omp_maxtree, its border tree by twi_maxtree_border_extract, then
+ * twi_maxtree_merge on the CPU and twi_maxtree_pack_build + upload + twi_cuda_maxtree_merge on the
+ * GPU for the three rules with random thresholds: the answers must be equal entry for entry, and
+ * the GPU's link count equal to the CPU's.
  */
 
 typedef twtest_maxtree_grid grid;
@@ -41,22 +41,22 @@ make_grid(uint64_t *rng, const void *img, int32_t W, int32_t H, tw_sample_type t
 }
 
 /* A random filter of `rule`: thresholds around the interesting range, sometimes beyond. */
-static twi_mt_filter
+static twi_maxtree_filter
 random_filter(uint64_t *rng, int rule, const grid *g)
 {
-    twi_mt_filter f;
+    twi_maxtree_filter f;
 
-    f.rule = (twi_mt_rule)rule;
+    f.rule = (twi_maxtree_rule)rule;
     switch (twtest_rnd(rng, 4)) {
     case 0:
         f.threshold = twtest_rnd(rng, 6);
         break;
     case 1:
-        f.threshold = rule == TWI_MT_HEIGHT ? twtest_rnd(rng, g->maxv + 2)
+        f.threshold = rule == TWI_MAXTREE_HEIGHT ? twtest_rnd(rng, g->maxv + 2)
                                             : twtest_rnd(rng, (uint32_t)g->pixels + 2);
         break;
     case 2:
-        f.threshold = rule == TWI_MT_HEIGHT ? (uint64_t)g->maxv + 1 : (uint64_t)g->pixels + 1;
+        f.threshold = rule == TWI_MAXTREE_HEIGHT ? (uint64_t)g->maxv + 1 : (uint64_t)g->pixels + 1;
         break;
     default:
         f.threshold = 1 + twtest_rnd(rng, 64);
@@ -74,16 +74,16 @@ random_filter(uint64_t *rng, int rule, const grid *g)
 static int64_t
 check_grid(uint64_t *rng, const grid *g, int conn, cudaStream_t stream, const char *what)
 {
-    twi_mt_pack l;
+    twi_maxtree_pack l;
     void *buf = NULL, *d_pack = NULL, *d_scr = NULL;
     uint64_t *d_res = NULL, *got = NULL;
     int64_t *d_links = NULL, links = -1, compared = 0;
     size_t scr;
     const size_t shift = 8 * twtest_rnd(rng, 32);
 
-    cr_assert(eq(int, twi_mt_pack_build(g->bp, g->tx, g->ty, &l, &buf), TW_OK), "%s: pack",
+    cr_assert(eq(int, twi_maxtree_pack_build(g->bp, g->tx, g->ty, &l, &buf), TW_OK), "%s: pack",
               what);
-    scr = twi_cuda_mt_merge_scratch_size(&l, conn);
+    scr = twi_cuda_maxtree_merge_scratch_size(&l, conn);
     cr_assert(gt(sz, scr, 0));
     got = malloc((size_t)l.n * sizeof *got);
     cr_assert_not_null(got);
@@ -93,19 +93,19 @@ check_grid(uint64_t *rng, const grid *g, int conn, cudaStream_t stream, const ch
     cr_assert(eq(int, cudaMalloc(&d_scr, scr + shift), cudaSuccess));
     cr_assert(eq(int, cudaMemcpy(d_pack, buf, l.bytes, cudaMemcpyHostToDevice), cudaSuccess));
     for (int rule = 0; rule < 3; rule++) {
-        const twi_mt_filter f = random_filter(rng, rule, g);
+        const twi_maxtree_filter f = random_filter(rng, rule, g);
         uint64_t *res = NULL;
         int64_t *off = NULL, edges = -1;
         const int poison = twtest_rnd(rng, 2) ? 0xA5 : 0x00;
 
-        cr_assert(eq(int, twi_mt_merge(g->bp, g->tx, g->ty, conn, &f, &res, &off, &edges),
+        cr_assert(eq(int, twi_maxtree_merge(g->bp, g->tx, g->ty, conn, &f, &res, &off, &edges),
                      TW_OK),
                   "%s: CPU merge", what);
         cr_assert(eq(int, cudaMemset(d_scr, poison, scr + shift), cudaSuccess));
         cr_assert(eq(int, cudaMemset(d_res, 0xff - poison, (size_t)l.n * 8), cudaSuccess));
         cr_assert(eq(int,
-                     twi_cuda_mt_merge(d_pack, &l, conn, &f, d_res, d_links,
-                                       (char *)d_scr + shift, scr, stream),
+                     twi_cuda_maxtree_merge(d_pack, &l, conn, &f, d_res, d_links,
+                                            (char *)d_scr + shift, scr, stream),
                      TW_OK),
                   "%s: GPU merge", what);
         cr_assert(eq(int, cudaStreamSynchronize(stream), cudaSuccess), "%s: kernels", what);
@@ -268,19 +268,19 @@ Test(maxtree_merge_cuda, bad_arguments_are_invalid)
     /* Checked on the host before anything is enqueued (no device needed): NULL or
      * misaligned buffers, a layout that does not describe a grid or whose arrays leave the
      * buffer or are misaligned, a bad connectivity or rule, a scratch too small. */
-    const twi_mt_pack good = {2, 1, 2, 10, 4096, 0, 128, 256, 512, 640, 768, 896, 1024};
-    twi_mt_pack l;
-    const twi_mt_filter f = {TWI_MT_AREA, 5, 0}, bad_rule = {(twi_mt_rule)7, 5, 0};
+    const twi_maxtree_pack good = {2, 1, 2, 10, 4096, 0, 128, 256, 512, 640, 768, 896, 1024};
+    twi_maxtree_pack l;
+    const twi_maxtree_filter f = {TWI_MAXTREE_AREA, 5, 0}, bad_rule = {(twi_maxtree_rule)7, 5, 0};
     void *pack = (void *)(uintptr_t)0x10000, *scr = (void *)(uintptr_t)0x20000;
     uint64_t *res = (uint64_t *)(uintptr_t)0x30000;
     int64_t *links = (int64_t *)(uintptr_t)0x40000;
-    const size_t need = twi_cuda_mt_merge_scratch_size(&good, 4);
+    const size_t need = twi_cuda_maxtree_merge_scratch_size(&good, 4);
 
     cr_assert(gt(sz, need, 0));
-    cr_assert(eq(sz, twi_cuda_mt_merge_scratch_size(&good, 8), need));
-    cr_assert(eq(sz, twi_cuda_mt_merge_scratch_size(NULL, 4), 0));
-    cr_assert(eq(sz, twi_cuda_mt_merge_scratch_size(&good, 5), 0));
-#define BAD(...) cr_assert(eq(int, twi_cuda_mt_merge(__VA_ARGS__), TW_E_INVALID))
+    cr_assert(eq(sz, twi_cuda_maxtree_merge_scratch_size(&good, 8), need));
+    cr_assert(eq(sz, twi_cuda_maxtree_merge_scratch_size(NULL, 4), 0));
+    cr_assert(eq(sz, twi_cuda_maxtree_merge_scratch_size(&good, 5), 0));
+#define BAD(...) cr_assert(eq(int, twi_cuda_maxtree_merge(__VA_ARGS__), TW_E_INVALID))
     BAD(NULL, &good, 4, &f, res, links, scr, need, NULL);
     BAD((char *)pack + 4, &good, 4, &f, res, links, scr, need, NULL);
     BAD(pack, NULL, 4, &f, res, links, scr, need, NULL);
@@ -297,7 +297,7 @@ Test(maxtree_merge_cuda, bad_arguments_are_invalid)
     l = good;
     l.n_tiles = 3;
     BAD(pack, &l, 4, &f, res, links, scr, need, NULL);
-    cr_assert(eq(sz, twi_cuda_mt_merge_scratch_size(&l, 4), 0));
+    cr_assert(eq(sz, twi_cuda_maxtree_merge_scratch_size(&l, 4), 0));
     l = good;
     l.tiles_x = 0;
     l.n_tiles = 0;

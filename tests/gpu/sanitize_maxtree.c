@@ -6,9 +6,9 @@
  * program: random small cases of twi_cuda_maxtree (8/16-bit, 4/8-connectivity, several tiles
  * in each direction, padded strides, the six image modes of twtest_maxtree_random_image), each
  * checked against the CPU twin twi_omp_maxtree; then, on the same tile, the border max-tree
- * (twi_cuda_mt_border_extract) and the three filters (twi_cuda_mt_filter) against
- * twi_mt_border_extract and twi_mt_filter_tile, with the sides mask cycling through 0..15.
- * Scratch is left uninitialised on purpose so that initcheck sees any read of memory the
+ * (twi_cuda_maxtree_border_extract) and the three filters (twi_cuda_maxtree_filter) against
+ * twi_maxtree_border_extract and twi_maxtree_filter_tile, with the sides mask cycling through
+ * 0..15. Scratch is left uninitialised on purpose so that initcheck sees any read of memory the
  * kernels did not write. Usage: sanitize_maxtree [CASES]; exit 77 without a device, 1 on a
  * wrong result.
  * `sanitize_maxtree time [REPS] [MAXSIDE]` times instead (CUDA events, median of REPS runs
@@ -92,25 +92,25 @@ attr_case(int k, const tw_tile_view *dlv, const void *img, const uint32_t *par, 
     const int32_t w = dlv->w, h = dlv->h;
     const size_t n = (size_t)w * (size_t)h, ss = dlv->type == TW_U16 ? 2 : 1;
     const unsigned sides = (unsigned)k % 16u, maxv = ss == 2 ? 65535u : 255u;
-    const size_t bytes = twi_cuda_mt_scratch_size(w, h);
+    const size_t bytes = twi_cuda_maxtree_filter_scratch_size(w, h);
     void *dpar = dmalloc(n * 4), *scr = dmalloc(bytes), *dout = dmalloc(n * 8);
     uint64_t *dres = dmalloc(n * 8), *res = hmalloc(n * 8);
     unsigned char *got = hmalloc(n * 8), *want = hmalloc(n * 8);
     tw_tile_view hl = {(void *)img, (int64_t)(w * ss), w, h, 1, dlv->type, 0, 0};
     tw_tile_view hp = {(void *)par, (int64_t)w * 4, w, h, 1, TW_U32, 0, 0};
     tw_tile_view dp = {dpar, (int64_t)w * 4, w, h, 1, TW_U32, 0, 0};
-    twi_mt_border cb;
-    twi_cuda_mt_border gb;
+    twi_maxtree_border cb;
+    twi_cuda_maxtree_border gb;
     int64_t gn = -1;
     int bad = 0;
 
     CK(cudaMemcpy(dpar, par, n * 4, cudaMemcpyHostToDevice));
-    if (twi_mt_border_extract(&hl, &hp, sides, &cb) != TW_OK) {
+    if (twi_maxtree_border_extract(&hl, &hp, sides, &cb) != TW_OK) {
         printf("case %d: CPU border twin failed\n", k);
         exit(2);
     }
-    if (twi_cuda_mt_border_extract(dlv, &dp, sides, scr, bytes, &gb, NULL) != TW_OK) {
-        printf("case %d: twi_cuda_mt_border_extract failed\n", k);
+    if (twi_cuda_maxtree_border_extract(dlv, &dp, sides, scr, bytes, &gb, NULL) != TW_OK) {
+        printf("case %d: twi_cuda_maxtree_border_extract failed\n", k);
         bad = 1;
         goto out;
     }
@@ -135,8 +135,8 @@ attr_case(int k, const tw_tile_view *dlv, const void *img, const uint32_t *par, 
         bad |= memcmp(got, cb.own, m * 4) != 0;
     }
     for (int s = 0; s < 4; s++)
-        if (sides & TWI_MT_SIDE(s)) {
-            const size_t len = (size_t)(s <= TWI_MT_BOTTOM ? w : h);
+        if (sides & TWI_MAXTREE_SIDE(s)) {
+            const size_t len = (size_t)(s <= TWI_MAXTREE_BOTTOM ? w : h);
 
             CK(cudaMemcpy(got, gb.side[s], len * 4, cudaMemcpyDeviceToHost));
             bad |= memcmp(got, cb.side[s], len * 4) != 0;
@@ -146,7 +146,7 @@ attr_case(int k, const tw_tile_view *dlv, const void *img, const uint32_t *par, 
         goto out;
     }
     for (int rule = 0; rule < 3 && !bad; rule++) {
-        const twi_mt_filter f = {(twi_mt_rule)rule,
+        const twi_maxtree_filter f = {(twi_maxtree_rule)rule,
                                  rule == 0 ? 1 + rnd((unsigned)n + 1) : rnd(rule == 1 ? 40 : 1),
                                  (uint16_t)rnd(maxv + 1)};
         const tw_sample_type ot = rule == 2 ? (k & 1 ? TW_U64 : TW_U32) : dlv->type;
@@ -158,13 +158,13 @@ attr_case(int k, const tw_tile_view *dlv, const void *img, const uint32_t *par, 
             res[i] = rule == 2 ? 1 + rnd(100000) + (rnd(4) ? 0 : 0x100000000ull) : rnd(maxv + 1);
         if (cb.n > 0)
             CK(cudaMemcpy(dres, res, (size_t)cb.n * 8, cudaMemcpyHostToDevice));
-        if (twi_mt_filter_tile(&hl, &hp, sides, sides ? res : NULL, &f, &ho) != TW_OK) {
+        if (twi_maxtree_filter_tile(&hl, &hp, sides, sides ? res : NULL, &f, &ho) != TW_OK) {
             printf("case %d: CPU filter twin failed\n", k);
             exit(2);
         }
-        if (twi_cuda_mt_filter(dlv, &dp, sides, sides ? dres : NULL, &f, &dov, scr, bytes,
-                               NULL) != TW_OK) {
-            printf("case %d: twi_cuda_mt_filter failed\n", k);
+        if (twi_cuda_maxtree_filter(dlv, &dp, sides, sides ? dres : NULL, &f, &dov, scr, bytes,
+                                    NULL) != TW_OK) {
+            printf("case %d: twi_cuda_maxtree_filter failed\n", k);
             bad = 1;
             break;
         }
@@ -177,7 +177,7 @@ attr_case(int k, const tw_tile_view *dlv, const void *img, const uint32_t *par, 
         }
     }
 out:
-    twi_mt_border_free(&cb);
+    twi_maxtree_border_free(&cb);
     cudaFree(dpar);
     cudaFree(scr);
     cudaFree(dout);
@@ -389,7 +389,7 @@ time_tile(const char *name, int w, int h, int wide, int conn, const void *img, i
     const size_t n = (size_t)w * h, ss = wide ? 2 : 1;
     const tw_sample_type type = wide ? TW_U16 : TW_U8;
     const size_t tb = twi_cuda_maxtree_scratch_size(w, h, type, conn);
-    const size_t ab = twi_cuda_mt_scratch_size(w, h);
+    const size_t ab = twi_cuda_maxtree_filter_scratch_size(w, h);
     void *dl = dmalloc(n * ss), *dpar = dmalloc(n * 4), *ts = dmalloc(tb), *as = dmalloc(ab);
     void *dout = dmalloc(n * 8);
     uint64_t *dres = dmalloc(n * 8);
@@ -397,12 +397,12 @@ time_tile(const char *name, int w, int h, int wide, int conn, const void *img, i
     tw_tile_view pv = {dpar, (int64_t)w * 4, w, h, 1, TW_U32, 0, 0};
     tw_tile_view ov = {dout, (int64_t)(w * ss), w, h, 1, type, 0, 0};
     tw_tile_view mv = {dout, (int64_t)w * 4, w, h, 1, TW_U32, 0, 0};
-    const twi_mt_filter fa = {TWI_MT_AREA, 100, 0};
-    const twi_mt_filter fh = {TWI_MT_HEIGHT, wide ? 2000u : 8u, 0};
-    const twi_mt_filter fm = {TWI_MT_AREA_MAP, 0, 0};
+    const twi_maxtree_filter fa = {TWI_MAXTREE_AREA, 100, 0};
+    const twi_maxtree_filter fh = {TWI_MAXTREE_HEIGHT, wide ? 2000u : 8u, 0};
+    const twi_maxtree_filter fm = {TWI_MAXTREE_AREA_MAP, 0, 0};
     float *t[T_N];
     cudaEvent_t e[3];
-    twi_cuda_mt_border gb;
+    twi_cuda_maxtree_border gb;
     int64_t nb = 0, nodes, height;
     uint32_t *hpar = hmalloc(n * 4);
 
@@ -413,7 +413,7 @@ time_tile(const char *name, int w, int h, int wide, int conn, const void *img, i
     CK(cudaMemcpy(dl, img, n * ss, cudaMemcpyHostToDevice));
     /* warm-up, and answers for the border nodes (their own levels) */
     if (twi_cuda_maxtree(&lv, conn, &pv, ts, tb, NULL) != TW_OK ||
-        twi_cuda_mt_border_extract(&lv, &pv, 15, as, ab, &gb, NULL) != TW_OK) {
+        twi_cuda_maxtree_border_extract(&lv, &pv, 15, as, ab, &gb, NULL) != TW_OK) {
         printf("%s: launch failed\n", name);
         exit(1);
     }
@@ -438,11 +438,11 @@ time_tile(const char *name, int w, int h, int wide, int conn, const void *img, i
         tw_tile_view hp = {hpar, (int64_t)w * 4, w, h, 1, TW_U32, 0, 0};
         unsigned char *want = hmalloc(n * ss), *got = hmalloc(n * ss);
         tw_tile_view ho = {want, (int64_t)(w * ss), w, h, 1, type, 0, 0};
-        twi_mt_border cb;
+        twi_maxtree_border cb;
         uint64_t *res;
 
         CK(cudaDeviceSynchronize());
-        if (twi_mt_border_extract(&hl, &hp, 15, &cb) != TW_OK || cb.n != nb) {
+        if (twi_maxtree_border_extract(&hl, &hp, 15, &cb) != TW_OK || cb.n != nb) {
             printf("%s: border nodes %lld, CPU twin %lld\n", name, (long long)nb,
                    (long long)cb.n);
             exit(1);
@@ -450,8 +450,8 @@ time_tile(const char *name, int w, int h, int wide, int conn, const void *img, i
         res = hmalloc((size_t)nb * 8);
         for (int64_t i = 0; i < nb; i++)
             res[i] = cb.level[i];
-        if (twi_mt_filter_tile(&hl, &hp, 15, res, &fa, &ho) != TW_OK ||
-            twi_cuda_mt_filter(&lv, &pv, 15, dres, &fa, &ov, as, ab, NULL) != TW_OK) {
+        if (twi_maxtree_filter_tile(&hl, &hp, 15, res, &fa, &ho) != TW_OK ||
+            twi_cuda_maxtree_filter(&lv, &pv, 15, dres, &fa, &ov, as, ab, NULL) != TW_OK) {
             printf("%s: filter failed\n", name);
             exit(1);
         }
@@ -460,7 +460,7 @@ time_tile(const char *name, int w, int h, int wide, int conn, const void *img, i
             printf("%s: GPU area opening differs from the CPU twin\n", name);
             exit(1);
         }
-        twi_mt_border_free(&cb);
+        twi_maxtree_border_free(&cb);
         free(res);
         free(want);
         free(got);
@@ -471,7 +471,7 @@ time_tile(const char *name, int w, int h, int wide, int conn, const void *img, i
         CK(cudaEventRecord(e[0], NULL));
         twi_cuda_maxtree(&lv, conn, &pv, ts, tb, NULL);
         CK(cudaEventRecord(e[1], NULL));
-        twi_cuda_mt_border_extract(&lv, &pv, 15, as, ab, &gb, NULL);
+        twi_cuda_maxtree_border_extract(&lv, &pv, 15, as, ab, &gb, NULL);
         CK(cudaEventRecord(e[2], NULL));
         CK(cudaEventSynchronize(e[2]));
         CK(cudaEventElapsedTime(&a, e[0], e[1]));
@@ -481,7 +481,7 @@ time_tile(const char *name, int w, int h, int wide, int conn, const void *img, i
 #define TIME_FILTER(slot, sides, res, f, out)                                                  \
     do {                                                                                       \
         CK(cudaEventRecord(e[1], NULL));                                                       \
-        twi_cuda_mt_filter(&lv, &pv, sides, res, f, out, as, ab, NULL);                        \
+        twi_cuda_maxtree_filter(&lv, &pv, sides, res, f, out, as, ab, NULL);                   \
         CK(cudaEventRecord(e[2], NULL));                                                       \
         CK(cudaEventSynchronize(e[2]));                                                        \
         CK(cudaEventElapsedTime(&b, e[1], e[2]));                                              \

@@ -4,14 +4,14 @@
  * Criterion runs each test in a child process, and compute-sanitizer's tracking of such
  * children cannot be relied on, so the sanitizer runs use this plain program: random small
  * tiled images (8/16-bit, 4/8-connectivity, one-pixel tiles, 1 x N and N x 1 grids), each
- * tile's tree by twi_omp_maxtree and border tree by twi_mt_border_extract, then twi_mt_merge
- * on the CPU against twi_mt_pack_build + twi_cuda_mt_merge for the three rules. Scratch is
- * left uninitialised on purpose so that initcheck sees any read of memory the kernels did not
- * write. Usage:
+ * tile's tree by twi_omp_maxtree and border tree by twi_maxtree_border_extract, then
+ * twi_maxtree_merge on the CPU against twi_maxtree_pack_build + twi_cuda_maxtree_merge for the
+ * three rules. Scratch is left uninitialised on purpose so that initcheck sees any read of memory
+ * the kernels did not write. Usage:
  *   sanitize_maxtree_merge [CASES]                     exit 77 without a device, 1 on a mismatch
  *   sanitize_maxtree_merge --time SIDE TILE [BITS] [REPS]
  *       a SIDE x SIDE natural-like image (smooth waves and blobs plus noise) in TILE x TILE
- *       tiles, 4- and 8-connected: CPU twi_mt_merge against the GPU merge including the
+ *       tiles, 4- and 8-connected: CPU twi_maxtree_merge against the GPU merge including the
  *       upload of the pack and the download of the answers (medians of REPS runs after a
  *       warm-up, CUDA events), answers compared.
  */
@@ -99,8 +99,8 @@ cuts(int len, int t, int *k)
 
 typedef struct grid {
     int tx, ty;
-    twi_mt_border *bt;
-    twi_mt_border **bp;
+    twi_maxtree_border *bt;
+    twi_maxtree_border **bp;
 } grid;
 
 /* The border trees of img (W x H, packed 8- or 16-bit) cut into tiles (tile > 0: regular). */
@@ -109,8 +109,8 @@ make_grid(const void *img, int W, int H, int wide, int conn, int tile)
 {
     const size_t ss = wide ? 2 : 1;
     int kx, ky, *cx = cuts(W, tile, &kx), *cy = cuts(H, tile, &ky);
-    grid g = {kx, ky, calloc((size_t)kx * (size_t)ky, sizeof(twi_mt_border)),
-              calloc((size_t)kx * (size_t)ky, sizeof(twi_mt_border *))};
+    grid g = {kx, ky, calloc((size_t)kx * (size_t)ky, sizeof(twi_maxtree_border)),
+              calloc((size_t)kx * (size_t)ky, sizeof(twi_maxtree_border *))};
     int fail = 0;
 
     NEED(g.bt && g.bp);
@@ -120,10 +120,10 @@ make_grid(const void *img, int W, int H, int wide, int conn, int tile)
                   h = cy[j + 1] - y0;
         unsigned char *px = malloc((size_t)w * (size_t)h * ss);
         uint32_t *par = malloc((size_t)w * (size_t)h * 4);
-        unsigned sides = (j > 0 ? TWI_MT_SIDE(TWI_MT_TOP) : 0) |
-                         (j + 1 < ky ? TWI_MT_SIDE(TWI_MT_BOTTOM) : 0) |
-                         (i > 0 ? TWI_MT_SIDE(TWI_MT_LEFT) : 0) |
-                         (i + 1 < kx ? TWI_MT_SIDE(TWI_MT_RIGHT) : 0);
+        unsigned sides = (j > 0 ? TWI_MAXTREE_SIDE(TWI_MAXTREE_TOP) : 0) |
+                         (j + 1 < ky ? TWI_MAXTREE_SIDE(TWI_MAXTREE_BOTTOM) : 0) |
+                         (i > 0 ? TWI_MAXTREE_SIDE(TWI_MAXTREE_LEFT) : 0) |
+                         (i + 1 < kx ? TWI_MAXTREE_SIDE(TWI_MAXTREE_RIGHT) : 0);
 
         if (!px || !par) {
             fail = 1;
@@ -137,9 +137,9 @@ make_grid(const void *img, int W, int H, int wide, int conn, int tile)
             tw_tile_view pv = {par, (int64_t)w * 4, w, h, 1, TW_U32, 0, 0};
 
             if (kx * ky == 1)
-                sides = TWI_MT_SIDE(TWI_MT_TOP);
+                sides = TWI_MAXTREE_SIDE(TWI_MAXTREE_TOP);
             fail |= twi_omp_maxtree(&in, conn, &pv, 1) != TW_OK ||
-                    twi_mt_border_extract(&in, &pv, sides, &g.bt[t]) != TW_OK;
+                    twi_maxtree_border_extract(&in, &pv, sides, &g.bt[t]) != TW_OK;
         }
         g.bp[t] = &g.bt[t];
         free(px);
@@ -155,7 +155,7 @@ static void
 grid_free(grid *g)
 {
     for (int t = 0; t < g->tx * g->ty; t++)
-        twi_mt_border_free(&g->bt[t]);
+        twi_maxtree_border_free(&g->bt[t]);
     free(g->bt);
     free(g->bp);
 }
@@ -167,7 +167,7 @@ one_case(int k)
     const int W = 1 + (int)rnd(big ? 120 : 40), H = 1 + (int)rnd(big ? 120 : 40);
     const unsigned maxv = wide ? 65535u : 255u;
     unsigned char *img = malloc((size_t)W * (size_t)H * 2);
-    twi_mt_pack l;
+    twi_maxtree_pack l;
     void *buf = NULL, *d_pack, *d_scr;
     uint64_t *d_res, *got;
     int64_t *d_links, links;
@@ -184,8 +184,8 @@ one_case(int k)
                 img[(size_t)y * W + x] = (unsigned char)v;
         }
     grid g = make_grid(img, W, H, wide, conn, 0);
-    NEED(twi_mt_pack_build(g.bp, g.tx, g.ty, &l, &buf) == TW_OK);
-    const size_t scr = twi_cuda_mt_merge_scratch_size(&l, conn);
+    NEED(twi_maxtree_pack_build(g.bp, g.tx, g.ty, &l, &buf) == TW_OK);
+    const size_t scr = twi_cuda_maxtree_merge_scratch_size(&l, conn);
     NEED(scr > 0 && (got = malloc((size_t)l.n * 8)));
     CK(cudaMalloc(&d_pack, l.bytes));
     CK(cudaMalloc((void **)&d_res, (size_t)l.n * 8));
@@ -193,16 +193,17 @@ one_case(int k)
     CK(cudaMalloc(&d_scr, scr)); /* not initialised on purpose */
     CK(cudaMemcpy(d_pack, buf, l.bytes, cudaMemcpyHostToDevice));
     for (int rule = 0; rule < 3 && !bad; rule++) {
-        twi_mt_filter f;
+        twi_maxtree_filter f;
         uint64_t *res = NULL;
         int64_t *off = NULL, edges = -1;
 
-        f.rule = (twi_mt_rule)rule;
-        f.threshold = rule == TWI_MT_HEIGHT ? rnd(rnd(3) ? 10 : maxv + 2)
+        f.rule = (twi_maxtree_rule)rule;
+        f.threshold = rule == TWI_MAXTREE_HEIGHT ? rnd(rnd(3) ? 10 : maxv + 2)
                                             : rnd(rnd(3) ? 30 : (unsigned)(W * H) + 2);
         f.vmin = (uint16_t)rnd(maxv + 1);
-        NEED(twi_mt_merge(g.bp, g.tx, g.ty, conn, &f, &res, &off, &edges) == TW_OK);
-        NEED(twi_cuda_mt_merge(d_pack, &l, conn, &f, d_res, d_links, d_scr, scr, NULL) == TW_OK);
+        NEED(twi_maxtree_merge(g.bp, g.tx, g.ty, conn, &f, &res, &off, &edges) == TW_OK);
+        NEED(twi_cuda_maxtree_merge(d_pack, &l, conn, &f, d_res, d_links, d_scr, scr,
+                                    NULL) == TW_OK);
         CK(cudaDeviceSynchronize());
         CK(cudaMemcpy(got, d_res, (size_t)l.n * 8, cudaMemcpyDeviceToHost));
         CK(cudaMemcpy(&links, d_links, 8, cudaMemcpyDeviceToHost));
@@ -289,14 +290,14 @@ natural_image(int side, int wide)
 static int
 time_case(const void *img, int side, int tile, int wide, int conn, int reps)
 {
-    const twi_mt_filter f = {TWI_MT_AREA, 5000, 0};
+    const twi_maxtree_filter f = {TWI_MAXTREE_AREA, 5000, 0};
     double t0 = now_ms(), t_trees, *cpu = calloc((size_t)reps, sizeof(double));
     double *up = calloc((size_t)reps, sizeof(double)), *ker = calloc((size_t)reps, sizeof(double));
     double *down = calloc((size_t)reps, sizeof(double));
     double *tot = calloc((size_t)reps, sizeof(double));
     double *pk = calloc((size_t)reps, sizeof(double));
     grid g = make_grid(img, side, side, wide, conn, tile);
-    twi_mt_pack l;
+    twi_maxtree_pack l;
     void *buf = NULL, *d_pack, *d_scr;
     uint64_t *d_res, *got, *res = NULL;
     int64_t *d_links, *off = NULL, edges = 0, links = 0;
@@ -309,16 +310,16 @@ time_case(const void *img, int side, int tile, int wide, int conn, int reps)
         free(res);
         free(off);
         t0 = now_ms();
-        NEED(twi_mt_merge(g.bp, g.tx, g.ty, conn, &f, &res, &off, &edges) == TW_OK);
+        NEED(twi_maxtree_merge(g.bp, g.tx, g.ty, conn, &f, &res, &off, &edges) == TW_OK);
         cpu[r] = now_ms() - t0;
     }
     for (int r = 0; r < reps; r++) {
         free(buf);
         t0 = now_ms();
-        NEED(twi_mt_pack_build(g.bp, g.tx, g.ty, &l, &buf) == TW_OK);
+        NEED(twi_maxtree_pack_build(g.bp, g.tx, g.ty, &l, &buf) == TW_OK);
         pk[r] = now_ms() - t0;
     }
-    const size_t scr = twi_cuda_mt_merge_scratch_size(&l, conn);
+    const size_t scr = twi_cuda_maxtree_merge_scratch_size(&l, conn);
     NEED(scr > 0 && (got = malloc((size_t)l.n * 8)));
     CK(cudaMalloc(&d_pack, l.bytes));
     CK(cudaMalloc((void **)&d_res, (size_t)l.n * 8));
@@ -332,7 +333,8 @@ time_case(const void *img, int side, int tile, int wide, int conn, int reps)
         CK(cudaEventRecord(e[0], NULL));
         CK(cudaMemcpyAsync(d_pack, buf, l.bytes, cudaMemcpyHostToDevice, NULL));
         CK(cudaEventRecord(e[1], NULL));
-        NEED(twi_cuda_mt_merge(d_pack, &l, conn, &f, d_res, d_links, d_scr, scr, NULL) == TW_OK);
+        NEED(twi_cuda_maxtree_merge(d_pack, &l, conn, &f, d_res, d_links, d_scr, scr,
+                                    NULL) == TW_OK);
         CK(cudaEventRecord(e[2], NULL));
         CK(cudaMemcpyAsync(got, d_res, (size_t)l.n * 8, cudaMemcpyDeviceToHost, NULL));
         CK(cudaEventRecord(e[3], NULL));

@@ -125,10 +125,10 @@ Test(label_omp, tiles_merged_equal_whole_image)
                 uint64_t *out = malloc((size_t)(cw * ch) * 8);
                 tw_tile_view lv = {lab, cw * 4, cw, ch, 1, TW_U32, 0, 0};
                 tw_tile_view ov = {out, cw * 8, cw, ch, 1, TW_U64, 0, 0};
-                unsigned sides = (y0 > 0 ? TWI_MT_SIDE(TWI_MT_TOP) : 0u) |
-                                 (y0 + ch < h ? TWI_MT_SIDE(TWI_MT_BOTTOM) : 0u) |
-                                 (x0 > 0 ? TWI_MT_SIDE(TWI_MT_LEFT) : 0u) |
-                                 (x0 + cw < w ? TWI_MT_SIDE(TWI_MT_RIGHT) : 0u);
+                unsigned sides = (y0 > 0 ? TWI_MAXTREE_SIDE(TWI_MAXTREE_TOP) : 0u) |
+                                 (y0 + ch < h ? TWI_MAXTREE_SIDE(TWI_MAXTREE_BOTTOM) : 0u) |
+                                 (x0 > 0 ? TWI_MAXTREE_SIDE(TWI_MAXTREE_LEFT) : 0u) |
+                                 (x0 + cw < w ? TWI_MAXTREE_SIDE(TWI_MAXTREE_RIGHT) : 0u);
                 int64_t n;
 
                 cr_assert(eq(int, twi_omp_label(&mv, conn, &lv, par, &n, 2), TW_OK));

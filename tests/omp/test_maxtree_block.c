@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* tilewave tests: the border max-tree merge in blocks (twi_mt_merge_block, twi_mt_resolve)
- * against the merge of the whole grid at once (twi_mt_merge). */
+/* tilewave tests: the border max-tree merge in blocks (twi_maxtree_merge_block,
+ * twi_maxtree_resolve) against the merge of the whole grid at once (twi_maxtree_merge). */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,14 +17,14 @@
 #include "twtest_maxtree.h"
 
 /* Merge g in blocks of bx x by tiles (the last ones smaller): each block with
- * twi_mt_merge_block, the blocks' trees with twi_mt_merge, then every tile node's answer
- * resolved; the answers in twi_mt_merge's layout (off of the whole grid). */
+ * twi_maxtree_merge_block, the blocks' trees with twi_maxtree_merge, then every tile node's answer
+ * resolved; the answers in twi_maxtree_merge's layout (off of the whole grid). */
 static uint64_t *
 merge_in_blocks(const twtest_maxtree_grid *g, int64_t bx, int64_t by, int conn,
-                const twi_mt_filter *f, int64_t m)
+                const twi_maxtree_filter *f, int64_t m)
 {
     const int64_t nbx = (g->tx + bx - 1) / bx, nby = (g->ty + by - 1) / by, nb = nbx * nby;
-    twi_mt_border *bt = calloc((size_t)nb, sizeof *bt), **bp = calloc((size_t)nb, sizeof *bp);
+    twi_maxtree_border *bt = calloc((size_t)nb, sizeof *bt), **bp = calloc((size_t)nb, sizeof *bp);
     uint64_t **res = calloc((size_t)nb, sizeof *res), *bres = NULL, *out = malloc((size_t)m * 8);
     int64_t **off = calloc((size_t)nb, sizeof *off), *boff = NULL, *goff;
 
@@ -36,29 +36,29 @@ merge_in_blocks(const twtest_maxtree_grid *g, int64_t bx, int64_t by, int conn,
     for (int64_t b = 0; b < nb; b++) {
         int64_t x0 = (b % nbx) * bx, y0 = (b / nbx) * by;
         int64_t w = g->tx - x0 < bx ? g->tx - x0 : bx, h = g->ty - y0 < by ? g->ty - y0 : by;
-        twi_mt_border **tiles = malloc((size_t)(w * h) * sizeof *tiles);
-        unsigned sides = (y0 > 0 ? TWI_MT_SIDE(TWI_MT_TOP) : 0u) |
-                         (y0 + h < g->ty ? TWI_MT_SIDE(TWI_MT_BOTTOM) : 0u) |
-                         (x0 > 0 ? TWI_MT_SIDE(TWI_MT_LEFT) : 0u) |
-                         (x0 + w < g->tx ? TWI_MT_SIDE(TWI_MT_RIGHT) : 0u);
+        twi_maxtree_border **tiles = malloc((size_t)(w * h) * sizeof *tiles);
+        unsigned sides = (y0 > 0 ? TWI_MAXTREE_SIDE(TWI_MAXTREE_TOP) : 0u) |
+                         (y0 + h < g->ty ? TWI_MAXTREE_SIDE(TWI_MAXTREE_BOTTOM) : 0u) |
+                         (x0 > 0 ? TWI_MAXTREE_SIDE(TWI_MAXTREE_LEFT) : 0u) |
+                         (x0 + w < g->tx ? TWI_MAXTREE_SIDE(TWI_MAXTREE_RIGHT) : 0u);
 
         for (int64_t j = 0; j < h; j++)
             for (int64_t i = 0; i < w; i++)
                 tiles[j * w + i] = g->bp[(y0 + j) * g->tx + x0 + i];
-        cr_assert(eq(int, twi_mt_merge_block(tiles, w, h, sides, conn, f, &bt[b], &res[b],
-                                             &off[b]),
+        cr_assert(eq(int, twi_maxtree_merge_block(tiles, w, h, sides, conn, f, &bt[b], &res[b],
+                                                  &off[b]),
                      TW_OK),
                   "block %lld", (long long)b);
         cr_assert(bt[b].n > 0);
         bp[b] = &bt[b];
         free(tiles);
     }
-    cr_assert(eq(int, twi_mt_merge(bp, nbx, nby, conn, f, &bres, &boff, NULL), TW_OK));
+    cr_assert(eq(int, twi_maxtree_merge(bp, nbx, nby, conn, f, &bres, &boff, NULL), TW_OK));
     for (int64_t b = 0; b < nb; b++) {
         int64_t x0 = (b % nbx) * bx, y0 = (b / nbx) * by;
         int64_t w = g->tx - x0 < bx ? g->tx - x0 : bx, h = g->ty - y0 < by ? g->ty - y0 : by;
 
-        twi_mt_resolve(res[b], off[b][w * h], bres + boff[b]);
+        twi_maxtree_resolve(res[b], off[b][w * h], bres + boff[b]);
         for (int64_t j = 0; j < h; j++)
             for (int64_t i = 0; i < w; i++) {
                 int64_t t = (y0 + j) * g->tx + x0 + i, lt = j * w + i;
@@ -66,7 +66,7 @@ merge_in_blocks(const twtest_maxtree_grid *g, int64_t bx, int64_t by, int conn,
                 memcpy(out + goff[t], res[b] + off[b][lt],
                        (size_t)(off[b][lt + 1] - off[b][lt]) * 8);
             }
-        twi_mt_border_free(&bt[b]);
+        twi_maxtree_border_free(&bt[b]);
         free(res[b]);
         free(off[b]);
     }
@@ -106,7 +106,7 @@ Test(maxtree_block, blocks_give_the_answers_of_the_whole_grid, .timeout = TWTEST
         for (int64_t t = 0; t < g.tx * g.ty; t++)
             m += g.bt[t].n;
         for (int r = 0; r < 3; r++) {
-            twi_mt_filter f = {.rule = (twi_mt_rule)r, .vmin = 0};
+            twi_maxtree_filter f = {.rule = (twi_maxtree_rule)r, .vmin = 0};
             uint64_t *flat = NULL, *blk;
             int64_t *off = NULL;
             int64_t bx = 1 + (int64_t)twtest_rnd(&rng, (uint32_t)g.tx),
@@ -119,10 +119,10 @@ Test(maxtree_block, blocks_give_the_answers_of_the_whole_grid, .timeout = TWTEST
                 else
                     by = g.ty - 1;
             }
-            f.threshold = r == TWI_MT_AREA ? 1 + twtest_rnd(&rng, (uint32_t)(W * H))
-                          : r == TWI_MT_HEIGHT ? twtest_rnd(&rng, type == TW_U8 ? 256 : 4096)
+            f.threshold = r == TWI_MAXTREE_AREA ? 1 + twtest_rnd(&rng, (uint32_t)(W * H))
+                          : r == TWI_MAXTREE_HEIGHT ? twtest_rnd(&rng, type == TW_U8 ? 256 : 4096)
                                                : 0;
-            cr_assert(eq(int, twi_mt_merge(g.bp, g.tx, g.ty, conn, &f, &flat, &off, NULL),
+            cr_assert(eq(int, twi_maxtree_merge(g.bp, g.tx, g.ty, conn, &f, &flat, &off, NULL),
                          TW_OK));
             blk = merge_in_blocks(&g, bx, by, conn, &f, m);
             for (int64_t i = 0; i < m; i++)
@@ -146,18 +146,20 @@ Test(maxtree_block, bad_arguments)
     uint64_t rng = 7;
     unsigned char img[20 * 10];
     twtest_maxtree_grid g;
-    twi_mt_filter f = {.rule = TWI_MT_AREA_MAP};
-    twi_mt_border out;
+    twi_maxtree_filter f = {.rule = TWI_MAXTREE_AREA_MAP};
+    twi_maxtree_border out;
     uint64_t *res = (uint64_t *)1;
     int64_t *off = (int64_t *)1;
 
     twtest_maxtree_random_image(&rng, img, TW_U8, 20, 10, 1);
     g = twtest_maxtree_grid_make(&rng, img, 20, 10, TW_U8, 4, 10, 10, 0);
     cr_assert(eq(i64, g.tx, 2));
-    cr_assert(eq(int, twi_mt_merge_block(g.bp, 1, 1, 0, 4, &f, &out, &res, &off), TW_E_INVALID));
+    cr_assert(eq(int, twi_maxtree_merge_block(g.bp, 1, 1, 0, 4, &f, &out, &res, &off),
+                 TW_E_INVALID));
     /* tile 0 has its right side only */
-    cr_assert(eq(int, twi_mt_merge_block(g.bp, 1, 1, TWI_MT_SIDE(TWI_MT_TOP), 4, &f, &out, &res,
-                                         &off),
+    cr_assert(eq(int, twi_maxtree_merge_block(g.bp, 1, 1, TWI_MAXTREE_SIDE(TWI_MAXTREE_TOP), 4, &f,
+                                              &out, &res,
+                                              &off),
                  TW_E_INVALID));
     cr_assert(res == NULL && off == NULL && out.n == 0);
     twtest_maxtree_grid_free(&g);

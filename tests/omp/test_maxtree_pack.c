@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* tilewave tests: packing a grid's border max-trees for the GPU merge (twi_mt_pack_build). */
+/* tilewave tests: packing a grid's border max-trees for the GPU merge (twi_maxtree_pack_build). */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -35,7 +35,7 @@ random_grid(uint64_t *rng, int32_t W, int32_t H, tw_sample_type type, int conn, 
 
 /* Every array of the pack against the trees it came from. */
 static void
-check_pack(const grid *g, const twi_mt_pack *l, const void *buf)
+check_pack(const grid *g, const twi_maxtree_pack *l, const void *buf)
 {
     const char *p = buf;
     const int64_t nt = g->tx * g->ty;
@@ -53,7 +53,7 @@ check_pack(const grid *g, const twi_mt_pack *l, const void *buf)
         m += g->bt[t].n;
         for (int s = 0; s < 4; s++)
             if (g->bt[t].side[s])
-                n_sides += s <= TWI_MT_BOTTOM ? g->bt[t].w : g->bt[t].h;
+                n_sides += s <= TWI_MAXTREE_BOTTOM ? g->bt[t].w : g->bt[t].h;
     }
     cr_assert(eq(i64, l->tiles_x, g->tx));
     cr_assert(eq(i64, l->tiles_y, g->ty));
@@ -80,7 +80,7 @@ check_pack(const grid *g, const twi_mt_pack *l, const void *buf)
     cr_assert(eq(i64, off[0], 0));
     n_sides = 0;
     for (int64_t t = 0; t < nt; t++) {
-        const twi_mt_border *b = &g->bt[t];
+        const twi_maxtree_border *b = &g->bt[t];
 
         cr_assert(eq(i64, off[t + 1], off[t] + b->n));
         cr_assert(eq(i32, dims[2 * t], b->w));
@@ -92,7 +92,7 @@ check_pack(const grid *g, const twi_mt_pack *l, const void *buf)
             cr_assert(eq(u32, own[off[t] + i], b->own[i]));
         }
         for (int s = 0; s < 4; s++) {
-            const int64_t len = s <= TWI_MT_BOTTOM ? b->w : b->h;
+            const int64_t len = s <= TWI_MAXTREE_BOTTOM ? b->w : b->h;
 
             if (!b->side[s]) {
                 cr_assert(eq(i64, side_at[4 * t + s], -1));
@@ -117,10 +117,10 @@ Test(maxtree_pack, random_grids_pack_every_array)
         const int32_t H = 1 + (int32_t)twtest_rnd(&rng, k % 8 == 7 ? 150 : 40);
         grid g = random_grid(&rng, W, H, twtest_rnd(&rng, 2) ? TW_U16 : TW_U8,
                              twtest_rnd(&rng, 2) ? 8 : 4, true);
-        twi_mt_pack l;
+        twi_maxtree_pack l;
         void *buf = NULL;
 
-        cr_assert(eq(int, twi_mt_pack_build(g.bp, g.tx, g.ty, &l, &buf), TW_OK),
+        cr_assert(eq(int, twi_maxtree_pack_build(g.bp, g.tx, g.ty, &l, &buf), TW_OK),
                   "case %d: %dx%d in %lldx%lld tiles", k, W, H, (long long)g.tx,
                   (long long)g.ty);
         cr_assert_not_null(buf);
@@ -132,30 +132,30 @@ Test(maxtree_pack, random_grids_pack_every_array)
 
 /* Pack and merge on a grid made bad on purpose: both must say TW_E_INVALID. */
 static void
-both_reject(twi_mt_border *const *tiles, int64_t tx, int64_t ty, const char *what)
+both_reject(twi_maxtree_border *const *tiles, int64_t tx, int64_t ty, const char *what)
 {
-    twi_mt_pack l;
+    twi_maxtree_pack l;
     void *buf = (void *)&l;
     uint64_t *res = NULL;
     int64_t *off = NULL;
-    const twi_mt_filter f = {TWI_MT_AREA, 3, 0};
+    const twi_maxtree_filter f = {TWI_MAXTREE_AREA, 3, 0};
 
-    cr_assert(eq(int, twi_mt_pack_build(tiles, tx, ty, &l, &buf), TW_E_INVALID), "pack: %s",
+    cr_assert(eq(int, twi_maxtree_pack_build(tiles, tx, ty, &l, &buf), TW_E_INVALID), "pack: %s",
               what);
     cr_assert_null(buf, "pack: %s leaves *buf set", what);
-    cr_assert(eq(int, twi_mt_merge(tiles, tx, ty, 4, &f, &res, &off, NULL), TW_E_INVALID),
+    cr_assert(eq(int, twi_maxtree_merge(tiles, tx, ty, 4, &f, &res, &off, NULL), TW_E_INVALID),
               "merge: %s", what);
 }
 
 Test(maxtree_pack, bad_grids_are_rejected_like_the_merge)
 {
-    /* The grid checks of twi_mt_merge: no tiles, empty grid sizes, a NULL tile, a tile with
+    /* The grid checks of twi_maxtree_merge: no tiles, empty grid sizes, a NULL tile, a tile with
      * no nodes, a missing border side on each of the four sides, a tile row of unequal
      * heights, a tile column of unequal widths; and NULL out-parameters. */
     uint64_t rng = 0xBADBADull;
     grid g;
-    twi_mt_border *saved[4], *bp[4];
-    twi_mt_pack l;
+    twi_maxtree_border *saved[4], *bp[4];
+    twi_maxtree_pack l;
     void *buf = NULL;
 
     do { /* a 2 x 2 grid */
@@ -167,7 +167,7 @@ Test(maxtree_pack, bad_grids_are_rejected_like_the_merge)
     } while (1);
     memcpy(bp, g.bp, sizeof bp);
     memcpy(saved, g.bp, sizeof saved);
-    cr_assert(eq(int, twi_mt_pack_build(bp, 2, 2, &l, &buf), TW_OK));
+    cr_assert(eq(int, twi_maxtree_pack_build(bp, 2, 2, &l, &buf), TW_OK));
     free(buf);
 
     both_reject(NULL, 2, 2, "no tiles");
@@ -187,7 +187,8 @@ Test(maxtree_pack, bad_grids_are_rejected_like_the_merge)
     {
         /* tile, side it must have */
         static const int need[4][2] = {
-            {1, TWI_MT_LEFT}, {0, TWI_MT_RIGHT}, {2, TWI_MT_TOP}, {0, TWI_MT_BOTTOM}};
+            {1, TWI_MAXTREE_LEFT}, {0, TWI_MAXTREE_RIGHT}, {2, TWI_MAXTREE_TOP},
+            {0, TWI_MAXTREE_BOTTOM}};
 
         for (int c = 0; c < 4; c++) {
             uint32_t *s = g.bt[need[c][0]].side[need[c][1]];
@@ -203,10 +204,10 @@ Test(maxtree_pack, bad_grids_are_rejected_like_the_merge)
     g.bt[2].w++;
     both_reject(bp, 2, 2, "a tile column of unequal widths");
     g.bt[2].w--;
-    cr_assert(eq(int, twi_mt_pack_build(bp, 2, 2, NULL, &buf), TW_E_INVALID));
-    cr_assert(eq(int, twi_mt_pack_build(bp, 2, 2, &l, NULL), TW_E_INVALID));
+    cr_assert(eq(int, twi_maxtree_pack_build(bp, 2, 2, NULL, &buf), TW_E_INVALID));
+    cr_assert(eq(int, twi_maxtree_pack_build(bp, 2, 2, &l, NULL), TW_E_INVALID));
     /* the grid is whole again */
-    cr_assert(eq(int, twi_mt_pack_build(bp, 2, 2, &l, &buf), TW_OK));
+    cr_assert(eq(int, twi_maxtree_pack_build(bp, 2, 2, &l, &buf), TW_OK));
     check_pack(&g, &l, buf);
     free(buf);
     twtest_maxtree_grid_free(&g);
@@ -217,10 +218,10 @@ Test(maxtree_pack, broken_trees_are_rejected)
     /* What the GPU cannot check on device memory: a local parent out of range, a local parent
      * not below its child, a side entry out of range, a tile of no pixels. */
     uint64_t rng = 0x7EE5ull;
-    twi_mt_pack l;
+    twi_maxtree_pack l;
     void *buf = NULL;
     grid g;
-    twi_mt_border *b;
+    twi_maxtree_border *b;
     int64_t t = 0;
 
     do {
@@ -238,16 +239,18 @@ Test(maxtree_pack, broken_trees_are_rejected)
             const uint32_t p = b->lparent[i];
 
             b->lparent[i] = (uint32_t)b->n;
-            cr_assert(eq(int, twi_mt_pack_build(g.bp, g.tx, g.ty, &l, &buf), TW_E_INVALID));
+            cr_assert(eq(int, twi_maxtree_pack_build(g.bp, g.tx, g.ty, &l, &buf), TW_E_INVALID));
             b->lparent[i] = (uint32_t)i == 0 ? 1u : 0u; /* some other node, maybe not lower */
             if (b->level[b->lparent[i]] >= b->level[i])
-                cr_assert(eq(int, twi_mt_pack_build(g.bp, g.tx, g.ty, &l, &buf), TW_E_INVALID));
+                cr_assert(eq(int, twi_maxtree_pack_build(g.bp, g.tx, g.ty, &l, &buf),
+                             TW_E_INVALID));
             {
                 const uint16_t lv = b->level[p];
 
                 b->lparent[i] = p;
                 b->level[p] = b->level[i]; /* the parent at its child's level */
-                cr_assert(eq(int, twi_mt_pack_build(g.bp, g.tx, g.ty, &l, &buf), TW_E_INVALID));
+                cr_assert(eq(int, twi_maxtree_pack_build(g.bp, g.tx, g.ty, &l, &buf),
+                             TW_E_INVALID));
                 b->level[p] = lv;
             }
             break;
@@ -257,7 +260,7 @@ Test(maxtree_pack, broken_trees_are_rejected)
             const uint32_t v = b->side[s][0];
 
             b->side[s][0] = (uint32_t)b->n;
-            cr_assert(eq(int, twi_mt_pack_build(g.bp, g.tx, g.ty, &l, &buf), TW_E_INVALID));
+            cr_assert(eq(int, twi_maxtree_pack_build(g.bp, g.tx, g.ty, &l, &buf), TW_E_INVALID));
             b->side[s][0] = v;
             break;
         }
@@ -265,10 +268,10 @@ Test(maxtree_pack, broken_trees_are_rejected)
         const int32_t w = b->w;
 
         b->w = 0;
-        cr_assert(eq(int, twi_mt_pack_build(g.bp, g.tx, g.ty, &l, &buf), TW_E_INVALID));
+        cr_assert(eq(int, twi_maxtree_pack_build(g.bp, g.tx, g.ty, &l, &buf), TW_E_INVALID));
         b->w = w;
     }
-    cr_assert(eq(int, twi_mt_pack_build(g.bp, g.tx, g.ty, &l, &buf), TW_OK));
+    cr_assert(eq(int, twi_maxtree_pack_build(g.bp, g.tx, g.ty, &l, &buf), TW_OK));
     check_pack(&g, &l, buf);
     free(buf);
     twtest_maxtree_grid_free(&g);
@@ -285,14 +288,14 @@ Test(maxtree_pack, empty_tiles_have_empty_border_trees_and_are_not_packed)
         uint32_t par[1] = {0};
         tw_tile_view in = {px, dims[k][0], dims[k][0], dims[k][1], 1, TW_U8, 0, 0};
         tw_tile_view pv = {par, 4 * (int64_t)dims[k][0], dims[k][0], dims[k][1], 1, TW_U32, 0, 0};
-        twi_mt_border b, *bp = &b;
-        twi_mt_pack l;
+        twi_maxtree_border b, *bp = &b;
+        twi_maxtree_pack l;
         void *buf = NULL;
 
-        cr_assert(eq(int, twi_mt_border_extract(&in, &pv, 15, &b), TW_OK));
+        cr_assert(eq(int, twi_maxtree_border_extract(&in, &pv, 15, &b), TW_OK));
         cr_assert(eq(i64, b.n, 0));
-        cr_assert(eq(int, twi_mt_pack_build(&bp, 1, 1, &l, &buf), TW_E_INVALID));
+        cr_assert(eq(int, twi_maxtree_pack_build(&bp, 1, 1, &l, &buf), TW_E_INVALID));
         cr_assert(buf == NULL);
-        twi_mt_border_free(&b);
+        twi_maxtree_border_free(&b);
     }
 }

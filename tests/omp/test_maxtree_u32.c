@@ -158,14 +158,14 @@ Test(maxtree_u32, bad_arguments)
     /* 2^31 pixels or more, a view aliasing the input with another stride, a bad grid or
      * connectivity: TW_E_INVALID before anything is touched. */
     uint32_t a[8] = { 0 };
-    twi_mt32 *m = NULL;
+    twi_maxtree32 *m = NULL;
     tw_tile_view vi = { .data = a, .stride = 16, .w = 4, .h = 2, .channels = 1,
                         .type = TW_U32 },
                  vp = vi;
 
-    cr_assert(eq(int, twi_mt32_create(a, 65536, 32768, 4, 1, 1, NULL, &m), TW_E_INVALID));
-    cr_assert(eq(int, twi_mt32_create(a, 4, 2, 6, 1, 1, NULL, &m), TW_E_INVALID));
-    cr_assert(eq(int, twi_mt32_create(a, 4, 2, 4, 0, 1, NULL, &m), TW_E_INVALID));
+    cr_assert(eq(int, twi_maxtree32_create(a, 65536, 32768, 4, 1, 1, NULL, &m), TW_E_INVALID));
+    cr_assert(eq(int, twi_maxtree32_create(a, 4, 2, 6, 1, 1, NULL, &m), TW_E_INVALID));
+    cr_assert(eq(int, twi_maxtree32_create(a, 4, 2, 4, 0, 1, NULL, &m), TW_E_INVALID));
     cr_assert_null(m);
     vp.stride = 20;
     vp.w = 3;
