@@ -11,10 +11,11 @@ enum { NEEDS_H = 1, NEEDS_RADIUS = 2, HAS_DOME = 4 };
 typedef struct filter {
     const char *name;
     unsigned flags;
-    tw_status (*submit)(tw_runtime *rt, const tw_rfilter_opts *o, tw_job **out, tw_error *err);
+    tw_status (*submit)(tw_runtime *rt, const tw_mrecon_filter_opts *o, tw_job **out,
+                        tw_error *err);
     const char *help;
     /* across MPI ranks (cli/mpi.c lets only these run in bands) */
-    tw_status (*mpi_submit)(tw_mpi *c, tw_runtime *rt, const tw_rfilter_opts *o,
+    tw_status (*mpi_submit)(tw_mpi *c, tw_runtime *rt, const tw_mrecon_filter_opts *o,
                             tw_mpi_report *report, tw_job **out, tw_error *err);
 } filter;
 
@@ -117,7 +118,7 @@ run_filter(const filter *f, int argc, char **argv)
         {NULL, 0, NULL, 0}};
     cli_common c;
     cli_recon_io io;
-    tw_rfilter_opts o;
+    tw_mrecon_filter_opts o;
     tw_mrecon_stats stats;
     tw_config *cfg = NULL;
     tw_runtime *rt = NULL;
@@ -129,7 +130,7 @@ run_filter(const filter *f, int argc, char **argv)
     int opt, rc = CLI_OK;
 
     cli_job_init(&c, &io);
-    tw_rfilter_opts_init(&o);
+    tw_mrecon_filter_opts_init(&o);
     tw_mrecon_stats_init(&stats);
     while ((opt = getopt_long(argc, argv, "o:h", opts, NULL)) != -1) {
         switch (opt) {

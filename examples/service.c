@@ -166,10 +166,10 @@ submit_op(tw_runtime *rt, const svc_op *op, const svc_params *p, tw_job **out, t
         o.tile_h = p->tile_h;
         return tw_edt_submit(rt, &o, out, err);
     }
-    case SVC_OP_RFILTER: {
-        tw_rfilter_opts o;
+    case SVC_OP_MRECON_FILTER: {
+        tw_mrecon_filter_opts o;
 
-        tw_rfilter_opts_init(&o);
+        tw_mrecon_filter_opts_init(&o);
         apply_io(p, &o.input, &o.output, true);
         o.conn = p->conn;
         o.h = p->h;
@@ -177,7 +177,7 @@ submit_op(tw_runtime *rt, const svc_op *op, const svc_params *p, tw_job **out, t
         o.radius = p->radius;
         o.tile_w = p->tile_w;
         o.tile_h = p->tile_h;
-        return op->rfilter(rt, &o, out, err);
+        return op->mrecon_filter(rt, &o, out, err);
     }
     case SVC_OP_LABEL: {
         tw_label_opts o;

@@ -20,20 +20,20 @@ typedef enum svc_verb {
 } svc_verb;
 
 typedef enum svc_op_kind {
-    SVC_OP_GRAY, SVC_OP_CONVERT, SVC_OP_EDT, SVC_OP_RFILTER, SVC_OP_ATTR, SVC_OP_LABEL,
+    SVC_OP_GRAY, SVC_OP_CONVERT, SVC_OP_EDT, SVC_OP_MRECON_FILTER, SVC_OP_ATTR, SVC_OP_LABEL,
     SVC_OP_OBJECTS, SVC_OP_WATERSHED
 } svc_op_kind;
 
-typedef tw_status (*svc_rfilter_fn)(tw_runtime *rt, const tw_rfilter_opts *o, tw_job **out,
-                                    tw_error *err);
+typedef tw_status (*svc_mrecon_filter_fn)(tw_runtime *rt, const tw_mrecon_filter_opts *o,
+                                          tw_job **out, tw_error *err);
 
 /* An operation: its request name, how it is submitted and the keys it takes. */
 typedef struct svc_op {
     const char *name;
     svc_op_kind kind;
-    unsigned keys;           /* the key=value words it takes, a mask of 1 << key index */
-    svc_rfilter_fn rfilter;  /* SVC_OP_RFILTER */
-    tw_attr_filter attr;     /* SVC_OP_ATTR */
+    unsigned keys;                      /* the key=value words it takes, a mask of 1 << key index */
+    svc_mrecon_filter_fn mrecon_filter; /* SVC_OP_MRECON_FILTER */
+    tw_attr_filter attr;                /* SVC_OP_ATTR */
 } svc_op;
 
 /* The parameters of a submit, from its words. */

@@ -20,7 +20,7 @@
 #include "ops_internal.h"
 
 void
-tw_rfilter_opts_init(tw_rfilter_opts *o)
+tw_mrecon_filter_opts_init(tw_mrecon_filter_opts *o)
 {
     if (!o)
         return;
@@ -28,16 +28,22 @@ tw_rfilter_opts_init(tw_rfilter_opts *o)
     o->struct_size = sizeof *o;
 }
 
+void
+tw_rfilter_opts_init(tw_mrecon_filter_opts *o)
+{
+    tw_mrecon_filter_opts_init(o);
+}
+
 /* The spec common to every filter, from the options. */
 static tw_status
-base_spec(const char *op, const tw_rfilter_opts *o, int default_conn, twi_mrecon_spec *sp,
+base_spec(const char *op, const tw_mrecon_filter_opts *o, int default_conn, twi_mrecon_spec *sp,
           tw_error *err)
 {
     if (!o)
         return twi_error_set(err, TW_E_INVALID, "%s: NULL argument", op);
     if (o->struct_size != sizeof *o)
         return twi_error_set(err, TW_E_INVALID,
-                             "%s: options not initialised with tw_rfilter_opts_init()", op);
+                             "%s: options not initialised with tw_mrecon_filter_opts_init()", op);
     memset(sp, 0, sizeof *sp);
     sp->op = op;
     sp->mask_file = &o->input;
@@ -54,7 +60,7 @@ base_spec(const char *op, const tw_rfilter_opts *o, int default_conn, twi_mrecon
 
 /* Each filter in one process (mpi NULL) or across MPI ranks (tilewave/mpi.h). */
 static tw_status
-fill_holes(tw_runtime *rt, const tw_rfilter_opts *o, tw_mpi *mpi, tw_mpi_report *report,
+fill_holes(tw_runtime *rt, const tw_mrecon_filter_opts *o, tw_mpi *mpi, tw_mpi_report *report,
            tw_job **out, tw_error *err)
 {
     twi_mrecon_spec sp;
@@ -73,7 +79,7 @@ fill_holes(tw_runtime *rt, const tw_rfilter_opts *o, tw_mpi *mpi, tw_mpi_report 
 }
 
 static tw_status
-hmax(tw_runtime *rt, const tw_rfilter_opts *o, tw_mpi *mpi, tw_mpi_report *report,
+hmax(tw_runtime *rt, const tw_mrecon_filter_opts *o, tw_mpi *mpi, tw_mpi_report *report,
      tw_job **out, tw_error *err)
 {
     twi_mrecon_spec sp;
@@ -90,7 +96,7 @@ hmax(tw_runtime *rt, const tw_rfilter_opts *o, tw_mpi *mpi, tw_mpi_report *repor
 }
 
 static tw_status
-regional_max(tw_runtime *rt, const tw_rfilter_opts *o, tw_mpi *mpi, tw_mpi_report *report,
+regional_max(tw_runtime *rt, const tw_mrecon_filter_opts *o, tw_mpi *mpi, tw_mpi_report *report,
              tw_job **out, tw_error *err)
 {
     twi_mrecon_spec sp;
@@ -107,19 +113,19 @@ regional_max(tw_runtime *rt, const tw_rfilter_opts *o, tw_mpi *mpi, tw_mpi_repor
 }
 
 tw_status
-tw_fill_holes_submit(tw_runtime *rt, const tw_rfilter_opts *o, tw_job **out, tw_error *err)
+tw_fill_holes_submit(tw_runtime *rt, const tw_mrecon_filter_opts *o, tw_job **out, tw_error *err)
 {
     return fill_holes(rt, o, NULL, NULL, out, err);
 }
 
 tw_status
-tw_hmax_submit(tw_runtime *rt, const tw_rfilter_opts *o, tw_job **out, tw_error *err)
+tw_hmax_submit(tw_runtime *rt, const tw_mrecon_filter_opts *o, tw_job **out, tw_error *err)
 {
     return hmax(rt, o, NULL, NULL, out, err);
 }
 
 tw_status
-tw_regional_max_submit(tw_runtime *rt, const tw_rfilter_opts *o, tw_job **out, tw_error *err)
+tw_regional_max_submit(tw_runtime *rt, const tw_mrecon_filter_opts *o, tw_job **out, tw_error *err)
 {
     return regional_max(rt, o, NULL, NULL, out, err);
 }
@@ -131,7 +137,7 @@ tw_regional_max_submit(tw_runtime *rt, const tw_rfilter_opts *o, tw_job **out, t
     } while (0)
 
 tw_status
-tw_mpi_fill_holes_submit(tw_mpi *c, tw_runtime *rt, const tw_rfilter_opts *o,
+tw_mpi_fill_holes_submit(tw_mpi *c, tw_runtime *rt, const tw_mrecon_filter_opts *o,
                          tw_mpi_report *report, tw_job **out, tw_error *err)
 {
     NEED_MPI("fill-holes");
@@ -139,7 +145,7 @@ tw_mpi_fill_holes_submit(tw_mpi *c, tw_runtime *rt, const tw_rfilter_opts *o,
 }
 
 tw_status
-tw_mpi_hmax_submit(tw_mpi *c, tw_runtime *rt, const tw_rfilter_opts *o, tw_mpi_report *report,
+tw_mpi_hmax_submit(tw_mpi *c, tw_runtime *rt, const tw_mrecon_filter_opts *o, tw_mpi_report *report,
                    tw_job **out, tw_error *err)
 {
     NEED_MPI("hmax");
@@ -147,7 +153,7 @@ tw_mpi_hmax_submit(tw_mpi *c, tw_runtime *rt, const tw_rfilter_opts *o, tw_mpi_r
 }
 
 tw_status
-tw_mpi_regional_max_submit(tw_mpi *c, tw_runtime *rt, const tw_rfilter_opts *o,
+tw_mpi_regional_max_submit(tw_mpi *c, tw_runtime *rt, const tw_mrecon_filter_opts *o,
                            tw_mpi_report *report, tw_job **out, tw_error *err)
 {
     NEED_MPI("regional-max");
@@ -155,7 +161,7 @@ tw_mpi_regional_max_submit(tw_mpi *c, tw_runtime *rt, const tw_rfilter_opts *o,
 }
 
 static tw_status
-by_reconstruction(const char *op, bool closing, tw_runtime *rt, const tw_rfilter_opts *o,
+by_reconstruction(const char *op, bool closing, tw_runtime *rt, const tw_mrecon_filter_opts *o,
                   tw_job **out, tw_error *err)
 {
     twi_mrecon_spec sp;
@@ -171,13 +177,13 @@ by_reconstruction(const char *op, bool closing, tw_runtime *rt, const tw_rfilter
 }
 
 tw_status
-tw_open_rec_submit(tw_runtime *rt, const tw_rfilter_opts *o, tw_job **out, tw_error *err)
+tw_open_rec_submit(tw_runtime *rt, const tw_mrecon_filter_opts *o, tw_job **out, tw_error *err)
 {
     return by_reconstruction("open-rec", false, rt, o, out, err);
 }
 
 tw_status
-tw_close_rec_submit(tw_runtime *rt, const tw_rfilter_opts *o, tw_job **out, tw_error *err)
+tw_close_rec_submit(tw_runtime *rt, const tw_mrecon_filter_opts *o, tw_job **out, tw_error *err)
 {
     return by_reconstruction("close-rec", true, rt, o, out, err);
 }

@@ -122,14 +122,15 @@ TW_API TW_NODISCARD tw_status tw_mpi_mrecon_submit(tw_mpi *c, tw_runtime *rt,
                                                   const tw_mrecon_opts *o, tw_mpi_report *report,
                                                   tw_job **out, tw_error *err);
 TW_API TW_NODISCARD tw_status tw_mpi_fill_holes_submit(tw_mpi *c, tw_runtime *rt,
-                                                      const tw_rfilter_opts *o,
+                                                      const tw_mrecon_filter_opts *o,
                                                       tw_mpi_report *report, tw_job **out,
                                                       tw_error *err);
 TW_API TW_NODISCARD tw_status tw_mpi_hmax_submit(tw_mpi *c, tw_runtime *rt,
-                                                const tw_rfilter_opts *o, tw_mpi_report *report,
-                                                tw_job **out, tw_error *err);
+                                                const tw_mrecon_filter_opts *o,
+                                                tw_mpi_report *report, tw_job **out,
+                                                tw_error *err);
 TW_API TW_NODISCARD tw_status tw_mpi_regional_max_submit(tw_mpi *c, tw_runtime *rt,
-                                                        const tw_rfilter_opts *o,
+                                                        const tw_mrecon_filter_opts *o,
                                                         tw_mpi_report *report, tw_job **out,
                                                         tw_error *err);
 /** The exact method only (--method wavefront runs the image as one band). */

@@ -305,10 +305,10 @@ TW_API TW_NODISCARD tw_status tw_mrecon_method_parse(const char *name, tw_mrecon
 
 /**
  * Options of the operations built on reconstruction (tw_fill_holes_submit() and the others
- * below); each reads the fields it needs. Initialise with tw_rfilter_opts_init(). @since 0.2
+ * below); each reads the fields it needs. Initialise with tw_mrecon_filter_opts_init(). @since 0.2
  */
-typedef struct tw_rfilter_opts {
-    size_t struct_size;      /**< set by tw_rfilter_opts_init() */
+typedef struct tw_mrecon_filter_opts {
+    size_t struct_size;      /**< set by tw_mrecon_filter_opts_init() */
     tw_input input;         /**< the image file, when image.data is NULL */
     tw_host_image image;    /**< the image in memory (data != NULL: used instead) */
     tw_output output;       /**< the output file, when result.data is NULL */
@@ -321,11 +321,17 @@ typedef struct tw_rfilter_opts {
     int32_t tile_w, tile_h; /**< 0: the config's mrecon.tile_size, else tile.size */
     int64_t queue_capacity; /**< as in ::tw_mrecon_opts */
     tw_mrecon_stats *stats; /**< as in ::tw_mrecon_opts */
-} tw_rfilter_opts;
+} tw_mrecon_filter_opts;
 
 /** Fill @p o with defaults and set its struct_size; NULL is a no-op. Thread-safe.
  *  @since 0.2 */
-TW_API void tw_rfilter_opts_init(tw_rfilter_opts *o);
+TW_API void tw_mrecon_filter_opts_init(tw_mrecon_filter_opts *o);
+
+/** The names before 0.6 (tw_rfilter_opts, tw_rfilter_opts_init()): the same struct and the
+ *  same function, kept so that code written against 0.5 builds and links. New code uses the
+ *  names above. @deprecated since 0.6 */
+typedef tw_mrecon_filter_opts tw_rfilter_opts;
+TW_API void tw_rfilter_opts_init(tw_mrecon_filter_opts *o);
 
 /**
  * Fill holes: reconstruction by erosion, under the image, of a marker equal to the image on
@@ -337,7 +343,7 @@ TW_API void tw_rfilter_opts_init(tw_rfilter_opts *o);
  * Misuse and ownership: as every submit function (@ref tw_ops).
  * Thread-safe. @since 0.2
  */
-TW_API TW_NODISCARD tw_status tw_fill_holes_submit(tw_runtime *rt, const tw_rfilter_opts *o,
+TW_API TW_NODISCARD tw_status tw_fill_holes_submit(tw_runtime *rt, const tw_mrecon_filter_opts *o,
                                                   tw_job **out, tw_error *err);
 
 /**
@@ -350,7 +356,7 @@ TW_API TW_NODISCARD tw_status tw_fill_holes_submit(tw_runtime *rt, const tw_rfil
  * Misuse and ownership: as every submit function (@ref tw_ops).
  * Thread-safe. @since 0.2
  */
-TW_API TW_NODISCARD tw_status tw_hmax_submit(tw_runtime *rt, const tw_rfilter_opts *o,
+TW_API TW_NODISCARD tw_status tw_hmax_submit(tw_runtime *rt, const tw_mrecon_filter_opts *o,
                                             tw_job **out, tw_error *err);
 
 /**
@@ -362,7 +368,7 @@ TW_API TW_NODISCARD tw_status tw_hmax_submit(tw_runtime *rt, const tw_rfilter_op
  * Misuse and ownership: as every submit function (@ref tw_ops).
  * Thread-safe. @since 0.2
  */
-TW_API TW_NODISCARD tw_status tw_regional_max_submit(tw_runtime *rt, const tw_rfilter_opts *o,
+TW_API TW_NODISCARD tw_status tw_regional_max_submit(tw_runtime *rt, const tw_mrecon_filter_opts *o,
                                                     tw_job **out, tw_error *err);
 
 /**
@@ -373,7 +379,7 @@ TW_API TW_NODISCARD tw_status tw_regional_max_submit(tw_runtime *rt, const tw_rf
  * Misuse and ownership: as every submit function (@ref tw_ops).
  * Thread-safe. @since 0.2
  */
-TW_API TW_NODISCARD tw_status tw_open_rec_submit(tw_runtime *rt, const tw_rfilter_opts *o,
+TW_API TW_NODISCARD tw_status tw_open_rec_submit(tw_runtime *rt, const tw_mrecon_filter_opts *o,
                                                 tw_job **out, tw_error *err);
 
 /**
@@ -382,7 +388,7 @@ TW_API TW_NODISCARD tw_status tw_open_rec_submit(tw_runtime *rt, const tw_rfilte
  * Misuse and ownership: as every submit function (@ref tw_ops).
  * Thread-safe. @since 0.2
  */
-TW_API TW_NODISCARD tw_status tw_close_rec_submit(tw_runtime *rt, const tw_rfilter_opts *o,
+TW_API TW_NODISCARD tw_status tw_close_rec_submit(tw_runtime *rt, const tw_mrecon_filter_opts *o,
                                                  tw_job **out, tw_error *err);
 
 /** @} */

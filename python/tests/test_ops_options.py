@@ -543,10 +543,11 @@ def test_every_options_struct_matches_the_library():
     # size the library's _init writes into struct_size: the binding and the headers agree.
     from tilewave import _core, _lib
     from tilewave._lib import lib
-    for name in ("gray", "mrecon", "rfilter", "edt", "attr_filter", "maxtree", "tos", "grain",
-                 "convert", "sample"):
-        cls = {"gray": _lib.GrayOpts, "mrecon": _lib.MreconOpts, "rfilter": _lib.RfilterOpts,
-               "edt": _lib.EdtOpts, "attr_filter": _lib.AttrFilterOpts,
+    for name in ("gray", "mrecon", "mrecon_filter", "edt", "attr_filter", "maxtree", "tos",
+                 "grain", "convert", "sample"):
+        cls = {"gray": _lib.GrayOpts, "mrecon": _lib.MreconOpts,
+               "mrecon_filter": _lib.MreconFilterOpts, "edt": _lib.EdtOpts,
+               "attr_filter": _lib.AttrFilterOpts,
                "maxtree": _lib.MaxtreeOpts, "tos": _lib.TosOpts, "grain": _lib.GrainOpts,
                "convert": _lib.ConvertOpts, "sample": _lib.SampleOpts}[name]
         o = _core._init(getattr(lib, f"tw_{name}_opts_init"), cls)

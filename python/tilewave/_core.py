@@ -882,11 +882,11 @@ def reconstruct(marker, mask, out=None, *, method="dilation", conn=8, clamp=Fals
                                inopts.get("input_report")))
 
 
-def _rfilter(op, submit, image, out, result_dtype, conn, level, tile, compression, runtime,
+def _mrecon_filter(op, submit, image, out, result_dtype, conn, level, tile, compression, runtime,
              progress, wait, progress_interval, options, **fields):
     inopts, outopts = _options(op, options, _IN_ALL, _OUT_ALL)
     _input_used(op, inopts, _is_path(image), level)
-    o = _init(lib.tw_rfilter_opts_init, _lib.RfilterOpts)
+    o = _init(lib.tw_mrecon_filter_opts_init, _lib.MreconFilterOpts)
     keep = []
     arr, shape, dt, rep = _src(op, "image", image, _U8_U16, o.input, o.image, level, inopts,
                                keep)
@@ -903,7 +903,7 @@ def _rfilter(op, submit, image, out, result_dtype, conn, level, tile, compressio
 def fill_holes(image, out=None, *, conn=0, level=0, tile=None, compression=None, runtime=None,
                progress=None, progress_interval=0.05, wait=True, **options):
     """Fill the holes (regional minima not connected to the border); uint8/uint16."""
-    return _rfilter("fill_holes", lib.tw_fill_holes_submit, image, out, None, conn, level,
+    return _mrecon_filter("fill_holes", lib.tw_fill_holes_submit, image, out, None, conn, level,
                     tile, compression, runtime, progress, wait, progress_interval, options)
 
 
@@ -913,7 +913,7 @@ def hmax(image, h, out=None, *, dome=False, conn=0, level=0, tile=None, compress
     image with ``dome=True``."""
     if int(h) < 1:
         raise ValueError(f"tilewave.hmax: h must be >= 1 (got {h})")
-    return _rfilter("hmax", lib.tw_hmax_submit, image, out, None if dome else np.uint8, conn,
+    return _mrecon_filter("hmax", lib.tw_hmax_submit, image, out, None if dome else np.uint8, conn,
                     level, tile, compression, runtime, progress, wait, progress_interval,
                     options, h=int(h), dome=bool(dome))
 
@@ -921,7 +921,7 @@ def hmax(image, h, out=None, *, dome=False, conn=0, level=0, tile=None, compress
 def regional_max(image, out=None, *, conn=0, level=0, tile=None, compression=None,
                  runtime=None, progress=None, progress_interval=0.05, wait=True, **options):
     """Regional maxima (uint8 0/1 array; 0/255 in a file, docs/io.md "Masks")."""
-    return _rfilter("regional_max", lib.tw_regional_max_submit, image, out, np.uint8, conn,
+    return _mrecon_filter("regional_max", lib.tw_regional_max_submit, image, out, np.uint8, conn,
                     level, tile, compression, runtime, progress, wait, progress_interval,
                     options)
 
@@ -929,7 +929,7 @@ def regional_max(image, out=None, *, conn=0, level=0, tile=None, compression=Non
 def open_rec(image, radius, out=None, *, conn=0, level=0, tile=None, compression=None,
              runtime=None, progress=None, progress_interval=0.05, wait=True, **options):
     """Opening by reconstruction with the (2 radius + 1) square."""
-    return _rfilter("open_rec", lib.tw_open_rec_submit, image, out, None, conn, level, tile,
+    return _mrecon_filter("open_rec", lib.tw_open_rec_submit, image, out, None, conn, level, tile,
                     compression, runtime, progress, wait, progress_interval, options,
                     radius=int(radius))
 
@@ -937,7 +937,7 @@ def open_rec(image, radius, out=None, *, conn=0, level=0, tile=None, compression
 def close_rec(image, radius, out=None, *, conn=0, level=0, tile=None, compression=None,
               runtime=None, progress=None, progress_interval=0.05, wait=True, **options):
     """Closing by reconstruction with the (2 radius + 1) square."""
-    return _rfilter("close_rec", lib.tw_close_rec_submit, image, out, None, conn, level, tile,
+    return _mrecon_filter("close_rec", lib.tw_close_rec_submit, image, out, None, conn, level, tile,
                     compression, runtime, progress, wait, progress_interval, options,
                     radius=int(radius))
 

@@ -79,7 +79,7 @@ class MreconOpts(ctypes.Structure):
                 ("queue_capacity", c_int64), ("stats", c_void_p)]
 
 
-class RfilterOpts(ctypes.Structure):
+class MreconFilterOpts(ctypes.Structure):
     _fields_ = [("struct_size", c_size_t), ("input", Input), ("image", HostImage),
                 ("output", Output), ("result", HostImage), ("conn", c_int), ("h", c_int64),
                 ("dome", c_bool), ("radius", c_int32), ("tile_w", c_int32),
@@ -234,12 +234,12 @@ _PROTOS = {
     "tw_gray_submit": (c_int, [c_void_p, _P(GrayOpts), _P(c_void_p), _E]),
     "tw_mrecon_opts_init": (None, [_P(MreconOpts)]),
     "tw_mrecon_submit": (c_int, [c_void_p, _P(MreconOpts), _P(c_void_p), _E]),
-    "tw_rfilter_opts_init": (None, [_P(RfilterOpts)]),
-    "tw_fill_holes_submit": (c_int, [c_void_p, _P(RfilterOpts), _P(c_void_p), _E]),
-    "tw_hmax_submit": (c_int, [c_void_p, _P(RfilterOpts), _P(c_void_p), _E]),
-    "tw_regional_max_submit": (c_int, [c_void_p, _P(RfilterOpts), _P(c_void_p), _E]),
-    "tw_open_rec_submit": (c_int, [c_void_p, _P(RfilterOpts), _P(c_void_p), _E]),
-    "tw_close_rec_submit": (c_int, [c_void_p, _P(RfilterOpts), _P(c_void_p), _E]),
+    "tw_mrecon_filter_opts_init": (None, [_P(MreconFilterOpts)]),
+    "tw_fill_holes_submit": (c_int, [c_void_p, _P(MreconFilterOpts), _P(c_void_p), _E]),
+    "tw_hmax_submit": (c_int, [c_void_p, _P(MreconFilterOpts), _P(c_void_p), _E]),
+    "tw_regional_max_submit": (c_int, [c_void_p, _P(MreconFilterOpts), _P(c_void_p), _E]),
+    "tw_open_rec_submit": (c_int, [c_void_p, _P(MreconFilterOpts), _P(c_void_p), _E]),
+    "tw_close_rec_submit": (c_int, [c_void_p, _P(MreconFilterOpts), _P(c_void_p), _E]),
     "tw_edt_opts_init": (None, [_P(EdtOpts)]),
     "tw_edt_submit": (c_int, [c_void_p, _P(EdtOpts), _P(c_void_p), _E]),
     "tw_attr_filter_opts_init": (None, [_P(AttrFilterOpts)]),

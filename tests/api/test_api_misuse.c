@@ -501,7 +501,7 @@ Test(api_names, init_functions_accept_null)
     tw_convert_opts_init(NULL);
     tw_mrecon_stats_init(NULL);
     tw_mrecon_opts_init(NULL);
-    tw_rfilter_opts_init(NULL);
+    tw_mrecon_filter_opts_init(NULL);
     tw_edt_report_init(NULL);
     tw_edt_opts_init(NULL);
     tw_maxtree_opts_init(NULL);
@@ -886,14 +886,15 @@ Test(api_ops, mrecon_misuse, .init = setup_ops, .fini = teardown_ops)
 #undef M
 }
 
-typedef tw_status (*rfilter_fn)(tw_runtime *, const tw_rfilter_opts *, tw_job **, tw_error *);
+typedef tw_status (*mrecon_filter_fn)(tw_runtime *, const tw_mrecon_filter_opts *, tw_job **,
+                                      tw_error *);
 
-Test(api_ops, rfilter_misuse, .init = setup_ops, .fini = teardown_ops)
+Test(api_ops, mrecon_filter_misuse, .init = setup_ops, .fini = teardown_ops)
 {
     /* the five filters built on reconstruction: NULL arguments, struct_size, connectivity,
      * h < 1 (hmax), radius < 0 (open-rec, close-rec), a result of the wrong size */
     static const struct {
-        rfilter_fn fn;
+        mrecon_filter_fn fn;
         const char *name;
     } ops[] = {{tw_fill_holes_submit, "fill-holes"}, {tw_hmax_submit, "hmax"},
                {tw_regional_max_submit, "regional-max"}, {tw_open_rec_submit, "open-rec"},
@@ -901,12 +902,12 @@ Test(api_ops, rfilter_misuse, .init = setup_ops, .fini = teardown_ops)
     uint8_t a[8 * 8] = {0}, r[8 * 8] = {0};
 
     for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
-        rfilter_fn F = ops[k].fn;
+        mrecon_filter_fn F = ops[k].fn;
         const char *nm = ops[k].name;
-        tw_rfilter_opts o;
+        tw_mrecon_filter_opts o;
         tw_mrecon_stats stats;
 
-        tw_rfilter_opts_init(&o);
+        tw_mrecon_filter_opts_init(&o);
         o.image = (tw_host_image){.data = a, .w = 8, .h = 8, .type = TW_U8};
         o.result = (tw_host_image){.data = r, .w = 8, .h = 8, .type = TW_U8};
         o.h = 1;
@@ -914,9 +915,9 @@ Test(api_ops, rfilter_misuse, .init = setup_ops, .fini = teardown_ops)
         SUBMIT_FAILS(TW_E_INVALID, nm, F(rt, NULL, &job, &terr));
         SUBMIT_FAILS(TW_E_INVALID, nm, F(rt, &o, NULL, &terr));
         o.struct_size = 0;
-        SUBMIT_FAILS(TW_E_INVALID, "tw_rfilter_opts_init", F(rt, &o, &job, &terr));
+        SUBMIT_FAILS(TW_E_INVALID, "tw_mrecon_filter_opts_init", F(rt, &o, &job, &terr));
         o.struct_size = SIZE_MAX;
-        SUBMIT_FAILS(TW_E_INVALID, "tw_rfilter_opts_init", F(rt, &o, &job, &terr));
+        SUBMIT_FAILS(TW_E_INVALID, "tw_mrecon_filter_opts_init", F(rt, &o, &job, &terr));
         o.struct_size = sizeof o;
         o.conn = 6;
         SUBMIT_FAILS(TW_E_INVALID, nm, F(rt, &o, &job, &terr));

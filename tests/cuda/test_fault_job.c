@@ -171,15 +171,15 @@ op_mrecon(tw_runtime *rt)
 /* The filters built on the reconstruction: 0 fill-holes, 1 hmax, 2 h-dome, 3 open-rec,
  * 4 close-rec, 5 regional-max. */
 static out_buf
-op_rfilter(tw_runtime *rt, int which)
+op_mrecon_filter(tw_runtime *rt, int which)
 {
-    tw_rfilter_opts o;
+    tw_mrecon_filter_opts o;
     tw_job *job = NULL;
     tw_error err;
     tw_status st = TW_E_INTERNAL;
     out_buf r = {malloc(W * H), W * H};
 
-    tw_rfilter_opts_init(&o);
+    tw_mrecon_filter_opts_init(&o);
     o.image = (tw_host_image){img8, W, H, 0, TW_U8};
     o.result = (tw_host_image){r.data, W, H, 0, TW_U8};
     o.tile_w = o.tile_h = TILE;
@@ -263,7 +263,7 @@ run_op(tw_runtime *rt, int op)
     switch (op) {
     case 0: return op_gray(rt);
     case 1: return op_mrecon(rt);
-    case 2: case 3: case 4: case 5: case 6: case 7: return op_rfilter(rt, op - 2);
+    case 2: case 3: case 4: case 5: case 6: case 7: return op_mrecon_filter(rt, op - 2);
     case 8: return op_edt(rt, TW_EDT_EXACT);
     case 9: return op_edt(rt, TW_EDT_WAVEFRONT);
     case 10: return op_maxtree(rt);

@@ -414,7 +414,7 @@ Test(outputs, masks_reduce_by_max)
     uint8_t *img = twout_image(w, h, 1, TW_U8, 11, false), *got;
     tw_runtime *rt = runtime("32x32", "50x40");
     tw_gray_opts g;
-    tw_rfilter_opts r;
+    tw_mrecon_filter_opts r;
     tw_job *job = NULL;
     tw_error err = {0};
     int64_t gw, gh;
@@ -438,7 +438,7 @@ Test(outputs, masks_reduce_by_max)
                  pyramid_levels(w, h, 32, 32)));
     free(got);
 
-    tw_rfilter_opts_init(&r);
+    tw_mrecon_filter_opts_init(&r);
     r.input.path = in;
     r.output.path = rmax;
     r.output.pyramid = true;
@@ -511,7 +511,7 @@ Test(outputs, overlay_blends_result_over_slide)
     uint8_t *gray = twout_image(w, h, 1, TW_U8, 6, false), *got;
     tw_runtime *rt = runtime("32x32", "64x48");
     tw_gray_opts g;
-    tw_rfilter_opts r;
+    tw_mrecon_filter_opts r;
     tw_job *job = NULL;
     tw_error err = {0};
     int64_t gw, gh;
@@ -538,7 +538,7 @@ Test(outputs, overlay_blends_result_over_slide)
     free(got);
 
     /* hmax of a gray slide: a 0 / 1 mask, tinted fully where set */
-    tw_rfilter_opts_init(&r);
+    tw_mrecon_filter_opts_init(&r);
     r.input.path = gin;
     r.h = 40;
     r.output.path = res;

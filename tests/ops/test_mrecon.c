@@ -719,7 +719,7 @@ Test(mrecon, bad_arguments_are_refused)
 
 /* ---- the filters */
 
-typedef tw_status (*filter_fn)(tw_runtime *, const tw_rfilter_opts *, tw_job **, tw_error *);
+typedef tw_status (*filter_fn)(tw_runtime *, const tw_mrecon_filter_opts *, tw_job **, tw_error *);
 
 /* Run a filter on v (w x h of `type`), result of out_type; returns the unpacked result. */
 static uint16_t *
@@ -728,11 +728,11 @@ run_filter(tw_runtime *rt, filter_fn fn, const uint16_t *v, int64_t w, int64_t h
            int radius, int32_t tw, int32_t th)
 {
     packed pi = pack(v, w, h, type), pr = blank(w, h, out_type);
-    tw_rfilter_opts o;
+    tw_mrecon_filter_opts o;
     tw_job *job = NULL;
     tw_error err;
 
-    tw_rfilter_opts_init(&o);
+    tw_mrecon_filter_opts_init(&o);
     o.image = pi.img;
     o.result = pr.img;
     o.conn = conn;
@@ -801,6 +801,33 @@ Test(mrecon, fill_holes_equals_a_flood_fill_from_the_border)
         free(im);
         free(want);
     }
+    tw_runtime_destroy(rt);
+}
+
+Test(mrecon, the_names_before_0_6_still_build_and_run)
+{
+    /* tw_rfilter_opts and tw_rfilter_opts_init(), deprecated in 0.6, are the same struct and
+     * the same defaults: a ring of 9s around a hole of 0s fills to all 9s */
+    tw_runtime *rt = make_runtime(1);
+    uint8_t im[5 * 5], res[5 * 5];
+    tw_rfilter_opts o;
+    tw_job *job = NULL;
+    tw_error err;
+
+    for (int p = 0; p < 25; p++)
+        im[p] = (p % 5 == 2 && p / 5 == 2) ? 0 : 9;
+    memset(&o, 0xAB, sizeof o);
+    tw_rfilter_opts_init(&o);
+    cr_assert(eq(sz, o.struct_size, sizeof(tw_mrecon_filter_opts)));
+    cr_assert(eq(int, o.conn, 0));
+    cr_assert(o.stats == NULL);
+    o.image = (tw_host_image){.data = im, .w = 5, .h = 5, .type = TW_U8};
+    o.result = (tw_host_image){.data = res, .w = 5, .h = 5, .type = TW_U8};
+    cr_assert(eq(int, tw_fill_holes_submit(rt, &o, &job, &err), TW_OK), "%s", err.message);
+    cr_assert(eq(int, tw_job_wait(job, -1), TW_OK), "%s", tw_job_get_error(job));
+    tw_job_destroy(job);
+    for (int p = 0; p < 25; p++)
+        cr_assert(eq(u8, res[p], 9), "pixel %d is %u", p, res[p]);
     tw_runtime_destroy(rt);
 }
 
@@ -900,11 +927,11 @@ Test(mrecon, filters_refuse_bad_parameters)
     tw_runtime *rt = make_runtime(1);
     uint16_t z[12] = {0};
     packed a = pack(z, 4, 3, TW_U16), r16 = blank(4, 3, TW_U16);
-    tw_rfilter_opts o;
+    tw_mrecon_filter_opts o;
     tw_job *job = NULL;
     tw_error err;
 
-    tw_rfilter_opts_init(&o);
+    tw_mrecon_filter_opts_init(&o);
     o.image = a.img;
     o.result = r16.img;
     o.h = 0;

@@ -552,11 +552,11 @@ Test(budget, reconstruction_six_times_the_budget_matches_the_unbudgeted_run)
 static tw_status
 open_rec(tw_runtime *rt, img16 *im)
 {
-    tw_rfilter_opts o;
+    tw_mrecon_filter_opts o;
     tw_job *job = NULL;
     tw_error err = {0};
 
-    tw_rfilter_opts_init(&o);
+    tw_mrecon_filter_opts_init(&o);
     o.image = (tw_host_image){im->mask, im->w, im->h, 0, TW_U16};
     o.result = (tw_host_image){im->out, im->w, im->h, 0, TW_U16};
     o.radius = 40; /* wider than a tile: the prep pins up to 3 x 3 neighbouring masks */

@@ -528,16 +528,16 @@ submit_op(tw_runtime *rt, cancel_op op, uint8_t *img, void *out, int64_t w, int6
     tw_status st = TW_E_INTERNAL;
 
     if (op == OP_FILL_HOLES) {
-        tw_rfilter_opts o;
+        tw_mrecon_filter_opts o;
 
-        tw_rfilter_opts_init(&o);
+        tw_mrecon_filter_opts_init(&o);
         o.image = (tw_host_image){img, w, h, 0, TW_U8};
         o.result = (tw_host_image){out, w, h, 0, TW_U8};
         st = tw_fill_holes_submit(rt, &o, &job, &err);
     } else if (op == OP_RECON) {
-        tw_rfilter_opts o;
+        tw_mrecon_filter_opts o;
 
-        tw_rfilter_opts_init(&o);
+        tw_mrecon_filter_opts_init(&o);
         o.image = (tw_host_image){img, w, h, 0, TW_U8};
         o.result = (tw_host_image){out, w, h, 0, TW_U8};
         o.radius = 3;
