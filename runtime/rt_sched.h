@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: runtime tasks and scheduling: scheduling policies and their FIFOs, cost
  * models, the task layout, the streaming window, the scheduler lock (runtime/task.c,
- * sched_*.c, model.c, window.c, runtime.c). */
+ * sched_*.c, model.c, window.c, sched.c). */
 #ifndef TW_RT_SCHED_H
 #define TW_RT_SCHED_H
 
@@ -118,7 +118,7 @@ TWI_HIDDEN void twi_window_task_starts(tw_task *t);
 TWI_HIDDEN void twi_window_free_all(tw_job *job);
 
 
-/* The scheduler lock (runtime/runtime.c), for the files of runtime/ that share its state. */
+/* The scheduler lock (runtime/sched.c), for the files of runtime/ that share its state. */
 TWI_HIDDEN void twi_sched_lock(tw_runtime *rt);
 TWI_HIDDEN void twi_sched_unlock(tw_runtime *rt);
 /* Under the scheduler lock: wake every idle worker, or the most recently idle one. */
@@ -134,8 +134,13 @@ TWI_HIDDEN tw_status twi_fault_setup(tw_runtime *rt, tw_error *err);
 TWI_HIDDEN void twi_sched_push_list(tw_runtime *rt, tw_task *head);
 
 /* Wake every idle worker (memory was freed). Takes the scheduler lock, unless this thread holds
- * it: then the wake-up happens when it releases it (runtime/runtime.c). */
+ * it: then the wake-up happens when it releases it (runtime/sched.c). */
 TWI_HIDDEN void twi_sched_wake_idle(tw_runtime *rt);
+/* Under the scheduler lock, for worker w (runtime/worker.c): the policy's pop (under a host
+ * budget, when nothing runs and tasks wait for memory, the oldest goes anyway), and the variant
+ * to run a popped task with (0: drop it, its job is stopping), its host memory reserved. */
+TWI_HIDDEN tw_task *twi_sched_pop_locked(tw_worker *w);
+TWI_HIDDEN unsigned twi_sched_dispatch_locked(tw_worker *w, tw_task *t);
 
 /* ---- tasks */
 typedef struct twi_edge {

@@ -73,7 +73,7 @@ TWI_HIDDEN int twi_gpu_fit(const tw_worker *w, const tw_task *t);
 /* Pop the next task for a GPU manager while its current task runs (its variant in *variant,
  * 0 to drop it). NULL when nothing fits, when an idle worker could start each candidate now
  * (it would wait here), or when the runtime is stopping. Takes the scheduler lock
- * (runtime/runtime.c). */
+ * (runtime/sched.c). */
 TWI_HIDDEN tw_task *twi_worker_prefetch(tw_worker *w, unsigned *variant);
 TWI_HIDDEN void *twi_cuda_scratch(tw_task_ctx *ctx, size_t bytes);
 TWI_HIDDEN tw_status twi_cuda_copy(tw_task_ctx *ctx, void *dst, const void *src, size_t bytes,
@@ -183,5 +183,11 @@ TWI_HIDDEN unsigned twi_worker_variant(const tw_worker *w, const tw_task *t);
 
 /* The worker the calling thread is (NULL: not a worker thread). */
 TWI_HIDDEN tw_worker *twi_worker_self(void);
+
+/* runtime/worker.c: start rt->n_workers threads and wait until each is bound and its device
+ * initialised (the first failure in *err); stop them and join them (once, later calls do
+ * nothing). */
+TWI_HIDDEN tw_status twi_workers_start(tw_runtime *rt, tw_error *err);
+TWI_HIDDEN void twi_workers_stop(tw_runtime *rt);
 
 #endif /* TW_RT_WORKER_H */

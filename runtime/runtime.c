@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* tilewave: the runtime: configuration, worker threads, idle waiting, public queries. */
+/* tilewave: the runtime: configuration, creation and destruction, public queries. The scheduler
+ * is runtime/sched.c, the worker threads runtime/worker.c. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,14 +8,6 @@
 #include <unistd.h>
 
 #include "rt_core.h"
-
-/*
- * Worker threads are demand-driven ([Teodoro13] section 4): an idle worker asks the policy for the
- * next task it has a variant for and sleeps on its own condition variable when there is none.
- * A push wakes one idle worker able to run the pushed task, so a CUDA-only task never wakes a
- * CPU worker that would find nothing and go back to sleep. The policy and the idle list share
- * one lock; variants run outside it.
- */
 
 static const tw_sched_policy *const policies[] = {&twi_sched_fcfs, &twi_sched_fair,
                                                   &twi_sched_pats, &twi_sched_locality};
@@ -116,372 +109,6 @@ parse_gpus(const char *s, int n_present, int **out, int *n_out, tw_error *err)
 out:
     free(ord);
     return st;
-}
-
-/* The variant w would run t with, budgets of host memory aside. */
-static unsigned
-worker_device(const tw_worker *w, const tw_task *t)
-{
-    const tw_task_kind *k = t->kind;
-
-    if (w->type == TW_DEVICE_CUDA && (t->variants & TW_DEVICE_CUDA) &&
-        (!k->can_run || k->can_run(t->arg, TW_DEVICE_CUDA))) {
-        /* The GPU takes a task only when its whole working set (its tiles) fits beside the
-         * tasks it has in flight: no eviction ping-pong. With nothing in flight everything
-         * fits that fits the budget, so a refusal lasts only while the GPU is busy. */
-        int fit = twi_gpu_fit(w, t);
-
-        if (fit > 0)
-            return TW_DEVICE_CUDA;
-        if (fit == 0)
-            return 0;
-        /* Larger than the whole budget: a CPU worker's, when one can run it; else the GPU
-         * takes it and fails it with a message naming the budget. */
-        if (!(w->rt->runs & t->variants & TW_DEVICE_CPU) ||
-            (k->can_run && !k->can_run(t->arg, TW_DEVICE_CPU)))
-            return TW_DEVICE_CUDA;
-    }
-    /* A GPU manager runs CPU variants only when the runtime has no CPU worker (w->runs).
-     * A task retried after a CUDA failure runs on the CPU whatever can_run prefers. */
-    if ((w->runs & TW_DEVICE_CPU) && (t->variants & TW_DEVICE_CPU) &&
-        (t->cpu_retry || !k->can_run || k->can_run(t->arg, TW_DEVICE_CPU)))
-        return TW_DEVICE_CPU;
-    return 0;
-}
-
-/* Could an idle worker start t now? Under rt->lock. */
-static bool
-idle_could_run(const tw_runtime *rt, const tw_task *t)
-{
-    for (int i = 0; i < rt->n_idle; i++)
-        if (worker_device(rt->idle[i], t))
-            return true;
-    return false;
-}
-
-unsigned
-twi_worker_variant(const tw_worker *w, const tw_task *t)
-{
-    unsigned v = worker_device(w, t);
-
-    /* Host budget (runtime/budget.c): a task whose working set does not fit stays queued and
-     * the tasks behind it pass it. */
-    if (v && w->rt->budget && !twi_budget_fits(w, t))
-        return 0;
-    /* A GPU manager's prefetch takes a task that would wait behind its current one: leave
-     * those an idle worker can start now to it (the end of a round of tasks, a second GPU). */
-    if (v && w->prefetching && idle_could_run(w->rt, t))
-        return 0;
-    return v;
-}
-
-/* After a pop, under the scheduler lock: the variant to run t with (0: drop it, its job is
- * stopping), its host memory reserved. Not twi_worker_variant() again: the pop applied the
- * budget, and a second look could refuse a task that is no longer in any queue. */
-static unsigned
-worker_dispatch(tw_worker *w, tw_task *t)
-{
-    unsigned v = twi_job_stopping(t->job) ? 0u : worker_device(w, t);
-
-    if (v && w->rt->budget)
-        twi_budget_dispatch(w, t);
-    return v;
-}
-
-/* Wake every idle worker. Under rt->lock. */
-static void
-wake_all_idle(tw_runtime *rt)
-{
-    while (rt->n_idle > 0) {
-        tw_worker *w = rt->idle[--rt->n_idle];
-
-        w->idle = false;
-        pthread_cond_signal(&w->cond);
-    }
-}
-
-/* The runtime whose scheduler lock this thread holds, if any. Memory freed by code under the
- * lock (a task dropped from a queue) must not take it again, and cannot wake workers then;
- * it leaves the wake-up pending for sched_unlock() or the idle check in worker_loop(). */
-static _Thread_local tw_runtime *lock_held;
-
-static void
-sched_lock(tw_runtime *rt)
-{
-    pthread_mutex_lock(&rt->lock);
-    lock_held = rt;
-}
-
-/* Release the scheduler lock, first doing a wake-up left pending while it was held. */
-static void
-sched_unlock(tw_runtime *rt)
-{
-    if (atomic_exchange(&rt->wake_pending, false))
-        wake_all_idle(rt);
-    lock_held = NULL;
-    pthread_mutex_unlock(&rt->lock);
-}
-
-void
-twi_sched_lock(tw_runtime *rt)
-{
-    sched_lock(rt);
-}
-
-void
-twi_sched_unlock(tw_runtime *rt)
-{
-    sched_unlock(rt);
-}
-
-void
-twi_sched_wake_all_locked(tw_runtime *rt)
-{
-    wake_all_idle(rt);
-}
-
-void
-twi_sched_wake_one_locked(tw_runtime *rt)
-{
-    if (rt->n_idle > 0) {
-        tw_worker *w = rt->idle[--rt->n_idle];
-
-        w->idle = false;
-        pthread_cond_signal(&w->cond);
-    }
-}
-
-void
-twi_sched_wake_idle(tw_runtime *rt)
-{
-    if (lock_held == rt) {
-        atomic_store(&rt->wake_pending, true);
-        return;
-    }
-    sched_lock(rt);
-    wake_all_idle(rt);
-    sched_unlock(rt);
-}
-
-/* Wake the most recently idle worker able to take t. Under rt->lock. */
-static void
-wake_for(tw_runtime *rt, const tw_task *t)
-{
-    int i, j;
-
-    for (i = rt->n_idle - 1; i >= 0; i--) {
-        tw_worker *w = rt->idle[i];
-        bool ok = twi_job_stopping(t->job) ? (t->variants & w->runs) != 0
-                                            : twi_worker_variant(w, t) != 0;
-
-        if (!ok)
-            continue;
-        for (j = i; j < rt->n_idle - 1; j++)
-            rt->idle[j] = rt->idle[j + 1];
-        rt->n_idle--;
-        w->idle = false;
-        pthread_cond_signal(&w->cond);
-        return;
-    }
-}
-
-void
-twi_sched_push_list(tw_runtime *rt, tw_task *head)
-{
-    sched_lock(rt);
-    while (head) {
-        tw_task *t = head;
-
-        head = t->next;
-        rt->sched.policy->push(&rt->sched, t);
-        rt->n_ready++;
-        if (rt->n_idle > 0)
-            wake_for(rt, t);
-    }
-    /* Host budget: a task refused for memory while nothing runs waits for an event that will
-     * not come; an idle worker takes it through the stall pop (worker_pop). */
-    if (rt->budget && rt->n_idle > 0 && twi_budget_stalled(rt))
-        wake_all_idle(rt);
-    sched_unlock(rt);
-}
-
-tw_task *
-twi_worker_prefetch(tw_worker *w, unsigned *variant)
-{
-    tw_runtime *rt = w->rt;
-    tw_task *t = NULL;
-
-    *variant = 0;
-    sched_lock(rt);
-    w->prefetching = true;
-    if (!rt->stopping && (t = rt->sched.policy->pop(&rt->sched, w))) {
-        rt->n_ready--;
-        *variant = worker_dispatch(w, t);
-    }
-    w->prefetching = false;
-    sched_unlock(rt);
-    return t;
-}
-
-/* Run (or drop, variant 0) t on w, outside the scheduler lock. Written tiles' versions are
- * bumped as the variant starts: twi_task_host_begin (CPU), twi_cuda_run (CUDA). */
-static void
-run_task(tw_worker *w, tw_task *t, unsigned variant)
-{
-    twi_task_execute(w, t, variant);
-}
-
-/* A GPU manager's task popped during its previous task (w->pf_task, staged or not): run it,
- * or drop it when its job stopped, then give back what staging took if it was not used. */
-static void
-run_prefetched(tw_worker *w)
-{
-    tw_task *t = w->pf_task;
-    unsigned variant = twi_job_stopping(t->job) ? 0u : w->pf_variant;
-
-    if (variant != TW_DEVICE_CUDA)
-        twi_cuda_unstage(w);
-    run_task(w, t, variant);
-    /* twi_cuda_run took it over (and may have popped the next) unless it did not run. */
-    if (w->pf_task == t) {
-        twi_cuda_unstage(w);
-        w->pf_task = NULL;
-    }
-    twi_task_release(t); /* the reference prefetch took */
-}
-
-/* The policy's pop; under a host budget, when nothing runs and tasks wait for memory that
- * only spilling can give (or none: a task larger than the budget), the oldest goes anyway. */
-static tw_task *
-worker_pop(tw_worker *w)
-{
-    tw_runtime *rt = w->rt;
-    tw_task *t = rt->sched.policy->pop(&rt->sched, w);
-
-    if (!t && rt->budget && twi_budget_stall(rt, true)) {
-        t = rt->sched.policy->pop(&rt->sched, w);
-        twi_budget_stall(rt, false);
-    }
-    if (t)
-        rt->n_ready--;
-    return t;
-}
-
-static void
-worker_loop(tw_worker *w)
-{
-    tw_runtime *rt = w->rt;
-
-    sched_lock(rt);
-    while (!rt->stopping || w->pf_task) {
-        twi_window_claim claim;
-        tw_task *t;
-        int i;
-
-        if (w->on_loan) {
-            /* Lent to a worker running a team task (runtime/worker_cpu.c): sleep until it
-             * gives this one back. */
-            while (w->on_loan && !rt->stopping)
-                pthread_cond_wait(&w->cond, &rt->lock);
-            continue;
-        }
-        if (w->pf_task) {
-            /* Popped while the previous task ran; run it even when the runtime stops. */
-            sched_unlock(rt);
-            run_prefetched(w);
-            sched_lock(rt);
-            continue;
-        }
-        if ((t = worker_pop(w))) {
-            /* can_run() hooks are promised the lock, so the variant is chosen here. */
-            unsigned variant = worker_dispatch(w, t);
-
-            if (variant == TW_DEVICE_CPU && w->type == TW_DEVICE_CPU)
-                twi_cpu_borrow(w, t);
-            w->running = true;
-            /* Never hold the scheduler lock while a variant runs. */
-            sched_unlock(rt);
-            run_task(w, t, variant);
-            sched_lock(rt);
-            w->running = false;
-            if (w->n_lent)
-                twi_cpu_return(w);
-            continue;
-        }
-        if (atomic_exchange(&rt->wake_pending, false)) {
-            /* memory was freed while this worker held the lock: look again, and wake the
-             * others so that they look too */
-            wake_all_idle(rt);
-            continue;
-        }
-        if (rt->windows && twi_window_take(rt, w, &claim)) {
-            /* Nothing to run: admit the next unit of a job's stream (runtime/window.c). */
-            w->running = true;
-            sched_unlock(rt);
-            twi_window_admit(&claim);
-            sched_lock(rt);
-            w->running = false;
-            continue;
-        }
-        w->idle = true;
-        rt->idle[rt->n_idle++] = w;
-        while (w->idle && !rt->stopping)
-            pthread_cond_wait(&w->cond, &rt->lock);
-        if (w->idle) { /* stopping: leave the idle list tidy */
-            for (i = 0; i < rt->n_idle; i++) {
-                if (rt->idle[i] == w) {
-                    rt->idle[i] = rt->idle[--rt->n_idle];
-                    break;
-                }
-            }
-            w->idle = false;
-        }
-    }
-    sched_unlock(rt);
-}
-
-/* The worker the calling thread is, NULL on other threads. */
-static _Thread_local tw_worker *self_worker;
-
-tw_worker *
-twi_worker_self(void)
-{
-    return self_worker;
-}
-
-static void *
-worker_main(void *arg)
-{
-    tw_worker *w = arg;
-    tw_runtime *rt = w->rt;
-    tw_status st = TW_OK;
-    tw_error err = {0};
-    char who[64];
-
-    self_worker = w;
-    if (w->type == TW_DEVICE_CUDA)
-        snprintf(who, sizeof who, "GPU %d manager (worker %d)", w->gpu, w->index);
-    else
-        snprintf(who, sizeof who, "CPU worker %d", w->index);
-    twi_topo_bind_self(&rt->topo, w->cpuset, who, w->bound_str, sizeof w->bound_str);
-    /* GPU managers too: they run CPU variants when the runtime has no CPU worker. */
-    twi_cpu_worker_start(w);
-    if (w->type == TW_DEVICE_CUDA)
-        st = twi_cuda_worker_start(w, &err);
-
-    sched_lock(rt);
-    w->ready = true;
-    w->start_status = st;
-    w->start_err = err;
-    pthread_cond_broadcast(&rt->ctl);
-    sched_unlock(rt);
-
-    if (st == TW_OK) {
-        worker_loop(w);
-        if (w->type == TW_DEVICE_CUDA)
-            twi_cuda_worker_stop(w);
-    }
-    return NULL;
 }
 
 /* runtime.pinned_cache in bytes; 0 picks 1/16 of the host's memory, at least 1 GiB. Bands of
@@ -604,45 +231,6 @@ out:
     return st;
 }
 
-static tw_status
-start_workers(tw_runtime *rt, tw_error *err)
-{
-    tw_status st = TW_OK;
-    int i, n_started = 0;
-
-    for (i = 0; i < rt->n_workers; i++) {
-        tw_worker *w = &rt->workers[i];
-        int rc;
-
-        if (pthread_cond_init(&w->cond, NULL) != 0)
-            return twi_error_set(err, TW_E_NOMEM, "runtime: out of memory");
-        w->cond_init = true;
-        rc = pthread_create(&w->thread, NULL, worker_main, w);
-        if (rc != 0) {
-            st = twi_error_set(err, TW_E_NOMEM, "runtime: cannot start worker thread %d (error %d)",
-                               i, rc);
-            break;
-        }
-        w->thread_started = true;
-        n_started++;
-    }
-    /* Wait for every started worker to report (bound, device initialised). */
-    sched_lock(rt);
-    for (i = 0; i < n_started; i++) {
-        tw_worker *w = &rt->workers[i];
-
-        while (!w->ready)
-            pthread_cond_wait(&rt->ctl, &rt->lock);
-        if (st == TW_OK && w->start_status != TW_OK) {
-            st = w->start_status;
-            if (err)
-                *err = w->start_err;
-        }
-    }
-    sched_unlock(rt);
-    return st;
-}
-
 tw_status
 tw_runtime_create(const tw_config *cfg, tw_runtime **out, tw_error *err)
 {
@@ -750,7 +338,7 @@ tw_runtime_create(const tw_config *cfg, tw_runtime **out, tw_error *err)
         goto out;
     }
     rt->sched_init = true;
-    if ((st = start_workers(rt, err)) != TW_OK)
+    if ((st = twi_workers_start(rt, err)) != TW_OK)
         goto out;
     TW_INFO("runtime", "started %d CPU workers (team %d) and %d GPU managers (%d GPUs present)",
             rt->n_cpu_workers, (int)team, rt->n_gpus, rt->n_gpus_present);
@@ -763,34 +351,12 @@ out:
     return st;
 }
 
-/* Stop the workers and wait for them (once). */
-static void
-stop_workers(tw_runtime *rt)
-{
-    int i;
-
-    if (rt->finished)
-        return;
-    rt->finished = true;
-    if (rt->lock_init) {
-        sched_lock(rt);
-        rt->stopping = true;
-        for (i = 0; i < rt->n_workers; i++)
-            if (rt->workers[i].cond_init)
-                pthread_cond_signal(&rt->workers[i].cond);
-        sched_unlock(rt);
-    }
-    for (i = 0; i < rt->n_workers; i++)
-        if (rt->workers[i].thread_started)
-            pthread_join(rt->workers[i].thread, NULL);
-}
-
 tw_status
 tw_runtime_finish(tw_runtime *rt, tw_error *err)
 {
     if (!rt)
         return twi_error_set(err, TW_E_INVALID, "runtime: tw_runtime_finish: NULL runtime");
-    stop_workers(rt);
+    twi_workers_stop(rt);
     rt->trace_reported = true;
     return twi_trace_close(rt, err);
 }
@@ -803,7 +369,7 @@ tw_runtime_destroy(tw_runtime *rt)
 
     if (!rt)
         return;
-    stop_workers(rt);
+    twi_workers_stop(rt);
     /* tw_runtime_destroy() returns nothing: the log is the only way to say it, when
      * tw_runtime_finish() did not. */
     if (twi_trace_close(rt, &err) != TW_OK && !rt->trace_reported)
