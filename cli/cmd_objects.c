@@ -96,8 +96,9 @@ cmd_objects(int argc, char **argv)
             }
             break;
         case O_REGION:
-            if (cli_parse_region(optarg, region) != 0) {
-                rc = cli_usage_error("--region: '%s' (X,Y,W,H)", optarg);
+            if (cli_parse_region(optarg, region) != 0 || region[2] < 1 || region[3] < 1) {
+                rc = cli_usage_error("--region: bad region '%s' (want X,Y,W,H with W,H >= 1)",
+                                     optarg);
                 goto out;
             }
             break;

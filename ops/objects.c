@@ -851,12 +851,13 @@ ob_free(void *user)
     free(j);
 }
 
+/* s names a file NAME.suffix: the suffix (any case) after a non-empty name. */
 static bool
-ends_with(const char *s, const char *suffix)
+named_as(const char *s, const char *suffix)
 {
     size_t n = strlen(s), m = strlen(suffix);
 
-    return n >= m && strcasecmp(s + n - m, suffix) == 0;
+    return n > m && strcasecmp(s + n - m, suffix) == 0 && s[n - m - 1] != '/';
 }
 
 static tw_status
@@ -921,14 +922,14 @@ ob_setup(ob_job *j, tw_runtime *rt, const tw_objects_opts *o, tw_error *err)
                                      "or control characters");
     j->format = o->format;
     if (j->format == TW_OBJECTS_AUTO) {
-        if (ends_with(o->output, ".csv"))
+        if (named_as(o->output, ".csv"))
             j->format = TW_OBJECTS_CSV;
-        else if (ends_with(o->output, ".geojson") || ends_with(o->output, ".json"))
+        else if (named_as(o->output, ".geojson") || named_as(o->output, ".json"))
             j->format = TW_OBJECTS_GEOJSON;
         else
             return twi_error_set(err, TW_E_INVALID,
-                                 OP ": cannot tell the format of '%s' (name it .geojson, .json "
-                                 "or .csv, or give the format)",
+                                 OP ": cannot tell the format of '%s' (name it NAME.geojson, "
+                                 "NAME.json or NAME.csv, or give the format)",
                                  o->output);
     }
     if ((st = twi_ops_tile_size(cfg, NULL, 0, 0, &tw, &th, err)) != TW_OK)

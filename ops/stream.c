@@ -249,7 +249,15 @@ twi_stream_open_input(twi_stream *s, const tw_config *cfg, const char *op, const
         s->w = li.w;
         s->h = li.h;
     } else {
-        if (in->w < 1 || in->h < 1 || in->x < 0 || in->y < 0 || in->x > li.w - in->w ||
+        if (in->w < 1 || in->h < 1) {
+            st = twi_error_set(err, TW_E_INVALID,
+                               "%s: region %lld,%lld,%lldx%lld is empty (its width and height "
+                               "must be at least 1)",
+                               op, (long long)in->x, (long long)in->y, (long long)in->w,
+                               (long long)in->h);
+            goto out;
+        }
+        if (in->x < 0 || in->y < 0 || in->x > li.w - in->w ||
             in->y > li.h - in->h) {
             st = twi_error_set(err, TW_E_INVALID,
                                "%s: region %lld,%lld,%lldx%lld is outside level %d (%lldx%lld)",
@@ -629,9 +637,9 @@ twi_src_open(const tw_config *cfg, const char *op, unsigned types, const char *w
     if ((src->s.in_channels != 1 && src->s.in_channels != 3) ||
         !(types & (1u << src->s.in_type))) {
         st = twi_error_set(err, TW_E_FORMAT,
-                           "%s: '%s' has %d channels of %s (1 or 3 channels of %s needed)", op,
-                           file->path, src->s.in_channels, tw_sample_type_name(src->s.in_type),
-                           allowed);
+                           "%s: '%s' has %d channel%s of %s (1 or 3 channels of %s needed)",
+                           op, file->path, src->s.in_channels, src->s.in_channels == 1 ? "" : "s",
+                           tw_sample_type_name(src->s.in_type), allowed);
         twi_stream_finish(&src->s, st, NULL);
         return st;
     }

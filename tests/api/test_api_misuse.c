@@ -757,7 +757,9 @@ Test(api_ops, gray_misuse, .init = setup_ops, .fini = teardown_ops)
     SUBMIT_FAILS(TW_E_INVALID, "outside", G(rt, &o, &job, &terr));
     o.input.x = 0;
     o.input.w = -4;
-    SUBMIT_FAILS(TW_E_INVALID, "gray", G(rt, &o, &job, &terr));
+    SUBMIT_FAILS(TW_E_INVALID, "region 0,0,-4x10 is empty", G(rt, &o, &job, &terr));
+    o.input.w = 0;
+    SUBMIT_FAILS(TW_E_INVALID, "region 0,0,0x10 is empty", G(rt, &o, &job, &terr));
     o.input.w = o.input.h = 0;
     o.input.threshold_mode = (tw_threshold_mode)99;
     SUBMIT_FAILS(TW_E_INVALID, "99", G(rt, &o, &job, &terr));

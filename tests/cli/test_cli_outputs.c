@@ -392,3 +392,23 @@ Test(cli_outputs, objects_refuses_a_pixel_size_without_finite_areas)
     free(good);
     free(out);
 }
+
+Test(cli_outputs, objects_wants_a_name_before_the_extension_and_a_region_of_pixels)
+{
+    /* -o .csv or DIR/.geojson names no table (a hidden file): refused unless --format says
+     * what to write; an empty --region is a usage error, not "outside" */
+    char *labels = write_labels_with_mpp("labels.tif", "0.5");
+    char *hidden = twtest_path(dir, ".csv"), *hidden_geo = twtest_path(dir, ".geojson");
+    char *out = twtest_path(dir, "o.csv");
+
+    ERR_RUN(("objects", labels, "-o", hidden), 1, "cannot tell the format of", hidden);
+    ERR_RUN(("objects", labels, "-o", hidden_geo), 1, "cannot tell the format of", hidden_geo);
+    OK_RUN("objects", labels, "-o", hidden, "--format", "csv", "--quiet");
+    ERR_RUN(("objects", labels, "-o", out, "--region", "0,0,0,10"), 2, "W,H >= 1", out);
+    ERR_RUN(("objects", labels, "-o", out, "--region", "0,0,5,-1"), 2, "W,H >= 1", out);
+    OK_RUN("objects", labels, "-o", out, "--region", "0,0,5,4", "--quiet");
+    free(labels);
+    free(hidden);
+    free(hidden_geo);
+    free(out);
+}
