@@ -55,7 +55,7 @@ tile_new(tw_runtime *rt, void *data, size_t stride, int32_t w, int32_t h, int32_
     bytes = row * (uint64_t)h;
     if (bytes > (uint64_t)INT64_MAX || bytes > SIZE_MAX)
         return TW_E_INVALID;
-    if (data && (rt->budget || stride < row || stride % ss || (uintptr_t)data % ss ||
+    if (data && (!rt->wrap || stride < row || stride % ss || (uintptr_t)data % ss ||
                  stride > (uint64_t)INT64_MAX / (uint64_t)h))
         return TW_E_INVALID;
     n_rep = rt->n_gpus > 0 ? rt->n_gpus : 0;
@@ -115,7 +115,7 @@ twi_tile_wrap(tw_runtime *rt, void *data, size_t stride, int32_t w, int32_t h, i
 bool
 twi_tile_can_wrap(const tw_runtime *rt)
 {
-    return rt && !rt->budget;
+    return rt && rt->wrap;
 }
 
 void
