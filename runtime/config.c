@@ -91,9 +91,8 @@ static const key_def runtime_keys[] = {
              "scratch, reread."},
     {.key = "runtime.caller_memory", .type = TW_CONFIG_ENUM, .def = "wrap",
      .words = caller_words,
-     .help = "Jobs on images in memory (the C API, Python): wrap (the images are the job's "
-             "tiles where the operation allows: no copies, GPUs copy straight from and into "
-             "them) or copy (into runtime tiles and back)."},
+     .help = "Jobs on images in memory: wrap (they are the job's tiles where the operation "
+             "allows: no copies; GPUs copy from and into them) or copy (into tiles and back)."},
     {.key = "runtime.trace", .type = TW_CONFIG_STRING, .def = "",
      .help = "Write a Chrome/Perfetto trace of every task and GPU copy to this file when the "
              "runtime ends; empty = no trace."},
