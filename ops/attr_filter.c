@@ -65,6 +65,9 @@ struct af_job {
     twi_src in;                  /* in.s holds the writer when out_file */
     bool out_file;
     tw_host_image result;
+    /* The tiles are windows of the caller's images (runtime/tile.c, "Wrapped tiles"): the
+     * input's (openings, nothing inverts it), the result's. */
+    bool wrap_in, wrap_out;
     int64_t W, H;
     int32_t tw, th;
     int64_t tiles_x, tiles_y, n_tiles;
@@ -127,7 +130,7 @@ af_load(tw_task_ctx *ctx, void *arg)
         twi_job_add_done(a->job, 1);
         return TW_OK;
     }
-    if ((st = twi_maxtree_read_rows(ctx, a->op, &a->in, c->x, c->y, &v)) != TW_OK)
+    if (!a->wrap_in && (st = twi_maxtree_read_rows(ctx, a->op, &a->in, c->x, c->y, &v)) != TW_OK)
         return st;
     if (a->invert)
         twi_maxtree_invert(&v);
@@ -957,7 +960,7 @@ af_store(tw_task_ctx *ctx, void *arg)
     } else if (a->out_file) {
         if ((st = twi_assembler_put(a->in.s.assembler, c->x, c->y, &o, &err)) != TW_OK)
             return twi_ctx_fail(ctx, st, "%s", err.message);
-    } else {
+    } else if (!a->wrap_out) { /* wrapped: the filtered pixels are there already */
         twi_host_image_put(&a->result, &o, c->x, c->y);
     }
     af_cell_done(c, 2);
@@ -1031,9 +1034,15 @@ af_submit_cell(af_job *a, af_cell *c, int pass)
     tw_status st;
 
     c->pass = pass;
-    if ((!kept &&
-         (st = twi_tile_create(a->rt, c->w, c->h, 1, a->in.s.in_type, &c->img)) != TW_OK) ||
-        (pass == 2 && (st = twi_tile_create(a->rt, c->w, c->h, 1, a->out_type, &c->out)) != TW_OK))
+    if ((!kept && (st = a->wrap_in ? twi_host_image_wrap(a->rt, &a->in.mem, c->x, c->y, c->w,
+                                                         c->h, &c->img)
+                                   : twi_tile_create(a->rt, c->w, c->h, 1, a->in.s.in_type,
+                                                     &c->img)) != TW_OK) ||
+        (pass == 2 &&
+         (st = a->wrap_out ? twi_host_image_wrap(a->rt, &a->result, c->x, c->y, c->w, c->h,
+                                                 &c->out)
+                           : twi_tile_create(a->rt, c->w, c->h, 1, a->out_type, &c->out)) !=
+             TW_OK))
         return st;
     twi_tile_set_origin(c->img, c->x, c->y);
     if (c->out)
@@ -1041,7 +1050,7 @@ af_submit_cell(af_job *a, af_cell *c, int pass)
     if (kept)
         twi_job_add_done(a->job, 1); /* the load it does not need */
     if ((!kept && ((st = twi_task_create(a->job, &af_load_kind, c, NULL, &ld)) != TW_OK ||
-                   (st = twi_task_add_tile(ld, c->img, TW_W)) != TW_OK)) ||
+                   (st = twi_task_add_tile(ld, c->img, a->wrap_in ? TW_R : TW_W)) != TW_OK)) ||
         (st = twi_task_create(a->job, pass == 1 ? &af_tp1_kind : &af_tp2_kind, c, NULL, &tp)) !=
             TW_OK ||
         (st = twi_task_add_tile(tp, c->img, TW_R)) != TW_OK ||
@@ -1293,6 +1302,15 @@ af_keep_setup(af_job *a, tw_runtime *rt, const tw_config *cfg)
         want = "auto";
     any = strcmp(want, "auto") == 0;
     a->keep_bytes = (int64_t)a->tw * a->th * (int64_t)tw_sample_size(a->in.s.in_type);
+    if (a->wrap_in) {
+        /* The input is the caller's memory: pass 2 finds it there, or on the GPU that ran
+         * pass 1 while it fits. */
+        bool gpu = (any || strcmp(want, "gpu") == 0) && a->on_gpu &&
+                   bytes <= twi_runtime_keep_gpu_bytes(rt);
+
+        a->keep = gpu ? AF_KEEP_GPU : AF_KEEP_HOST;
+        return;
+    }
     if (strcmp(want, "reread") == 0) {
         a->keep = AF_KEEP_REREAD;
         return;
@@ -1401,6 +1419,13 @@ af_setup(af_job *a, tw_runtime *rt, const tw_attr_filter_opts *o, tw_error *err)
     }
     if ((st = a->dist ? dist_blocks_setup(a, cfg, err) : af_blocks_setup(a, cfg, err)) != TW_OK)
         return st;
+    /* The caller's images as the tiles, when no image the job writes overlaps the input. */
+    if (!a->dist && twi_tile_can_wrap(rt)) {
+        bool apart = a->out_file || !twi_host_image_overlap(&a->result, &a->in.mem);
+
+        a->wrap_in = !a->invert && twi_host_image_wrappable(&a->in.mem) && apart;
+        a->wrap_out = !a->out_file && twi_host_image_wrappable(&a->result) && apart;
+    }
     if (a->n_tiles > 1 || a->dist)
         af_keep_setup(a, rt, cfg);
     /* Across ranks, rank 0 writes the whole image. */

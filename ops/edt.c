@@ -88,6 +88,8 @@ struct ed_job {
     twi_stream idx_s;    /* the indices writer (idx_file) */
     bool out_file, idx_file;
     tw_host_image result, indices;
+    bool wrap_out;       /* the bands' output tiles are rows of `result` (runtime/tile.c,
+                            "Wrapped tiles") */
     bool want_idx;
     int64_t W, H;
     int32_t tw, th;      /* scan tiles; bands are th rows */
@@ -629,7 +631,7 @@ store_cpu(tw_task_ctx *ctx, void *arg)
     } else if (e->out_file) {
         if ((st = twi_put_cancelable(ctx, e->in.s.assembler, sl->x, b->y0, &ov, &err)) != TW_OK)
             return twi_ctx_fail(ctx, st, "%s", err.message);
-    } else {
+    } else if (!e->wrap_out) { /* wrapped: the distances are there already */
         twi_host_image_put(&e->result, &ov, sl->x, b->y0);
     }
     if (b->idx) {
@@ -968,6 +970,15 @@ ed_setup(ed_job *e, tw_runtime *rt, const tw_edt_opts *o, tw_error *err)
         e->indices = *r;
         e->want_idx = true;
     }
+    if (!e->out_file && twi_tile_can_wrap(rt) && twi_host_image_wrappable(&e->result)) {
+        /* the indices image as the u32 samples it holds, two a pixel */
+        tw_host_image idx = e->indices;
+
+        idx.stride = idx.stride ? idx.stride : (size_t)idx.w * 8;
+        idx.w *= 2;
+        e->wrap_out = !twi_host_image_overlap(&e->result, &e->in.mem) &&
+                      !twi_host_image_overlap(&e->result, &idx);
+    }
 
     /* Tiles, bands, PBA+ parameters. */
     if ((st = twi_ops_tile_size(cfg, "edt.tile_size", o->tile_w, o->tile_h, &e->tw, &e->th,
@@ -1097,7 +1108,8 @@ submit_band(void *arg, int64_t k)
     tw_status st;
 
     if ((st = twi_tile_create(rt, W, b->h, 1, TW_U8, &b->bin)) != TW_OK ||
-        (st = twi_tile_create(rt, W, b->h, 1, e->out_type, &b->out)) != TW_OK ||
+        (st = e->wrap_out ? twi_host_image_wrap(rt, &e->result, 0, b->y0, W, b->h, &b->out)
+                          : twi_tile_create(rt, W, b->h, 1, e->out_type, &b->out)) != TW_OK ||
         (!wave && (st = twi_tile_create(rt, W, 2, 1, TW_U32, &b->bounds)) != TW_OK) ||
         (e->want_idx && (st = twi_tile_create(rt, W, b->h, 2, TW_U32, &b->idx)) != TW_OK))
         return st;

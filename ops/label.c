@@ -54,6 +54,9 @@ struct lb_job {
     twi_src in;           /* in.s holds the writer when out_file */
     bool out_file;
     tw_host_image result;
+    /* The tiles are windows of the caller's images (runtime/tile.c, "Wrapped tiles"): the
+     * mask's, the result's. */
+    bool wrap_in, wrap_out;
     int64_t W, H;
     int32_t tw, th;
     int64_t tiles_x, tiles_y, n_tiles;
@@ -103,7 +106,7 @@ lb_load(tw_task_ctx *ctx, void *arg)
         twi_job_add_done(a->job, 1);
         return TW_OK;
     }
-    if ((st = twi_src_read(ctx, OP, &a->in, c->x, c->y, &v, NULL)) != TW_OK) {
+    if (!a->wrap_in && (st = twi_src_read(ctx, OP, &a->in, c->x, c->y, &v, NULL)) != TW_OK) {
         free(row);
         return st;
     }
@@ -446,7 +449,7 @@ lb_store(tw_task_ctx *ctx, void *arg)
     if (a->out_file) {
         if ((st = twi_assembler_put(a->in.s.assembler, c->x, c->y, &o, &err)) != TW_OK)
             return twi_ctx_fail(ctx, st, "%s", err.message);
-    } else {
+    } else if (!a->wrap_out) { /* wrapped: the labels are there already */
         twi_host_image_put(&a->result, &o, c->x, c->y);
     }
     twi_label_border_free(&c->b);
@@ -515,14 +518,21 @@ lb_submit_cell(lb_job *a, lb_cell *c, int pass)
     tw_status st;
 
     c->pass = pass;
-    if ((st = twi_tile_create(a->rt, c->w, c->h, 1, a->in.s.in_type, &c->img)) != TW_OK ||
-        (pass == 2 && (st = twi_tile_create(a->rt, c->w, c->h, 1, a->out_type, &c->out)) != TW_OK))
+    if ((st = a->wrap_in ? twi_host_image_wrap(a->rt, &a->in.mem, c->x, c->y, c->w, c->h,
+                                               &c->img)
+                         : twi_tile_create(a->rt, c->w, c->h, 1, a->in.s.in_type, &c->img)) !=
+            TW_OK ||
+        (pass == 2 &&
+         (st = a->wrap_out ? twi_host_image_wrap(a->rt, &a->result, c->x, c->y, c->w, c->h,
+                                                 &c->out)
+                           : twi_tile_create(a->rt, c->w, c->h, 1, a->out_type, &c->out)) !=
+             TW_OK))
         return st;
     twi_tile_set_origin(c->img, c->x, c->y);
     if (c->out)
         twi_tile_set_origin(c->out, c->x, c->y);
     if ((st = twi_task_create(a->job, &lb_load_kind, c, NULL, &ld)) != TW_OK ||
-        (st = twi_task_add_tile(ld, c->img, TW_W)) != TW_OK ||
+        (st = twi_task_add_tile(ld, c->img, a->wrap_in ? TW_R : TW_W)) != TW_OK ||
         (st = twi_task_create(a->job, pass == 1 ? &lb_tp1_kind : &lb_tp2_kind, c, NULL, &tp)) !=
             TW_OK ||
         (st = twi_task_add_tile(tp, c->img, TW_R)) != TW_OK ||
@@ -661,6 +671,13 @@ lb_setup(lb_job *a, tw_runtime *rt, const tw_label_opts *o, tw_error *err)
             TW_OK)
             return st;
         a->result = o->result;
+    }
+    /* The caller's images as the tiles, when the result does not overlap the mask. */
+    if (twi_tile_can_wrap(rt)) {
+        bool apart = a->out_file || !twi_host_image_overlap(&a->result, &a->in.mem);
+
+        a->wrap_in = twi_host_image_wrappable(&a->in.mem) && apart;
+        a->wrap_out = !a->out_file && twi_host_image_wrappable(&a->result) && apart;
     }
     if ((st = twi_ops_tile_size(cfg, NULL, o->tile_w, o->tile_h, &a->tw, &a->th, err)) != TW_OK)
         return st;

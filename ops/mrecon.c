@@ -143,6 +143,9 @@ struct mr_job {
     twi_src marker, mask; /* the output writer lives in mask.s */
     bool out_file;
     tw_host_image result;
+    /* The tiles are windows of the caller's images (runtime/tile.c, "Wrapped tiles"): the
+     * masks of the mask image, the markers of the result image. */
+    bool wrap_mask, wrap_marker;
     tw_sample_type type, out_type;
     unsigned maxv;       /* 255 or 65535 */
     bool complement, clamp;
@@ -246,13 +249,16 @@ load_cpu(tw_task_ctx *ctx, void *arg)
     tw_tile_view jv = twi_ctx_view(ctx, 0), iv = twi_ctx_view(ctx, 1);
     tw_status st;
 
-    if ((st = twi_src_read(ctx, m->op, &m->mask, t->x, t->y, &iv, NULL)) != TW_OK)
+    if (!m->wrap_mask &&
+        (st = twi_src_read(ctx, m->op, &m->mask, t->x, t->y, &iv, NULL)) != TW_OK)
         return st;
     if (m->complement)
         twi_mrecon_complement(&iv, m->maxv);
     switch (m->prep) {
     case TWI_MRECON_PREP_MARKER:
-        if ((st = twi_src_read(ctx, m->op, &m->marker, t->x, t->y, &jv, NULL)) != TW_OK)
+        /* in place (the marker image is the result): the pixels are there already */
+        if (!(m->wrap_marker && twi_host_image_same(&m->marker.mem, &m->result)) &&
+            (st = twi_src_read(ctx, m->op, &m->marker, t->x, t->y, &jv, NULL)) != TW_OK)
             return st;
         if (m->complement)
             twi_mrecon_complement(&jv, m->maxv);
@@ -1236,6 +1242,20 @@ mr_setup(mr_job *m, tw_runtime *rt, const twi_mrecon_spec *sp, tw_error *err)
             return st;
         m->result = *sp->out_mem;
     }
+    /* The caller's images as the tiles, when their pixels are the tiles' as they are (no
+     * complement; the result is the marker's image) and no image the job writes overlaps one
+     * it reads otherwise. */
+    if (!m->dist && !m->complement && twi_tile_can_wrap(rt)) {
+        bool res = !m->out_file && m->outk == TWI_MRECON_OUT_RESULT &&
+                   twi_host_image_wrappable(&m->result) &&
+                   !twi_host_image_overlap(&m->result, &m->mask.mem);
+
+        m->wrap_mask = twi_host_image_wrappable(&m->mask.mem) &&
+                       (m->out_file || !twi_host_image_overlap(&m->result, &m->mask.mem));
+        m->wrap_marker = res && (!m->marker.mem.data ||
+                                 twi_host_image_same(&m->marker.mem, &m->result) ||
+                                 !twi_host_image_overlap(&m->marker.mem, &m->result));
+    }
 
     /* Tiles. */
     if ((st = twi_ops_tile_size(cfg, "mrecon.tile_size", sp->tile_w, sp->tile_h, &m->tw, &m->th,
@@ -1278,8 +1298,13 @@ mr_setup(mr_job *m, tw_runtime *rt, const twi_mrecon_spec *sp, tw_error *err)
         t->w = (int32_t)(m->W - t->x < m->tw ? m->W - t->x : m->tw);
         t->h = (int32_t)(m->H - t->y < m->th ? m->H - t->y : m->th);
         snap_total += 2 * ((int64_t)t->w + t->h);
-        if ((st = twi_tile_create(rt, t->w, t->h, 1, m->type, &t->marker)) != TW_OK ||
-            (st = twi_tile_create(rt, t->w, t->h, 1, m->type, &t->mask)) != TW_OK)
+        if ((st = m->wrap_marker ? twi_host_image_wrap(rt, &m->result, t->x, t->y, t->w, t->h,
+                                                       &t->marker)
+                                 : twi_tile_create(rt, t->w, t->h, 1, m->type, &t->marker)) !=
+                TW_OK ||
+            (st = m->wrap_mask ? twi_host_image_wrap(rt, &m->mask.mem, t->x, t->y, t->w, t->h,
+                                                     &t->mask)
+                               : twi_tile_create(rt, t->w, t->h, 1, m->type, &t->mask)) != TW_OK)
             return twi_error_set(err, st, "%s: out of memory for the %lldx%lld image (%s)",
                                  m->op, (long long)m->W, (long long)m->H,
                                  tw_status_string(st));
@@ -1324,7 +1349,7 @@ submit_graph(mr_job *m)
 
         if ((st = twi_task_create(m->job, &load_kind, t, NULL, &ld)) == TW_OK &&
             (st = twi_task_add_tile(ld, t->marker, TW_W)) == TW_OK &&
-            (st = twi_task_add_tile(ld, t->mask, TW_W)) == TW_OK &&
+            (st = twi_task_add_tile(ld, t->mask, m->wrap_mask ? TW_R : TW_W)) == TW_OK &&
             (st = twi_task_create(m->job, &tp_kind, t, NULL, &tp)) == TW_OK &&
             (st = twi_task_add_tile(tp, t->marker, TW_RW)) == TW_OK &&
             (st = twi_task_add_tile(tp, t->mask, TW_R)) == TW_OK &&

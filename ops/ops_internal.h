@@ -99,6 +99,16 @@ TWI_HIDDEN tw_status twi_host_image_check(const char *op, const char *what,
                                           const tw_host_image *r, int64_t w, int64_t h,
                                           tw_sample_type t, tw_error *err);
 
+/* Caller's images as tiles (twi_tile_wrap). twi_host_image_wrappable: a has data, one channel,
+ * its rows and samples aligned to its sample size. twi_host_image_overlap: the bytes of a and
+ * b (spans from the first to the last sample) overlap; false when either has no data.
+ * twi_host_image_same: the same pixels at the same place (data, size, type, stride).
+ * twi_host_image_wrap: the w x h pixels of a at (x, y) as a tile. */
+TWI_HIDDEN bool twi_host_image_wrappable(const tw_host_image *a);
+TWI_HIDDEN bool twi_host_image_overlap(const tw_host_image *a, const tw_host_image *b);
+TWI_HIDDEN bool twi_host_image_same(const tw_host_image *a, const tw_host_image *b);
+TWI_HIDDEN tw_status twi_host_image_wrap(tw_runtime *rt, const tw_host_image *a, int64_t x,
+                                         int64_t y, int32_t w, int32_t h, tw_tile **out);
 /* Copy the pixels of v (channels x sample size each) into the caller's image at (x, y); a
  * stride of 0 means packed rows. */
 TWI_HIDDEN void twi_host_image_put(const tw_host_image *dst, const tw_tile_view *v, int64_t x,

@@ -894,31 +894,6 @@ twi_pipes_launch(tw_runtime *rt, twi_pipes *p, tw_job **out, tw_error *err)
 }
 
 tw_status
-twi_host_image_check(const char *op, const char *what, const tw_host_image *r, int64_t w,
-                     int64_t h, tw_sample_type t, tw_error *err)
-{
-    if (r->w != w || r->h != h || r->type != t ||
-        (r->stride && r->stride < (size_t)r->w * tw_sample_size(t)))
-        return twi_error_set(err, TW_E_INVALID,
-                             "%s: the %s image is %lldx%lld %s (stride %zu); %lldx%lld %s needed",
-                             op, what, (long long)r->w, (long long)r->h,
-                             tw_sample_type_name(r->type), r->stride, (long long)w, (long long)h,
-                             tw_sample_type_name(t));
-    return TW_OK;
-}
-
-void
-twi_host_image_put(const tw_host_image *dst, const tw_tile_view *v, int64_t x, int64_t y)
-{
-    size_t px = (size_t)v->channels * tw_sample_size(v->type);
-    size_t stride = dst->stride ? dst->stride : (size_t)dst->w * px;
-
-    for (int32_t r = 0; r < v->h; r++)
-        memcpy((char *)dst->data + (size_t)(y + r) * stride + (size_t)x * px,
-               (const char *)v->data + (int64_t)r * v->stride, (size_t)v->w * px);
-}
-
-tw_status
 twi_put_cancelable(tw_task_ctx *ctx, twi_assembler *a, int64_t x, int64_t y,
                    const tw_tile_view *v, tw_error *err)
 {

@@ -280,9 +280,10 @@ lru_append(twi_devpool *p, twi_replica *r)
     p->lru_tail = r;
 }
 
-/* Copy a block to the host on the pool's device, synchronously, from any thread. */
+/* Copy a device block of t (rows packed) into its host pixels (rows t->stride apart) on the
+ * pool's device, synchronously, from any thread. */
 static cudaError_t
-copy_to_host(const twi_devpool *p, void *dst, const void *src, size_t bytes)
+copy_to_host(const twi_devpool *p, tw_tile *t, const void *src)
 {
     int prev = -1;
     cudaError_t e = cudaGetDevice(&prev);
@@ -292,7 +293,8 @@ copy_to_host(const twi_devpool *p, void *dst, const void *src, size_t bytes)
     /* The legacy default stream: the tiles' copies and kernels run on non-blocking streams,
      * so this waits for nothing else; the block is idle or pinned by the caller. */
     if (e == cudaSuccess)
-        e = cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost);
+        e = cudaMemcpy2D(t->h_data, (size_t)t->stride, src, t->row, t->row, (size_t)t->h,
+                         cudaMemcpyDeviceToHost);
     if (prev >= 0 && prev != p->ordinal)
         (void)cudaSetDevice(prev);
     return e;
@@ -331,7 +333,7 @@ write_back(twi_devpool *p, twi_replica *r)
                 p->ordinal, t->bytes);
         return;
     }
-    if ((e = copy_to_host(p, t->h_data, r->d_ptr, t->bytes)) != cudaSuccess) {
+    if ((e = copy_to_host(p, t, r->d_ptr)) != cudaSuccess) {
         (void)cudaGetLastError();
         /* The tile's readers then fail with twi_tile_sync_host()'s message. */
         TW_WARN("cuda", "GPU %d: writing back a %zu-byte tile before evicting it failed (%s)",
@@ -641,7 +643,7 @@ twi_tile_sync_host(tw_tile *t, char *msg, size_t n)
         } else if (d) {
             twi_devpool *p = rt->gpus[gi].pool;
             int64_t t0 = twi_trace_now();
-            cudaError_t e = copy_to_host(p, t->h_data, d, t->bytes);
+            cudaError_t e = copy_to_host(p, t, d);
             tw_worker *self = twi_worker_self();
 
             twi_replica_unpin(p, t, gi, v);
@@ -682,7 +684,7 @@ twi_tile_drop_host(tw_tile *t)
     int holder = -1, current = 0;
     uint64_t v;
 
-    if (!rt->lazy_down || rt->budget || !t->h_data)
+    if (!rt->lazy_down || rt->budget || !t->h_data || t->external)
         return false;
     l = &rt->sync_lock[((uintptr_t)t >> 6) % (sizeof rt->sync_lock / sizeof rt->sync_lock[0])];
     pthread_mutex_lock(l);

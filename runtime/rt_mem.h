@@ -123,10 +123,15 @@ typedef struct twi_replica {
 struct tw_tile {
     atomic_int refs;
     tw_runtime *rt;
-    void *h_data;           /* host pixels, 64-byte aligned, rows packed */
+    void *h_data;           /* host pixels, 64-byte aligned, rows packed (external: the
+                               caller's, rows `stride` apart) */
     bool pinned;            /* h_data came from cudaHostAlloc */
-    int64_t stride;         /* bytes between rows = w * channels * sample size */
-    size_t bytes;           /* stride * h */
+    bool external;          /* h_data is a window of the caller's memory (twi_tile_wrap):
+                               never freed, dropped, spilled or counted */
+    int64_t stride;         /* bytes between host rows: `row`, or the caller's stride */
+    size_t row;             /* bytes of a row's pixels = w * channels * sample size; device
+                               blocks keep rows packed, `row` apart */
+    size_t bytes;           /* row * h: the pixels, as a device block holds them */
     int32_t w, h, channels;
     tw_sample_type type;
     int64_t x0, y0;

@@ -238,7 +238,7 @@ tw_runtime_create(const tw_config *cfg, tw_runtime **out, tw_error *err)
     tw_runtime *rt = NULL;
     int64_t cpu_workers = 0, team = 1;
     const char *gpus = NULL, *policy = NULL, *trace = NULL, *downloads = NULL, *share = NULL;
-    const char *pinned = NULL;
+    const char *pinned = NULL, *caller = NULL;
     int *ordinals = NULL;
     size_t i;
     int g;
@@ -256,7 +256,8 @@ tw_runtime_create(const tw_config *cfg, tw_runtime **out, tw_error *err)
         (st = get_string(rt->cfg, "runtime.gpus", &gpus, err)) != TW_OK ||
         (st = get_string(rt->cfg, "runtime.policy", &policy, err)) != TW_OK ||
         (st = get_string(rt->cfg, "runtime.trace", &trace, err)) != TW_OK ||
-        (st = get_string(rt->cfg, "runtime.gpu_downloads", &downloads, err)) != TW_OK)
+        (st = get_string(rt->cfg, "runtime.gpu_downloads", &downloads, err)) != TW_OK ||
+        (st = get_string(rt->cfg, "runtime.caller_memory", &caller, err)) != TW_OK)
         goto out;
     if (cpu_workers < -1 || cpu_workers > 4096 || team < 1 || team > 4096) {
         st = twi_error_set(err, TW_E_INVALID,
@@ -330,6 +331,7 @@ tw_runtime_create(const tw_config *cfg, tw_runtime **out, tw_error *err)
     /* Lazy downloads need the host copy of a tile to be where a sync can write it; under a
      * host budget it may be spilled instead, so downloads stay eager there. */
     rt->lazy_down = rt->n_gpus > 0 && !rt->budget && strcmp(downloads, "lazy") == 0;
+    rt->wrap = !rt->budget && strcmp(caller, "wrap") == 0;
     rt->sched.rt = rt;
     if ((st = twi_models_open(rt, err)) != TW_OK)
         goto out;

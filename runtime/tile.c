@@ -30,22 +30,33 @@
  * invalidates the replicas when a writer fails halfway or is retried on another device.
  *
  * Pixel contents of a new tile are undefined until a reader or a W task fills them.
+ *
+ * Wrapped tiles (twi_tile_wrap). A job on the caller's images can make its tiles windows of
+ * them: no tile memory, no copy in or out. Host views then have the caller's row stride; a
+ * device block keeps rows packed (tile->row apart), and uploads and downloads are 2D copies
+ * between the two (cudaMemcpy2D*), straight from and into the caller's memory. Such tiles are
+ * never dropped from the host (twi_tile_drop_host) and exist only without a host budget.
  */
 
-tw_status
-twi_tile_create(tw_runtime *rt, int32_t w, int32_t h, int32_t channels, tw_sample_type type,
-                tw_tile **out)
+/* A new tile: its own host pixels when data is NULL, else the caller's at data, rows `stride`
+ * bytes apart (twi_tile_wrap). */
+static tw_status
+tile_new(tw_runtime *rt, void *data, size_t stride, int32_t w, int32_t h, int32_t channels,
+         tw_sample_type type, tw_tile **out)
 {
     tw_tile *t = NULL;
     size_t ss = tw_sample_size(type);
-    uint64_t stride, bytes;
+    uint64_t row, bytes;
     int n_rep;
 
     if (!rt || !out || w <= 0 || h <= 0 || channels <= 0 || ss == 0)
         return TW_E_INVALID;
-    stride = (uint64_t)w * (uint64_t)channels * ss;
-    bytes = stride * (uint64_t)h;
+    row = (uint64_t)w * (uint64_t)channels * ss;
+    bytes = row * (uint64_t)h;
     if (bytes > (uint64_t)INT64_MAX || bytes > SIZE_MAX)
+        return TW_E_INVALID;
+    if (data && (!rt->wrap || stride < row || stride % ss || (uintptr_t)data % ss ||
+                 stride > (uint64_t)INT64_MAX / (uint64_t)h))
         return TW_E_INVALID;
     n_rep = rt->n_gpus > 0 ? rt->n_gpus : 0;
     if (!(t = calloc(1, sizeof *t + (size_t)n_rep * sizeof t->rep[0])))
@@ -53,7 +64,10 @@ twi_tile_create(tw_runtime *rt, int32_t w, int32_t h, int32_t channels, tw_sampl
     /* Host budget (runtime/budget.c): the pixels come with the first pin instead. */
     atomic_init(&t->mem.pins, 0);
     t->mem.off = -1;
-    if (!rt->budget) {
+    if (data) {
+        t->h_data = data;
+        t->external = true;
+    } else if (!rt->budget) {
         t->h_data = twi_host_alloc(rt->host_pool, (size_t)bytes, &t->pinned);
         if (!t->h_data) {
             free(t);
@@ -63,7 +77,8 @@ twi_tile_create(tw_runtime *rt, int32_t w, int32_t h, int32_t channels, tw_sampl
     }
     atomic_init(&t->refs, 1);
     t->rt = rt;
-    t->stride = (int64_t)stride;
+    t->stride = data ? (int64_t)stride : (int64_t)row;
+    t->row = (size_t)row;
     t->bytes = (size_t)bytes;
     t->w = w;
     t->h = h;
@@ -79,6 +94,28 @@ twi_tile_create(tw_runtime *rt, int32_t w, int32_t h, int32_t channels, tw_sampl
     }
     *out = t;
     return TW_OK;
+}
+
+tw_status
+twi_tile_create(tw_runtime *rt, int32_t w, int32_t h, int32_t channels, tw_sample_type type,
+                tw_tile **out)
+{
+    return tile_new(rt, NULL, 0, w, h, channels, type, out);
+}
+
+tw_status
+twi_tile_wrap(tw_runtime *rt, void *data, size_t stride, int32_t w, int32_t h, int32_t channels,
+              tw_sample_type type, tw_tile **out)
+{
+    if (!data)
+        return TW_E_INVALID;
+    return tile_new(rt, data, stride, w, h, channels, type, out);
+}
+
+bool
+twi_tile_can_wrap(const tw_runtime *rt)
+{
+    return rt && rt->wrap;
 }
 
 void
@@ -98,7 +135,9 @@ twi_tile_release(tw_tile *t)
     for (int i = 0; i < t->n_rep; i++)
         if (t->rt->gpus[i].pool)
             twi_replica_drop(t->rt->gpus[i].pool, t, i);
-    if (t->rt->budget) { /* runtime/budget.c: pixels, scratch copy, accounting */
+    if (t->external) {
+        /* the caller's memory: nothing to free */
+    } else if (t->rt->budget) { /* runtime/budget.c: pixels, scratch copy, accounting */
         twi_budget_tile_free(t);
     } else {
         if (t->h_data) /* NULL: dropped while a GPU held it (twi_tile_drop_host) */

@@ -36,6 +36,19 @@ typedef struct tw_tile tw_tile;
 
 TWI_HIDDEN tw_status twi_tile_create(tw_runtime *rt, int32_t w, int32_t h, int32_t channels,
                                      tw_sample_type type, tw_tile **out);
+/* A tile whose host pixels are the caller's: w x h pixels of `channels` samples of `type`
+ * at data, rows `stride` bytes apart (>= w * channels * sample size). No copy is made: tasks
+ * read and write that memory, GPUs upload from it and download into it (rows packed on the
+ * device). The caller keeps it alive and touches it only as the job allows until the tile is
+ * released; two tiles never wrap overlapping memory unless both are only read. TW_E_INVALID
+ * under a host budget (runtime.host_mem: such tiles could not be spilled) or with
+ * runtime.caller_memory = copy: make a tile and copy instead. */
+TWI_HIDDEN tw_status twi_tile_wrap(tw_runtime *rt, void *data, size_t stride, int32_t w,
+                                   int32_t h, int32_t channels, tw_sample_type type,
+                                   tw_tile **out);
+/* Whether twi_tile_wrap() can wrap memory in rt (runtime.caller_memory = wrap, no host
+ * budget). */
+TWI_HIDDEN bool twi_tile_can_wrap(const tw_runtime *rt);
 TWI_HIDDEN void twi_tile_acquire(tw_tile *t);
 TWI_HIDDEN void twi_tile_release(tw_tile *t); /* NULL is a no-op */
 TWI_HIDDEN void twi_tile_set_origin(tw_tile *t, int64_t x0, int64_t y0);

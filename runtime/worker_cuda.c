@@ -349,7 +349,7 @@ stage(tw_worker *w, gslot *s, tw_task *t, tw_task_ctx *ctx)
         (void)cudaEventRecord(s->ev[EV_UP0], up);
     for (int i = 0; i < t->n_tiles; i++) {
         tw_tile *tile = t->tiles[i];
-        size_t row = (size_t)tile->stride; /* host rows are packed; device rows too */
+        size_t row = tile->row; /* device rows packed; host rows tile->stride apart */
         bool current;
 
         if (!(s->d_tile[i] = twi_replica_pin(w->pool, tile, gi, &current))) {
@@ -371,8 +371,8 @@ stage(tw_worker *w, gslot *s, tw_task *t, tw_task_ctx *ctx)
                 ctx->failed = true;
             goto fail;
         }
-        if ((e = cudaMemcpy2DAsync(s->d_tile[i], row, tile->h_data, row, row, (size_t)tile->h,
-                                   cudaMemcpyHostToDevice, up)) != cudaSuccess)
+        if ((e = cudaMemcpy2DAsync(s->d_tile[i], row, tile->h_data, (size_t)tile->stride, row,
+                                   (size_t)tile->h, cudaMemcpyHostToDevice, up)) != cudaSuccess)
             goto fail;
         up_bytes += tile->bytes;
         /* Valid from now on for this GPU's later work: it all waits for upload events
@@ -517,6 +517,7 @@ twi_cuda_run(tw_worker *w, tw_task_ctx *ctx)
         }
         ctx->views[i] = twi_tile_host_view(t->tiles[i]);
         ctx->views[i].data = s->d_tile[i];
+        ctx->views[i].stride = (int64_t)t->tiles[i]->row; /* device rows are packed */
     }
     if ((e = cudaStreamWaitEvent(cs, s->ev[EV_UP], 0)) != cudaSuccess)
         goto out;
@@ -533,12 +534,12 @@ twi_cuda_run(tw_worker *w, tw_task_ctx *ctx)
         (void)cudaEventRecord(s->ev[EV_D0], ds);
     for (i = 0; i < t->n_tiles; i++) {
         tw_tile *tile = t->tiles[i];
-        size_t row = (size_t)tile->stride;
+        size_t row = tile->row;
 
         if (!(t->modes[i] & TW_W) || w->rt->lazy_down)
             continue;
-        if ((e = cudaMemcpy2DAsync(tile->h_data, row, s->d_tile[i], row, row, (size_t)tile->h,
-                                   cudaMemcpyDeviceToHost, ds)) != cudaSuccess)
+        if ((e = cudaMemcpy2DAsync(tile->h_data, (size_t)tile->stride, s->d_tile[i], row, row,
+                                   (size_t)tile->h, cudaMemcpyDeviceToHost, ds)) != cudaSuccess)
             goto out;
         atomic_fetch_add_explicit(&w->bytes_down, tile->bytes, memory_order_relaxed);
     }

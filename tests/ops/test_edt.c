@@ -193,6 +193,72 @@ Test(edt_job, random_images_every_tile_size)
     tw_runtime_destroy(rt);
 }
 
+Test(edt_job, the_result_image_is_the_bands_output)
+{
+    /* A result with padded rows: the bands write their distances straight into it
+     * (runtime.caller_memory = wrap, runtime/tile.c, "Wrapped tiles"), with the same values as
+     * brute force and as runtime.caller_memory = copy, whose runtime holds the bands' output
+     * tiles too: its peak of tile memory is at least one f32 band above. */
+    const int64_t w = 150, h = 130, pad = 7;
+    int64_t peak[2];
+    uint8_t *img;
+    double *d2 = malloc((size_t)(w * h) * sizeof *d2);
+    float *res[2];
+
+    rng_state = 4242;
+    img = random_image(w, h, 0);
+    brute(img, w, h, 0, 1, 1, d2);
+    for (int mode = 0; mode < 2; mode++) {
+        tw_runtime *rt = twtest_runtime_with("none", "2");
+        tw_memory_info mi;
+        tw_edt_opts o;
+        char msg[512];
+
+        if (mode == 1) { /* copy: a runtime of its own with the key set */
+            tw_config *cfg = NULL;
+            tw_error err;
+
+            tw_runtime_destroy(rt);
+            cr_assert(eq(int, tw_config_create(&cfg), TW_OK));
+            cr_assert(eq(int, tw_config_set(cfg, "runtime.gpus", "none", TW_CONFIG_SET, NULL),
+                         TW_OK));
+            cr_assert(eq(int, tw_config_set(cfg, "runtime.cpu_workers", "2", TW_CONFIG_SET,
+                                            NULL), TW_OK));
+            cr_assert(eq(int, tw_config_set(cfg, "runtime.caller_memory", "copy",
+                                            TW_CONFIG_SET, NULL), TW_OK));
+            cr_assert(eq(int, tw_runtime_create(cfg, &rt, &err), TW_OK), "%s", err.message);
+            tw_config_destroy(cfg);
+        }
+        res[mode] = calloc((size_t)((w + pad) * h), sizeof(float));
+        tw_edt_opts_init(&o);
+        o.image = (tw_host_image){.data = img, .w = w, .h = h, .type = TW_U8};
+        o.threshold = 0;
+        o.tile_w = 64;
+        o.tile_h = 32;
+        o.result = (tw_host_image){res[mode], w, h, (size_t)(w + pad) * sizeof(float), TW_F32};
+        cr_assert(eq(int, run_edt(rt, &o, msg, sizeof msg), TW_OK), "%s", msg);
+        cr_assert(eq(int, tw_runtime_get_memory(rt, &mi), TW_OK));
+        peak[mode] = mi.host_peak;
+        for (int64_t p = 0; p < w * h; p++) {
+            float got = res[mode][(p / w) * (w + pad) + p % w];
+
+            cr_assert(d2[p] < 0 ? isinf(got) : got == (float)sqrt(d2[p]),
+                      "mode %d: pixel (%lld, %lld) is %.9g", mode, (long long)(p % w),
+                      (long long)(p / w), (double)got);
+        }
+        for (int64_t y = 0; y < h; y++) /* the padding is not the job's */
+            for (int64_t x = w; x < w + pad; x++)
+                cr_assert(res[mode][y * (w + pad) + x] == 0.0f);
+        tw_runtime_destroy(rt);
+    }
+    cr_assert(peak[0] + w * 32 * (int64_t)sizeof(float) <= peak[1], "peaks %lld (wrap), %lld",
+              (long long)peak[0], (long long)peak[1]);
+    free(res[0]);
+    free(res[1]);
+    free(img);
+    free(d2);
+}
+
 Test(edt_job, single_background_pixel_far_away)
 {
     /* One background pixel in a corner of a 300x200 image with 7-row bands: every distance

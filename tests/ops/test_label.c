@@ -114,6 +114,71 @@ Test(label, random_masks_match_flood_fill_three_workers)
 /* Objects that cross many tiles: a spiral and a comb whose teeth join only at the bottom,
  * labelled with 1x1, 3x2 and 7x7 tiles, give the flood fill's labels (the comb's first pixel
  * is far from where its pieces meet). */
+Test(label, the_caller_images_are_the_tiles)
+{
+    /* A mask and a result with padded rows: the tiles are windows of them (runtime/tile.c,
+     * "Wrapped tiles"), so the runtime allocates no tile memory at all; 32- and
+     * 64-bit labels equal the flood fill and the mask is left as it was. */
+    const int w = 131, h = 97, pad = 5;
+
+    for (int wide = 0; wide < 2; wide++) {
+        size_t ls = wide ? 8 : 4, mstride = (size_t)w + (size_t)pad, lstride = (w + pad) * ls;
+        uint8_t *m = malloc((size_t)(w * h)), *mp = calloc(mstride * (size_t)h, 1);
+        uint8_t *before = malloc(mstride * (size_t)h);
+        char *res = calloc(lstride * (size_t)h, 1);
+        uint64_t *want = malloc((size_t)(w * h) * 8), nw;
+        tw_runtime *rt = runtime_or_die(2);
+        tw_label_opts o;
+        tw_label_report rep;
+        tw_memory_info mi;
+        tw_job *job = NULL;
+        tw_error err;
+
+        twtest_label_mask(m, w, h, 1, 45, &rng);
+        nw = twtest_label_naive(m, w, h, 8, want);
+        for (int y = 0; y < h; y++)
+            memcpy(mp + (size_t)y * mstride, m + (size_t)y * (size_t)w, (size_t)w);
+        memcpy(before, mp, mstride * (size_t)h);
+        tw_label_opts_init(&o);
+        tw_label_report_init(&rep);
+        o.image = (tw_host_image){mp, w, h, mstride, TW_U8};
+        o.result = (tw_host_image){res, w, h, lstride, wide ? TW_U64 : TW_U32};
+        o.connectivity = 8;
+        o.tile_w = 32;
+        o.tile_h = 24;
+        o.report = &rep;
+        cr_assert(eq(int, tw_label_submit(rt, &o, &job, &err), TW_OK), "%s", err.message);
+        cr_assert(eq(int, tw_job_wait(job, -1), TW_OK), "%s", tw_job_get_error(job));
+        tw_job_destroy(job);
+        cr_assert(eq(u64, rep.objects, nw));
+        for (int y = 0; y < h; y++)
+            for (int x = 0; x < w; x++) {
+                const char *p = res + (size_t)y * lstride + (size_t)x * ls;
+                uint64_t v = 0;
+
+                if (wide) {
+                    memcpy(&v, p, 8);
+                } else {
+                    uint32_t v32;
+
+                    memcpy(&v32, p, 4);
+                    v = v32;
+                }
+                cr_assert(eq(u64, v, want[y * w + x]), "%d-bit: pixel (%d, %d)", wide ? 64 : 32,
+                          x, y);
+            }
+        cr_assert(memcmp(before, mp, mstride * (size_t)h) == 0, "the mask was written");
+        cr_assert(eq(int, tw_runtime_get_memory(rt, &mi), TW_OK));
+        cr_assert(eq(i64, mi.host_peak, 0)); /* no tile memory at all */
+        tw_runtime_destroy(rt);
+        free(m);
+        free(mp);
+        free(before);
+        free(res);
+        free(want);
+    }
+}
+
 Test(label, objects_crossing_many_tiles)
 {
     enum { W = 61, H = 47 };

@@ -219,6 +219,68 @@ Test(attr_filter, threshold_above_the_image_area_gives_the_minimum)
     tw_runtime_destroy(rt);
 }
 
+Test(attr_filter, the_caller_images_are_the_tiles_when_they_can_be)
+{
+    /* Filters on caller buffers with padded rows: the tiles are windows of the input (openings)
+     * and of the result (runtime/tile.c, "Wrapped tiles"), so the runtime's tile memory stays
+     * under one image; closings (inverted input tiles), the result in the input's buffer and
+     * a 16-bit image with an odd stride copy as before. Every case equals the naive reference
+     * on the packed image and leaves the input as it was. */
+    const int w = 157, h = 109;
+
+    for (int c = 0; c < 5; c++) {
+        bool u16 = c >= 3, in_place = c == 2;
+        tw_attr_filter flt = c == 1 ? TW_AREA_CLOSING : c == 4 ? TW_HEIGHT_OPENING
+                                                              : TW_AREA_OPENING;
+        uint64_t thr = flt == TW_HEIGHT_OPENING ? 3000 : 40;
+        tw_sample_type t = u16 ? TW_U16 : TW_U8;
+        size_t ss = tw_sample_size(t), stride = (size_t)w * ss + (c == 3 ? 1 : 10);
+        void *img = malloc((size_t)(w * h) * ss), *want = malloc((size_t)(w * h) * ss);
+        char *in = calloc(stride * (size_t)h, 1), *res = calloc(stride * (size_t)h, 1);
+        char *before = malloc(stride * (size_t)h);
+        tw_runtime *rt = runtime_or_die(2);
+        tw_attr_filter_opts o;
+        tw_job *job = NULL;
+        tw_memory_info mi;
+        tw_error err;
+
+        random_image(img, t, w, h, 3);
+        twtest_attr_filter_naive(img, t, w, h, 8, rule_of[flt], thr,
+                                 flt == TW_AREA_CLOSING || flt == TW_HEIGHT_CLOSING, want);
+        for (int y = 0; y < h; y++)
+            memcpy(in + (size_t)y * stride, (char *)img + (size_t)y * (size_t)w * ss,
+                   (size_t)w * ss);
+        memcpy(before, in, stride * (size_t)h);
+        tw_attr_filter_opts_init(&o);
+        o.image = (tw_host_image){in, w, h, stride, t};
+        o.result = (tw_host_image){in_place ? in : res, w, h, stride, t};
+        o.filter = flt;
+        o.threshold = thr;
+        o.connectivity = 8;
+        o.tile_w = 40;
+        o.tile_h = 32;
+        cr_assert(eq(int, tw_attr_filter_submit(rt, &o, &job, &err), TW_OK), "%s", err.message);
+        cr_assert(eq(int, tw_job_wait(job, -1), TW_OK), "case %d: %s", c, tw_job_get_error(job));
+        tw_job_destroy(job);
+        for (int y = 0; y < h; y++)
+            cr_assert(memcmp((in_place ? in : res) + (size_t)y * stride,
+                             (char *)want + (size_t)y * (size_t)w * ss, (size_t)w * ss) == 0,
+                      "case %d: row %d differs", c, y);
+        cr_assert(in_place || memcmp(before, in, stride * (size_t)h) == 0,
+                  "case %d: the input was written", c);
+        cr_assert(eq(int, tw_runtime_get_memory(rt, &mi), TW_OK));
+        if (c == 0 || c == 4)
+            cr_assert(mi.host_peak < (int64_t)w * h, "case %d: host_peak %lld", c,
+                      (long long)mi.host_peak);
+        tw_runtime_destroy(rt);
+        free(img);
+        free(want);
+        free(in);
+        free(res);
+        free(before);
+    }
+}
+
 Test(attr_filter, larger_image_many_tilings_agree)
 {
     /* A 300x200 natural-like image: the filters with 4 tile grids give the same bytes as one

@@ -423,6 +423,14 @@ random_case(tw_runtime *rt, int index)
     /* Now and then the result goes into the marker's own buffer. */
     bool in_place = rnd() % 4 == 0;
     packed pr = in_place ? pj : blank(w, h, type);
+    /* the inputs as given: a job never writes them (its tiles may be windows of them) */
+    size_t mask_bytes = (pi.img.stride ? pi.img.stride : (size_t)w * tw_sample_size(type)) *
+                        (size_t)h;
+    size_t marker_bytes = (pj.img.stride ? pj.img.stride : (size_t)w * tw_sample_size(type)) *
+                          (size_t)h;
+    void *mask_before = malloc(mask_bytes), *marker_before = malloc(marker_bytes);
+    memcpy(mask_before, pi.buf, mask_bytes);
+    memcpy(marker_before, pj.buf, marker_bytes);
     tw_mrecon_opts o;
     tw_mrecon_stats stats;
     char msg[512] = "";
@@ -438,6 +446,12 @@ random_case(tw_runtime *rt, int index)
     o.stats = &stats;
     tw_status st = run_mrecon(rt, &o, msg, sizeof msg);
     cr_assert(eq(int, st, TW_OK), "case %d: %s", index, msg);
+    cr_assert(memcmp(mask_before, pi.buf, mask_bytes) == 0, "case %d: the mask was written",
+              index);
+    cr_assert(in_place || memcmp(marker_before, pj.buf, marker_bytes) == 0,
+              "case %d: the marker was written", index);
+    free(mask_before);
+    free(marker_before);
 
     naive_recon(j, im, w, h, conn, erode);
     uint16_t *got = unpack(&pr);
@@ -640,6 +654,109 @@ violation_case(bool erode, bool clamp, char *msg, size_t n, tw_status *st, uint1
     free(pi.buf);
     free(pr.buf);
     tw_runtime_destroy(rt);
+}
+
+Test(mrecon, the_caller_images_are_the_tiles_when_they_can_be)
+{
+    /* Reconstruction on caller buffers: the tiles are windows of the mask and result images
+     * (runtime/tile.c, "Wrapped tiles"), so the runtime's tile memory stays under one image;
+     * the cases that cannot wrap copy as before (the result in the mask's buffer, a 16-bit
+     * image with an odd stride, erosion's complemented tiles, a host budget,
+     * runtime.caller_memory = copy). Every case
+     * equals the naive reference and leaves its inputs as they were. */
+    const int64_t w = 301, h = 203;
+    uint16_t *im = malloc((size_t)(w * h) * 2), *j = malloc((size_t)(w * h) * 2);
+
+    rng_state = 77;
+    for (int c = 0; c < 7; c++) {
+        bool u16 = c == 2 || c == 5, erode = c == 3, on_mask = c == 1, budget = c >= 4 && c != 5;
+        tw_sample_type type = u16 ? TW_U16 : TW_U8;
+        size_t ss = tw_sample_size(type), stride = (size_t)w * ss + (c == 2 ? 1 : 6);
+        unsigned maxv = u16 ? 65535 : 255;
+        char *buf[3], *before[2];
+        tw_runtime *rt;
+
+        if (budget) {
+            tw_config *cfg = NULL;
+            tw_error err;
+
+            cr_assert(eq(int, tw_config_create(&cfg), TW_OK));
+            cr_assert(eq(int, tw_config_set(cfg, "runtime.gpus", "none", TW_CONFIG_SET, NULL),
+                         TW_OK));
+            cr_assert(eq(int, tw_config_set(cfg, "runtime.cpu_workers", "2", TW_CONFIG_SET,
+                                            NULL), TW_OK));
+            cr_assert(eq(int, tw_config_set(cfg, c == 4 ? "runtime.host_mem"
+                                                        : "runtime.caller_memory",
+                                            c == 4 ? "64M" : "copy", TW_CONFIG_SET, NULL),
+                         TW_OK));
+            cr_assert(eq(int, tw_runtime_create(cfg, &rt, &err), TW_OK), "%s", err.message);
+            tw_config_destroy(cfg);
+        } else {
+            rt = make_runtime(2);
+        }
+        gen_mask(im, w, h, maxv);
+        gen_marker(j, im, w, h, maxv, erode);
+        for (int b = 0; b < 3; b++) {
+            buf[b] = calloc(stride * (size_t)h, 1);
+            for (int64_t y = 0; y < h; y++)
+                for (int64_t x = 0; x < w && b < 2; x++) {
+                    uint16_t v = b == 0 ? j[y * w + x] : im[y * w + x];
+
+                    if (u16)
+                        memcpy(buf[b] + (size_t)y * stride + (size_t)x * 2, &v, 2);
+                    else
+                        buf[b][(size_t)y * stride + (size_t)x] = (char)v;
+                }
+        }
+        for (int b = 0; b < 2; b++) {
+            before[b] = malloc(stride * (size_t)h);
+            memcpy(before[b], buf[b], stride * (size_t)h);
+        }
+        tw_mrecon_opts o;
+        char msg[512] = "";
+        tw_memory_info mi;
+
+        tw_mrecon_opts_init(&o);
+        o.marker_image = (tw_host_image){buf[0], w, h, stride, type};
+        o.mask_image = (tw_host_image){buf[1], w, h, stride, type};
+        o.result = (tw_host_image){on_mask ? buf[1] : buf[2], w, h, stride, type};
+        o.method = erode ? TW_MRECON_EROSION : TW_MRECON_DILATION;
+        o.tile_w = 64;
+        o.tile_h = 48;
+        cr_assert(eq(int, run_mrecon(rt, &o, msg, sizeof msg), TW_OK), "case %d: %s", c, msg);
+        cr_assert(eq(int, tw_runtime_get_memory(rt, &mi), TW_OK));
+        naive_recon(j, im, w, h, 8, erode);
+        for (int64_t y = 0; y < h; y++)
+            for (int64_t x = 0; x < w; x++) {
+                const char *p = (on_mask ? buf[1] : buf[2]) + (size_t)y * stride + (size_t)x * ss;
+                uint16_t got = 0;
+
+                if (u16)
+                    memcpy(&got, p, 2);
+                else
+                    got = (uint8_t)*p;
+                if (got != j[y * w + x])
+                    cr_assert(got == j[y * w + x], "case %d: pixel (%lld, %lld) is %u, want %u", c,
+                              (long long)x, (long long)y, got, j[y * w + x]);
+            }
+        cr_assert(memcmp(before[0], buf[0], stride * (size_t)h) == 0, "case %d: marker written",
+                  c);
+        cr_assert(on_mask || memcmp(before[1], buf[1], stride * (size_t)h) == 0,
+                  "case %d: mask written", c);
+        /* wrapped: only the small tiles of border seeds; copied: marker and mask tiles */
+        if (c == 0 || c == 5)
+            cr_assert(mi.host_peak < w * h, "case %d: host_peak %lld", c, (long long)mi.host_peak);
+        else if (c != 4)
+            cr_assert(mi.host_peak >= 2 * w * h * (int64_t)ss, "case %d: host_peak %lld", c,
+                      (long long)mi.host_peak);
+        for (int b = 0; b < 3; b++)
+            free(buf[b]);
+        free(before[0]);
+        free(before[1]);
+        tw_runtime_destroy(rt);
+    }
+    free(im);
+    free(j);
 }
 
 Test(mrecon, marker_above_mask_names_the_first_pixel)
