@@ -74,12 +74,14 @@ assert_same(const img *a, const img *b, const char *what)
     }
 }
 
+/* st: the submit's status; *job: the job it made (read after the submit ran) */
 static void
-wait_ok(tw_status st, tw_job *job, const tw_error *err, const char *what)
+wait_ok(tw_status st, tw_job **job, const tw_error *err, const char *what)
 {
     cr_assert(eq(int, st, TW_OK), "%s: %s", what, err->message);
-    cr_assert(eq(int, tw_job_wait(job, -1), TW_OK), "%s: %s", what, tw_job_get_error(job));
-    tw_job_destroy(job);
+    cr_assert(eq(int, tw_job_wait(*job, -1), TW_OK), "%s: %s", what, tw_job_get_error(*job));
+    tw_job_destroy(*job);
+    *job = NULL;
 }
 
 Test(caller_memory_cuda, padded_images_on_the_gpu_equal_cpu_workers,
@@ -127,7 +129,7 @@ Test(caller_memory_cuda, padded_images_on_the_gpu_equal_cpu_workers,
         mo.tile_w = 256;
         mo.tile_h = 192;
         mo.stats = &ms;
-        wait_ok(tw_mrecon_submit(rts[d], &mo, &job, &err), job, &err, "reconstruction");
+        wait_ok(tw_mrecon_submit(rts[d], &mo, &job, &err), &job, &err, "reconstruction");
         cr_assert(d == 1 || (ms.tp_cuda > 0 && ms.tp_cpu == 0), "reconstruction: TPs %lld on GPU",
                   (long long)ms.tp_cuda);
 
@@ -140,7 +142,7 @@ Test(caller_memory_cuda, padded_images_on_the_gpu_equal_cpu_workers,
         ao.tile_w = 256;
         ao.tile_h = 256;
         ao.report = &ar;
-        wait_ok(tw_attr_filter_submit(rts[d], &ao, &job, &err), job, &err, "area opening");
+        wait_ok(tw_attr_filter_submit(rts[d], &ao, &job, &err), &job, &err, "area opening");
         cr_assert(d == 1 || ar.tp_cuda > 0, "area opening: no tile task on the GPU");
 
         tw_edt_opts_init(&eo);
@@ -151,7 +153,7 @@ Test(caller_memory_cuda, padded_images_on_the_gpu_equal_cpu_workers,
         eo.tile_w = 256;
         eo.tile_h = 128;
         eo.report = &er;
-        wait_ok(tw_edt_submit(rts[d], &eo, &job, &err), job, &err, "edt");
+        wait_ok(tw_edt_submit(rts[d], &eo, &job, &err), &job, &err, "edt");
         cr_assert(d == 1 || er.bands_cuda > 0, "edt: no band on the GPU");
 
         tw_label_opts_init(&lo);
@@ -161,7 +163,7 @@ Test(caller_memory_cuda, padded_images_on_the_gpu_equal_cpu_workers,
         lo.tile_w = 256;
         lo.tile_h = 160;
         lo.report = &lr;
-        wait_ok(tw_label_submit(rts[d], &lo, &job, &err), job, &err, "label");
+        wait_ok(tw_label_submit(rts[d], &lo, &job, &err), &job, &err, "label");
         cr_assert(d == 1 || lr.tp_cuda > 0, "label: no tile task on the GPU");
     }
     assert_same(&rec[1], &rec[0], "reconstruction");
