@@ -1078,6 +1078,10 @@ af_finish(tw_job *job, tw_status st, void *user)
     tw_error err;
     double t3 = twi_now_s();
 
+    for (int64_t i = 0; i < a->n_tiles; i++) { /* wrapped tiles let go of the caller's images */
+        twi_tile_detach(a->cells[i].img);
+        twi_tile_detach(a->cells[i].out);
+    }
     if (a->dist) {
         /* Across ranks: the run's totals, or tell the others; before the output is renamed. */
         tw_status ds = twi_dist_finish(a->dist, st, tw_job_get_error(job), &err);
@@ -1509,6 +1513,10 @@ af_submit(tw_runtime *rt, const tw_attr_filter_opts *o, bool area_map, tw_mpi *m
     }
     a->job = job;
     twi_job_set_finish(job, af_finish, a, af_free);
+    if (a->wrap_in)
+        twi_host_image_register(job, &a->in.mem);
+    if (a->wrap_out)
+        twi_host_image_register(job, &a->result);
     twi_stream_attach_io(&a->in.s, job);
     atomic_store(&twi_job_io(job)->kept, (int)a->keep);
     if (a->dist) {

@@ -753,6 +753,8 @@ ed_finish(tw_job *job, tw_status st, void *user)
     ed_job *e = user;
     tw_error err;
 
+    for (int64_t k = 0; k < e->n_bands; k++) /* wrapped tiles let go of the caller's image */
+        twi_tile_detach(e->bands[k].out);
     /* Every band was admitted (or none will be): the task holds a reference on the job. */
     twi_task_release(e->after);
     e->after = NULL;
@@ -1247,6 +1249,8 @@ edt_submit(tw_runtime *rt, const tw_edt_opts *o, tw_mpi *mpi, tw_mpi_report *rep
     }
     e->job = job;
     twi_job_set_finish(job, ed_finish, e, ed_free); /* the job owns e from here */
+    if (e->wrap_out)
+        twi_host_image_register(job, &e->result);
     twi_stream_attach_io(&e->in.s, job);
     twi_stream_attach_io(&e->idx_s, job);
     if (e->dist) {

@@ -71,6 +71,14 @@ twi_host_image_wrap(tw_runtime *rt, const tw_host_image *a, int64_t x, int64_t y
 }
 
 void
+twi_host_image_register(tw_job *job, const tw_host_image *a)
+{
+    if (a->data && a->w > 0 && a->h > 0)
+        twi_job_register_host(job, a->data, (size_t)(a->h - 1) * host_stride(a) +
+                                                (size_t)a->w * tw_sample_size(a->type));
+}
+
+void
 twi_host_image_put(const tw_host_image *dst, const tw_tile_view *v, int64_t x, int64_t y)
 {
     size_t px = (size_t)v->channels * tw_sample_size(v->type);

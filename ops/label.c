@@ -560,6 +560,10 @@ lb_finish(tw_job *job, tw_status st, void *user)
     tw_error err;
     double t3 = twi_now_s();
 
+    for (int64_t i = 0; i < a->n_tiles; i++) { /* wrapped tiles let go of the caller's images */
+        twi_tile_detach(a->cells[i].img);
+        twi_tile_detach(a->cells[i].out);
+    }
     st = twi_stream_finish(&a->in.s, st, &err);
     if (a->report) {
         tw_label_report *r = a->report;
@@ -765,6 +769,10 @@ tw_label_submit(tw_runtime *rt, const tw_label_opts *o, tw_job **out, tw_error *
     atomic_store(&twi_job_io(job)->kept,
                  (int)lb_keep_setup(a, rt, tw_runtime_get_config(rt)));
     twi_job_set_finish(job, lb_finish, a, lb_free);
+    if (a->wrap_in)
+        twi_host_image_register(job, &a->in.mem);
+    if (a->wrap_out)
+        twi_host_image_register(job, &a->result);
     twi_stream_attach_io(&a->in.s, job);
     /* One tile: pass 2 alone. Progress: load, tp1 per tile; the merge; load, tp2, store. */
     pass = a->n_tiles > 1 ? 1 : 2;

@@ -1097,6 +1097,10 @@ mr_finish(tw_job *job, tw_status st, void *user)
     mr_job *m = user;
     tw_error err;
 
+    for (int64_t i = 0; i < m->n; i++) { /* wrapped tiles let go of the caller's images */
+        twi_tile_detach(m->tiles[i].marker);
+        twi_tile_detach(m->tiles[i].mask);
+    }
     twi_stream_finish(&m->marker.s, TW_E_CANCELED, NULL);
     /* Across ranks: the run's totals, or tell the others; before the output is renamed. */
     if (m->dist) {
@@ -1415,6 +1419,10 @@ twi_mrecon_submit(tw_runtime *rt, const twi_mrecon_spec *sp, tw_job **out, tw_er
     }
     m->job = job;
     twi_job_set_finish(job, mr_finish, m, mr_free); /* the job owns m from here */
+    if (m->wrap_mask)
+        twi_host_image_register(job, &m->mask.mem);
+    if (m->wrap_marker)
+        twi_host_image_register(job, &m->result);
     twi_stream_attach_io(&m->marker.s, job);
     twi_stream_attach_io(&m->mask.s, job);
     if (m->dist) {

@@ -109,6 +109,9 @@ TWI_HIDDEN bool twi_host_image_overlap(const tw_host_image *a, const tw_host_ima
 TWI_HIDDEN bool twi_host_image_same(const tw_host_image *a, const tw_host_image *b);
 TWI_HIDDEN tw_status twi_host_image_wrap(tw_runtime *rt, const tw_host_image *a, int64_t x,
                                          int64_t y, int32_t w, int32_t h, tw_tile **out);
+/* A wrapped image of job: page-locked for its GPU copies until it ends when the runtime says
+ * so (runtime.caller_memory = register, twi_job_register_host). */
+TWI_HIDDEN void twi_host_image_register(tw_job *job, const tw_host_image *a);
 /* Copy the pixels of v (channels x sample size each) into the caller's image at (x, y); a
  * stride of 0 means packed rows. */
 TWI_HIDDEN void twi_host_image_put(const tw_host_image *dst, const tw_tile_view *v, int64_t x,

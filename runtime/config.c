@@ -56,7 +56,7 @@ static const char *const policy_words[] = {"fcfs", "fair", "pats", "locality", N
 static const char *const log_words[] = {"error", "warn", "info", "debug", NULL};
 static const char *const download_words[] = {"lazy", "eager", NULL};
 static const char *const keep_words[] = {"auto", "gpu", "host", "scratch", "reread", NULL};
-static const char *const caller_words[] = {"wrap", "copy", NULL};
+static const char *const caller_words[] = {"wrap", "register", "copy", NULL};
 static const char *const yes_no[] = {"yes", "no", NULL};
 
 /* The runtime's own keys; each operation's table comes between runtime_keys and log_keys
@@ -92,7 +92,7 @@ static const key_def runtime_keys[] = {
     {.key = "runtime.caller_memory", .type = TW_CONFIG_ENUM, .def = "wrap",
      .words = caller_words,
      .help = "Jobs on images in memory: wrap (they are the job's tiles where the operation "
-             "allows: no copies; GPUs copy from and into them) or copy (into tiles and back)."},
+             "allows: no copies), register (wrap, page-locked for GPU copies) or copy."},
     {.key = "runtime.trace", .type = TW_CONFIG_STRING, .def = "",
      .help = "Write a Chrome/Perfetto trace of every task and GPU copy to this file when the "
              "runtime ends; empty = no trace."},

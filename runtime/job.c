@@ -104,6 +104,9 @@ twi_job_release(tw_job *job)
         return;
     if (job->finish_user_free)
         job->finish_user_free(job->finish_user);
+    for (int i = 0; i < job->n_registered; i++) /* a job that never ran to its end */
+        twi_host_unregister(job->registered[i]);
+    free(job->registered);
     twi_window_free_all(job);
     pthread_cond_destroy(&job->cond);
     pthread_mutex_destroy(&job->lock);
@@ -208,12 +211,34 @@ job_end(tw_job *job)
     }
     pthread_mutex_lock(&job->lock);
     job->end_s = elapsed_since(&job->t0);
+    for (int i = 0; i < job->n_registered; i++)
+        twi_host_unregister(job->registered[i]);
+    free(job->registered);
+    job->registered = NULL;
+    job->n_registered = 0;
     pthread_mutex_unlock(&job->lock);
     /* The last notification comes before waiters return, so they see it done. */
     progress_notify(job, true);
     pthread_mutex_lock(&job->lock);
     job->finished = true;
     pthread_cond_broadcast(&job->cond);
+    pthread_mutex_unlock(&job->lock);
+}
+
+void
+twi_job_register_host(tw_job *job, void *p, size_t len)
+{
+    void **more;
+
+    if (!job || !p || !len || !twi_runtime_registers_caller(job->rt))
+        return;
+    pthread_mutex_lock(&job->lock);
+    more = realloc(job->registered, (size_t)(job->n_registered + 1) * sizeof *more);
+    if (more) {
+        job->registered = more;
+        if (twi_host_register(p, len))
+            job->registered[job->n_registered++] = p;
+    }
     pthread_mutex_unlock(&job->lock);
 }
 

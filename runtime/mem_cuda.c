@@ -49,6 +49,35 @@ twi_host_alloc(twi_devpool *pinned_pool, size_t bytes, bool *pinned_out)
     return plain_alloc(bytes);
 }
 
+bool
+twi_host_register(void *p, size_t len)
+{
+#ifdef TW_HAVE_CUDA
+    cudaError_t e = cudaHostRegister(p, len, cudaHostRegisterPortable);
+
+    if (e == cudaSuccess)
+        return true;
+    (void)cudaGetLastError();
+    TW_DEBUG("cuda", "cudaHostRegister of %zu bytes: %s; copies from them stay pageable", len,
+             cudaGetErrorString(e));
+#else
+    (void)p;
+    (void)len;
+#endif
+    return false;
+}
+
+void
+twi_host_unregister(void *p)
+{
+#ifdef TW_HAVE_CUDA
+    if (cudaHostUnregister(p) != cudaSuccess)
+        (void)cudaGetLastError();
+#else
+    (void)p;
+#endif
+}
+
 void
 twi_host_free(twi_devpool *pinned_pool, void *p, size_t bytes, bool pinned)
 {

@@ -37,7 +37,8 @@ struct tw_runtime {
     atomic_bool wake_pending; /* memory was freed under the lock: wake the idle workers
                                  before releasing it */
     bool lazy_down;          /* runtime.gpu_downloads = lazy, with GPUs and no host budget */
-    bool wrap;               /* runtime.caller_memory = wrap, and no host budget */
+    bool wrap;               /* runtime.caller_memory = wrap or register, no host budget */
+    bool register_caller;    /* runtime.caller_memory = register */
     pthread_mutex_t sync_lock[16]; /* twi_tile_sync_host: one copy per tile at a time */
 
     /* runtime.trace: where the trace goes (NULL: no trace) */

@@ -44,6 +44,9 @@ struct tw_job {
     twi_window *windows;     /* its streaming windows, freed with it (under rt->lock) */
     atomic_bool streaming;   /* it opened a window: a stop wakes the idle workers */
     twi_io_counts io;        /* tw_job_get_io */
+    /* twi_job_register_host: caller memory page-locked until the job ends (under `lock`) */
+    void **registered;
+    int n_registered;
 };
 
 TWI_HIDDEN void twi_job_acquire(tw_job *job);

@@ -18,6 +18,10 @@ typedef struct twi_devpool twi_devpool;
 /* Host tile memory, 64-byte aligned: pinned from `pinned_pool` when it is not NULL (falls back
  * to plain memory when pinning fails), plain otherwise. *pinned_out says which. */
 TWI_HIDDEN void *twi_host_alloc(twi_devpool *pinned_pool, size_t bytes, bool *pinned_out);
+/* Page-lock (cudaHostRegister, portable) or release the caller's memory at p (runtime.
+ * caller_memory = register); false when it could not be (no CUDA, refused, or already). */
+TWI_HIDDEN bool twi_host_register(void *p, size_t len);
+TWI_HIDDEN void twi_host_unregister(void *p);
 TWI_HIDDEN void twi_host_free(twi_devpool *pinned_pool, void *p, size_t bytes, bool pinned);
 /* A caching device allocator for one GPU: free lists by size class, cudaMalloc on a miss,
  * everything cudaFree'd at destroy. Thread-safe. Create and destroy with the device current. */

@@ -331,7 +331,8 @@ tw_runtime_create(const tw_config *cfg, tw_runtime **out, tw_error *err)
     /* Lazy downloads need the host copy of a tile to be where a sync can write it; under a
      * host budget it may be spilled instead, so downloads stay eager there. */
     rt->lazy_down = rt->n_gpus > 0 && !rt->budget && strcmp(downloads, "lazy") == 0;
-    rt->wrap = !rt->budget && strcmp(caller, "wrap") == 0;
+    rt->wrap = !rt->budget && strcmp(caller, "copy") != 0;
+    rt->register_caller = rt->wrap && strcmp(caller, "register") == 0;
     rt->sched.rt = rt;
     if ((st = twi_models_open(rt, err)) != TW_OK)
         goto out;
@@ -464,6 +465,12 @@ tw_runtime_get_worker(const tw_runtime *rt, int i, tw_worker_info *out)
         (uint64_t)atomic_load_explicit(&w->bytes_hit, memory_order_relaxed);
     out->tasks_retried = (uint64_t)atomic_load_explicit(&w->tasks_retried, memory_order_relaxed);
     return TW_OK;
+}
+
+bool
+twi_runtime_registers_caller(const tw_runtime *rt)
+{
+    return rt->register_caller && rt->n_gpus > 0;
 }
 
 int

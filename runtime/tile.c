@@ -112,6 +112,19 @@ twi_tile_wrap(tw_runtime *rt, void *data, size_t stride, int32_t w, int32_t h, i
     return tile_new(rt, data, stride, w, h, channels, type, out);
 }
 
+void
+twi_tile_detach(tw_tile *t)
+{
+    if (!t || !t->external)
+        return;
+    /* No write-back: the job has ended, and with it the right to touch the caller's memory
+     * (its host copy is current after a success; after a failure the result is undefined). */
+    for (int i = 0; i < t->n_rep; i++)
+        if (t->rt->gpus[i].pool)
+            twi_replica_drop(t->rt->gpus[i].pool, t, i);
+    t->h_data = NULL;
+}
+
 bool
 twi_tile_can_wrap(const tw_runtime *rt)
 {

@@ -46,6 +46,15 @@ TWI_HIDDEN tw_status twi_tile_create(tw_runtime *rt, int32_t w, int32_t h, int32
 TWI_HIDDEN tw_status twi_tile_wrap(tw_runtime *rt, void *data, size_t stride, int32_t w,
                                    int32_t h, int32_t channels, tw_sample_type type,
                                    tw_tile **out);
+/* The job of a wrapped tile has ended (its finish callback): drop its GPU copies without
+ * writing them back, and forget the caller's memory; a tile not wrapped is left alone. After
+ * it the tile may only be released. */
+TWI_HIDDEN void twi_tile_detach(tw_tile *t);
+/* Page-lock len bytes at p for GPU copies (cudaHostRegister) until the job ends, when
+ * runtime.caller_memory = register and the runtime uses GPUs; a no-op otherwise, or when the
+ * memory cannot be registered (it was already, or the system refuses: copies are then
+ * pageable, as with wrap). */
+TWI_HIDDEN void twi_job_register_host(tw_job *job, void *p, size_t len);
 /* Whether twi_tile_wrap() can wrap memory in rt (runtime.caller_memory = wrap, no host
  * budget). */
 TWI_HIDDEN bool twi_tile_can_wrap(const tw_runtime *rt);
@@ -239,6 +248,8 @@ TWI_HIDDEN int64_t twi_window_cap(const tw_runtime *rt, int64_t unit_bytes);
 
 /* ---- runtime queries used by ops */
 TWI_HIDDEN int twi_runtime_gpu_count(const tw_runtime *rt);
+/* runtime.caller_memory = register and the runtime uses GPUs. */
+TWI_HIDDEN bool twi_runtime_registers_caller(const tw_runtime *rt);
 /* Where a multi-pass op may keep its decoded input between passes (docs/runtime.md,
  * "Streaming window"): bytes of tiles its GPUs may hold for it (half their pools' budgets,
  * 0 when tiles written by the host cannot stay there alone: no GPU, eager downloads or a host

@@ -88,17 +88,25 @@ Test(caller_memory_cuda, padded_images_on_the_gpu_equal_cpu_workers,
      .timeout = TWTEST_TIMEOUT(300))
 {
     /* Reconstruction, area opening, the EDT and labels of 1000 x 700 images whose rows are
-     * padded by an odd number of samples, on GPU workers only and on CPU workers only: the
-     * same result bytes, the padding untouched, the tile tasks on the GPU. */
+     * padded by an odd number of samples, on GPU workers only (the images pageable, then
+     * page-locked for each job: runtime.caller_memory = register) and on CPU workers only:
+     * the same result bytes, the padding untouched, the tile tasks on the GPU. */
     if (!twtest_have_gpu())
         cr_skip_test("no CUDA device");
-    tw_runtime *rts[2] = {twtest_runtime_with("all", "0"), twtest_runtime_with("none", "2")};
+    tw_runtime *rts[3] = {twtest_runtime_with("all", "0"), NULL, twtest_runtime_with("none", "2")};
     const int64_t w = 1000, h = 700;
-    img mask = img_new(w, h, 1, 3), marker = img_new(w, h, 1, 5), out[2], dist[2], lab[2],
-        rec[2];
+    img mask = img_new(w, h, 1, 3), marker = img_new(w, h, 1, 5), out[3], dist[3], lab[3],
+        rec[3];
+    tw_config *cfg = NULL;
     tw_job *job = NULL;
     tw_error err;
 
+    cr_assert(eq(int, tw_config_create(&cfg), TW_OK));
+    cr_assert(eq(int, tw_config_set(cfg, "runtime.cpu_workers", "0", TW_CONFIG_SET, NULL), TW_OK));
+    cr_assert(eq(int, tw_config_set(cfg, "runtime.caller_memory", "register", TW_CONFIG_SET, NULL),
+                 TW_OK));
+    cr_assert(eq(int, tw_runtime_create(cfg, &rts[1], &err), TW_OK), "%s", err.message);
+    tw_config_destroy(cfg);
     img_fill(&mask, 255);
     for (int64_t y = 0; y < h; y++)
         for (int64_t x = 0; x < w; x++) {
@@ -106,7 +114,7 @@ Test(caller_memory_cuda, padded_images_on_the_gpu_equal_cpu_workers,
 
             marker.buf[(size_t)y * marker.stride + (size_t)x] = (char)(v > 60 ? v - 60 : 0);
         }
-    for (int d = 0; d < 2; d++) {
+    for (int d = 0; d < 3; d++) {
         tw_mrecon_opts mo;
         tw_mrecon_stats ms;
         tw_attr_filter_opts ao;
@@ -130,7 +138,7 @@ Test(caller_memory_cuda, padded_images_on_the_gpu_equal_cpu_workers,
         mo.tile_h = 192;
         mo.stats = &ms;
         wait_ok(tw_mrecon_submit(rts[d], &mo, &job, &err), &job, &err, "reconstruction");
-        cr_assert(d == 1 || (ms.tp_cuda > 0 && ms.tp_cpu == 0), "reconstruction: TPs %lld on GPU",
+        cr_assert(d == 2 || (ms.tp_cuda > 0 && ms.tp_cpu == 0), "reconstruction: TPs %lld on GPU",
                   (long long)ms.tp_cuda);
 
         tw_attr_filter_opts_init(&ao);
@@ -143,7 +151,7 @@ Test(caller_memory_cuda, padded_images_on_the_gpu_equal_cpu_workers,
         ao.tile_h = 256;
         ao.report = &ar;
         wait_ok(tw_attr_filter_submit(rts[d], &ao, &job, &err), &job, &err, "area opening");
-        cr_assert(d == 1 || ar.tp_cuda > 0, "area opening: no tile task on the GPU");
+        cr_assert(d == 2 || ar.tp_cuda > 0, "area opening: no tile task on the GPU");
 
         tw_edt_opts_init(&eo);
         tw_edt_report_init(&er);
@@ -154,7 +162,7 @@ Test(caller_memory_cuda, padded_images_on_the_gpu_equal_cpu_workers,
         eo.tile_h = 128;
         eo.report = &er;
         wait_ok(tw_edt_submit(rts[d], &eo, &job, &err), &job, &err, "edt");
-        cr_assert(d == 1 || er.bands_cuda > 0, "edt: no band on the GPU");
+        cr_assert(d == 2 || er.bands_cuda > 0, "edt: no band on the GPU");
 
         tw_label_opts_init(&lo);
         tw_label_report_init(&lr);
@@ -164,13 +172,15 @@ Test(caller_memory_cuda, padded_images_on_the_gpu_equal_cpu_workers,
         lo.tile_h = 160;
         lo.report = &lr;
         wait_ok(tw_label_submit(rts[d], &lo, &job, &err), &job, &err, "label");
-        cr_assert(d == 1 || lr.tp_cuda > 0, "label: no tile task on the GPU");
+        cr_assert(d == 2 || lr.tp_cuda > 0, "label: no tile task on the GPU");
     }
-    assert_same(&rec[1], &rec[0], "reconstruction");
-    assert_same(&out[1], &out[0], "area opening");
-    assert_same(&dist[1], &dist[0], "edt");
-    assert_same(&lab[1], &lab[0], "label");
     for (int d = 0; d < 2; d++) {
+        assert_same(&rec[2], &rec[d], "reconstruction");
+        assert_same(&out[2], &out[d], "area opening");
+        assert_same(&dist[2], &dist[d], "edt");
+        assert_same(&lab[2], &lab[d], "label");
+    }
+    for (int d = 0; d < 3; d++) {
         free(rec[d].buf);
         free(out[d].buf);
         free(dist[d].buf);
