@@ -568,6 +568,26 @@ void twi_mrecon_out_dome(const tw_tile_view *jv, const tw_tile_view *iv, const t
 void twi_omp_watershed_mask(const tw_tile_view *v, uint8_t *in);
 int64_t twi_omp_watershed_markers(twi_watershed_tile *k, const tw_tile_view *v);
 
+/* The watershed's tiles as its BP and rings see them (ops/watershed.c): a W x H image cut
+ * into rows of tiles_x tiles of tw x th pixels (the last column and row narrower); tile i,
+ * at (i % tiles_x * tw, i / tiles_x * th) in the image, has its arrays at tiles[i]. */
+typedef struct twi_watershed_grid {
+    int64_t W, H;
+    int32_t tw, th;
+    int64_t tiles_x;
+    twi_watershed_tile *const *tiles;
+} twi_watershed_grid;
+/* The ring of tile `tile` (twi_watershed_ring_at's layout) from its neighbours' keys and,
+ * when lab is not NULL, labels; outside the image TWI_WATERSHED_KINF and TWI_WATERSHED_LINF. */
+void twi_omp_watershed_fill_ring(const twi_watershed_grid *g, int64_t tile, uint64_t *key,
+                                 uint32_t *lab);
+/* BP's pull across the perimeter of tile `tile`: each border pixel q inside the mask and each
+ * neighbour p of q in another tile, key(q) := min(key(q), step(key(p), lev(q))) (keys), or
+ * lab(q) := min(lab(q), lab(p)) where p is a best predecessor of q (labels). A lowered q goes
+ * to seed(arg, its raster index), in raster order; a status other than TW_OK stops. */
+tw_status twi_omp_watershed_pull(const twi_watershed_grid *g, int64_t tile, bool labels, int conn,
+                                 tw_status (*seed)(void *arg, uint32_t idx), void *arg);
+
 /* ---- end of the CPU pixel steps ---- */
 
 #ifdef __cplusplus
