@@ -443,8 +443,8 @@ void twi_omp_watershed_output(const twi_watershed_tile *t, int conn, const twi_w
                               tw_tile_view *out);
 
 /* ---- the CPU pixel steps ops/ runs between kernels (for ops/attr_filter.c, edt.c, mrecon.c,
- * label.c, watershed.c and stream.c). They have no CUDA twin, so their types stay here rather
- * than in a kern/ contract header. ---- */
+ * label.c, watershed.c, tissue.c and stream.c). They have no CUDA twin, so their types stay
+ * here rather than in a kern/ contract header. ---- */
 
 /* (omp/maxtree_border.c) Levels v -> MAX - v in place, TW_U8 or TW_U16 (the attribute
  * filters run closings as openings of the inverted image). */
@@ -567,6 +567,60 @@ void twi_mrecon_out_dome(const tw_tile_view *jv, const tw_tile_view *iv, const t
  * counts as 0; returns the raster index of the first such pixel, -1 when none. */
 void twi_omp_watershed_mask(const tw_tile_view *v, uint8_t *in);
 int64_t twi_omp_watershed_markers(twi_watershed_tile *k, const tw_tile_view *v);
+
+/* The watershed's tiles as its BP and rings see them (ops/watershed.c): a W x H image cut
+ * into rows of tiles_x tiles of tw x th pixels (the last column and row narrower); tile i,
+ * at (i % tiles_x * tw, i / tiles_x * th) in the image, has its arrays at tiles[i]. */
+typedef struct twi_watershed_grid {
+    int64_t W, H;
+    int32_t tw, th;
+    int64_t tiles_x;
+    twi_watershed_tile *const *tiles;
+} twi_watershed_grid;
+/* The ring of tile `tile` (twi_watershed_ring_at's layout) from its neighbours' keys and,
+ * when lab is not NULL, labels; outside the image TWI_WATERSHED_KINF and TWI_WATERSHED_LINF. */
+void twi_omp_watershed_fill_ring(const twi_watershed_grid *g, int64_t tile, uint64_t *key,
+                                 uint32_t *lab);
+/* BP's pull across the perimeter of tile `tile`: each border pixel q inside the mask and each
+ * neighbour p of q in another tile, key(q) := min(key(q), step(key(p), lev(q))) (keys), or
+ * lab(q) := min(lab(q), lab(p)) where p is a best predecessor of q (labels). A lowered q goes
+ * to seed(arg, its raster index), in raster order; a status other than TW_OK stops. */
+tw_status twi_omp_watershed_pull(const twi_watershed_grid *g, int64_t tile, bool labels, int conn,
+                                 tw_status (*seed)(void *arg, uint32_t idx), void *arg);
+
+/* (omp/tissue_omp.c) The pixel steps of the input preparation (ops/tissue.c): its low-resolution
+ * image, tissue mask, Otsu histograms and glass fills. Samples are TW_U8 or TW_U16 (ss 1 or
+ * 2), pixels interleaved.
+ * twi_omp_tissue_box_band: one band of `rows` rows of w pixels of ch samples at band into one
+ * row of lw = ceil(w / k) low pixels at out: each the rounded mean of its k x rows box (the
+ * last one narrower); sum is scratch of lw * ch. */
+void twi_omp_tissue_box_band(const void *band, size_t ss, size_t ch, int64_t w, int64_t rows,
+                             int64_t k, int64_t lw, uint64_t *sum, void *out);
+/* Over n RGB pixels of `channels` samples (their 8-bit view: a 16-bit sample's high byte):
+ * twi_omp_tissue_chroma_hist adds each chroma max(R,G,B) - min(R,G,B) to hist;
+ * twi_omp_tissue_classify sets tis[i] = chroma > t or luminance (299 R + 587 G + 114 B + 500)
+ * / 1000 < dark, adds the samples of the other (glass) pixels to gsum and their count to
+ * *glass_n, and returns the tissue count. */
+void twi_omp_tissue_chroma_hist(const void *px, tw_sample_type type, int channels, int64_t n,
+                                uint64_t hist[256]);
+int64_t twi_omp_tissue_classify(const void *px, tw_sample_type type, int channels, int64_t n,
+                                int64_t t, unsigned dark, uint8_t *tis, uint64_t gsum[3],
+                                int64_t *glass_n);
+/* The w x h mask tis dilated by a (2m + 1) square into dil (rows, then columns; tmp: scratch
+ * of w h). */
+void twi_omp_tissue_dilate(const uint8_t *tis, uint8_t *tmp, uint8_t *dil, int64_t w, int64_t h,
+                           int64_t m);
+/* The summed-area table of the w x h 0/1 mask dil into sat, (w + 1) x (h + 1), its first row
+ * and column zero (the caller's). */
+void twi_omp_tissue_sat(const uint8_t *dil, int64_t w, int64_t h, int32_t *sat);
+/* The mask as written: 255 tissue, 128 the dilated margin, 0 glass; n pixels. */
+void twi_omp_tissue_mask_image(const uint8_t *tis, const uint8_t *dil, int64_t n, uint8_t *img);
+/* Add the count of each of n one-channel samples at g to hist[value]. */
+void twi_omp_tissue_hist(const void *g, size_t ss, int64_t n, uint64_t *hist);
+/* Fill a skipped region: an input view with the glass colour (channel c: glass[c], the first
+ * for c >= 3), an output view with bg. */
+void twi_omp_tissue_fill_input(const uint16_t glass[3], tw_tile_view *v);
+void twi_omp_tissue_fill_output(uint16_t bg, tw_tile_view *v);
 
 /* ---- end of the CPU pixel steps ---- */
 

@@ -395,3 +395,102 @@ twi_omp_watershed_markers(twi_watershed_tile *k, const tw_tile_view *v)
     }
     return bad;
 }
+
+/* ---- across tiles (ops/watershed.c's label rings and BP) */
+
+/* The tile holding image pixel (gx, gy), and the pixel's raster index in it. */
+static inline twi_watershed_tile *
+grid_at(const twi_watershed_grid *g, int64_t gx, int64_t gy, int64_t *i)
+{
+    int64_t tx = gx / g->tw, ty = gy / g->th;
+    twi_watershed_tile *u = g->tiles[ty * g->tiles_x + tx];
+
+    *i = (gy - ty * g->th) * u->w + (gx - tx * g->tw);
+    return u;
+}
+
+void
+twi_omp_watershed_fill_ring(const twi_watershed_grid *g, int64_t tile, uint64_t *key,
+                            uint32_t *lab)
+{
+    const twi_watershed_tile *t = g->tiles[tile];
+    int64_t x0 = (tile % g->tiles_x) * g->tw, y0 = (tile / g->tiles_x) * g->th;
+    int64_t len = 2 * ((int64_t)t->w + 2) + 2 * (int64_t)t->h;
+
+    for (int64_t r = 0; r < len; r++) {
+        int32_t x, y;
+        int64_t gx, gy;
+
+        if (r < 2 * ((int64_t)t->w + 2)) {
+            x = (int32_t)(r % (t->w + 2)) - 1;
+            y = r < t->w + 2 ? -1 : t->h;
+        } else {
+            int64_t c = r - 2 * ((int64_t)t->w + 2);
+
+            x = c < t->h ? -1 : t->w;
+            y = (int32_t)(c % t->h);
+        }
+        gx = x0 + x;
+        gy = y0 + y;
+        if (gx < 0 || gy < 0 || gx >= g->W || gy >= g->H) {
+            key[r] = TWI_WATERSHED_KINF;
+            if (lab)
+                lab[r] = TWI_WATERSHED_LINF;
+        } else {
+            int64_t i;
+            const twi_watershed_tile *u = grid_at(g, gx, gy, &i);
+
+            key[r] = u->key[i];
+            if (lab)
+                lab[r] = u->lab[i];
+        }
+    }
+}
+
+tw_status
+twi_omp_watershed_pull(const twi_watershed_grid *g, int64_t tile, bool labels, int conn,
+                       tw_status (*seed)(void *arg, uint32_t idx), void *arg)
+{
+    twi_watershed_tile *b = g->tiles[tile];
+    int64_t bx = (tile % g->tiles_x) * g->tw, by = (tile / g->tiles_x) * g->th;
+    int nk = conn == 8 ? 8 : 4;
+    tw_status st = TW_OK;
+
+    for (int32_t y = 0; y < b->h && st == TW_OK; y++) {
+        bool edge_row = y == 0 || y == b->h - 1;
+        int32_t step = edge_row || b->w == 1 ? 1 : b->w - 1;
+
+        for (int32_t x = 0; x < b->w && st == TW_OK; x += step) {
+            int64_t q = (int64_t)y * b->w + x;
+            bool lowered = false;
+
+            if (!b->in[q])
+                continue;
+            for (int k = 0; k < nk; k++) {
+                int64_t gx = bx + x + twi_watershed_dx[k], gy = by + y + twi_watershed_dy[k], p;
+                const twi_watershed_tile *a;
+
+                if (gx < 0 || gy < 0 || gx >= g->W || gy >= g->H ||
+                    (gx >= bx && gx < bx + b->w && gy >= by && gy < by + b->h))
+                    continue;
+                a = grid_at(g, gx, gy, &p);
+                if (!labels) {
+                    uint64_t c;
+
+                    if (a->key[p] == TWI_WATERSHED_KINF ||
+                        (c = twi_watershed_step(a->key[p], b->lev[q])) >= b->key[q])
+                        continue;
+                    b->key[q] = c;
+                } else {
+                    if (!(b->pred[q] & (1u << k)) || a->lab[p] >= b->lab[q])
+                        continue;
+                    b->lab[q] = a->lab[p];
+                }
+                lowered = true;
+            }
+            if (lowered)
+                st = seed(arg, (uint32_t)q);
+        }
+    }
+    return st;
+}

@@ -4,7 +4,8 @@
  * Every operation reads its file inputs through twi_src_read() (gray through its own read
  * task); this file holds what decides how: the gray kernel's parameters (mode, stain vectors,
  * threshold), Otsu's threshold and, built once at submission from a low-resolution level of
- * the slide, the tissue mask (docs/io.md, "Gray from colour").
+ * the slide, the tissue mask (docs/io.md, "Gray from colour"). Its pixel loops are
+ * omp/tissue_omp.c's (twi_omp_tissue_*); this file reads, decides and keeps the results.
  *
  * Otsu's threshold, one definition for every operation (edt computes the same histogram in its
  * own tasks, keeping the tiles it reads): scikit-image's threshold_otsu on the histogram of
@@ -169,30 +170,8 @@ read_box(const char *op, twi_stream *s, int64_t k, low_image *li, tw_error *err)
         if ((st = tw_slide_read_region(s->slide, s->level, s->x, s->y + by * k, s->w, rows, band,
                                        row, err)) != TW_OK)
             goto out;
-        memset(sum, 0, (size_t)li->w * ch * sizeof *sum);
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t x = 0; x < s->w; x++)
-                for (size_t c = 0; c < ch; c++) {
-                    size_t i = (size_t)r * (size_t)s->w * ch + (size_t)x * ch + c;
-                    uint64_t v = ss == 1 ? ((const uint8_t *)band)[i]
-                                         : ((const uint16_t *)band)[i];
-
-                    sum[(size_t)(x / k) * ch + c] += v;
-                }
-        for (int64_t bx = 0; bx < li->w; bx++) {
-            uint64_t cols = (uint64_t)(s->w - bx * k < k ? s->w - bx * k : k);
-            uint64_t n = cols * (uint64_t)rows;
-
-            for (size_t c = 0; c < ch; c++) {
-                uint64_t v = (sum[(size_t)bx * ch + c] + n / 2) / n;
-                size_t i = ((size_t)(by * li->w + bx)) * ch + c;
-
-                if (ss == 1)
-                    ((uint8_t *)li->px)[i] = (uint8_t)v;
-                else
-                    ((uint16_t *)li->px)[i] = (uint16_t)v;
-            }
-        }
+        twi_omp_tissue_box_band(band, ss, ch, s->w, rows, k, li->w, sum,
+                                (char *)li->px + (size_t)(by * li->w) * ch * ss);
     }
 out:
     free(sum);
@@ -256,37 +235,6 @@ read_low(const char *op, twi_stream *s, low_image *li, tw_error *err)
 }
 
 
-/* 8-bit view of sample c of low pixel i. */
-static unsigned
-low8(const twi_prep *p, const low_image *li, int64_t i, int c)
-{
-    size_t k = (size_t)i * (size_t)p->channels + (size_t)c;
-
-    return p->type == TW_U8 ? ((const uint8_t *)li->px)[k]
-                            : (unsigned)(((const uint16_t *)li->px)[k] >> 8);
-}
-
-/* mask[i] |= any of src in [i - m, i + m] along a line of n with step `step`. */
-static void
-dilate_line(const uint8_t *src, uint8_t *dst, int64_t n, int64_t step, int64_t m)
-{
-    int64_t last = -((int64_t)1 << 40); /* the last set position seen */
-
-    /* forward: positions within m after a set one; backward: within m before */
-    for (int64_t i = 0; i < n; i++) {
-        if (src[i * step])
-            last = i;
-        dst[i * step] = i - last <= m;
-    }
-    last = (int64_t)1 << 40;
-    for (int64_t i = n - 1; i >= 0; i--) {
-        if (src[i * step])
-            last = i;
-        if (last - i <= m)
-            dst[i * step] = 1;
-    }
-}
-
 /* Write the mask: 255 tissue, 128 the margin around it, 0 glass. */
 static tw_status
 write_mask(const char *op, const char *path, const uint8_t *tis, const uint8_t *dil, int64_t w,
@@ -299,8 +247,7 @@ write_mask(const char *op, const char *path, const uint8_t *tis, const uint8_t *
 
     if (!img)
         return twi_error_set(err, TW_E_NOMEM, "%s: out of memory for the tissue mask", op);
-    for (int64_t i = 0; i < w * h; i++)
-        img[i] = tis[i] ? 255 : dil[i] ? 128 : 0;
+    twi_omp_tissue_mask_image(tis, dil, w * h, img);
     tw_writer_opts_init(&wo);
     wo.w = w;
     wo.h = h;
@@ -339,33 +286,11 @@ build_tissue(const tw_config *cfg, const char *op, const tw_input *in, twi_prep 
         st = twi_error_set(err, TW_E_NOMEM, "%s: out of memory for the tissue mask", op);
         goto out;
     }
-    for (int64_t i = 0; i < n; i++) {
-        unsigned r = low8(p, li, i, 0), g = low8(p, li, i, 1), b = low8(p, li, i, 2);
-        unsigned hi = r > g ? (r > b ? r : b) : (g > b ? g : b);
-        unsigned lo = r < g ? (r < b ? r : b) : (g < b ? g : b);
-
-        hist[hi - lo]++;
-    }
+    twi_omp_tissue_chroma_hist(li->px, p->type, p->channels, n, hist);
     t = twi_otsu(hist, 256);
     t = t < CHROMA_MIN ? CHROMA_MIN : t > CHROMA_MAX ? CHROMA_MAX : t;
-    for (int64_t i = 0; i < n; i++) {
-        unsigned r = low8(p, li, i, 0), g = low8(p, li, i, 1), b = low8(p, li, i, 2);
-        unsigned hi = r > g ? (r > b ? r : b) : (g > b ? g : b);
-        unsigned lo = r < g ? (r < b ? r : b) : (g < b ? g : b);
-        unsigned lum = (299u * r + 587u * g + 114u * b + 500u) / 1000u;
-
-        tis[i] = (int64_t)(hi - lo) > t || lum < DARK_LUM;
-        count += tis[i];
-        if (!tis[i]) {
-            for (int c = 0; c < 3; c++) {
-                size_t k = (size_t)i * 3 + (size_t)c;
-
-                gsum[c] += p->type == TW_U8 ? ((const uint8_t *)li->px)[k]
-                                            : ((const uint16_t *)li->px)[k];
-            }
-            glass_n++;
-        }
-    }
+    count = twi_omp_tissue_classify(li->px, p->type, p->channels, n, t, DARK_LUM, tis, gsum,
+                                    &glass_n);
     for (int c = 0; c < 3; c++)
         p->glass[c] = (uint16_t)(glass_n ? (gsum[c] + (uint64_t)glass_n / 2) / (uint64_t)glass_n
                                          : (p->type == TW_U8 ? 255 : 65535));
@@ -374,18 +299,8 @@ build_tissue(const tw_config *cfg, const char *op, const tw_input *in, twi_prep 
     if (tw_config_get_int(cfg, "tissue.margin", &margin) != TW_OK)
         margin = MARGIN_DEFAULT;
     m = (int64_t)ceil((double)margin / (li->rx < li->ry ? li->rx : li->ry)) + 1;
-    for (int64_t y = 0; y < li->h; y++)
-        dilate_line(tis + y * li->w, tmp + y * li->w, li->w, 1, m);
-    for (int64_t x = 0; x < li->w; x++)
-        dilate_line(tmp + x, dil + x, li->h, li->w, m);
-    for (int64_t y = 0; y < li->h; y++) {
-        int32_t rs = 0;
-
-        for (int64_t x = 0; x < li->w; x++) {
-            rs += dil[y * li->w + x];
-            p->sat[(y + 1) * (li->w + 1) + x + 1] = p->sat[y * (li->w + 1) + x + 1] + rs;
-        }
-    }
+    twi_omp_tissue_dilate(tis, tmp, dil, li->w, li->h, m);
+    twi_omp_tissue_sat(dil, li->w, li->h, p->sat);
     p->lw = li->w;
     p->lh = li->h;
     p->rx = li->rx;
@@ -469,12 +384,7 @@ count_block(const twi_prep *p, const twi_gray_params *gp, void *buf, void *gray,
             return st;
         g = gray;
     }
-    if (ss == 1)
-        for (int64_t i = 0; i < w * h; i++)
-            hist[((const uint8_t *)g)[i]]++;
-    else
-        for (int64_t i = 0; i < w * h; i++)
-            hist[((const uint16_t *)g)[i]]++;
+    twi_omp_tissue_hist(g, ss, w * h, hist);
     return TW_OK;
 }
 
@@ -726,32 +636,11 @@ twi_prep_skip(twi_prep *p, int64_t x, int64_t y, int64_t w, int64_t h)
 void
 twi_prep_fill_input(const twi_prep *p, tw_tile_view *v)
 {
-    for (int32_t r = 0; r < v->h; r++) {
-        char *row = (char *)v->data + (int64_t)r * v->stride;
-
-        for (int32_t x = 0; x < v->w; x++)
-            for (int c = 0; c < v->channels; c++) {
-                size_t i = (size_t)x * (size_t)v->channels + (size_t)c;
-
-                if (v->type == TW_U8)
-                    ((uint8_t *)row)[i] = (uint8_t)p->glass[c < 3 ? c : 0];
-                else
-                    ((uint16_t *)(void *)row)[i] = p->glass[c < 3 ? c : 0];
-            }
-    }
+    twi_omp_tissue_fill_input(p->glass, v);
 }
 
 void
 twi_prep_fill_output(const twi_prep *p, tw_tile_view *v)
 {
-    for (int32_t r = 0; r < v->h; r++) {
-        char *row = (char *)v->data + (int64_t)r * v->stride;
-
-        if (v->type == TW_U8) {
-            memset(row, p->bg, (size_t)v->w);
-        } else {
-            for (int32_t x = 0; x < v->w; x++)
-                ((uint16_t *)(void *)row)[x] = p->bg;
-        }
-    }
+    twi_omp_tissue_fill_output(p->bg, v);
 }

@@ -89,6 +89,8 @@ struct ws_job {
     int32_t tw, th;
     int64_t tiles_x, tiles_y, n;
     ws_tile *tiles;
+    twi_watershed_tile **ktiles; /* [n] &tiles[i].k, for the grid */
+    twi_watershed_grid grid;     /* the tiles as the omp/ BP and ring steps see them */
     int phase;          /* BP only: 1 keys, 2 labels */
     int64_t rounds;
     int64_t *rounds_out;
@@ -103,12 +105,6 @@ struct ws_job {
 };
 
 static const tw_task_kind load_kind, flood_kind, label_kind, bp_kind, store_kind;
-
-static inline ws_tile *
-tile_at(ws_job *m, int64_t x, int64_t y)
-{
-    return &m->tiles[(y / m->th) * m->tiles_x + x / m->tw];
-}
 
 /* ---- load */
 
@@ -227,43 +223,6 @@ flood_cpu(tw_task_ctx *ctx, void *arg)
     return TW_OK;
 }
 
-/* The ring around t (twi_watershed_ring_at's layout) from the neighbouring tiles; their keys and
- * labels are read while no task writes them. */
-static void
-fill_ring(ws_job *m, const ws_tile *t, uint64_t *key, uint32_t *lab)
-{
-    int64_t len = 2 * ((int64_t)t->w + 2) + 2 * (int64_t)t->h;
-
-    for (int64_t r = 0; r < len; r++) {
-        int32_t x, y;
-        int64_t gx, gy;
-
-        if (r < 2 * ((int64_t)t->w + 2)) {
-            x = (int32_t)(r % (t->w + 2)) - 1;
-            y = r < t->w + 2 ? -1 : t->h;
-        } else {
-            int64_t c = r - 2 * ((int64_t)t->w + 2);
-
-            x = c < t->h ? -1 : t->w;
-            y = (int32_t)(c % t->h);
-        }
-        gx = t->x + x;
-        gy = t->y + y;
-        if (gx < 0 || gy < 0 || gx >= m->W || gy >= m->H) {
-            key[r] = TWI_WATERSHED_KINF;
-            if (lab)
-                lab[r] = TWI_WATERSHED_LINF;
-        } else {
-            const ws_tile *u = tile_at(m, gx, gy);
-            int64_t i = (gy - u->y) * u->w + (gx - u->x);
-
-            key[r] = u->k.key[i];
-            if (lab)
-                lab[r] = u->k.lab[i];
-        }
-    }
-}
-
 static tw_status
 label_cpu(tw_task_ctx *ctx, void *arg)
 {
@@ -277,7 +236,7 @@ label_cpu(tw_task_ctx *ctx, void *arg)
         if (!(ring.key = twi_ctx_scratch(ctx, (size_t)(2 * ((int64_t)t->w + 2) + 2 * t->h) *
                                                   sizeof *ring.key)))
             return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory", OP);
-        fill_ring(m, t, ring.key, NULL);
+        twi_omp_watershed_fill_ring(&m->grid, t->index, ring.key, NULL);
         twi_omp_watershed_preds(&t->k, m->conn, &ring);
     }
     {
@@ -296,9 +255,13 @@ label_cpu(tw_task_ctx *ctx, void *arg)
 
 /* ---- BP */
 
+/* A pixel the BP lowered (twi_omp_watershed_pull's seed callback): a seed of tile `arg`. */
 static tw_status
-add_seed(ws_job *m, ws_tile *t, int64_t idx)
+add_seed(void *arg, uint32_t idx)
 {
+    ws_tile *t = arg;
+    ws_job *m = t->m;
+
     if (t->n_seeds == t->cap_seeds) {
         int64_t cap = t->cap_seeds ? 2 * t->cap_seeds : 16;
         uint32_t *p = realloc(t->seeds, (size_t)cap * sizeof *p);
@@ -310,55 +273,8 @@ add_seed(ws_job *m, ws_tile *t, int64_t idx)
     }
     if (t->n_seeds == 0)
         m->next[m->n_next++] = t->index;
-    t->seeds[t->n_seeds++] = (uint32_t)idx;
+    t->seeds[t->n_seeds++] = idx;
     return TW_OK;
-}
-
-/* Pull across the perimeter of b from its neighbours in other tiles (the phase's update). */
-static tw_status
-pull(ws_job *m, ws_tile *b)
-{
-    int nk = m->conn == 8 ? 8 : 4;
-    tw_status st = TW_OK;
-
-    for (int32_t y = 0; y < b->h && st == TW_OK; y++) {
-        bool edge_row = y == 0 || y == b->h - 1;
-        int32_t step = edge_row || b->w == 1 ? 1 : b->w - 1;
-
-        for (int32_t x = 0; x < b->w && st == TW_OK; x += step) {
-            int64_t q = (int64_t)y * b->w + x;
-            bool lowered = false;
-
-            if (!b->k.in[q])
-                continue;
-            for (int k = 0; k < nk; k++) {
-                int64_t gx = b->x + x + twi_watershed_dx[k], gy = b->y + y + twi_watershed_dy[k], p;
-                ws_tile *a;
-
-                if (gx < 0 || gy < 0 || gx >= m->W || gy >= m->H ||
-                    (gx >= b->x && gx < b->x + b->w && gy >= b->y && gy < b->y + b->h))
-                    continue;
-                a = tile_at(m, gx, gy);
-                p = (gy - a->y) * a->w + (gx - a->x);
-                if (m->phase == 1) {
-                    uint64_t c;
-
-                    if (a->k.key[p] == TWI_WATERSHED_KINF ||
-                        (c = twi_watershed_step(a->k.key[p], b->k.lev[q])) >= b->k.key[q])
-                        continue;
-                    b->k.key[q] = c;
-                } else {
-                    if (!(b->k.pred[q] & (1u << k)) || a->k.lab[p] >= b->k.lab[q])
-                        continue;
-                    b->k.lab[q] = a->k.lab[p];
-                }
-                lowered = true;
-            }
-            if (lowered)
-                st = add_seed(m, b, q);
-        }
-    }
-    return st;
 }
 
 /* Does t or a tile next to it (8 around) have `ran` set? */
@@ -439,7 +355,8 @@ bp_cpu(tw_task_ctx *ctx, void *arg)
     m->n_next = 0;
     for (int64_t i = 0; i < m->n && st == TW_OK; i++)
         if (near_ran(m, &m->tiles[i]))
-            st = pull(m, &m->tiles[i]);
+            st = twi_omp_watershed_pull(&m->grid, i, m->phase == 2, m->conn, add_seed,
+                                        &m->tiles[i]);
     if (st != TW_OK)
         return twi_ctx_fail(ctx, st, "%s: out of memory in border propagation", OP);
     m->rounds++;
@@ -502,7 +419,7 @@ store_cpu(tw_task_ctx *ctx, void *arg)
         if (!(ring.key = twi_ctx_scratch(ctx, (size_t)len * 12u)))
             return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory", OP);
         ring.lab = (uint32_t *)(void *)(ring.key + len);
-        fill_ring(m, t, ring.key, ring.lab);
+        twi_omp_watershed_fill_ring(&m->grid, t->index, ring.key, ring.lab);
     }
     if (m->out_file) {
         ov.stride = (int64_t)t->w * 4;
@@ -594,6 +511,7 @@ ws_free(void *user)
             free(m->tiles[i].tp_seeds);
         }
     free(m->tiles);
+    free(m->ktiles);
     free(m->next);
     if (m->lock_init)
         pthread_mutex_destroy(&m->lock);
@@ -693,6 +611,7 @@ ws_setup(ws_job *m, tw_runtime *rt, const tw_watershed_opts *o, tw_error *err)
     m->tiles_y = (m->H + m->th - 1) / m->th;
     m->n = m->tiles_x * m->tiles_y;
     if (!(m->tiles = calloc((size_t)m->n, sizeof *m->tiles)) ||
+        !(m->ktiles = malloc((size_t)m->n * sizeof *m->ktiles)) ||
         !(m->next = malloc((size_t)m->n * sizeof *m->next)))
         return twi_error_set(err, TW_E_NOMEM, "%s: out of memory for %lld tiles", OP,
                              (long long)m->n);
@@ -705,7 +624,11 @@ ws_setup(ws_job *m, tw_runtime *rt, const tw_watershed_opts *o, tw_error *err)
         t->y = (i / m->tiles_x) * m->th;
         t->w = (int32_t)(m->W - t->x < m->tw ? m->W - t->x : m->tw);
         t->h = (int32_t)(m->H - t->y < m->th ? m->H - t->y : m->th);
+        t->k.w = t->w; /* the load sets the arrays */
+        t->k.h = t->h;
+        m->ktiles[i] = &t->k;
     }
+    m->grid = (twi_watershed_grid){m->W, m->H, m->tw, m->th, m->tiles_x, m->ktiles};
     if (m->out_file &&
         (st = twi_stream_open_output(&m->img.s, cfg, OP, &o->output, 1, TW_U32, err)) != TW_OK)
         return st;
