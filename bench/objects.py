@@ -418,7 +418,7 @@ def main():
                          "watershed" else "") + f"{r['agree_tilewave'] * 100:.3f}% with tilewave"
         sp = f"{r['tilewave_speedup']:.2f}x" if "tilewave_speedup" in r else ""
         print(f"| {r['op']} | {r['size']}² | {r['tool']} | {r['best_s']:.3f} s "
-              f"{'(1 call)' if r['calls'] == 1 and r['tool'] != 'tilewave' else ''}| "
+              f"{'(1 call) ' if r['calls'] == 1 and r['tool'] != 'tilewave' else ''}| "
               f"{r['mpix_per_s']:.0f} | {agree} | {sp} |")
     print("\n| op | size | tilewave | fastest peer | its time | tilewave / fastest peer |")
     print("|---|---|---|---|---|---|")
