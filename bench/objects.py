@@ -285,6 +285,9 @@ def main():
         return args.peers == "all" or (args.peers != "none" and any(w in name for w in wanted))
 
     ops = [o.strip() for o in args.ops.split(",")]
+    if "watershed" in ops and mods["scipy"] is None:
+        print("# watershed skipped: its input (local maxima, their labels) needs SciPy")
+        ops.remove("watershed")
     sizes = [int(s) for s in args.sizes.split(",")]
     hw = hardware()
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
