@@ -88,5 +88,6 @@ int bench_maxtree(int argc, char **argv);
 int bench_attr_filter(int argc, char **argv);
 int bench_tos(int argc, char **argv);
 int bench_codec(int argc, char **argv);
+int bench_label(int argc, char **argv);
 
 #endif /* TW_BENCH_H */

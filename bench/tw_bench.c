@@ -30,6 +30,7 @@ static const char help[] =
     "  area-open    attribute filters through the whole tiled job (also area-close,\n"
     "               height-open, height-close)\n"
     "  tos          tree of shapes (parent image) or grain filter: the kernel or the job\n"
+    "  label        connected components of an in-memory mask through the runtime (GPix/s)\n"
     "  codec        deflate of a TIFF's tiles, zlib and libdeflate at every level: a table\n"
     "               (JSON with --json)\n"
     "\n"
@@ -324,6 +325,7 @@ main(int argc, char **argv)
                 {"height-open", bench_attr_filter},
                 {"height-close", bench_attr_filter},
                 {"tos", bench_tos},
+                {"label", bench_label},
                 {"codec", bench_codec}};
     static char prog[64];
 
