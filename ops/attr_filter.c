@@ -1424,11 +1424,11 @@ af_setup(af_job *a, tw_runtime *rt, const tw_attr_filter_opts *o, tw_error *err)
     if ((st = a->dist ? dist_blocks_setup(a, cfg, err) : af_blocks_setup(a, cfg, err)) != TW_OK)
         return st;
     /* The caller's images as the tiles, when no image the job writes overlaps the input. */
-    if (!a->dist && twi_tile_can_wrap(rt)) {
+    if (!a->dist) {
         bool apart = a->out_file || !twi_host_image_overlap(&a->result, &a->in.mem);
 
-        a->wrap_in = !a->invert && twi_host_image_wrappable(&a->in.mem) && apart;
-        a->wrap_out = !a->out_file && twi_host_image_wrappable(&a->result) && apart;
+        a->wrap_in = !a->invert && twi_host_image_wrappable(rt, &a->in.mem) && apart;
+        a->wrap_out = !a->out_file && twi_host_image_wrappable(rt, &a->result) && apart;
     }
     if (a->n_tiles > 1 || a->dist)
         af_keep_setup(a, rt, cfg);

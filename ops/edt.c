@@ -972,7 +972,7 @@ ed_setup(ed_job *e, tw_runtime *rt, const tw_edt_opts *o, tw_error *err)
         e->indices = *r;
         e->want_idx = true;
     }
-    if (!e->out_file && twi_tile_can_wrap(rt) && twi_host_image_wrappable(&e->result)) {
+    if (!e->out_file && twi_host_image_wrappable(rt, &e->result)) {
         /* the indices image as the u32 samples it holds, two a pixel */
         tw_host_image idx = e->indices;
 

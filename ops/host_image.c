@@ -28,12 +28,12 @@ host_stride(const tw_host_image *a)
 }
 
 bool
-twi_host_image_wrappable(const tw_host_image *a)
+twi_host_image_wrappable(const tw_runtime *rt, const tw_host_image *a)
 {
     size_t ss = tw_sample_size(a->type);
 
     return a->data && ss && a->w > 0 && a->h > 0 && host_stride(a) % ss == 0 &&
-           (uintptr_t)a->data % ss == 0;
+           (uintptr_t)a->data % ss == 0 && twi_tile_can_wrap(rt, a->data);
 }
 
 bool

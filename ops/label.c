@@ -648,6 +648,7 @@ static tw_status
 lb_setup(lb_job *a, tw_runtime *rt, const tw_label_opts *o, tw_error *err)
 {
     const tw_config *cfg = tw_runtime_get_config(rt);
+    bool apart;
     tw_status st;
 
     if ((st = twi_src_open(cfg, OP, TWI_SRC_U8 | TWI_SRC_U16, "mask", &o->input, &o->image,
@@ -677,12 +678,9 @@ lb_setup(lb_job *a, tw_runtime *rt, const tw_label_opts *o, tw_error *err)
         a->result = o->result;
     }
     /* The caller's images as the tiles, when the result does not overlap the mask. */
-    if (twi_tile_can_wrap(rt)) {
-        bool apart = a->out_file || !twi_host_image_overlap(&a->result, &a->in.mem);
-
-        a->wrap_in = twi_host_image_wrappable(&a->in.mem) && apart;
-        a->wrap_out = !a->out_file && twi_host_image_wrappable(&a->result) && apart;
-    }
+    apart = a->out_file || !twi_host_image_overlap(&a->result, &a->in.mem);
+    a->wrap_in = twi_host_image_wrappable(rt, &a->in.mem) && apart;
+    a->wrap_out = !a->out_file && twi_host_image_wrappable(rt, &a->result) && apart;
     if ((st = twi_ops_tile_size(cfg, NULL, o->tile_w, o->tile_h, &a->tw, &a->th, err)) != TW_OK)
         return st;
     if (twi_ops_tile_implicit(cfg, NULL, o->tile_w))

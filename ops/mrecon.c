@@ -1249,12 +1249,12 @@ mr_setup(mr_job *m, tw_runtime *rt, const twi_mrecon_spec *sp, tw_error *err)
     /* The caller's images as the tiles, when their pixels are the tiles' as they are (no
      * complement; the result is the marker's image) and no image the job writes overlaps one
      * it reads otherwise. */
-    if (!m->dist && !m->complement && twi_tile_can_wrap(rt)) {
+    if (!m->dist && !m->complement) {
         bool res = !m->out_file && m->outk == TWI_MRECON_OUT_RESULT &&
-                   twi_host_image_wrappable(&m->result) &&
+                   twi_host_image_wrappable(rt, &m->result) &&
                    !twi_host_image_overlap(&m->result, &m->mask.mem);
 
-        m->wrap_mask = twi_host_image_wrappable(&m->mask.mem) &&
+        m->wrap_mask = twi_host_image_wrappable(rt, &m->mask.mem) &&
                        (m->out_file || !twi_host_image_overlap(&m->result, &m->mask.mem));
         m->wrap_marker = res && (!m->marker.mem.data ||
                                  twi_host_image_same(&m->marker.mem, &m->result) ||

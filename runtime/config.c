@@ -56,7 +56,7 @@ static const char *const policy_words[] = {"fcfs", "fair", "pats", "locality", N
 static const char *const log_words[] = {"error", "warn", "info", "debug", NULL};
 static const char *const download_words[] = {"lazy", "eager", NULL};
 static const char *const keep_words[] = {"auto", "gpu", "host", "scratch", "reread", NULL};
-static const char *const caller_words[] = {"wrap", "register", "copy", NULL};
+static const char *const caller_words[] = {"auto", "wrap", "register", "copy", NULL};
 static const char *const yes_no[] = {"yes", "no", NULL};
 
 /* The runtime's own keys; each operation's table comes between runtime_keys and log_keys
@@ -89,10 +89,10 @@ static const key_def runtime_keys[] = {
      .help = "Where multi-pass operations keep their decoded input between passes: auto (GPU, "
              "else host memory, else a scratch file: the first that holds it), gpu, host, "
              "scratch, reread."},
-    {.key = "runtime.caller_memory", .type = TW_CONFIG_ENUM, .def = "wrap",
+    {.key = "runtime.caller_memory", .type = TW_CONFIG_ENUM, .def = "auto",
      .words = caller_words,
-     .help = "Jobs on images in memory: wrap (they are the job's tiles where the operation "
-             "allows: no copies), register (wrap, page-locked for GPU copies) or copy."},
+     .help = "Jobs on images in memory: wrap (they are the job's tiles: no copies), register "
+             "(wrap, page-locked for GPU copies), copy, or auto (wrap without GPUs)."},
     {.key = "runtime.trace", .type = TW_CONFIG_STRING, .def = "",
      .help = "Write a Chrome/Perfetto trace of every task and GPU copy to this file when the "
              "runtime ends; empty = no trace."},

@@ -67,6 +67,23 @@ twi_host_register(void *p, size_t len)
     return false;
 }
 
+bool
+twi_host_pinned(const void *p)
+{
+#ifdef TW_HAVE_CUDA
+    struct cudaPointerAttributes a;
+
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return a.type == cudaMemoryTypeHost;
+#else
+    (void)p;
+    return false;
+#endif
+}
+
 void
 twi_host_unregister(void *p)
 {

@@ -37,7 +37,7 @@ struct tw_runtime {
     atomic_bool wake_pending; /* memory was freed under the lock: wake the idle workers
                                  before releasing it */
     bool lazy_down;          /* runtime.gpu_downloads = lazy, with GPUs and no host budget */
-    bool wrap;               /* runtime.caller_memory = wrap or register, no host budget */
+    int caller_mode;         /* runtime.caller_memory: TWI_CALLER_* (copy under a budget) */
     bool register_caller;    /* runtime.caller_memory = register */
     pthread_mutex_t sync_lock[16]; /* twi_tile_sync_host: one copy per tile at a time */
 
@@ -68,6 +68,9 @@ struct tw_runtime {
     /* streaming windows with units left to admit (runtime/window.c), under rt->lock */
     twi_window *windows;
 };
+
+/* runtime.caller_memory */
+enum { TWI_CALLER_AUTO, TWI_CALLER_WRAP, TWI_CALLER_REGISTER, TWI_CALLER_COPY };
 
 /* The machine's memory in bytes, 0 when unknown (runtime/runtime.c). */
 TWI_HIDDEN int64_t twi_phys_bytes(void);

@@ -21,6 +21,8 @@ TWI_HIDDEN void *twi_host_alloc(twi_devpool *pinned_pool, size_t bytes, bool *pi
 /* Page-lock (cudaHostRegister, portable) or release the caller's memory at p (runtime.
  * caller_memory = register); false when it could not be (no CUDA, refused, or already). */
 TWI_HIDDEN bool twi_host_register(void *p, size_t len);
+/* p is page-locked host memory (cudaHostAlloc'd or registered); false without CUDA. */
+TWI_HIDDEN bool twi_host_pinned(const void *p);
 TWI_HIDDEN void twi_host_unregister(void *p);
 TWI_HIDDEN void twi_host_free(twi_devpool *pinned_pool, void *p, size_t bytes, bool pinned);
 /* A caching device allocator for one GPU: free lists by size class, cudaMalloc on a miss,

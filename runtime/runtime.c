@@ -331,8 +331,12 @@ tw_runtime_create(const tw_config *cfg, tw_runtime **out, tw_error *err)
     /* Lazy downloads need the host copy of a tile to be where a sync can write it; under a
      * host budget it may be spilled instead, so downloads stay eager there. */
     rt->lazy_down = rt->n_gpus > 0 && !rt->budget && strcmp(downloads, "lazy") == 0;
-    rt->wrap = !rt->budget && strcmp(caller, "copy") != 0;
-    rt->register_caller = rt->wrap && strcmp(caller, "register") == 0;
+    rt->caller_mode = rt->budget                           ? TWI_CALLER_COPY
+                      : strcmp(caller, "wrap") == 0     ? TWI_CALLER_WRAP
+                      : strcmp(caller, "register") == 0 ? TWI_CALLER_REGISTER
+                      : strcmp(caller, "copy") == 0     ? TWI_CALLER_COPY
+                                                        : TWI_CALLER_AUTO;
+    rt->register_caller = rt->caller_mode == TWI_CALLER_REGISTER;
     rt->sched.rt = rt;
     if ((st = twi_models_open(rt, err)) != TW_OK)
         goto out;

@@ -55,7 +55,7 @@ tile_new(tw_runtime *rt, void *data, size_t stride, int32_t w, int32_t h, int32_
     bytes = row * (uint64_t)h;
     if (bytes > (uint64_t)INT64_MAX || bytes > SIZE_MAX)
         return TW_E_INVALID;
-    if (data && (!rt->wrap || stride < row || stride % ss || (uintptr_t)data % ss ||
+    if (data && (rt->caller_mode == TWI_CALLER_COPY || stride < row || stride % ss || (uintptr_t)data % ss ||
                  stride > (uint64_t)INT64_MAX / (uint64_t)h))
         return TW_E_INVALID;
     n_rep = rt->n_gpus > 0 ? rt->n_gpus : 0;
@@ -126,9 +126,16 @@ twi_tile_detach(tw_tile *t)
 }
 
 bool
-twi_tile_can_wrap(const tw_runtime *rt)
+twi_tile_can_wrap(const tw_runtime *rt, const void *p)
 {
-    return rt && rt->wrap;
+    if (!rt || !p)
+        return false;
+    switch (rt->caller_mode) {
+    case TWI_CALLER_WRAP:
+    case TWI_CALLER_REGISTER: return true;
+    case TWI_CALLER_AUTO: return rt->n_gpus == 0 || twi_host_pinned(p);
+    default: return false;
+    }
 }
 
 void

@@ -55,9 +55,11 @@ TWI_HIDDEN void twi_tile_detach(tw_tile *t);
  * memory cannot be registered (it was already, or the system refuses: copies are then
  * pageable, as with wrap). */
 TWI_HIDDEN void twi_job_register_host(tw_job *job, void *p, size_t len);
-/* Whether twi_tile_wrap() can wrap memory in rt (runtime.caller_memory = wrap, no host
- * budget). */
-TWI_HIDDEN bool twi_tile_can_wrap(const tw_runtime *rt);
+/* Whether a job of rt should make the caller's memory at p its tiles (twi_tile_wrap):
+ * runtime.caller_memory = wrap or register; auto: without GPUs, or when p is page-locked
+ * already (GPU copies from pageable memory are slower than pinned tiles' copies plus a
+ * copy on the host, docs/benchmarks.md); never under a host budget. */
+TWI_HIDDEN bool twi_tile_can_wrap(const tw_runtime *rt, const void *p);
 TWI_HIDDEN void twi_tile_acquire(tw_tile *t);
 TWI_HIDDEN void twi_tile_release(tw_tile *t); /* NULL is a no-op */
 TWI_HIDDEN void twi_tile_set_origin(tw_tile *t, int64_t x0, int64_t y0);

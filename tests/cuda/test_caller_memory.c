@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda_runtime_api.h>
+
 #include "tilewave.h"
 #include "twtest.h"
 
@@ -88,12 +90,12 @@ Test(caller_memory_cuda, padded_images_on_the_gpu_equal_cpu_workers,
      .timeout = TWTEST_TIMEOUT(300))
 {
     /* Reconstruction, area opening, the EDT and labels of 1000 x 700 images whose rows are
-     * padded by an odd number of samples, on GPU workers only (the images pageable, then
-     * page-locked for each job: runtime.caller_memory = register) and on CPU workers only:
+     * padded by an odd number of samples, on GPU workers only (runtime.caller_memory = wrap:
+     * the images pageable; register: page-locked for each job) and on CPU workers only:
      * the same result bytes, the padding untouched, the tile tasks on the GPU. */
     if (!twtest_have_gpu())
         cr_skip_test("no CUDA device");
-    tw_runtime *rts[3] = {twtest_runtime_with("all", "0"), NULL, twtest_runtime_with("none", "2")};
+    tw_runtime *rts[3] = {NULL, NULL, twtest_runtime_with("none", "2")};
     const int64_t w = 1000, h = 700;
     img mask = img_new(w, h, 1, 3), marker = img_new(w, h, 1, 5), out[3], dist[3], lab[3],
         rec[3];
@@ -101,12 +103,15 @@ Test(caller_memory_cuda, padded_images_on_the_gpu_equal_cpu_workers,
     tw_job *job = NULL;
     tw_error err;
 
-    cr_assert(eq(int, tw_config_create(&cfg), TW_OK));
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.cpu_workers", "0", TW_CONFIG_SET, NULL), TW_OK));
-    cr_assert(eq(int, tw_config_set(cfg, "runtime.caller_memory", "register", TW_CONFIG_SET, NULL),
-                 TW_OK));
-    cr_assert(eq(int, tw_runtime_create(cfg, &rts[1], &err), TW_OK), "%s", err.message);
-    tw_config_destroy(cfg);
+    for (int d = 0; d < 2; d++) {
+        cr_assert(eq(int, tw_config_create(&cfg), TW_OK));
+        cr_assert(eq(int, tw_config_set(cfg, "runtime.cpu_workers", "0", TW_CONFIG_SET, NULL),
+                     TW_OK));
+        cr_assert(eq(int, tw_config_set(cfg, "runtime.caller_memory", d ? "register" : "wrap",
+                                        TW_CONFIG_SET, NULL), TW_OK));
+        cr_assert(eq(int, tw_runtime_create(cfg, &rts[d], &err), TW_OK), "%s", err.message);
+        tw_config_destroy(cfg);
+    }
     img_fill(&mask, 255);
     for (int64_t y = 0; y < h; y++)
         for (int64_t x = 0; x < w; x++) {
@@ -186,6 +191,60 @@ Test(caller_memory_cuda, padded_images_on_the_gpu_equal_cpu_workers,
         free(dist[d].buf);
         free(lab[d].buf);
         tw_runtime_destroy(rts[d]);
+    }
+    free(mask.buf);
+    free(marker.buf);
+}
+
+Test(caller_memory_cuda, auto_wraps_page_locked_images_and_copies_pageable_ones)
+{
+    /* runtime.caller_memory = auto with GPUs: pageable images are copied into pinned tiles
+     * (faster GPU copies than from pageable memory), images the caller page-locked are the
+     * tiles themselves: the runtime's tile memory shows which. Same bytes both ways. */
+    if (!twtest_have_gpu())
+        cr_skip_test("no CUDA device");
+    tw_runtime *rt[2] = {twtest_runtime_with("all", "2"), twtest_runtime_with("all", "2")};
+    const int64_t w = 900, h = 600;
+    img mask = img_new(w, h, 1, 0), marker = img_new(w, h, 1, 0), res[2];
+    tw_job *job = NULL;
+    tw_error err;
+
+    img_fill(&mask, 255);
+    for (size_t p = 0; p < (size_t)(w * h); p++)
+        marker.buf[p] = (char)((uint8_t)mask.buf[p] > 50 ? (uint8_t)mask.buf[p] - 50 : 0);
+    for (int locked = 0; locked < 2; locked++) {
+        tw_mrecon_opts mo;
+        tw_memory_info mi;
+
+        res[locked] = img_new(w, h, 1, 0);
+        if (locked) {
+            cr_assert(cudaHostRegister(mask.buf, (size_t)(w * h), cudaHostRegisterPortable) ==
+                      cudaSuccess);
+            cr_assert(cudaHostRegister(res[1].buf, (size_t)(w * h), cudaHostRegisterPortable) ==
+                      cudaSuccess);
+        }
+        tw_mrecon_opts_init(&mo);
+        mo.marker_image = host(&marker, TW_U8);
+        mo.mask_image = host(&mask, TW_U8);
+        mo.result = host(&res[locked], TW_U8);
+        mo.tile_w = 256;
+        mo.tile_h = 256;
+        wait_ok(tw_mrecon_submit(rt[locked], &mo, &job, &err), &job, &err, "reconstruction");
+        cr_assert(eq(int, tw_runtime_get_memory(rt[locked], &mi), TW_OK));
+        if (locked) {
+            cr_assert(mi.host_peak < w * h, "page-locked: host_peak %lld",
+                      (long long)mi.host_peak);
+            cr_assert(cudaHostUnregister(mask.buf) == cudaSuccess);
+            cr_assert(cudaHostUnregister(res[1].buf) == cudaSuccess);
+        } else {
+            cr_assert(mi.host_peak >= 2 * w * h, "pageable: host_peak %lld",
+                      (long long)mi.host_peak);
+        }
+    }
+    assert_same(&res[0], &res[1], "reconstruction");
+    for (int d = 0; d < 2; d++) {
+        free(res[d].buf);
+        tw_runtime_destroy(rt[d]);
     }
     free(mask.buf);
     free(marker.buf);

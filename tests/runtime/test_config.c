@@ -36,7 +36,7 @@ static const expect_key expected[] = {
      "TILEWAVE_RUNTIME_GPU_DOWNLOADS"},
     {"runtime.keep_input", TW_CONFIG_ENUM, "auto", "auto|gpu|host|scratch|reread",
      "TILEWAVE_RUNTIME_KEEP_INPUT"},
-    {"runtime.caller_memory", TW_CONFIG_ENUM, "wrap", "wrap|register|copy",
+    {"runtime.caller_memory", TW_CONFIG_ENUM, "auto", "auto|wrap|register|copy",
      "TILEWAVE_RUNTIME_CALLER_MEMORY"},
     {"runtime.trace", TW_CONFIG_STRING, "", "", "TILEWAVE_RUNTIME_TRACE"},
     {"runtime.fault_inject", TW_CONFIG_STRING, "", "", "TILEWAVE_RUNTIME_FAULT_INJECT"},
