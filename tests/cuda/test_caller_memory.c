@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef TW_HAVE_CUDA
 #include <cuda_runtime_api.h>
+#endif
 
 #include "tilewave.h"
 #include "twtest.h"
@@ -196,6 +198,7 @@ Test(caller_memory_cuda, padded_images_on_the_gpu_equal_cpu_workers,
     free(marker.buf);
 }
 
+#ifdef TW_HAVE_CUDA /* the test page-locks memory itself */
 Test(caller_memory_cuda, auto_wraps_page_locked_images_and_copies_pageable_ones)
 {
     /* runtime.caller_memory = auto with GPUs: pageable images are copied into pinned tiles
@@ -249,3 +252,4 @@ Test(caller_memory_cuda, auto_wraps_page_locked_images_and_copies_pageable_ones)
     free(mask.buf);
     free(marker.buf);
 }
+#endif
