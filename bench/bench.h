@@ -42,6 +42,13 @@ int bench_parse_int(const char *flag, const char *s, int64_t min, int64_t max, i
 /* Set the runtime keys of a variant: cpu (runtime.gpus=none, every core), gpu (GPU workers
  * only, cpu_workers=0) or both (every core and GPU). Returns BENCH_OK or BENCH_USAGE. */
 int bench_variant_config(tw_config *cfg, const char *variant);
+/* A job benchmark's runtime: --variant, --tile (tile.size) and the --set pairs into a new *cfg,
+ * then *rt (NULL on failure); the caller destroys both. BENCH_OK or the failure's code. */
+int bench_job_runtime(const char *variant, const char *tile, const char *const *sets, int n_sets,
+                      tw_config **cfg, tw_runtime **rt);
+/* The job submitted at t0 (st: the submit's status, err its error): wait, *secs from t0 to its
+ * end, destroy it. BENCH_OK, or BENCH_FAIL with the job's message. */
+int bench_job_wait(tw_status st, tw_job *job, const tw_error *err, double t0, double *secs);
 
 /* Apply one --set KEY=VALUE to cfg; BENCH_USAGE (message printed) when it is refused. */
 int bench_apply_set(tw_config *cfg, const char *kv);

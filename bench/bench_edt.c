@@ -599,20 +599,10 @@ run_job_once(tw_runtime *rt, const tw_edt_opts *o, double *secs)
 {
     tw_job *job = NULL;
     tw_error err;
-    tw_status st;
     double t0 = bench_now();
-    int rc = BENCH_OK;
+    tw_status st = tw_edt_submit(rt, o, &job, &err);
 
-    if (tw_edt_submit(rt, o, &job, &err) != TW_OK)
-        return bench_fail("%s", err.message);
-    if ((st = tw_job_wait(job, -1)) != TW_OK) {
-        const char *msg = tw_job_get_error(job);
-
-        rc = bench_fail("%s", msg ? msg : tw_status_string(st));
-    }
-    *secs = bench_now() - t0;
-    tw_job_destroy(job);
-    return rc;
+    return bench_job_wait(st, job, &err, t0, secs);
 }
 
 static int

@@ -76,20 +76,10 @@ run_once(tw_runtime *rt, const tw_label_opts *o, double *secs)
 {
     tw_job *job = NULL;
     tw_error err;
-    tw_status st;
     double t0 = bench_now();
-    int rc = BENCH_OK;
+    tw_status st = tw_label_submit(rt, o, &job, &err);
 
-    if (tw_label_submit(rt, o, &job, &err) != TW_OK)
-        return bench_fail("%s", err.message);
-    if ((st = tw_job_wait(job, -1)) != TW_OK) {
-        const char *msg = tw_job_get_error(job);
-
-        rc = bench_fail("%s", msg ? msg : tw_status_string(st));
-    }
-    *secs = bench_now() - t0;
-    tw_job_destroy(job);
-    return rc;
+    return bench_job_wait(st, job, &err, t0, secs);
 }
 
 /* -1: equal to the flood fill; else the number of differing pixels (BENCH_FAIL on memory). */
@@ -132,7 +122,6 @@ bench_label(int argc, char **argv)
     double *times = NULL, gen_s;
     tw_label_report rep;
     tw_label_opts o;
-    tw_error err;
     int opt, rc = BENCH_OK;
 
     optind = 1;
@@ -179,21 +168,8 @@ bench_label(int argc, char **argv)
         bench_print_skipped("label", variant, missing);
         return BENCH_OK;
     }
-    if (tw_config_create(&cfg) != TW_OK)
-        return bench_fail("out of memory");
-    if ((rc = bench_variant_config(cfg, variant)) != BENCH_OK)
+    if ((rc = bench_job_runtime(variant, tile, sets, n_sets, &cfg, &rt)) != BENCH_OK)
         goto out;
-    if (tile && tw_config_set(cfg, "tile.size", tile, TW_CONFIG_SET, &err) != TW_OK) {
-        rc = bench_usage("%s", err.message);
-        goto out;
-    }
-    for (int i = 0; i < n_sets; i++)
-        if ((rc = bench_apply_set(cfg, sets[i])) != BENCH_OK)
-            goto out;
-    if (tw_runtime_create(cfg, &rt, &err) != TW_OK) {
-        rc = bench_fail("%s", err.message);
-        goto out;
-    }
     if (!(mask = malloc((size_t)(w * h))) ||
         !(labels = malloc((size_t)(w * h) * sizeof *labels)) ||
         !(times = calloc((size_t)repeat, sizeof *times))) {

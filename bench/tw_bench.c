@@ -308,6 +308,45 @@ bench_variant_config(tw_config *cfg, const char *variant)
 }
 
 int
+bench_job_runtime(const char *variant, const char *tile, const char *const *sets, int n_sets,
+                  tw_config **cfg, tw_runtime **rt)
+{
+    tw_error err;
+    int rc;
+
+    *rt = NULL;
+    if (tw_config_create(cfg) != TW_OK)
+        return bench_fail("out of memory");
+    if ((rc = bench_variant_config(*cfg, variant)) != BENCH_OK)
+        return rc;
+    if (tile && tw_config_set(*cfg, "tile.size", tile, TW_CONFIG_SET, &err) != TW_OK)
+        return bench_usage("%s", err.message);
+    for (int i = 0; i < n_sets; i++)
+        if ((rc = bench_apply_set(*cfg, sets[i])) != BENCH_OK)
+            return rc;
+    if (tw_runtime_create(*cfg, rt, &err) != TW_OK)
+        return bench_fail("%s", err.message);
+    return BENCH_OK;
+}
+
+int
+bench_job_wait(tw_status st, tw_job *job, const tw_error *err, double t0, double *secs)
+{
+    int rc = BENCH_OK;
+
+    if (st != TW_OK)
+        return bench_fail("%s", err->message);
+    if ((st = tw_job_wait(job, -1)) != TW_OK) {
+        const char *msg = tw_job_get_error(job);
+
+        rc = bench_fail("%s", msg ? msg : tw_status_string(st));
+    }
+    *secs = bench_now() - t0;
+    tw_job_destroy(job);
+    return rc;
+}
+
+int
 main(int argc, char **argv)
 {
     static const struct {
