@@ -49,6 +49,9 @@ int bench_job_runtime(const char *variant, const char *tile, const char *const *
 /* The job submitted at t0 (st: the submit's status, err its error): wait, *secs from t0 to its
  * end, destroy it. BENCH_OK, or BENCH_FAIL with the job's message. */
 int bench_job_wait(tw_status st, tw_job *job, const tw_error *err, double t0, double *secs);
+/* --pinned: page-lock n bytes at p (cudaHostRegister) / undo it; BENCH_OK or a failure. */
+int bench_host_pin(void *p, size_t n);
+void bench_host_unpin(void *p);
 
 /* Apply one --set KEY=VALUE to cfg; BENCH_USAGE (message printed) when it is refused. */
 int bench_apply_set(tw_config *cfg, const char *kv);

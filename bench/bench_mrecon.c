@@ -8,11 +8,11 @@
 
 static const char help[] =
     "Usage: tw_bench mrecon --size WxH [--variant cpu|gpu|both] [--tile WxH] [--set K=V]...\n"
-    "                      [--repeat R]\n"
+    "                      [--repeat R] [--pinned]\n"
     "\n"
     "Reconstruction by dilation (8-connectivity) of marker = max(mask - 40, 0) under a\n"
     "generated 8-bit tissue-like mask held in host memory, through tw_mrecon_submit with\n"
-    "caller buffers: the whole job (copy into tiles, TP and BP rounds, copy out), one warm-up,\n"
+    "caller buffers: the whole job (reads, TP and BP rounds, writes), one warm-up,\n"
     "R timed runs, median, plus the job's statistics (rounds, TP tasks per device, seeds,\n"
     "load / propagate / store / BP seconds) of the last run, as one JSON line.\n"
     "\n"
@@ -21,6 +21,8 @@ static const char help[] =
     "  --tile WxH      processing tile (default: the config's mrecon.tile_size or tile.size)\n"
     "  --set KEY=VALUE any configuration key, e.g. runtime.policy=pats (repeatable)\n"
     "  --repeat R      timed runs (default 3)\n"
+    "  --pinned        page-lock the three images (cudaHostRegister) before timing: with GPUs,\n"
+    "                  runtime.caller_memory=auto then makes them the job's tiles\n"
     "  --help          this help\n";
 
 /* A smooth field of blobs and ridges, 0..255, from integer hashing: deterministic and cheap
@@ -66,12 +68,13 @@ run_once(tw_runtime *rt, const tw_mrecon_opts *o, double *secs)
 int
 bench_mrecon(int argc, char **argv)
 {
-    enum { O_SIZE = 1, O_VARIANT, O_TILE, O_SET, O_REPEAT, O_HELP, MAX_SETS = 16 };
+    enum { O_SIZE = 1, O_VARIANT, O_TILE, O_SET, O_REPEAT, O_PINNED, O_HELP, MAX_SETS = 16 };
     static const struct option opts[] = {{"size", required_argument, NULL, O_SIZE},
                                          {"variant", required_argument, NULL, O_VARIANT},
                                          {"tile", required_argument, NULL, O_TILE},
                                          {"set", required_argument, NULL, O_SET},
                                          {"repeat", required_argument, NULL, O_REPEAT},
+                                         {"pinned", no_argument, NULL, O_PINNED},
                                          {"help", no_argument, NULL, O_HELP},
                                          {NULL, 0, NULL, 0}};
     const char *variant = "cpu", *tile = NULL, *missing, *sets[MAX_SETS];
@@ -83,7 +86,7 @@ bench_mrecon(int argc, char **argv)
     double *times = NULL, gen_s;
     tw_mrecon_stats stats;
     tw_mrecon_opts o;
-    int opt, rc = BENCH_OK;
+    int opt, rc = BENCH_OK, pin = 0, pinned = 0;
 
     optind = 1;
     opterr = 0;
@@ -108,6 +111,7 @@ bench_mrecon(int argc, char **argv)
             if ((rc = bench_parse_int("--repeat", optarg, 1, 1000, &repeat)) != BENCH_OK)
                 return rc;
             break;
+        case O_PINNED: pin = 1; break;
         case 'h':
         case O_HELP: fputs(help, stdout); return BENCH_OK;
         default: return bench_usage("unknown option '%s'", argv[optind - 1]);
@@ -130,6 +134,13 @@ bench_mrecon(int argc, char **argv)
     gen_s = bench_now();
     fill(mask, marker, w, h);
     gen_s = bench_now() - gen_s;
+    if (pin) {
+        void *bufs[3] = {mask, marker, work};
+
+        for (; pinned < 3; pinned++)
+            if ((rc = bench_host_pin(bufs[pinned], (size_t)(w * h))) != BENCH_OK)
+                goto out;
+    }
 
     tw_mrecon_opts_init(&o);
     o.marker_image = (tw_host_image){marker, w, h, 0, TW_U8};
@@ -156,18 +167,24 @@ bench_mrecon(int argc, char **argv)
                "\"tiles\": %lld, \"tile_w\": %d, \"tile_h\": %d, \"rounds\": %lld, "
                "\"tp_tasks\": %lld, \"tp_cpu\": %lld, \"tp_cuda\": %lld, \"seeds\": %lld, "
                "\"pairs_compared\": %lld, \"load_s\": %.4f, \"propagate_s\": %.4f, "
-               "\"store_s\": %.4f, \"bp_s\": %.4f",
+               "\"store_s\": %.4f, \"bp_s\": %.4f, \"pinned\": %s",
                variant, (long long)w, (long long)h, (long long)repeat, med, lo, hi,
                (double)(w * h) / med / 1e9, gen_s, bench_peak_rss_mib(), (long long)stats.tiles,
                (int)stats.tile_w, (int)stats.tile_h, (long long)stats.rounds,
                (long long)stats.tp_tasks, (long long)stats.tp_cpu, (long long)stats.tp_cuda,
                (long long)stats.seeds, (long long)stats.pairs_compared, stats.load_s,
-               stats.propagate_s, stats.store_s, stats.bp_s);
+               stats.propagate_s, stats.store_s, stats.bp_s, pin ? "true" : "false");
         bench_json_runtime(stdout, cfg);
         bench_json_workers(stdout, rt, (int)repeat + 1);
         fputs("}\n", stdout);
     }
 out:
+    if (pinned > 0)
+        bench_host_unpin(mask);
+    if (pinned > 1)
+        bench_host_unpin(marker);
+    if (pinned > 2)
+        bench_host_unpin(work);
     free(times);
     free(work);
     free(marker);

@@ -330,6 +330,31 @@ bench_job_runtime(const char *variant, const char *tile, const char *const *sets
 }
 
 int
+bench_host_pin(void *p, size_t n)
+{
+#ifdef TW_HAVE_CUDA
+    if (cudaHostRegister(p, n, cudaHostRegisterPortable) != cudaSuccess)
+        return bench_fail("cudaHostRegister of %zu bytes: %s", n,
+                          cudaGetErrorString(cudaGetLastError()));
+    return BENCH_OK;
+#else
+    (void)p;
+    (void)n;
+    return bench_usage("--pinned: this build has no CUDA");
+#endif
+}
+
+void
+bench_host_unpin(void *p)
+{
+#ifdef TW_HAVE_CUDA
+    (void)cudaHostUnregister(p);
+#else
+    (void)p;
+#endif
+}
+
+int
 bench_job_wait(tw_status st, tw_job *job, const tw_error *err, double t0, double *secs)
 {
     int rc = BENCH_OK;
