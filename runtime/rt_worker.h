@@ -114,6 +114,8 @@ TWI_HIDDEN tw_status twi_trace_close(tw_runtime *rt, tw_error *err);
 TWI_HIDDEN void twi_trace_free(tw_runtime *rt);
 
 /* ---- workers */
+#define TWI_WORKER_KEEP 8 /* scratch blocks a worker keeps between tasks */
+
 struct tw_worker {
     tw_runtime *rt;
     int index;
@@ -165,10 +167,20 @@ struct tw_worker {
     int team_now;           /* its own thread: w->team plus the lent workers' teams */
     bool running;           /* under rt->lock: running a task or admitting a unit */
     bool on_loan;           /* under rt->lock: lent to another worker; sleeps until returned */
+    /* CPU scratch blocks kept between this worker's tasks (twi_cpu_scratch), its thread only */
+    void *keep[TWI_WORKER_KEEP];
+    size_t keep_bytes[TWI_WORKER_KEEP];
+    int n_keep;
 };
 
 /* Per-thread OpenMP setup of any worker (team size), and execution of a CPU variant. */
 TWI_HIDDEN void twi_cpu_worker_start(tw_worker *w);
+/* At the end of w's thread: free the scratch blocks it kept. */
+TWI_HIDDEN void twi_cpu_worker_stop(tw_worker *w);
+/* A CPU variant's scratch of at least `bytes` (64-byte aligned) on w's thread: a block w kept
+ * from an earlier task when one is large enough (its pages are mapped already: no page faults
+ * on first touch), else a new one; *cap the block's size. NULL when out of memory. */
+TWI_HIDDEN void *twi_cpu_scratch(tw_worker *w, size_t bytes, size_t *cap);
 /* Under rt->lock, as CPU worker w starts task t with its CPU variant: when t's kind runs a
  * team and no other task is ready, lend it every CPU worker that runs nothing (idle, or woken
  * and not yet looking: they sleep until given back), and give them back, awake, after the run

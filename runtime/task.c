@@ -476,15 +476,22 @@ void *
 twi_ctx_scratch(tw_task_ctx *ctx, size_t bytes)
 {
     void *p = NULL;
+    size_t cap = 0;
 
     if (!ctx || ctx->n_scratch >= TWI_CTX_MAX_SCRATCH)
         return NULL;
     if (ctx->dev == TW_DEVICE_CUDA)
         return twi_cuda_scratch(ctx, bytes);
-    if (posix_memalign(&p, 64, bytes ? bytes : 1) != 0)
+    if (ctx->w) {
+        if (!(p = twi_cpu_scratch(ctx->w, bytes, &cap)))
+            return NULL;
+    } else if (posix_memalign(&p, 64, bytes ? bytes : 1) != 0) {
         return NULL;
+    } else {
+        cap = bytes;
+    }
     ctx->scratch[ctx->n_scratch] = p;
-    ctx->scratch_bytes[ctx->n_scratch] = bytes;
+    ctx->scratch_bytes[ctx->n_scratch] = cap;
     ctx->n_scratch++;
     return p;
 }

@@ -147,6 +147,7 @@ worker_main(void *arg)
         if (w->type == TW_DEVICE_CUDA)
             twi_cuda_worker_stop(w);
     }
+    twi_cpu_worker_stop(w);
     return NULL;
 }
 

@@ -17,6 +17,80 @@ twi_cpu_worker_start(tw_worker *w)
 }
 
 /*
+ * Scratch blocks. Tile kernels take megabytes of scratch per task (label's provisional labels
+ * and union-find parents, the EDT's rows, ...); freed at the end of each task, the allocator
+ * gives large blocks back to the system and the next task faults every page in again (a
+ * quarter of label's CPU time on 2 cores, measured with perf). So a worker keeps the blocks of
+ * its last tasks, up to TWI_WORKER_KEEP blocks and SCRATCH_KEEP bytes in all (a 1024² tile's
+ * scratch several times over), and hands them out again (smallest that fits); larger ones go
+ * back at once, and the kept ones when the worker's thread ends.
+ */
+#define SCRATCH_KEEP ((size_t)64 << 20)
+
+void *
+twi_cpu_scratch(tw_worker *w, size_t bytes, size_t *cap)
+{
+    int best = -1;
+    void *p = NULL;
+
+    for (int i = 0; i < w->n_keep; i++)
+        if (w->keep_bytes[i] >= bytes && (best < 0 || w->keep_bytes[i] < w->keep_bytes[best]))
+            best = i;
+    if (best >= 0) {
+        p = w->keep[best];
+        *cap = w->keep_bytes[best];
+        w->n_keep--;
+        w->keep[best] = w->keep[w->n_keep];
+        w->keep_bytes[best] = w->keep_bytes[w->n_keep];
+        return p;
+    }
+    if (posix_memalign(&p, 64, bytes ? bytes : 1) != 0)
+        return NULL;
+    *cap = bytes;
+    return p;
+}
+
+/* Give a task's scratch block back: kept when it may serve again, else freed (the smallest
+ * kept block makes room for a larger one). */
+static void
+scratch_put(tw_worker *w, void *p, size_t cap)
+{
+    size_t total = cap;
+
+    for (int i = 0; i < w->n_keep; i++)
+        total += w->keep_bytes[i];
+    /* make room: the smallest kept blocks go first, while they are smaller than p */
+    while (w->n_keep > 0 && (w->n_keep == TWI_WORKER_KEEP || total > SCRATCH_KEEP)) {
+        int small = 0;
+
+        for (int i = 1; i < w->n_keep; i++)
+            if (w->keep_bytes[i] < w->keep_bytes[small])
+                small = i;
+        if (w->keep_bytes[small] >= cap)
+            break;
+        total -= w->keep_bytes[small];
+        free(w->keep[small]);
+        w->n_keep--;
+        w->keep[small] = w->keep[w->n_keep];
+        w->keep_bytes[small] = w->keep_bytes[w->n_keep];
+    }
+    if (w->n_keep == TWI_WORKER_KEEP || total > SCRATCH_KEEP) {
+        free(p);
+        return;
+    }
+    w->keep[w->n_keep] = p;
+    w->keep_bytes[w->n_keep++] = cap;
+}
+
+void
+twi_cpu_worker_stop(tw_worker *w)
+{
+    for (int i = 0; i < w->n_keep; i++)
+        free(w->keep[i]);
+    w->n_keep = 0;
+}
+
+/*
  * Lending cores. A job of fewer tiles than workers (a 1024^2 image in memory is one tile)
  * would leave all but one worker idle while a kernel that can run a team works on one core.
  * So when a CPU worker starts a task whose kind runs a team (tw_task_kind.team) and no other
@@ -128,7 +202,7 @@ twi_cpu_run(tw_worker *w, tw_task_ctx *ctx)
         ctx->views[i] = twi_tile_host_view(t->tiles[i]);
     st = t->kind->cpu(ctx, t->arg);
     for (i = 0; i < ctx->n_scratch; i++)
-        free(ctx->scratch[i]);
+        scratch_put(w, ctx->scratch[i], ctx->scratch_bytes[i]);
     ctx->n_scratch = 0;
     return st;
 }

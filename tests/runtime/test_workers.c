@@ -441,6 +441,84 @@ Test(workers, tasks_run_counts_per_worker)
     tw_runtime_destroy(rt);
 }
 
+/* A task that takes scratch blocks of the sizes in its argument (0 ends the list), records
+ * their addresses and whether each held `mark` in every byte (a block an earlier task filled,
+ * not a new one), then fills each with its own mark. */
+typedef struct scratch_probe {
+    size_t sizes[4];
+    unsigned char mark;
+    void *got[4];
+    bool held[4];
+} scratch_probe;
+
+static tw_status
+scratch_cpu(tw_task_ctx *ctx, void *arg)
+{
+    scratch_probe *p = arg;
+
+    for (int i = 0; i < 4 && p->sizes[i]; i++) {
+        const unsigned char *b;
+        size_t k = 0;
+
+        if (!(p->got[i] = twi_ctx_scratch(ctx, p->sizes[i])))
+            return TW_E_NOMEM;
+        cr_assert(eq(u64, (uintptr_t)p->got[i] % 64, 0));
+        for (b = p->got[i]; k < p->sizes[i] && b[k] == 0xA1; k++)
+            ;
+        p->held[i] = k == p->sizes[i];
+    }
+    for (int i = 0; i < 4 && p->sizes[i]; i++)
+        memset(p->got[i], p->mark, p->sizes[i]);
+    return TW_OK;
+}
+
+/* Run one scratch_probe task on rt and wait for it. */
+static void
+run_probe(tw_runtime *rt, scratch_probe *p)
+{
+    static const tw_task_kind k = {.name = "test.scratch", .devices = TW_DEVICE_CPU,
+                                   .cpu = scratch_cpu};
+    tw_job *job = NULL;
+    tw_task *t = NULL;
+
+    cr_assert(eq(int, twi_job_create(rt, "scratch", &job), TW_OK));
+    cr_assert(eq(int, twi_task_create(job, &k, p, NULL, &t), TW_OK));
+    cr_assert(eq(int, twi_task_submit(t), TW_OK));
+    twi_task_release(t);
+    twi_job_seal(job);
+    cr_assert(eq(int, tw_job_wait(job, -1), TW_OK));
+    tw_job_destroy(job);
+}
+
+Test(workers, scratch_blocks_serve_the_next_tasks)
+{
+    /* One worker: the blocks of a task serve the next (the smallest that fits each request:
+     * no page faults again), never two requests of one task at once; a block over the keep
+     * limit (64 MiB) is not kept; a request larger than every kept block gets a new one. */
+    const char *const kv[] = {"runtime.gpus", "none", "runtime.cpu_workers", "1", NULL};
+    tw_runtime *rt = NULL;
+    tw_error err = {0};
+    scratch_probe a = {.sizes = {1 << 20, 4 << 20}, .mark = 0xA1};
+    scratch_probe b = {.sizes = {3 << 20, 1 << 20}, .mark = 0xA1};
+    scratch_probe c = {.sizes = {5 << 20}, .mark = 0xA1};
+    scratch_probe big = {.sizes = {(size_t)65 << 20}, .mark = 0xA1};
+    scratch_probe again = {.sizes = {(size_t)65 << 20}, .mark = 0};
+
+    cr_assert(eq(int, create(&rt, &err, kv), TW_OK), "%s", err.message);
+    run_probe(rt, &a);
+    cr_assert(a.got[0] != a.got[1]);
+    run_probe(rt, &b);
+    /* the smallest block that fits each request, with a's bytes still in it */
+    cr_assert(b.got[0] == a.got[1] && b.held[0], "3 MiB: a's 4 MiB block");
+    cr_assert(b.got[1] == a.got[0] && b.held[1], "1 MiB: a's 1 MiB block");
+    run_probe(rt, &c);
+    cr_assert(c.held[0] == false, "5 MiB: no kept block is that large");
+    run_probe(rt, &big);
+    run_probe(rt, &again);
+    cr_assert(again.held[0] == false, "a 65 MiB block is not kept");
+    tw_runtime_destroy(rt);
+}
+
 Test(workers, tiles_are_aligned_and_packed)
 {
     /* A tile's host view is 64-byte aligned with packed rows and carries its origin; the
