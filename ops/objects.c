@@ -871,7 +871,8 @@ ob_setup(ob_job *j, tw_runtime *rt, const tw_objects_opts *o, tw_error *err)
     if (o->labels.threshold_mode != TW_THRESHOLD_NONE || o->labels.tissue)
         return twi_error_set(err, TW_E_INVALID,
                              OP ": the label image takes no threshold or tissue option");
-    if ((st = twi_src_open(cfg, OP, TWI_SRC_U8 | TWI_SRC_U16 | TWI_SRC_U32, "label image",
+    if ((st = twi_src_open(cfg, OP, TWI_SRC_U8 | TWI_SRC_U16 | TWI_SRC_U32 | TWI_SRC_U64,
+                           "label image",
                            &o->labels, NULL, &j->lab, err)) != TW_OK)
         return st;
     if (j->lab.s.in_channels != 1)

@@ -189,6 +189,7 @@ typedef struct twi_src {
 #define TWI_SRC_U16 (1u << TW_U16)
 #define TWI_SRC_U32 (1u << TW_U32)
 #define TWI_SRC_F32 (1u << TW_F32)
+#define TWI_SRC_U64 (1u << TW_U64)
 
 /* Open one input (`what`: "mask", "input" ... for messages): the file, or `mem` when its data
  * is set. Files may be gray (1 channel) or RGB (3 channels, read by the input's gray mode);

@@ -587,7 +587,7 @@ twi_stream_finish(twi_stream *s, tw_status st, tw_error *err)
 static void
 types_text(unsigned types, char *buf, size_t n)
 {
-    static const tw_sample_type all[] = {TW_U8, TW_U16, TW_U32, TW_F32};
+    static const tw_sample_type all[] = {TW_U8, TW_U16, TW_U32, TW_U64, TW_F32};
     size_t used = 0;
 
     buf[0] = '\0';

@@ -189,6 +189,26 @@ def main():
                 for k, v in m_.items():
                     if not close(float(row[k]), float(v)):
                         raise Mismatch(f"{name} CSV label {row['label']}: {k} {row[k]} vs {v}")
+    # 64-bit labels (what `tilewave label` writes past 2^32 - 1 objects): the labels of a
+    # 32-bit image (checked against regionprops) plus 2^32 + 12345, as uint64: the same
+    # features, outlines and measurements under the shifted labels (regionprops itself cannot
+    # take labels that large: it allocates one slot per label value).
+    shift = 2 ** 32 + 12345
+    lab = label(rng.random((200, 300)) < 0.45, connectivity=2).astype(np.uint32)
+    wide = lab.astype(np.uint64)
+    wide[wide > 0] += np.uint64(shift)
+    lp, wp = os.path.join(work, "narrow.tif"), os.path.join(work, "wide.tif")
+    tifffile.imwrite(lp, lab)
+    tifffile.imwrite(wp, wide)
+    d32 = check_geojson("32-bit labels", run([lp, "--set", "tile.size=64x16"], "narrow.geojson"),
+                        lab, None)
+    with open(run([wp, "--set", "tile.size=64x16"], "wide.geojson")) as f:
+        d64 = json.load(f)
+    for f in d32["features"]:
+        f["properties"]["label"] += shift
+        f["id"] = str(f["properties"]["label"])
+    if d32 != d64:
+        raise Mismatch("64-bit labels: another table than the 32-bit image's, shifted")
     # Level 1 of a pyramid (labels reduced by their top-left pixel): coordinates times 2;
     # a region: shifted by its origin (times the downsample).
     lab = label(rng.random((256, 256)) < 0.4, connectivity=2).astype(np.uint32)
