@@ -102,6 +102,7 @@ struct ws_job {
     /* under lock: the first bad pixel in raster order */
     int64_t bad_x, bad_y;
     char bad_msg[160];
+    const char *bad_why; /* what follows the position ("" or a reason) */
 };
 
 static const tw_task_kind load_kind, flood_kind, label_kind, bp_kind, store_kind;
@@ -109,7 +110,8 @@ static const tw_task_kind load_kind, flood_kind, label_kind, bp_kind, store_kind
 /* ---- load */
 
 static void
-record_bad(ws_job *m, const ws_tile *t, int64_t idx, const char *what, unsigned long long v)
+record_bad(ws_job *m, const ws_tile *t, int64_t idx, const char *what, unsigned long long v,
+           const char *why)
 {
     int64_t x = t->x + idx % t->w, y = t->y + idx / t->w;
 
@@ -121,6 +123,7 @@ record_bad(ws_job *m, const ws_tile *t, int64_t idx, const char *what, unsigned 
             snprintf(m->bad_msg, sizeof m->bad_msg, "%s %llu", what, v);
         else
             snprintf(m->bad_msg, sizeof m->bad_msg, "%s", what);
+        m->bad_why = why;
         atomic_store(&m->bad, true);
     }
     pthread_mutex_unlock(&m->lock);
@@ -174,7 +177,7 @@ load_cpu(tw_task_ctx *ctx, void *arg)
     if (twi_omp_watershed_levels(&v, m->negate, (uint32_t *)(void *)(p + 8 * n), &nan) != TW_OK) {
         if (nan < 0)
             return twi_ctx_fail(ctx, TW_E_INTERNAL, "%s: bad image view", OP);
-        record_bad(m, t, nan, "the image is NaN", 0);
+        record_bad(m, t, nan, "the image is NaN", 0, "");
     }
     if (m->has_mask) {
         if ((st = read_view(ctx, &m->mask, t, &v)) != TW_OK)
@@ -187,7 +190,8 @@ load_cpu(tw_task_ctx *ctx, void *arg)
         return st;
     /* a label the flood reserves: the first one of the tile is what the job reports */
     if ((bad = twi_omp_watershed_markers(k, &v)) >= 0)
-        record_bad(m, t, bad, "marker label", TWI_WATERSHED_LINF);
+        record_bad(m, t, bad, "marker label", TWI_WATERSHED_LINF,
+                   ": the flood reserves that value, marker labels go up to 4294967294");
     twi_job_add_done(m->job, 1);
     return TW_OK;
 }
@@ -347,8 +351,9 @@ bp_cpu(tw_task_ctx *ctx, void *arg)
         return TW_OK;
     if (atomic_load(&m->bad)) {
         pthread_mutex_lock(&m->lock);
-        st = twi_ctx_fail(ctx, TW_E_INVALID, "%s: %s at (%lld, %lld)", OP, m->bad_msg,
-                          (long long)(m->img.s.x + m->bad_x), (long long)(m->img.s.y + m->bad_y));
+        st = twi_ctx_fail(ctx, TW_E_INVALID, "%s: %s at (%lld, %lld)%s", OP, m->bad_msg,
+                          (long long)(m->img.s.x + m->bad_x), (long long)(m->img.s.y + m->bad_y),
+                          m->bad_why);
         pthread_mutex_unlock(&m->lock);
         return st;
     }
