@@ -100,8 +100,9 @@ TWI_HIDDEN tw_status twi_host_image_check(const char *op, const char *what,
                                           tw_sample_type t, tw_error *err);
 
 /* Caller's images as tiles (twi_tile_wrap). twi_host_image_wrappable: a has data the runtime
- * wraps (twi_tile_can_wrap), one channel, its rows and samples aligned to its sample size. twi_host_image_overlap: the bytes of a and
- * b (spans from the first to the last sample) overlap; false when either has no data.
+ * wraps (twi_tile_can_wrap), one channel, its rows and samples aligned to its sample size.
+ * twi_host_image_overlap: the bytes of a and b (spans from the first to the last sample)
+ * overlap; false when either has no data.
  * twi_host_image_same: the same pixels at the same place (data, size, type, stride).
  * twi_host_image_wrap: the w x h pixels of a at (x, y) as a tile. */
 TWI_HIDDEN bool twi_host_image_wrappable(const tw_runtime *rt, const tw_host_image *a);

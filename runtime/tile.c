@@ -55,8 +55,8 @@ tile_new(tw_runtime *rt, void *data, size_t stride, int32_t w, int32_t h, int32_
     bytes = row * (uint64_t)h;
     if (bytes > (uint64_t)INT64_MAX || bytes > SIZE_MAX)
         return TW_E_INVALID;
-    if (data && (rt->caller_mode == TWI_CALLER_COPY || stride < row || stride % ss || (uintptr_t)data % ss ||
-                 stride > (uint64_t)INT64_MAX / (uint64_t)h))
+    if (data && (rt->caller_mode == TWI_CALLER_COPY || stride < row || stride % ss ||
+                 (uintptr_t)data % ss || stride > (uint64_t)INT64_MAX / (uint64_t)h))
         return TW_E_INVALID;
     n_rep = rt->n_gpus > 0 ? rt->n_gpus : 0;
     if (!(t = calloc(1, sizeof *t + (size_t)n_rep * sizeof t->rep[0])))
