@@ -777,23 +777,6 @@ make_runtime(const mt_params *p, tw_config **cfg, tw_runtime **rt)
     return BENCH_OK;
 }
 
-static int
-wait_job(tw_status submitted, tw_job *job, const tw_error *err)
-{
-    tw_status st;
-    int rc = BENCH_OK;
-
-    if (submitted != TW_OK)
-        return bench_fail("%s", err->message);
-    if ((st = tw_job_wait(job, -1)) != TW_OK) {
-        const char *msg = tw_job_get_error(job);
-
-        rc = bench_fail("%s", msg ? msg : tw_status_string(st));
-    }
-    tw_job_destroy(job);
-    return rc;
-}
-
 /* Page-lock buffers for the GPU variants (--pinned); returns how many were registered. */
 static int
 pin(const mt_params *p, void *a, size_t na, void *b, size_t nb)
@@ -872,13 +855,12 @@ run_maxtree_job(const mt_params *p, const mt_image *img, double *t)
     for (int64_t r = -1; r < p->repeat && rc == BENCH_OK; r++) {
         tw_job *job = NULL;
         tw_error err;
-        double t0 = bench_now();
-
+        double t0 = bench_now(), s = 0;
         tw_status st = tw_maxtree_submit(rt, &o, &job, &err);
 
-        rc = wait_job(st, job, &err);
+        rc = bench_job_wait(st, job, &err, t0, &s);
         if (r >= 0)
-            t[r] = bench_now() - t0;
+            t[r] = s;
     }
     if (rc != BENCH_OK || (rc = dump(p->dump, parent, n * (wide ? 8 : 4))) != BENCH_OK)
         goto out;
@@ -975,13 +957,12 @@ run_filter_job(const mt_params *p, const mt_image *img, double *t)
     for (int64_t r = -1; r < p->repeat && rc == BENCH_OK; r++) {
         tw_job *job = NULL;
         tw_error err;
-        double t0 = bench_now();
-
+        double t0 = bench_now(), s = 0;
         tw_status st = tw_attr_filter_submit(rt, &o, &job, &err);
 
-        rc = wait_job(st, job, &err);
+        rc = bench_job_wait(st, job, &err, t0, &s);
         if (r >= 0)
-            t[r] = bench_now() - t0;
+            t[r] = s;
     }
     if (rc != BENCH_OK || (rc = dump(p->dump, out, n * es)) != BENCH_OK)
         goto out;
