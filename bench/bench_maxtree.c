@@ -738,23 +738,6 @@ out:
 
 /* ---- --job: tw_maxtree_submit and tw_attr_filter_submit */
 
-static int
-apply_set(tw_config *cfg, const char *kv)
-{
-    char key[128];
-    const char *eq = strchr(kv, '=');
-    size_t n = eq ? (size_t)(eq - kv) : 0;
-    tw_error err;
-
-    if (n == 0 || n >= sizeof key)
-        return bench_usage("--set wants KEY=VALUE, got '%s'", kv);
-    memcpy(key, kv, n);
-    key[n] = '\0';
-    if (tw_config_set(cfg, key, eq + 1, TW_CONFIG_SET, &err) != TW_OK)
-        return bench_usage("%s", err.message);
-    return BENCH_OK;
-}
-
 /* The runtime of --variant (cpu, cuda/gpu, hybrid/both) plus the --set keys. */
 static int
 make_runtime(const mt_params *p, tw_config **cfg, tw_runtime **rt)
@@ -762,19 +745,8 @@ make_runtime(const mt_params *p, tw_config **cfg, tw_runtime **rt)
     const char *v = strcmp(p->variant, "cuda") == 0 ? "gpu"
                     : strcmp(p->variant, "hybrid") == 0 ? "both"
                                                          : p->variant;
-    tw_error err;
-    int rc;
 
-    if (tw_config_create(cfg) != TW_OK)
-        return bench_fail("out of memory");
-    if ((rc = bench_variant_config(*cfg, v)) != BENCH_OK)
-        return rc;
-    for (int i = 0; i < p->n_sets; i++)
-        if ((rc = apply_set(*cfg, p->sets[i])) != BENCH_OK)
-            return rc;
-    if (tw_runtime_create(*cfg, rt, &err) != TW_OK)
-        return bench_fail("%s", err.message);
-    return BENCH_OK;
+    return bench_job_runtime(v, NULL, p->sets, p->n_sets, cfg, rt);
 }
 
 /* Page-lock buffers for the GPU variants (--pinned); returns how many were registered. */
