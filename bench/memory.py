@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """Caller-memory jobs (the Python binding, numpy in and out) against CuPy host to host, one GPU:
-    TILEWAVE_LIBRARY=build/libtilewave.so python3 bench/memory.py
-EDT of 32768^2 and 65536^2 masks, area opening and reconstruction of 16384^2 images (issue 25)."""
+    TILEWAVE_LIBRARY=build/libtilewave.so python3 bench/memory.py [EDT_SIDE ...]
+EDT of 32768^2 and 65536^2 masks (or the sides given), area opening and reconstruction of
+16384^2 images (issue 25)."""
 import os
 import sys
 import time
@@ -28,7 +29,7 @@ except Exception as e:
     cp = None
     print("no cupy:", e)
 with tw.Runtime() as rt:
-    for n in (32768, 65536):
+    for n in [int(v) for v in sys.argv[1:]] or (32768, 65536):
         m = blobs(n)
         t, d = best(lambda: tw.edt(m, runtime=rt), 1 if n > 40000 else 3)
         line = f"edt {n}^2: tilewave {t:.3f} s"
