@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: host tile memory (pinned when GPUs exist) and the per-GPU caching device pool. */
+/* Why one file: the device pool's blocks, the tiles' replicas in them and the copies of
+ * replicas back to host tiles (write-backs, synchronous downloads, their bounce buffers) share
+ * the pool's lock and its state; no other file calls the CUDA allocators. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,6 +142,29 @@ twi_host_free(twi_devpool *pinned_pool, void *p, size_t bytes, bool pinned)
 #define POOL_SUBCLASSES 4
 #define POOL_CLASSES (64 * POOL_SUBCLASSES)
 
+/*
+ * Bounce buffers. A synchronous copy from the device into pageable memory (cudaMemcpy2D into
+ * an ordinary host tile, which is what the CLI's tiles are) ran at about 1.2 GB/s on the H200
+ * host and held up the GPU's other streams while it ran: in the EDT of a 1 GPix slide every
+ * band's kernels (0.6 ms) and uploads took as long as the store task's lazy download of the
+ * band before it (100 ms for 128 MB of distances). Such copies now go through a page-locked
+ * buffer of two halves, BOUNCE_HALF bytes each, on a stream of their own: the device copies
+ * rows into one half while the caller's thread copies the other half's rows into the tile, so
+ * the bus runs at the pinned rate and several CPU workers bring tiles back at once (one slot
+ * each, BOUNCE_SLOTS a GPU; a caller waits for a free one). Slots are made on first use;
+ * where one cannot be made, or a row does not fit a half, the copy is a plain cudaMemcpy2D.
+ */
+#define BOUNCE_SLOTS 8
+#define BOUNCE_HALF ((size_t)4 << 20)
+
+typedef struct bounce_slot {
+    char *buf;             /* 2 * BOUNCE_HALF page-locked bytes; NULL until first use */
+    cudaStream_t stream;   /* non-blocking */
+    cudaEvent_t done[2];   /* the copy into each half has landed */
+    bool busy;
+    bool broken;           /* could not be made: plain copies instead */
+} bounce_slot;
+
 typedef struct pool_list {
     void **ptr;     /* cached device blocks of this class */
     size_t n, cap;
@@ -160,6 +186,11 @@ struct twi_devpool {
     atomic_size_t high;   /* the largest bytes_live + bytes_cached so far */
     atomic_uint_fast64_t evictions;
     atomic_uint_fast64_t *down_counter; /* write-backs are counted there (may be NULL) */
+    /* Device pools: page-locked bounce buffers for synchronous copies into pageable host
+     * tiles (copy_to_host); bounce_lock and bounce_cv guard their busy flags. */
+    pthread_mutex_t bounce_lock;
+    pthread_cond_t bounce_cv;
+    bounce_slot bounce[BOUNCE_SLOTS];
 };
 
 static int
@@ -223,6 +254,17 @@ pool_create(int ordinal, bool host, size_t budget, size_t cache_cap, twi_devpool
     atomic_init(&p->high, 0);
     atomic_init(&p->evictions, 0);
     if (pthread_mutex_init(&p->lock, NULL) != 0) {
+        free(p);
+        return TW_E_NOMEM;
+    }
+    if (pthread_mutex_init(&p->bounce_lock, NULL) != 0) {
+        pthread_mutex_destroy(&p->lock);
+        free(p);
+        return TW_E_NOMEM;
+    }
+    if (pthread_cond_init(&p->bounce_cv, NULL) != 0) {
+        pthread_mutex_destroy(&p->bounce_lock);
+        pthread_mutex_destroy(&p->lock);
         free(p);
         return TW_E_NOMEM;
     }
@@ -326,21 +368,143 @@ lru_append(twi_devpool *p, twi_replica *r)
     p->lru_tail = r;
 }
 
-/* Copy a device block of t (rows packed) into its host pixels (rows t->stride apart) on the
- * pool's device, synchronously, from any thread. */
+static void
+bounce_unmake(bounce_slot *b)
+{
+    if (!b->buf)
+        return;
+    (void)cudaStreamDestroy(b->stream);
+    (void)cudaEventDestroy(b->done[0]);
+    (void)cudaEventDestroy(b->done[1]);
+    (void)cudaFreeHost(b->buf);
+    b->buf = NULL;
+}
+
+/* A free slot of p, made on first use with p's device current; NULL when none can be made. */
+static bounce_slot *
+bounce_take(twi_devpool *p)
+{
+    bounce_slot *b = NULL;
+
+    pthread_mutex_lock(&p->bounce_lock);
+    for (;;) {
+        bool usable = false;
+
+        for (int i = 0; i < BOUNCE_SLOTS && !b; i++) {
+            usable |= !p->bounce[i].broken;
+            if (!p->bounce[i].busy && !p->bounce[i].broken)
+                b = &p->bounce[i];
+        }
+        if (b || !usable)
+            break;
+        pthread_cond_wait(&p->bounce_cv, &p->bounce_lock);
+    }
+    if (b)
+        b->busy = true;
+    pthread_mutex_unlock(&p->bounce_lock);
+    if (b && !b->buf) {
+        int made = 0;
+        void *buf = NULL;
+
+        if (cudaHostAlloc(&buf, 2 * BOUNCE_HALF, cudaHostAllocPortable) == cudaSuccess &&
+            ++made &&
+            cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking) == cudaSuccess &&
+            ++made && cudaEventCreateWithFlags(&b->done[0], cudaEventDisableTiming) == cudaSuccess &&
+            ++made && cudaEventCreateWithFlags(&b->done[1], cudaEventDisableTiming) == cudaSuccess) {
+            b->buf = buf;
+        } else {
+            (void)cudaGetLastError();
+            if (made >= 3)
+                (void)cudaEventDestroy(b->done[0]);
+            if (made >= 2)
+                (void)cudaStreamDestroy(b->stream);
+            if (made >= 1)
+                (void)cudaFreeHost(buf);
+            TW_DEBUG("cuda", "GPU %d: no page-locked bounce buffer; plain copies", p->ordinal);
+            pthread_mutex_lock(&p->bounce_lock);
+            b->busy = false;
+            b->broken = true;
+            pthread_cond_broadcast(&p->bounce_cv);
+            pthread_mutex_unlock(&p->bounce_lock);
+            b = NULL;
+        }
+    }
+    return b;
+}
+
+static void
+bounce_give(twi_devpool *p, bounce_slot *b)
+{
+    pthread_mutex_lock(&p->bounce_lock);
+    b->busy = false;
+    pthread_cond_signal(&p->bounce_cv);
+    pthread_mutex_unlock(&p->bounce_lock);
+}
+
+/* The device rows [y0, y0 + n) of t's block into half k of b, on b's stream. */
 static cudaError_t
-copy_to_host(const twi_devpool *p, tw_tile *t, const void *src)
+bounce_issue(bounce_slot *b, const tw_tile *t, const void *src, int64_t y0, int64_t n, int k)
+{
+    cudaError_t e = cudaMemcpyAsync(b->buf + (size_t)k * BOUNCE_HALF,
+                                    (const char *)src + (size_t)y0 * t->row, (size_t)n * t->row,
+                                    cudaMemcpyDeviceToHost, b->stream);
+
+    return e == cudaSuccess ? cudaEventRecord(b->done[k], b->stream) : e;
+}
+
+/* copy_to_host through b: chunks of `per` rows, alternating halves. */
+static cudaError_t
+bounce_copy(bounce_slot *b, tw_tile *t, const void *src, int64_t per)
+{
+    int64_t h = t->h;
+    cudaError_t e = bounce_issue(b, t, src, 0, per < h ? per : h, 0);
+
+    for (int64_t y0 = 0, k = 0; e == cudaSuccess && y0 < h; y0 += per, k ^= 1) {
+        int64_t n = per < h - y0 ? per : h - y0;
+        const char *from = b->buf + (size_t)k * BOUNCE_HALF;
+        char *to = (char *)t->h_data + (size_t)y0 * (size_t)t->stride;
+
+        if (y0 + n < h &&
+            (e = bounce_issue(b, t, src, y0 + n, per < h - y0 - n ? per : h - y0 - n,
+                              (int)(k ^ 1))) != cudaSuccess)
+            break;
+        if ((e = cudaEventSynchronize(b->done[k])) != cudaSuccess)
+            break;
+        if ((size_t)t->stride == t->row) {
+            memcpy(to, from, (size_t)n * t->row);
+        } else {
+            for (int64_t y = 0; y < n; y++)
+                memcpy(to + (size_t)y * (size_t)t->stride, from + (size_t)y * t->row, t->row);
+        }
+    }
+    if (e != cudaSuccess)
+        (void)cudaStreamSynchronize(b->stream); /* nothing may land in the buffer later */
+    return e;
+}
+
+/* Copy a device block of t (rows packed) into its host pixels (rows t->stride apart) on the
+ * pool's device, synchronously, from any thread; into pageable pixels through a bounce buffer
+ * when `bounce` (the caller holds no lock a bounce slot's holder may wait for). */
+static cudaError_t
+copy_to_host(twi_devpool *p, tw_tile *t, const void *src, bool bounce)
 {
     int prev = -1;
     cudaError_t e = cudaGetDevice(&prev);
+    bounce_slot *b = NULL;
+    int64_t per = t->row ? (int64_t)(BOUNCE_HALF / t->row) : 0;
 
     if (e == cudaSuccess && prev != p->ordinal)
         e = cudaSetDevice(p->ordinal);
-    /* The legacy default stream: the tiles' copies and kernels run on non-blocking streams,
-     * so this waits for nothing else; the block is idle or pinned by the caller. */
-    if (e == cudaSuccess)
+    if (e == cudaSuccess && bounce && per > 0 && !t->pinned &&
+        !(t->external && twi_host_pinned(t->h_data)) && (b = bounce_take(p))) {
+        e = bounce_copy(b, t, src, per);
+        bounce_give(p, b);
+    } else if (e == cudaSuccess) {
+        /* The legacy default stream: the tiles' copies and kernels run on non-blocking
+         * streams, so this waits for nothing else; the block is idle or pinned by the caller. */
         e = cudaMemcpy2D(t->h_data, (size_t)t->stride, src, t->row, t->row, (size_t)t->h,
                          cudaMemcpyDeviceToHost);
+    }
     if (prev >= 0 && prev != p->ordinal)
         (void)cudaSetDevice(prev);
     return e;
@@ -379,7 +543,7 @@ write_back(twi_devpool *p, twi_replica *r)
                 p->ordinal, t->bytes);
         return;
     }
-    if ((e = copy_to_host(p, t, r->d_ptr)) != cudaSuccess) {
+    if ((e = copy_to_host(p, t, r->d_ptr, false)) != cudaSuccess) {
         (void)cudaGetLastError();
         /* The tile's readers then fail with twi_tile_sync_host()'s message. */
         TW_WARN("cuda", "GPU %d: writing back a %zu-byte tile before evicting it failed (%s)",
@@ -516,6 +680,10 @@ twi_devpool_destroy(twi_devpool *p)
     pthread_mutex_unlock(&p->lock);
     for (c = 0; c < POOL_CLASSES; c++)
         free(p->free_list[c].ptr);
+    for (c = 0; c < BOUNCE_SLOTS; c++)
+        bounce_unmake(&p->bounce[c]);
+    pthread_cond_destroy(&p->bounce_cv);
+    pthread_mutex_destroy(&p->bounce_lock);
     if (p->bytes_live)
         TW_WARN("cuda", "GPU %d pool destroyed with %zu bytes still in use", p->ordinal,
                 p->bytes_live);
@@ -689,7 +857,7 @@ twi_tile_sync_host(tw_tile *t, char *msg, size_t n)
         } else if (d) {
             twi_devpool *p = rt->gpus[gi].pool;
             int64_t t0 = twi_trace_now();
-            cudaError_t e = copy_to_host(p, t, d);
+            cudaError_t e = copy_to_host(p, t, d, true);
             tw_worker *self = twi_worker_self();
 
             twi_replica_unpin(p, t, gi, v);

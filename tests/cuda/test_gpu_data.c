@@ -374,6 +374,49 @@ Test(gpu_data, lazy_downloads_only_what_the_host_reads)
     cr_assert(eq(u64, eager, (uint64_t)2 * 200 * 60));
 }
 
+Test(gpu_data, pageable_tiles_come_back_through_the_bounce_buffers)
+{
+    /* Pageable host tiles (runtime.pinned_tiles = no, as the CLI has them): GPU tasks write
+     * tiles that CPU tasks on 3 workers then read, so the lazy downloads run on the CPU
+     * workers at once, through the bounce buffers' halves (4 MiB: one chunk, one chunk and a
+     * row, several chunks, an odd last chunk) or, for a row larger than a half, a plain copy. */
+    twtest_need_gpu();
+    static const int32_t size[][2] = {{5000, 1901}, {4200, 4200}, {3, 3},
+                                      {4500000, 1}, {1000, 4194}, {1000, 4195}};
+    enum { N = sizeof size / sizeof size[0] };
+    tw_runtime *rt;
+    tw_tile *src[N], *mid[N], *out[N];
+    tw_job *job = NULL;
+
+    twtest_quiet_logs();
+    rt = twtest_runtime_kv_ok(true, (const char *const[]){"runtime.gpus", "0",
+                                                          "runtime.cpu_workers", "3",
+                                                          "runtime.pinned_tiles", "no",
+                                                          NULL});
+    cr_assert(eq(int, twi_job_create(rt, "bounce", &job), TW_OK));
+    for (int i = 0; i < N; i++) {
+        tw_task *g;
+
+        src[i] = new_tile(rt, size[i][0], size[i][1], 100 + (uint64_t)i);
+        mid[i] = new_tile(rt, size[i][0], size[i][1], 200 + (uint64_t)i);
+        out[i] = new_tile(rt, size[i][0], size[i][1], 300 + (uint64_t)i);
+        cr_assert(not(mid[i]->pinned), "tile %d is page-locked", i);
+        g = rot_task(job, &rot_gpu_kind, src[i], mid[i], (size_t)(7 + i), NULL);
+        twi_task_release(rot_task(job, &rot_cpu_kind, mid[i], out[i], 3, g));
+        twi_task_release(g);
+    }
+    finish(job);
+    for (int i = 0; i < N; i++) {
+        check_rot(out[i], twi_tile_host_view(src[i]).data, (size_t)(7 + i + 3), "out", i);
+        check_rot(mid[i], twi_tile_host_view(src[i]).data, (size_t)(7 + i), "mid", i);
+        twi_tile_release(src[i]);
+        twi_tile_release(mid[i]);
+        twi_tile_release(out[i]);
+    }
+    wait_pool_idle(rt);
+    tw_runtime_destroy(rt);
+}
+
 Test(gpu_data, mixed_devices_chain_and_fan_give_right_bytes)
 {
     /* A kind with both variants on 1 GPU + 2 CPU workers: a 400-step chain (each step on
