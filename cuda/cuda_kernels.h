@@ -180,6 +180,13 @@ tw_status twi_cuda_label(const tw_tile_view *mask, int conn, tw_tile_view *label
                          void *d_scratch, size_t scratch_bytes, void *stream);
 tw_status twi_cuda_label_apply(const tw_tile_view *labels, const uint64_t *d_map,
                                tw_tile_view *out, void *stream);
+/* Pass 1's border summary of a tile labelled on the device (labels 1..n in raster order): into
+ * d_out (device, n + 1 + 2 * (w + h) uint32), first[0..n] then the side labels (top, bottom,
+ * left, right: w, w, h, h of them). first[l] is label l's first pixel (tile raster index);
+ * first[0] is UINT32_MAX, or 0 when a label above n was met. The host builds the
+ * twi_label_border with twi_label_border_from_first (omp/omp_kernels.h). */
+tw_status twi_cuda_label_summary(const tw_tile_view *labels, int64_t n, uint32_t *d_out,
+                                 void *stream);
 
 #endif /* TW_HAVE_CUDA */
 

@@ -160,6 +160,60 @@ apply_kernel(const unsigned char *lab, int64_t lstride, const uint64_t *map, uns
     }
 }
 
+/* Pass 1's border summary (twi_cuda_label_summary): first[l] = the smallest tile raster index
+ * of label l, by atomicMin from the pixels that could be first (no left neighbour of the same
+ * label: a pixel after one of its own label in the row is never its component's first). A
+ * label above n marks first[0] = 0 (first[0] is UINT32_MAX otherwise). */
+__global__ void __launch_bounds__(LabelPolicy::THREADS)
+first_init_kernel(uint32_t *first, uint32_t n)
+{
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i <= n; i += gridDim.x * blockDim.x)
+        first[i] = UINT32_MAX;
+}
+
+__global__ void __launch_bounds__(LabelPolicy::THREADS)
+first_kernel(const unsigned char *lab, int64_t lstride, uint32_t w, uint32_t h, uint32_t n,
+             uint32_t *first)
+{
+    const uint32_t px = w * h;
+
+    for (uint32_t p = blockIdx.x * blockDim.x + threadIdx.x; p < px; p += gridDim.x * blockDim.x) {
+        uint32_t x = p % w, y = p / w;
+        const uint32_t *row = reinterpret_cast<const uint32_t *>(lab + (int64_t)y * lstride);
+        uint32_t l = row[x];
+
+        if (l == 0 || (x > 0 && row[x - 1] == l))
+            continue;
+        if (l > n)
+            atomicExch(&first[0], 0u);
+        else
+            atomicMin(&first[l], p);
+    }
+}
+
+/* The labels of the tile's four sides, in order top (w), bottom (w), left (h), right (h). */
+__global__ void __launch_bounds__(LabelPolicy::THREADS)
+sides_kernel(const unsigned char *lab, int64_t lstride, uint32_t w, uint32_t h, uint32_t *out)
+{
+    const uint32_t total = 2 * w + 2 * h;
+
+    for (uint32_t k = blockIdx.x * blockDim.x + threadIdx.x; k < total;
+         k += gridDim.x * blockDim.x) {
+        uint32_t x, y;
+
+        if (k < w) {
+            x = k, y = 0;
+        } else if (k < 2 * w) {
+            x = k - w, y = h - 1;
+        } else if (k < 2 * w + h) {
+            x = 0, y = k - 2 * w;
+        } else {
+            x = w - 1, y = k - 2 * w - h;
+        }
+        out[k] = reinterpret_cast<const uint32_t *>(lab + (int64_t)y * lstride)[x];
+    }
+}
+
 unsigned
 grid_for(uint64_t n)
 {
@@ -242,6 +296,33 @@ twi_cuda_label(const tw_tile_view *mask, int conn, tw_tile_view *labels, uint32_
         return mask->type == TW_U8
                    ? launch_label<uint8_t>(mask, conn, labels, d_n, sc, scratch_bytes, s)
                    : launch_label<uint16_t>(mask, conn, labels, d_n, sc, scratch_bytes, s);
+    } catch (...) {
+        return TW_E_DEVICE;
+    }
+}
+
+extern "C" tw_status
+twi_cuda_label_summary(const tw_tile_view *labels, int64_t n, uint32_t *d_out, void *stream)
+{
+    try {
+        cudaStream_t s = static_cast<cudaStream_t>(stream);
+
+        if (!labels || !d_out || labels->type != TW_U32 || labels->channels != 1 || n < 0 ||
+            n >= (int64_t)UINT32_MAX || labels->w <= 0 || labels->h <= 0 ||
+            (uint64_t)labels->w * (uint64_t)labels->h > UINT32_MAX || !labels->data ||
+            labels->stride < (int64_t)labels->w * 4)
+            return TW_E_INVALID;
+        const uint32_t w = (uint32_t)labels->w, h = (uint32_t)labels->h;
+        const unsigned char *l = static_cast<const unsigned char *>(labels->data);
+        uint32_t *sides = d_out + n + 1;
+
+        first_init_kernel<<<grid_for((uint64_t)n + 1), LabelPolicy::THREADS, 0, s>>>(
+            d_out, (uint32_t)n);
+        first_kernel<<<grid_for((uint64_t)w * h), LabelPolicy::THREADS, 0, s>>>(
+            l, labels->stride, w, h, (uint32_t)n, d_out);
+        sides_kernel<<<grid_for(2 * ((uint64_t)w + h)), LabelPolicy::THREADS, 0, s>>>(
+            l, labels->stride, w, h, sides);
+        return twi_cu::launched_finish(s);
     } catch (...) {
         return TW_E_DEVICE;
     }

@@ -376,6 +376,76 @@ nomem:
     return TW_E_NOMEM;
 }
 
+_Static_assert(TWI_MAXTREE_TOP == 0 && TWI_MAXTREE_BOTTOM == 1 && TWI_MAXTREE_LEFT == 2 &&
+                   TWI_MAXTREE_RIGHT == 3,
+               "twi_cuda_label_summary's sides are in TWI_MAXTREE_* order");
+
+tw_status
+twi_label_border_from_first(int32_t w, int32_t h, int64_t n, unsigned sides,
+                            const uint32_t *first, const uint32_t *side_px, twi_label_border *b)
+{
+    uint8_t *mark = NULL;
+    int64_t m = 0, px = (int64_t)w * h;
+
+    memset(b, 0, sizeof *b);
+    if (w <= 0 || h <= 0 || n < 0 || n >= (int64_t)UINT32_MAX || px > (int64_t)UINT32_MAX ||
+        !first || !side_px || first[0] != UINT32_MAX)
+        return TW_E_INVALID;
+    /* numbered in raster order of the first pixels: strictly increasing, inside the tile */
+    for (int64_t l = 1; l <= n; l++)
+        if (first[l] >= (uint64_t)px || (l > 1 && first[l] <= first[l - 1]))
+            return TW_E_INVALID;
+    b->w = w;
+    b->h = h;
+    b->n = n;
+    if (!(b->rows = calloc((size_t)h + 1, sizeof *b->rows)) ||
+        !(mark = calloc((size_t)n / 8 + 1, 1)))
+        goto nomem;
+    for (int64_t l = 1; l <= n; l++)
+        b->rows[first[l] / (uint32_t)w]++;
+    for (int s = 0; s < 4; s++) {
+        /* side_px holds top, bottom, left, right: the TWI_MAXTREE_* order */
+        static const int64_t in_w[4] = {0, 1, 2, 2}, in_h[4] = {0, 0, 0, 1};
+        int32_t len = s < 2 ? w : h;
+        const uint32_t *from = side_px + in_w[s] * w + in_h[s] * h;
+
+        if (!(sides & TWI_MAXTREE_SIDE(s)))
+            continue;
+        if (!(b->side[s] = malloc((size_t)len * sizeof(uint32_t) + 1)))
+            goto nomem;
+        for (int32_t k = 0; k < len; k++) {
+            uint32_t l = from[k];
+
+            if (l > n) {
+                free(mark);
+                twi_label_border_free(b);
+                return TW_E_INVALID;
+            }
+            b->side[s][k] = l;
+            if (l && !(mark[l / 8] & (1u << (l % 8)))) {
+                mark[l / 8] = (uint8_t)(mark[l / 8] | (1u << (l % 8)));
+                m++;
+            }
+        }
+    }
+    if (!(b->lab = malloc((size_t)m * sizeof *b->lab + 1)) ||
+        !(b->first = malloc((size_t)m * sizeof *b->first + 1)))
+        goto nomem;
+    b->m = m;
+    m = 0;
+    for (int64_t l = 1; l <= n; l++)
+        if (mark[l / 8] & (1u << (l % 8))) {
+            b->lab[m] = (uint32_t)l;
+            b->first[m++] = first[l];
+        }
+    free(mark);
+    return TW_OK;
+nomem:
+    free(mark);
+    twi_label_border_free(b);
+    return TW_E_NOMEM;
+}
+
 /* Union-find of the merge, over 64-bit border-label numbers, keyed by first pixel. */
 static int64_t
 gfind(int64_t *par, int64_t p)

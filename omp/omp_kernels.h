@@ -377,6 +377,13 @@ tw_status twi_omp_label(const tw_tile_view *mask, int conn, tw_tile_view *labels
  * may go earlier with twi_label_border_free_sides(). */
 tw_status twi_label_border_extract(const tw_tile_view *labels, int64_t n, unsigned sides,
                                    twi_label_border *b);
+/* The same border labels from a summary instead of the labels: first[0..n] (first[l]: label
+ * l's first pixel, tile raster index; first[0] must be UINT32_MAX) and side_px, the labels of
+ * the tile's top, bottom, left and right sides (w, w, h, h of them), as twi_cuda_label_summary
+ * leaves them. The same b as twi_label_border_extract gives, and the same failures. */
+tw_status twi_label_border_from_first(int32_t w, int32_t h, int64_t n, unsigned sides,
+                                      const uint32_t *first, const uint32_t *side_px,
+                                      twi_label_border *b);
 void twi_label_border_free(twi_label_border *b);
 void twi_label_border_free_sides(twi_label_border *b);
 /*

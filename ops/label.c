@@ -244,22 +244,30 @@ static tw_status
 lb_tp1_cuda(tw_task_ctx *ctx, void *arg)
 {
     lb_cell *c = arg;
-    tw_tile_view lab, h;
+    tw_tile_view lab;
     int64_t n;
+    size_t words;
+    uint32_t *d_sum, *sum;
     tw_status st;
 
     twi_label_border_free(&c->b);
     if ((st = lb_label_cuda(ctx, c, &lab, &n)) != TW_OK)
         return st;
-    /* the labels come back to the host, where the border labels are taken */
-    h = lab;
-    if (!(h.data = malloc((size_t)lab.stride * (size_t)lab.h + 4)))
+    /* Only a summary comes back (each label's first pixel, the sides' labels: 2 to 10% of
+     * the labels' bytes), from which the host makes the border labels. */
+    words = (size_t)n + 1 + 2 * ((size_t)lab.w + (size_t)lab.h);
+    if (!(d_sum = twi_ctx_scratch(ctx, words * sizeof *d_sum)))
+        return twi_ctx_fail(ctx, TW_E_DEVICE, OP ": no GPU memory for the border of tile %lld",
+                            (long long)c->i);
+    if ((st = twi_cuda_label_summary(&lab, n, d_sum, twi_ctx_stream(ctx))) != TW_OK)
+        return twi_ctx_fail(ctx, st, OP ": the border of tile %lld on the GPU failed (%s)",
+                            (long long)c->i, tw_status_string(st));
+    if (!(sum = malloc(words * sizeof *sum)))
         return twi_ctx_fail(ctx, TW_E_NOMEM, OP ": out of memory for tile %lld",
                             (long long)c->i);
-    if ((st = twi_ctx_copy_to_host(ctx, h.data, lab.data, (size_t)lab.stride * (size_t)lab.h)) ==
-        TW_OK)
-        st = twi_label_border_extract(&h, n, c->sides, &c->b);
-    free(h.data);
+    if ((st = twi_ctx_copy_to_host(ctx, sum, d_sum, words * sizeof *sum)) == TW_OK)
+        st = twi_label_border_from_first(lab.w, lab.h, n, c->sides, sum, sum + n + 1, &c->b);
+    free(sum);
     if (st == TW_E_DEVICE)
         return st;
     if (st != TW_OK)

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave tests: the naive connected-component reference (flood fill). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "twtest.h"
+#include "label.h"
 #include "twtest_label.h"
 
 uint64_t
@@ -71,4 +73,60 @@ twtest_label_mask(uint8_t *mask, int w, int h, int mode, int p, uint64_t *rng)
             }
             mask[(int64_t)y * w + x] = v ? 255 : 0;
         }
+}
+
+void
+twtest_label_summary(const uint32_t *labels, int w, int h, int64_t n, uint32_t *out)
+{
+    uint32_t *sides = out + n + 1;
+
+    out[0] = UINT32_MAX;
+    for (int64_t l = 1; l <= n; l++)
+        out[l] = UINT32_MAX;
+    for (int64_t p = (int64_t)w * h - 1; p >= 0; p--)
+        if (labels[p] && labels[p] <= n)
+            out[labels[p]] = (uint32_t)p;
+    for (int k = 0; k < w; k++) {
+        sides[k] = labels[k];
+        sides[w + k] = labels[(int64_t)(h - 1) * w + k];
+    }
+    for (int k = 0; k < h; k++) {
+        sides[2 * w + k] = labels[(int64_t)k * w];
+        sides[2 * w + h + k] = labels[(int64_t)k * w + w - 1];
+    }
+}
+
+int
+twtest_label_border_diff(const struct twi_label_border *a, const struct twi_label_border *b,
+                         char *why, size_t n)
+{
+    if (a->n != b->n || a->w != b->w || a->h != b->h || a->m != b->m) {
+        snprintf(why, n, "n %lld/%lld, %dx%d/%dx%d, m %lld/%lld", (long long)a->n,
+                 (long long)b->n, a->w, a->h, b->w, b->h, (long long)a->m, (long long)b->m);
+        return 1;
+    }
+    for (int32_t y = 0; y <= a->h; y++)
+        if (a->rows[y] != b->rows[y]) {
+            snprintf(why, n, "rows[%d] %u/%u", y, a->rows[y], b->rows[y]);
+            return 1;
+        }
+    for (int64_t i = 0; i < a->m; i++)
+        if (a->lab[i] != b->lab[i] || a->first[i] != b->first[i]) {
+            snprintf(why, n, "border label %lld: %u at %u / %u at %u", (long long)i, a->lab[i],
+                     a->first[i], b->lab[i], b->first[i]);
+            return 1;
+        }
+    for (int s = 0; s < 4; s++) {
+        int32_t len = s < 2 ? a->w : a->h;
+
+        if (!a->side[s] != !b->side[s]) {
+            snprintf(why, n, "side %d present %d/%d", s, !!a->side[s], !!b->side[s]);
+            return 1;
+        }
+        if (a->side[s] && memcmp(a->side[s], b->side[s], (size_t)len * 4) != 0) {
+            snprintf(why, n, "side %d differs", s);
+            return 1;
+        }
+    }
+    return 0;
 }

@@ -60,6 +60,31 @@ compare(const uint8_t *m, int w, int h, int conn, int pad)
         for (int x = 0; x < w; x++)
             cr_assert(eq(u32, gpu[(size_t)y * (ls / 4) + (size_t)x], cpu[(size_t)y * w + x]),
                       "%dx%d conn %d pixel (%d, %d)", w, h, conn, x, y);
+    /* pass 1's summary on the GPU: the naive one's words; the border labels made from it are
+     * those the CPU takes from the labels */
+    {
+        size_t words = (size_t)n_cpu + 1 + 2 * (size_t)(w + h);
+        uint32_t *got = malloc(words * 4), *want = malloc(words * 4);
+        void *d_sum;
+        twi_label_border a, b;
+        char why[160] = "";
+
+        cr_assert(eq(int, cudaMalloc(&d_sum, words * 4), cudaSuccess));
+        cr_assert(eq(int, twi_cuda_label_summary(&dl, n_cpu, d_sum, NULL), TW_OK));
+        cr_assert(eq(int, cudaMemcpy(got, d_sum, words * 4, cudaMemcpyDeviceToHost), cudaSuccess));
+        twtest_label_summary(cpu, w, h, n_cpu, want);
+        for (size_t i = 0; i < words; i++)
+            cr_assert(eq(u32, got[i], want[i]), "%dx%d conn %d summary word %zu", w, h, conn, i);
+        cr_assert(eq(int, twi_label_border_extract(&lv, n_cpu, 15, &a), TW_OK));
+        cr_assert(eq(int, twi_label_border_from_first(w, h, n_cpu, 15, got, got + n_cpu + 1, &b),
+                     TW_OK));
+        cr_assert(eq(int, twtest_label_border_diff(&a, &b, why, sizeof why), 0), "%s", why);
+        twi_label_border_free(&a);
+        twi_label_border_free(&b);
+        cudaFree(d_sum);
+        free(got);
+        free(want);
+    }
     /* the relabelling: map l -> 3 l + 1 (0 stays), into 64-bit labels */
     {
         uint64_t *map = malloc((size_t)(n_cpu + 1) * 8), *out = malloc((size_t)(w * h) * 8 + 8);

@@ -67,6 +67,68 @@ Test(label_omp, equals_flood_fill)
             }
 }
 
+/* Pass 1's border labels made from a summary (first pixels and side labels, what the GPU sends
+ * back) are those taken from the labels themselves, for any set of sides; a summary that
+ * breaks the numbering, or names a label above n, is refused. */
+Test(label_omp, border_from_first_equals_extract)
+{
+    static const int sizes[][2] = {{1, 1}, {1, 9}, {9, 1}, {2, 2}, {17, 5}, {131, 97}};
+    static const unsigned side_sets[] = {0, 15, 1, 2, 4, 8, 5, 10};
+
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+        for (int mode = 0; mode < 5; mode++)
+            for (int conn = 4; conn <= 8; conn += 4) {
+                int w = sizes[s][0], h = sizes[s][1];
+                uint8_t *m = malloc((size_t)(w * h));
+                uint32_t *lab = malloc((size_t)(w * h) * 4);
+                int64_t n;
+                uint32_t *sum;
+                tw_tile_view lv = {lab, (int64_t)w * 4, w, h, 1, TW_U32, 0, 0};
+
+                twtest_label_mask(m, w, h, mode, 40, &rng);
+                n = kernel_label(m, w, h, conn, 2, lab);
+                sum = malloc((size_t)(n + 1 + 2 * (w + h)) * 4);
+                twtest_label_summary(lab, w, h, n, sum);
+                for (size_t k = 0; k < sizeof side_sets / sizeof side_sets[0]; k++) {
+                    twi_label_border a, b;
+                    char why[160] = "";
+
+                    cr_assert(eq(int, twi_label_border_extract(&lv, n, side_sets[k], &a), TW_OK));
+                    cr_assert(eq(int, twi_label_border_from_first(w, h, n, side_sets[k], sum,
+                                                                  sum + n + 1, &b), TW_OK));
+                    cr_assert(eq(int, twtest_label_border_diff(&a, &b, why, sizeof why), 0),
+                              "%dx%d mode %d conn %d sides %u: %s", w, h, mode, conn,
+                              side_sets[k], why);
+                    twi_label_border_free(&a);
+                    twi_label_border_free(&b);
+                }
+                if (n >= 2) {
+                    twi_label_border b;
+                    uint32_t keep = sum[1];
+
+                    sum[1] = sum[2]; /* not increasing */
+                    cr_assert(eq(int, twi_label_border_from_first(w, h, n, 15, sum, sum + n + 1,
+                                                                  &b), TW_E_INVALID));
+                    sum[1] = keep;
+                    sum[0] = 0; /* the GPU met a label above n */
+                    cr_assert(eq(int, twi_label_border_from_first(w, h, n, 15, sum, sum + n + 1,
+                                                                  &b), TW_E_INVALID));
+                    sum[0] = UINT32_MAX;
+                    keep = sum[n + 1];
+                    sum[n + 1] = (uint32_t)n + 1; /* a side label above n */
+                    cr_assert(eq(int, twi_label_border_from_first(w, h, n, 1, sum, sum + n + 1,
+                                                                  &b), TW_E_INVALID));
+                    sum[n + 1] = keep;
+                    sum[n] = (uint32_t)(w * h); /* outside the tile */
+                    cr_assert(eq(int, twi_label_border_from_first(w, h, n, 15, sum, sum + n + 1,
+                                                                  &b), TW_E_INVALID));
+                }
+                free(sum);
+                free(m);
+                free(lab);
+            }
+}
+
 /* The kernel refuses what breaks its contract. */
 Test(label_omp, rejects_bad_views)
 {
