@@ -14,9 +14,10 @@
  *
  * One persistent cooperative kernel per fixpoint: rounds separated by grid-wide barriers. In a
  * round each block takes patches of 32 x 32 pixels (grid-stride), loads a patch and its
- * one-pixel halo into shared memory, relaxes the patch there until it is stable (block
- * barriers only, so a plateau crosses a patch in one round rather than one round a pixel, as
- * the GPU reconstruction's per-block queues do), then writes the pixels that changed back.
+ * one-pixel halo into shared memory, relaxes the patch there until it is stable (Jacobi
+ * sweeps between block barriers only, so a plateau crosses a patch in one round rather than
+ * one round a pixel, as the GPU reconstruction's per-block queues do), then writes the pixels
+ * that changed back.
  * A round in which no block changed anything ends the run: every patch was then stable
  * against halo values no one changed. Values in global memory are read and written as whole
  * 64- (32-) bit words through L2 (relaxed atomics): a block may read a neighbour's value
@@ -187,27 +188,31 @@ fixpoint_kernel(Op op, typename Op::T *val, int32_t w, int32_t h, unsigned *cnt,
 #pragma unroll
             for (int j = 0; j < P::ROWS; j++)
                 orig[j] = s[(ty + j * RSTEP + 1) * SW + tx + 1];
+            /* Jacobi sweeps: every thread reads, a barrier, the lowered pixels are written, a
+             * barrier (no thread writes what another reads in the same phase) */
             for (;;) {
+                T nv[P::ROWS];
                 bool ch = false;
 
 #pragma unroll
                 for (int j = 0; j < P::ROWS; j++) {
+                    const int c = (ty + j * RSTEP + 1) * SW + tx + 1;
+
+                    nv[j] = s[c];
                     if (!own[j])
                         continue;
-                    const int c = (ty + j * RSTEP + 1) * SW + tx + 1;
-                    const T cur = s[c];
-                    T v = cur;
-
 #pragma unroll
                     for (int k = 0; k < NK; k++)
-                        v = op.relax(a[j], v, s[c + c_dy[k] * SW + c_dx[k]], k);
-                    if (v < cur) {
-                        s[c] = v;
-                        ch = true;
-                    }
+                        nv[j] = op.relax(a[j], nv[j], s[c + c_dy[k] * SW + c_dx[k]], k);
+                    ch |= nv[j] < s[c];
                 }
                 if (!__syncthreads_or(ch))
                     break;
+#pragma unroll
+                for (int j = 0; j < P::ROWS; j++)
+                    if (own[j])
+                        s[(ty + j * RSTEP + 1) * SW + tx + 1] = nv[j];
+                __syncthreads();
                 any = true;
             }
 #pragma unroll
@@ -257,9 +262,8 @@ preds_kernel(const u64 *key, const uint32_t *lev, const u64 *ring, uint8_t *pred
 
             if (qx < 0 || qy < 0 || qx >= w || qy >= h) {
                 /* twi_watershed_ring_at */
-                const int64_t r = qy < 0    ? qx + 1
-                                  : qy >= h ? (int64_t)w + 2 + qx + 1
-                                            : 2 * ((int64_t)w + 2) + (qx < 0 ? qy : (int64_t)h + qy);
+                const int64_t side = 2 * ((int64_t)w + 2) + (qx < 0 ? qy : (int64_t)h + qy);
+                const int64_t r = qy < 0 ? qx + 1 : qy >= h ? (int64_t)w + 2 + qx + 1 : side;
 
                 kq[k] = ring[r];
             } else {

@@ -277,20 +277,35 @@ kernels_case(int w, int h, int mode, int conn, bool masked)
     free(seeds);
 }
 
-/* Random tiles of every level kind (u8, u16, f32-like, few levels, one plateau), with and
- * without a mask, 4- and 8-connected, sizes from 1x1 to 1024x700: the GPU's keys (full and
- * seeded floods), best-predecessor bits and labels (full and seeded) are the CPU kernels'
- * bytes. */
-Test(watershed_cuda, kernels_equal_cpu_kernels, .timeout = TWTEST_TIMEOUT(600))
+static void
+kernels_sweep(const int (*sizes)[2], size_t n_sizes)
 {
-    static const int sizes[][2] = {{1, 1}, {1, 40}, {40, 1}, {3, 5}, {31, 33}, {64, 64},
-                                   {100, 37}, {257, 190}, {1024, 700}};
-
-    twtest_need_gpu();
-    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+    for (size_t s = 0; s < n_sizes; s++)
         for (int mode = 0; mode < 5; mode++)
             for (int conn = 4; conn <= 8; conn += 4)
                 kernels_case(sizes[s][0], sizes[s][1], mode, conn, (mode + s) % 2 == 0);
+}
+
+/* Random tiles of every level kind (u8, u16, f32-like, few levels, one plateau), with and
+ * without a mask, 4- and 8-connected, small sizes from 1x1 to 100x37 (one patch and several):
+ * the GPU's keys (full and seeded floods), best-predecessor bits and labels (full and seeded)
+ * are the CPU kernels' bytes. (The sanitizers of tests/gpu/validate.sh run this one.) */
+Test(watershed_cuda, small_kernels_equal_cpu_kernels, .timeout = TWTEST_TIMEOUT(300))
+{
+    static const int sizes[][2] = {{1, 1}, {1, 40}, {40, 1}, {3, 5}, {31, 33}, {64, 64},
+                                   {100, 37}};
+
+    twtest_need_gpu();
+    kernels_sweep(sizes, sizeof sizes / sizeof sizes[0]);
+}
+
+/* The same on larger tiles (many patches, grid-strided when they outnumber the blocks). */
+Test(watershed_cuda, large_kernels_equal_cpu_kernels, .timeout = TWTEST_TIMEOUT(600))
+{
+    static const int sizes[][2] = {{257, 190}, {1024, 700}, {2000, 1500}};
+
+    twtest_need_gpu();
+    kernels_sweep(sizes, sizeof sizes / sizeof sizes[0]);
 }
 
 /* ---- the whole job */
