@@ -10,6 +10,7 @@
 #include "maxtree.h"
 #include "mrecon.h"
 #include "tile_view.h"
+#include "watershed.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -187,6 +188,28 @@ tw_status twi_cuda_label_apply(const tw_tile_view *labels, const uint64_t *d_map
  * twi_label_border with twi_label_border_from_first (omp/omp_kernels.h). */
 tw_status twi_cuda_label_summary(const tw_tile_view *labels, int64_t n, uint32_t *d_out,
                                  void *stream);
+
+/*
+ * watershed: the CUDA twins of twi_omp_watershed_flood, _preds and _label (omp/omp_kernels.h):
+ * the same keys, best-predecessor bits and labels, byte for byte, for a tile whose arrays are
+ * in device memory (kern/watershed.h's twi_watershed_tile with device pointers). All the device
+ * memory a tile needs is one scratch buffer of twi_cuda_watershed_scratch_size(w, h) bytes:
+ * twi_cuda_watershed_layout() points d_t's arrays and the ring's keys (*d_ring, the layout of
+ * twi_watershed_ring) into it; the caller copies the host arrays in and out. Pass that same
+ * scratch to the flood and the label launchers (their round counters live in it too).
+ * The flood and the label relax the whole tile to its fixpoint (a seeded CPU run's result when
+ * only the seeds were lowered since the tile was last at its fixpoint: the seeds are not
+ * needed). Preds read the keys and the ring's keys. w * h <= UINT32_MAX.
+ */
+size_t twi_cuda_watershed_scratch_size(int32_t w, int32_t h);
+tw_status twi_cuda_watershed_layout(void *d_scratch, int32_t w, int32_t h,
+                                    twi_watershed_tile *d_t, uint64_t **d_ring);
+tw_status twi_cuda_watershed_flood(const twi_watershed_tile *d_t, int conn, void *d_scratch,
+                                   size_t scratch_bytes, void *stream);
+tw_status twi_cuda_watershed_preds(twi_watershed_tile *d_t, int conn, const uint64_t *d_ring_key,
+                                   void *stream);
+tw_status twi_cuda_watershed_label(twi_watershed_tile *d_t, int conn, void *d_scratch,
+                                   size_t scratch_bytes, void *stream);
 
 #endif /* TW_HAVE_CUDA */
 

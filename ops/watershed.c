@@ -47,6 +47,10 @@
  * fixpoint of the whole image. Rounds are bounded by the number of tile borders the longest
  * flooding path crosses.
  *
+ * Devices. Flood and label TPs have a CUDA variant (cuda/watershed_cuda.cu: a parallel
+ * relaxation to the same fixpoints); the tile's arrays stay here in host memory, and the
+ * variant copies them to the GPU and back within the task (flood_cuda, label_cuda).
+ *
  * Bad inputs found while loading (a NaN level, a marker label of 4294967295) are recorded,
  * the first in raster order kept under a lock; the first BP, after every load, fails the job
  * with it: the message does not depend on the order in which loads ran.
@@ -57,6 +61,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_kernels.h"
 #include "omp_kernels.h"
 #include "ops_internal.h"
 
@@ -211,7 +216,6 @@ flood_cpu(tw_task_ctx *ctx, void *arg)
     ws_tile *t = arg;
     tw_status st;
 
-    twi_job_add_done(t->m->job, 1);
     if (atomic_load(&t->m->bad))
         return TW_OK; /* the first BP fails the job */
     {
@@ -253,9 +257,137 @@ label_cpu(tw_task_ctx *ctx, void *arg)
         return st;
     if (st != TW_OK)
         return tp_fail(ctx, t, "labelling", st);
-    twi_job_add_done(m->job, 1);
     return TW_OK;
 }
+
+/* After a flood or label TP succeeded, wherever it ran: a failed CUDA run is retried on a CPU
+ * worker, so the progress moves only here (runtime.md, "Faults and cancellation"). */
+static tw_status
+tp_commit(tw_task_ctx *ctx, void *arg)
+{
+    ws_tile *t = arg;
+
+    (void)ctx;
+    twi_job_add_done(t->m->job, 1);
+    return TW_OK;
+}
+
+#ifdef TW_HAVE_CUDA
+/*
+ * The CUDA variants. The tile's arrays are the job's host memory (BP and the rings read them
+ * on the CPU between rounds), so a variant uploads what its kernels read into device scratch,
+ * runs them, and reads the results back before it returns. The results land in a host staging
+ * buffer first and are copied into the tile's arrays only once every copy succeeded: a failed
+ * attempt leaves the arrays as they were, and its retry on a CPU worker (a seeded run, which
+ * trusts every pixel but its seeds) sees the state the attempt saw.
+ */
+typedef struct ws_dev {
+    twi_watershed_tile d;   /* device pointers into the scratch */
+    uint64_t *d_ring;
+    void *scratch;
+    size_t bytes;
+} ws_dev;
+
+static tw_status
+dev_setup(tw_task_ctx *ctx, const ws_tile *t, ws_dev *dv)
+{
+    dv->bytes = twi_cuda_watershed_scratch_size(t->w, t->h);
+    if (!(dv->scratch = twi_ctx_scratch(ctx, dv->bytes)))
+        return twi_ctx_fail(ctx, TW_E_DEVICE,
+                            "%s: no GPU memory for %zu bytes of scratch (tile %dx%d)", OP,
+                            dv->bytes, (int)t->w, (int)t->h);
+    if (twi_cuda_watershed_layout(dv->scratch, t->w, t->h, &dv->d, &dv->d_ring) != TW_OK)
+        return twi_ctx_fail(ctx, TW_E_INTERNAL, "%s: bad GPU scratch layout", OP);
+    return TW_OK;
+}
+
+static tw_status
+flood_cuda(tw_task_ctx *ctx, void *arg)
+{
+    ws_tile *t = arg;
+    size_t n = (size_t)t->w * (size_t)t->h;
+    uint64_t *h_key = NULL;
+    ws_dev dv;
+    tw_status st;
+
+    if (atomic_load(&t->m->bad) || n == 0)
+        return TW_OK; /* the first BP fails the job */
+    if ((st = dev_setup(ctx, t, &dv)) != TW_OK)
+        return st;
+    if (!(h_key = malloc(n * sizeof *h_key)))
+        return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory", OP);
+    if ((st = twi_ctx_copy_to_device(ctx, dv.d.key, t->k.key, n * sizeof *h_key)) != TW_OK ||
+        (st = twi_ctx_copy_to_device(ctx, (void *)dv.d.lev, t->k.lev, n * 4u)) != TW_OK ||
+        (st = twi_ctx_copy_to_device(ctx, (void *)dv.d.in, t->k.in, n)) != TW_OK)
+        goto out;
+    if ((st = twi_cuda_watershed_flood(&dv.d, t->m->conn, dv.scratch, dv.bytes,
+                                       twi_ctx_stream(ctx))) != TW_OK) {
+        st = tp_fail(ctx, t, "flooding on the GPU", st);
+        goto out;
+    }
+    if ((st = twi_ctx_copy_to_host(ctx, h_key, dv.d.key, n * sizeof *h_key)) != TW_OK)
+        goto out;
+    memcpy(t->k.key, h_key, n * sizeof *h_key);
+out:
+    free(h_key);
+    return st;
+}
+
+static tw_status
+label_cuda(tw_task_ctx *ctx, void *arg)
+{
+    ws_tile *t = arg;
+    ws_job *m = t->m;
+    size_t n = (size_t)t->w * (size_t)t->h;
+    size_t rl = (size_t)(2 * ((int64_t)t->w + 2) + 2 * t->h);
+    uint32_t *h_lab = NULL;
+    uint64_t *h_ring = NULL;
+    ws_dev dv;
+    tw_status st;
+
+    if (n == 0)
+        return TW_OK;
+    if ((st = dev_setup(ctx, t, &dv)) != TW_OK)
+        return st;
+    if (!(h_lab = malloc(n * sizeof *h_lab)) ||
+        (!t->seeded && !(h_ring = malloc(rl * sizeof *h_ring)))) {
+        free(h_lab);
+        return twi_ctx_fail(ctx, TW_E_NOMEM, "%s: out of memory", OP);
+    }
+    if (!t->seeded) {
+        /* the best predecessors first, from the final keys and the neighbours' ring */
+        twi_omp_watershed_fill_ring(&m->grid, t->index, h_ring, NULL);
+        if ((st = twi_ctx_copy_to_device(ctx, dv.d.key, t->k.key, n * 8u)) != TW_OK ||
+            (st = twi_ctx_copy_to_device(ctx, (void *)dv.d.lev, t->k.lev, n * 4u)) != TW_OK ||
+            (st = twi_ctx_copy_to_device(ctx, dv.d_ring, h_ring, rl * sizeof *h_ring)) != TW_OK)
+            goto out;
+        if ((st = twi_cuda_watershed_preds(&dv.d, m->conn, dv.d_ring, twi_ctx_stream(ctx))) !=
+            TW_OK) {
+            st = tp_fail(ctx, t, "best predecessors on the GPU", st);
+            goto out;
+        }
+    } else if ((st = twi_ctx_copy_to_device(ctx, dv.d.pred, t->k.pred, n)) != TW_OK) {
+        goto out;
+    }
+    if ((st = twi_ctx_copy_to_device(ctx, dv.d.lab, t->k.lab, n * sizeof *h_lab)) != TW_OK)
+        goto out;
+    if ((st = twi_cuda_watershed_label(&dv.d, m->conn, dv.scratch, dv.bytes,
+                                       twi_ctx_stream(ctx))) != TW_OK) {
+        st = tp_fail(ctx, t, "labelling on the GPU", st);
+        goto out;
+    }
+    if ((st = twi_ctx_copy_to_host(ctx, h_lab, dv.d.lab, n * sizeof *h_lab)) != TW_OK)
+        goto out;
+    /* a full run's bits replace the tile's (a retry recomputes them all), then its labels */
+    if (!t->seeded && (st = twi_ctx_copy_to_host(ctx, t->k.pred, dv.d.pred, n)) != TW_OK)
+        goto out;
+    memcpy(t->k.lab, h_lab, n * sizeof *h_lab);
+out:
+    free(h_lab);
+    free(h_ring);
+    return st;
+}
+#endif
 
 /* ---- BP */
 
@@ -458,14 +590,16 @@ static const tw_task_kind load_kind = {
 
 static const tw_task_kind flood_kind = {
     .name = "ws.flood",
-    .devices = TW_DEVICE_CPU,
     .cpu = flood_cpu,
+    TWI_CUDA_VARIANT(flood_cuda),
+    .commit = tp_commit,
 };
 
 static const tw_task_kind label_kind = {
     .name = "ws.label",
-    .devices = TW_DEVICE_CPU,
     .cpu = label_cpu,
+    TWI_CUDA_VARIANT(label_cuda),
+    .commit = tp_commit,
 };
 
 static const tw_task_kind bp_kind = {

@@ -31,6 +31,7 @@ declare -A filter=(
     [cuda_test_attr_filter_cuda]='attr_filter_cuda/small*'
     [cuda_test_maxtree_merge_cuda]='maxtree_merge_cuda/small_u8*'
     [cuda_test_maxtree_job]='maxtree_job_cuda/in_memory*'
+    [cuda_test_watershed_cuda]='watershed_cuda/small*'
 )
 declare -A tools=([cuda_test_mrecon_job]='memcheck' [cuda_test_edt_job]='memcheck'
     [cuda_test_maxtree_job]='memcheck')
