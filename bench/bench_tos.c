@@ -29,6 +29,8 @@ static const char help[] =
     "  --split-always    --kernel: split the sort's parts after every batch (stress)\n"
     "  --crew-min N      --kernel: share a batch with idle threads once its level holds N\n"
     "                    faces (default 4096)\n"
+    "  --split-min N     --kernel: split a sort part only when the side it gives away holds\n"
+    "                    N queued faces (default 4096; 1 with --split-always)\n"
     "  --repeat R        timed runs (default 3)\n"
     "  --check C         auto (default: one thread's result compared with this run's, unless\n"
     "                    that is this run), full (always) or none\n"
@@ -47,7 +49,7 @@ static const char help[] =
 
 typedef struct tos_params {
     const char *input, *type_name, *dump, *check;
-    int64_t w, h, levels, seed, threads, repeat, grain, crew_min;
+    int64_t w, h, levels, seed, threads, repeat, grain, crew_min, split_min;
     int job, split_always;
 } tos_params;
 
@@ -73,6 +75,7 @@ run_once(const tos_params *p, const bench_image *img, tw_runtime *rt, int64_t th
         r->nthreads = (int)threads;
         r->split_always = p->split_always;
         r->crew_min = p->crew_min;
+        r->split_min = p->split_min;
         st = p->grain ? twi_omp_tos(&vi, NULL, NULL, &vo, (uint64_t)p->grain, r)
                       : twi_omp_tos(&vi, &vo, NULL, NULL, 0, r);
         if (st != TW_OK)
@@ -139,7 +142,7 @@ static int
 parse(int argc, char **argv, tos_params *p)
 {
     enum { O_INPUT = 1, O_SIZE, O_TYPE, O_LEVELS, O_SEED, O_THREADS, O_GRAIN, O_REPEAT,
-           O_CHECK, O_DUMP, O_KERNEL, O_JOB, O_SPLIT, O_CREW, O_HELP };
+           O_CHECK, O_DUMP, O_KERNEL, O_JOB, O_SPLIT, O_CREW, O_SPLITMIN, O_HELP };
     static const struct option opts[] = {
         {"input", required_argument, NULL, O_INPUT}, {"size", required_argument, NULL, O_SIZE},
         {"type", required_argument, NULL, O_TYPE}, {"levels", required_argument, NULL, O_LEVELS},
@@ -150,7 +153,8 @@ parse(int argc, char **argv, tos_params *p)
         {"check", required_argument, NULL, O_CHECK}, {"dump", required_argument, NULL, O_DUMP},
         {"kernel", no_argument, NULL, O_KERNEL}, {"job", no_argument, NULL, O_JOB},
         {"split-always", no_argument, NULL, O_SPLIT},
-        {"crew-min", required_argument, NULL, O_CREW}, {"help", no_argument, NULL, O_HELP},
+        {"crew-min", required_argument, NULL, O_CREW},
+        {"split-min", required_argument, NULL, O_SPLITMIN}, {"help", no_argument, NULL, O_HELP},
         {NULL, 0, NULL, 0}};
     int opt, rc = BENCH_OK, mode = 0;
 
@@ -179,6 +183,9 @@ parse(int argc, char **argv, tos_params *p)
         case O_JOB: mode |= 2; break;
         case O_SPLIT: p->split_always = 1; break;
         case O_CREW: rc = bench_parse_int("--crew-min", optarg, 1, INT64_MAX, &p->crew_min); break;
+        case O_SPLITMIN:
+            rc = bench_parse_int("--split-min", optarg, 1, INT64_MAX, &p->split_min);
+            break;
         case 'h':
         case O_HELP: fputs(help, stdout); return -1;
         default: rc = bench_usage("unknown option '%s'", argv[optind - 1]); break;

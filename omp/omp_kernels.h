@@ -281,6 +281,9 @@ typedef struct twi_tos_hooks {
     int (*idle)(void *user);
     tw_status (*help)(void *user, twi_tos_crew *crew, uint64_t gen);
     int64_t crew_min;
+    /* after want_split, a part splits only when the side it would give away (the one with
+     * fewer queued faces) holds split_min queued faces or more (0: 4096) */
+    int64_t split_min;
 } twi_tos_hooks;
 size_t twi_tos_seen_words(int64_t w, int64_t h);
 tw_status twi_tos_sort_create(const tw_tile_view *in, uint32_t *a, uint64_t *seen,
@@ -347,6 +350,8 @@ typedef struct twi_tos_run {
     int nthreads;          /* in: team size (<= 1: this thread alone) */
     bool split_always;     /* in: split parts after every batch (tests) */
     int64_t crew_min;      /* in: faces of a level that make a batch shared, 0: 4096 */
+    int64_t split_min;     /* in: queued faces a split gives away at least, 0: 4096 (1 when
+                            * split_always) */
     int32_t gx, gy;        /* in: the max-tree's block grid, 0: automatic */
     uint32_t exterior;     /* out: m */
     bool implicit_root;    /* out */

@@ -36,8 +36,13 @@
  * pop it first), so a part may split into two that run concurrently and continue from the
  * same rank: their faces are never adjacent, so their ranks never meet in the max-tree. A
  * part splits only when its driver asks (twi_tos_hooks.want_split: idle workers), giving away
- * the side with more queued faces; [deVries24]'s recursion spawned a thread at every level and
- * left one thread with most of the image. The rank is then a valid max-tree input: constant
+ * the side with fewer queued faces when it holds split_min (4096) or more; [deVries24]'s
+ * recursion spawned a thread at every level and left one thread with most of the image. The
+ * part keeps the larger side: giving it away made a 16-bit sort hand its main work from
+ * thread to thread at nearly every batch (62,000 splits of 2048^2 on 16 threads, each moving
+ * thousands of levels and every queue to a cold cache: the sort 3.7 times slower than on one
+ * thread), and sides of a few hundred faces cost more to split off than they hold. Parts are
+ * recycled (a 16-bit part's arrays are 0.6 MB). The rank is then a valid max-tree input: constant
  * on each node, increasing from parent to child, below 2^31.
  *
  * Shared batches. Splits alone cannot keep many threads busy on 8-bit natural images: a
@@ -100,6 +105,11 @@
  * every CREW_CHECK faces of the batch. */
 #define CREW_FACES 4096
 #define CREW_CHECK 2048
+/* A part splits only when the side it would give away (the one with fewer queued faces)
+ * holds this many queued faces (default): 16-bit field 2048^2 on the 16-core host, 256 faces:
+ * 2,800 parts, the sort 0.69-0.78 s on 4-16 threads; 4096: 231 parts, 0.59-0.79 s; 16384: 56
+ * parts, 0.72-0.86 s (one thread: 0.77 s). */
+#define SPLIT_FACES 4096
 
 #if defined(__GNUC__)
 #define CLZ64(x) __builtin_clzll(x)
@@ -130,6 +140,7 @@ struct twi_tos_sort {
     chunk *pool;               /* free chunks */
     void **slabs;
     size_t n_slabs, cap_slabs;
+    twi_tos_part *spare;       /* ended parts, empty, for the next split or crew (under lock) */
     atomic_llong parts, batches, crews;
     atomic_int alive;          /* parts made and not ended */
 };
@@ -159,11 +170,12 @@ struct twi_tos_part {
     uint32_t ord;              /* rank of the last batch */
     uint64_t *l1, *l2, top;    /* non-empty levels: bits, words, groups of 64 words */
     uint64_t *gq;              /* faces queued in each group of levels (a split weighs sides) */
+    uint64_t *gq2;             /* the same by 64 groups */
     chunk **head;              /* [nl] top chunk of each level's stack, valid where l1 is set */
     chunk *free;               /* chunks kept by this part */
     size_t n_free;
     twi_tos_crew *crew;        /* made at the part's first shared batch */
-    twi_tos_part *next_side;   /* a participant's queue in crew->sides */
+    twi_tos_part *next_side;   /* a participant's queue in crew->sides, or the next spare */
 };
 
 /* ---- the image ------------------------------------------------------------------------------- */
@@ -387,6 +399,7 @@ push(twi_tos_sort *s, twi_tos_part *p, uint32_t l, uint32_t face)
     }
     c->v[c->n++] = face;
     p->gq[l >> s->gshift]++;
+    p->gq2[l >> s->gshift >> 6]++;
     return TW_OK;
 }
 
@@ -397,6 +410,7 @@ pop(twi_tos_sort *s, twi_tos_part *p, uint32_t l)
     uint32_t face = c->v[--c->n];
 
     p->gq[l >> s->gshift]--;
+    p->gq2[l >> s->gshift >> 6]--;
     if (c->n == 0) {
         p->head[l] = c->next;
         chunk_put(s, p, c);
@@ -406,16 +420,36 @@ pop(twi_tos_sort *s, twi_tos_part *p, uint32_t l)
     return face;
 }
 
-static twi_tos_part *
-part_new(const twi_tos_sort *s)
+/* Words of a part's level bit maps and face counts. */
+static size_t
+part_words(const twi_tos_sort *s)
 {
-    twi_tos_part *p = calloc(1, sizeof *p);
     size_t w1 = s->nl / 64, w2 = (w1 + 63) / 64, ng = s->nl >> s->gshift;
 
-    if (!p)
+    return w1 + w2 + ng + (ng + 63) / 64;
+}
+
+/* An empty part: an ended one when there is one (a 16-bit part's arrays are 0.6 MB, which
+ * malloc maps and unmaps, and thousands of parts can be split off), else a new one. */
+static twi_tos_part *
+part_new(twi_tos_sort *s)
+{
+    twi_tos_part *p;
+    size_t w1 = s->nl / 64, w2 = (w1 + 63) / 64, ng = s->nl >> s->gshift;
+
+    pthread_mutex_lock(&s->lock);
+    if ((p = s->spare))
+        s->spare = p->next_side;
+    pthread_mutex_unlock(&s->lock);
+    if (p) {
+        p->cur = p->ord = 0;
+        p->next_side = NULL;
+        return p;
+    }
+    if (!(p = calloc(1, sizeof *p)))
         return NULL;
     /* heads are read only where the level's bit is set: no need to clear them */
-    if (!(p->l1 = calloc(w1 + w2 + ng, sizeof *p->l1)) ||
+    if (!(p->l1 = calloc(part_words(s), sizeof *p->l1)) ||
         !(p->head = malloc(s->nl * sizeof *p->head))) {
         free(p->l1);
         free(p);
@@ -423,6 +457,7 @@ part_new(const twi_tos_sort *s)
     }
     p->l2 = p->l1 + w1;
     p->gq = p->l2 + w2;
+    p->gq2 = p->gq + ng;
     return p;
 }
 
@@ -431,7 +466,6 @@ twi_tos_part_free(twi_tos_sort *s, twi_tos_part *p)
 {
     if (!p)
         return;
-    twi_tos_crew_release(p->crew);
     /* without the sort (destroyed), its chunks went with its slabs */
     for (int64_t l = s ? lv_min_ge(p, 0, s->nl) : 0; s && l < s->nl;
          l = lv_min_ge(p, l + 1, s->nl)) {
@@ -444,8 +478,22 @@ twi_tos_part_free(twi_tos_sort *s, twi_tos_part *p)
             c = nx;
         }
     }
-    if (s)
-        chunk_return(s, p, 0);
+    if (s) {
+        /* kept for the next part: empty (levels and counts zero), its chunks kept too */
+        twi_tos_crew_release(p->crew);
+        p->crew = NULL;
+        if (p->top) {
+            memset(p->l1, 0, part_words(s) * sizeof *p->l1);
+            p->top = 0;
+        }
+        chunk_return(s, p, LOCAL_CHUNKS / 2);
+        pthread_mutex_lock(&s->lock);
+        p->next_side = s->spare;
+        s->spare = p;
+        pthread_mutex_unlock(&s->lock);
+        return;
+    }
+    twi_tos_crew_release(p->crew);
     free(p->head);
     free(p->l1);
     free(p);
@@ -456,10 +504,12 @@ twi_tos_part_free(twi_tos_sort *s, twi_tos_part *p)
 static void
 part_merge(const twi_tos_sort *s, twi_tos_part *dst, twi_tos_part *src)
 {
-    size_t w1 = s->nl / 64, w2 = (w1 + 63) / 64, ng = s->nl >> s->gshift;
+    size_t ng = s->nl >> s->gshift;
 
     for (size_t g = 0; g < ng; g++)
         dst->gq[g] += src->gq[g];
+    for (size_t g = 0; g < (ng + 63) / 64; g++)
+        dst->gq2[g] += src->gq2[g];
     for (int64_t L = lv_min_ge(src, 0, s->nl); L < s->nl; L = lv_min_ge(src, L + 1, s->nl)) {
         chunk *t = src->head[L];
 
@@ -469,7 +519,7 @@ part_merge(const twi_tos_sort *s, twi_tos_part *dst, twi_tos_part *src)
         dst->head[L] = src->head[L];
         lv_set(dst, (uint32_t)L);
     }
-    memset(src->l1, 0, (w1 + w2 + ng) * sizeof *src->l1);
+    memset(src->l1, 0, part_words(s) * sizeof *src->l1);
     src->top = 0;
 }
 
@@ -812,8 +862,10 @@ crew_batch(twi_tos_sort *s, twi_tos_part *p, uint32_t l, int helpers, const twi_
     c->joined = 0;
     c->sides = NULL;
     pthread_mutex_unlock(&c->lock);
-    for (const chunk *k = p->head[l]; k; k = k->next)
+    for (const chunk *k = p->head[l]; k; k = k->next) {
         p->gq[l >> s->gshift] -= k->n;
+        p->gq2[l >> s->gshift >> 6] -= k->n;
+    }
     lv_clear(p, l);
     atomic_fetch_add_explicit(&s->crews, 1, memory_order_relaxed);
     for (int i = 0; i < helpers && st == TW_OK; i++) {
@@ -901,6 +953,7 @@ twi_tos_sort_run(twi_tos_sort *s, twi_tos_part *p, const twi_tos_hooks *hk)
     const int64_t kw = s->kw;
     const double rkw = 1.0 / (double)kw;
     const int64_t crew_min = hk && hk->crew_min > 0 ? hk->crew_min : CREW_FACES;
+    const int64_t split_min = hk && hk->split_min > 0 ? hk->split_min : SPLIT_FACES;
     int64_t since = 0, batches = 0, crew_check;
     tw_status st = TW_OK;
     bool alone;
@@ -950,14 +1003,35 @@ twi_tos_sort_run(twi_tos_sort *s, twi_tos_part *p, const twi_tos_hooks *hk)
                 since = 0;
             }
         }
-        /* an independent sub-propagation for an idle worker: the side with more faces */
+        /* an independent sub-propagation for an idle worker: the side with fewer faces, if
+         * it holds split_min; the part keeps the larger (see the top of the file) */
         if (hk && hk->want_split && p->top && hk->want_split(hk->user)) {
             int64_t below = lv_max_le(p, (int64_t)l - 1), above = lv_min_ge(p, l + 1, s->nl);
+            const uint32_t gl = l >> s->gshift, ng = s->nl >> s->gshift;
+            uint64_t nb = 0, na = 0, pb = 0, pa = 0;
 
             if (below >= 0 && above < s->nl) {
+                /* the faces on each side: whole groups of levels by their counts (by 64
+                 * groups where they can), the levels of l's group (16-bit) by their chunks
+                 * once the groups alone leave the split possible */
+                for (uint32_t g = 0; g < gl >> 6; g++)
+                    nb += p->gq2[g];
+                for (uint32_t g = gl >> 6 << 6; g < gl; g++)
+                    nb += p->gq[g];
+                for (uint32_t g = gl + 1; g < ng && (g & 63); g++)
+                    na += p->gq[g];
+                for (uint32_t g = (gl >> 6) + 1; g < (ng + 63) / 64; g++)
+                    na += p->gq2[g];
+                if ((nb < na ? nb : na) + p->gq[gl] < (uint64_t)split_min)
+                    continue;
+                for (int64_t L = (int64_t)gl << s->gshift; L < (int64_t)(gl + 1) << s->gshift;
+                     L++)
+                    for (chunk *c = lv_has(p, (uint32_t)L) ? p->head[L] : NULL; c; c = c->next)
+                        *(L < l ? &pb : &pa) += c->n;
+            }
+            if (below >= 0 && above < s->nl &&
+                (nb + pb < na + pa ? nb + pb : na + pa) >= (uint64_t)split_min) {
                 twi_tos_part *np = part_new(s);
-                const uint32_t gl = l >> s->gshift, ng = s->nl >> s->gshift;
-                uint64_t nb = 0, na = 0, pb = 0, pa = 0;
                 int64_t L;
                 bool give_low;
 
@@ -965,19 +1039,16 @@ twi_tos_sort_run(twi_tos_sort *s, twi_tos_part *p, const twi_tos_hooks *hk)
                     st = TW_E_NOMEM;
                     goto out;
                 }
-                /* the faces on each side: whole groups of levels by their counts, the levels
-                 * of l's group (16-bit) by their chunks */
-                for (uint32_t g = 0; g < ng; g++)
-                    *(g < gl ? &nb : &na) += g == gl ? 0 : p->gq[g];
-                for (L = (int64_t)gl << s->gshift; L < (int64_t)(gl + 1) << s->gshift; L++)
-                    for (chunk *c = lv_has(p, (uint32_t)L) ? p->head[L] : NULL; c; c = c->next)
-                        *(L < l ? &pb : &pa) += c->n;
-                give_low = nb + pb >= na + pa;
+                give_low = nb + pb <= na + pa;
                 for (uint32_t g = give_low ? 0 : gl + 1; g < (give_low ? gl : ng); g++) {
                     np->gq[g] = p->gq[g];
+                    np->gq2[g >> 6] += p->gq[g];
+                    p->gq2[g >> 6] -= p->gq[g];
                     p->gq[g] = 0;
                 }
                 np->gq[gl] = give_low ? pb : pa;
+                np->gq2[gl >> 6] += np->gq[gl];
+                p->gq2[gl >> 6] -= np->gq[gl];
                 p->gq[gl] -= np->gq[gl];
                 for (L = give_low ? below : above; L >= 0 && L < s->nl;
                      L = give_low ? lv_max_le(p, L - 1) : lv_min_ge(p, L + 1, s->nl)) {
@@ -1034,6 +1105,14 @@ twi_tos_sort_destroy(twi_tos_sort *s)
 {
     if (!s)
         return;
+    while (s->spare) {
+        twi_tos_part *p = s->spare;
+
+        s->spare = p->next_side;
+        free(p->head);
+        free(p->l1);
+        free(p);
+    }
     for (size_t i = 0; i < s->n_slabs; i++)
         free(s->slabs[i]);
     free(s->slabs);
@@ -1348,7 +1427,7 @@ typedef struct omp_sort {
     atomic_int helpers;        /* helper tasks made and not finished */
     int nthreads;
     bool always;
-    int64_t crew_min;
+    int64_t crew_min, split_min;
     _Atomic int st;            /* first error */
     twi_tos_part **pending;    /* without a team: parts split off, run after */
     size_t n_pending, cap_pending;
@@ -1426,7 +1505,8 @@ static void
 omp_run_part(omp_sort *o, twi_tos_part *p)
 {
     const twi_tos_hooks hk = { .user = o, .want_split = omp_want_split, .spawn = omp_spawn,
-                               .idle = omp_idle, .help = omp_help, .crew_min = o->crew_min };
+                               .idle = omp_idle, .help = omp_help, .crew_min = o->crew_min,
+                               .split_min = o->split_min };
     tw_status st = twi_tos_sort_run(o->s, p, &hk);
     int ok = TW_OK;
 
@@ -1504,6 +1584,7 @@ twi_omp_tos(const tw_tile_view *in, tw_tile_view *parent, tw_tile_view *area,
     o.nthreads = nth;
     o.always = r && r->split_always;
     o.crew_min = r ? r->crew_min : 0;
+    o.split_min = r && r->split_min > 0 ? r->split_min : o.always ? 1 : 0;
     atomic_init(&o.active, 1);
     atomic_init(&o.helpers, 0);
     atomic_init(&o.st, TW_OK);

@@ -490,7 +490,7 @@ ref_grain(const void *img, tw_sample_type t, const tree *tr, const uint32_t *nod
 typedef struct runopt {
     int nthreads;
     bool split_always;
-    int64_t crew_min;
+    int64_t crew_min, split_min;
     int32_t gx, gy;
 } runopt;
 
@@ -508,7 +508,8 @@ check_image(const void *img, tw_sample_type t, int w, int h, const tree *want, c
                         .type = TW_U32 },
                  va = vp, vg = vi;
     twi_tos_run r = { .nthreads = o->nthreads, .split_always = o->split_always,
-                      .crew_min = o->crew_min, .gx = o->gx, .gy = o->gy };
+                      .crew_min = o->crew_min, .split_min = o->split_min, .gx = o->gx,
+                      .gy = o->gy };
     uint64_t rng = rng_seed, N = 1 + twtest_rnd(&rng, (uint32_t)n + 1);
     int64_t nodes = 0;
 
@@ -543,8 +544,9 @@ check_image(const void *img, tw_sample_type t, int w, int h, const tree *want, c
     free(par);
 }
 
-/* Thread counts 1, 2, 3, 4, 7; parts split after every batch or when threads are idle; batches
- * shared with helpers from 1, 2 or 8 faces on (the default, 4096, is never reached here). */
+/* Thread counts 1, 2, 3, 4, 7; parts split after every batch or when threads are idle (giving
+ * away sides of 16 queued faces or more, or the default 4096); batches shared with helpers from
+ * 1, 2 or 8 faces on (the default, 4096, is never reached here). */
 static const runopt RUNS[] = {
     { .nthreads = 1 },
     { .nthreads = 1, .split_always = true, .gx = 3, .gy = 2 },
@@ -553,6 +555,7 @@ static const runopt RUNS[] = {
     { .nthreads = 3, .split_always = true, .crew_min = 2 },
     { .nthreads = 7, .crew_min = 8, .gx = 2, .gy = 3 },
     { .nthreads = 2 },
+    { .nthreads = 4, .split_min = 16 },
 };
 #define N_RUNS ((int)(sizeof RUNS / sizeof RUNS[0]))
 
@@ -680,9 +683,9 @@ Test(tos_omp, natural_like_images_at_1_2_3_4_7_threads)
 Test(tos_omp, shared_batches_give_the_one_thread_bytes)
 {
     /* 512 x 384 natural-like and noise images, 8- and 16-bit: with 2, 3, 4 and 7 threads,
-     * batches shared from 64 faces on (counted: some were) and from the default 4096, with and
-     * without splitting after every batch, the parent and area images equal the one-thread
-     * kernel's byte for byte. */
+     * batches shared from 64 faces on (counted: some were; parts then split off sides of 64
+     * queued faces or more) and from the default 4096, with and without splitting after every
+     * batch, the parent and area images equal the one-thread kernel's byte for byte. */
     const int w = 512, h = 384;
     const size_t n = (size_t)w * h;
     static const int threads[] = { 2, 3, 4, 7 };
@@ -710,7 +713,8 @@ Test(tos_omp, shared_batches_give_the_one_thread_bytes)
         for (size_t k = 0; k < sizeof threads / sizeof threads[0]; k++) {
             for (int mode = 0; mode < 3; mode++) {
                 twi_tos_run r = { .nthreads = threads[k], .split_always = mode == 2,
-                                  .crew_min = mode == 1 ? 0 : 64 };
+                                  .crew_min = mode == 1 ? 0 : 64,
+                                  .split_min = mode == 0 ? 64 : 0 };
 
                 vp.data = pk;
                 va.data = ak;
