@@ -823,7 +823,7 @@ static tw_status submit_stores(mr_job *m);
 /* The next round: a seeded TP for every tile in m->next, and a BP depending on all of them.
  * Everything BP owns in m is updated before that BP is submitted: it may start at once. */
 static tw_status
-submit_round(mr_job *m, const tw_task_ctx *ctx, int k, double bp_t0)
+submit_round(mr_job *m, tw_task_ctx *ctx, int k, double bp_t0)
 {
     tw_runtime *rt = twi_job_runtime(m->job);
     tw_task *bp = NULL, *tp = NULL;
@@ -834,6 +834,8 @@ submit_round(mr_job *m, const tw_task_ctx *ctx, int k, double bp_t0)
 
     (void)twi_omp_for_each(m->n_next, k, sort_seeds_one, &b);
     TWI_OMP_TSAN_ACQUIRE(m);
+    /* The rest is serial: the lent workers run the TPs as they are submitted. */
+    twi_ctx_team_release(ctx);
     if ((st = twi_task_create(m->job, &bp_kind, m, NULL, &bp)) != TW_OK)
         return st;
     twi_job_add_total(m->job, m->n_next + 1);
@@ -1091,6 +1093,7 @@ bp_cpu(tw_task_ctx *ctx, void *arg)
     } else {
         m->t_converged = since(m->t0);
         m->stats.bp_s += since(t0);
+        twi_ctx_team_release(ctx); /* the stores start as they are submitted */
         st = submit_stores(m); /* the job cannot end (and read the stats) before this BP */
     }
     twi_job_add_done(m->job, 1);
