@@ -20,10 +20,14 @@ twi_omp_for_each(int64_t n, int nthreads, tw_status (*fn)(void *arg, int64_t i),
         }
         return TW_OK;
     }
-    /* Calls vary a lot in cost (a tile pair that raises a whole side, one that raises
-     * nothing): chunks of one, handed out as threads come free. After a failure the calls
-     * not started are skipped. */
-#pragma omp parallel for num_threads(k) schedule(dynamic, 1) default(none) shared(n, fn, arg, first)
+    /* Calls vary a lot in cost (a block of tile pairs that raises whole sides, one that
+     * raises nothing): chunks handed out as threads come free, some 8 a thread, so that
+     * neighbouring calls (neighbouring tiles, sharing cache lines) mostly stay on one thread.
+     * After a failure the calls not started are skipped. */
+    int64_t chunk = n / (8 * (int64_t)k) > 1 ? n / (8 * (int64_t)k) : 1;
+
+#pragma omp parallel for num_threads(k) schedule(dynamic, chunk) default(none)                   \
+    shared(n, fn, arg, first, chunk)
     for (int64_t i = 0; i < n; i++) {
         tw_status st;
         int none = TW_OK;
