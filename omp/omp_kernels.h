@@ -458,6 +458,13 @@ void twi_omp_watershed_output(const twi_watershed_tile *t, int conn, const twi_w
  * label.c, watershed.c, tissue.c and stream.c). They have no CUDA twin, so their types stay
  * here rather than in a kern/ contract header. ---- */
 
+/* (omp/team.c) fn(arg, i) for every i in [0, n) on a team of nthreads threads (dynamic
+ * schedule, runs of consecutive calls; nthreads <= 1 or n <= 1: in order on the calling
+ * thread). The calls must be independent of each other. Returns TW_OK, or the status of a
+ * failed call (the first to fail; calls not yet started when it failed are skipped). */
+tw_status twi_omp_for_each(int64_t n, int nthreads, tw_status (*fn)(void *arg, int64_t i),
+                           void *arg);
+
 /* (omp/maxtree_border.c) Levels v -> MAX - v in place, TW_U8 or TW_U16 (the attribute
  * filters run closings as openings of the inverted image). */
 void twi_maxtree_invert(tw_tile_view *v);

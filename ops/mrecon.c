@@ -35,7 +35,9 @@
  * kernel with the worker's team; GPU: CUDA kernel, scratch from the device pool) reconstructs
  * its tile as if nothing existed outside it. A BP task runs when every TP of its round has
  * finished (it depends on all of them, and nothing else writes tiles while it runs), so it may
- * read and write any tile's host copy.
+ * read and write any tile's host copy; the other CPU workers are then idle, and their cores are
+ * lent to it: its per-tile steps run on a team, in phases where no two threads touch one tile
+ * (the comment above compare_round).
  *
  * What BP does. For every shared border that may have changed, and for both directions, it
  * takes each border pixel q of a tile B and each neighbour p of q in the adjacent tile A (the
@@ -135,6 +137,7 @@ typedef struct mr_tile {
     int64_t tp_seeds;       /* seeds of the tile's pending seeded TP; 0 before: the full TP */
     int64_t stamp[N_DIRS];  /* 1 + the BP round that last compared the pair in that direction */
     unsigned dirty;
+    bool queued;            /* in m->next */
 } mr_tile;
 
 struct mr_job {
@@ -164,6 +167,16 @@ struct mr_job {
     int64_t *next, n_next;
     int64_t round;       /* of the BP running or next to run (BP only) */
     bool snaps_valid;
+    /* BP on a team (the comment above compare_round): the pairs of a round as owner * N_DIRS +
+     * direction, in the order found (pairs; room for 8 per tile that ran) and by block
+     * (by_block); blocks of bp_b x bp_b tiles, bp_nbx a row, bp_nb in all; blk: the ranges of
+     * by_block of the nonempty blocks, phase after phase (4 * bp_nb + 1 counts, then ranges). */
+    int64_t *pairs, *by_block, cap_pairs;
+    int64_t bp_b, bp_nbx, bp_nb;
+    int64_t *blk;
+    int bp_par;          /* most threads BP runs on (its host_bytes covers their pins) */
+    tw_status bp_st;     /* under lock: the first failure of BP's team, and its message */
+    char bp_msg[TW_ERROR_MAX];
 
     atomic_bool bad;     /* a marker pixel above the mask was found */
     atomic_llong loads_left;
@@ -494,8 +507,9 @@ diff_perimeter(mr_tile *t, bool valid)
     return TW_OK;
 }
 
+/* Only one thread at a time adds to a tile (BP's phases); m->next is built afterwards. */
 static tw_status
-add_seed(mr_job *m, mr_tile *t, uint32_t idx)
+add_seed(mr_tile *t, uint32_t idx)
 {
     if (t->n_seeds == t->cap_seeds) {
         int64_t cap = t->cap_seeds ? 2 * t->cap_seeds : 16;
@@ -506,8 +520,6 @@ add_seed(mr_job *m, mr_tile *t, uint32_t idx)
         t->seeds = p;
         t->cap_seeds = cap;
     }
-    if (t->n_seeds == 0)
-        m->next[m->n_next++] = t->index;
     t->seeds[t->n_seeds++] = idx;
     return TW_OK;
 }
@@ -515,9 +527,17 @@ add_seed(mr_job *m, mr_tile *t, uint32_t idx)
 static tw_status
 seed_of(void *arg, uint32_t idx)
 {
-    mr_tile *t = arg;
+    return add_seed(arg, idx);
+}
 
-    return add_seed(t->m, t, idx);
+/* A tile with seeds into m->next, once. Serial. */
+static void
+queue_seeded(mr_job *m, mr_tile *t)
+{
+    if (t->n_seeds > 0 && !t->queued) {
+        t->queued = true;
+        m->next[m->n_next++] = t->index;
+    }
 }
 
 /* The views a pair comparison needs; a raised pixel becomes a seed of t. */
@@ -529,26 +549,29 @@ side_of(mr_tile *t)
     return s;
 }
 
-/* Compare the pair that tile `o` owns in direction d (both ways). */
+/* The other tile of the pair that tile `o` owns in direction d. */
+static mr_tile *
+pair_other(const mr_job *m, mr_tile *o, int d)
+{
+    switch (d) {
+    case D_RIGHT: return o + 1;
+    case D_DOWN: return o + m->tiles_x;
+    case D_DOWN_RIGHT: return o + m->tiles_x + 1;
+    default: return o + m->tiles_x - 1;
+    }
+}
+
+/* Compare the pair that tile `o` owns in direction d (both ways). Reads and raises the pixels
+ * of its two tiles only, and adds seeds to them. */
 static tw_status
 compare_pair(mr_job *m, mr_tile *o, int d)
 {
-    mr_tile *n;
+    mr_tile *n = pair_other(m, o, d);
     twi_mrecon_side a, b;
     tw_status st = TW_OK;
     tw_tile *pin[4];
     int np;
 
-    if (o->stamp[d] == m->round + 1)
-        return TW_OK;
-    o->stamp[d] = m->round + 1;
-    switch (d) {
-    case D_RIGHT: n = o + 1; break;
-    case D_DOWN: n = o + m->tiles_x; break;
-    case D_DOWN_RIGHT: n = o + m->tiles_x + 1; break;
-    default: n = o + m->tiles_x - 1; break;
-    }
-    m->stats.pairs_compared++;
     /* The pair's pixels, pinned while BP reads them and raises markers (host budget). */
     pin[0] = o->marker;
     pin[1] = o->mask;
@@ -566,18 +589,25 @@ out:
     return st;
 }
 
-/* Compare every pair of tile t that touches one of its dirty sides or corners. */
-static tw_status
-compare_dirty(mr_job *m, mr_tile *t)
+/* List (in m->pairs) every pair of tile t that touches one of its dirty sides or corners and
+ * is not listed yet in this round. Serial. */
+static void
+collect_dirty(mr_job *m, mr_tile *t, int64_t *np)
 {
     int64_t tx = t->index % m->tiles_x, ty = t->index / m->tiles_x, nx = m->tiles_x;
     bool left = tx > 0, right = tx < nx - 1, up = ty > 0, down = ty < m->tiles_y - 1;
     unsigned d = t->dirty;
-    tw_status st = TW_OK;
 
 #define PAIR(cond, owner, dir)                                                                 \
-    if (st == TW_OK && (cond))                                                                 \
-    st = compare_pair(m, (owner), (dir))
+    do {                                                                                       \
+        if (cond) {                                                                            \
+            mr_tile *o_ = (owner);                                                             \
+            if (o_->stamp[dir] != m->round + 1) {                                              \
+                o_->stamp[dir] = m->round + 1;                                                 \
+                m->pairs[(*np)++] = o_->index * N_DIRS + (dir);                                \
+            }                                                                                  \
+        }                                                                                      \
+    } while (0)
     PAIR((d & S_LEFT) && left, t - 1, D_RIGHT);
     PAIR((d & S_RIGHT) && right, t, D_RIGHT);
     PAIR((d & S_TOP) && up, t - nx, D_DOWN);
@@ -590,15 +620,192 @@ compare_dirty(mr_job *m, mr_tile *t)
     }
 #undef PAIR
     t->dirty = 0;
+}
+
+/*
+ * BP on a team. The BP kind runs a team (tw_task_kind.team): it starts when every TP of the
+ * round has ended, so the other CPU workers are idle and lent to it (twi_ctx_team), up to
+ * m->bp_par threads. Its steps run on the team in a form where no two threads touch one tile
+ * at once:
+ *   - the perimeter diffs, one call per tile that ran (each reads its own marker and writes
+ *     its own snapshot and dirty bits);
+ *   - the pair comparisons, listed first (serially, deduplicated by the stamps) and grouped
+ *     by the block of bp_b x bp_b tiles (bp_b >= 2) that holds the pair's owner; the blocks
+ *     run in four phases by the parity of their column and row, a block's pairs in the order
+ *     listed by one thread, a phase's blocks at once. A pair touches its owner's tile and one
+ *     in the next row or column (the row below at one column left or right for the
+ *     diagonals), so a block's pairs stay within its tiles widened by one tile right, left and
+ *     down; two blocks of one phase are a block (>= 2 tiles) apart, so they share no tile.
+ *     Each tile's pixels and seeds thus have one writer at a time, and a block keeps its
+ *     tiles' comparisons together (cache);
+ *   - sorting each seeded tile's seeds.
+ * m->next is built after the comparisons, in tile order. The order of the comparisons is not
+ * the serial one of earlier versions, so seeds and rounds may differ, but it is fixed (bp_b
+ * depends on the grid only), so they do not depend on the team's size; the pixels are the same
+ * whatever the order (the top-of-file essay).
+ * Under a host budget each thread pins up to four tiles at once; they count against BP's
+ * reservation (bp_host_bytes, for m->bp_par threads) through twi_ctx_thread_enter.
+ */
+
+/* What the calls of a team step share. */
+typedef struct bp_step {
+    mr_job *m;
+    const tw_task_ctx *ctx;
+    const int64_t *blk; /* the phase's blocks: [start, end) ranges of m->by_block */
+} bp_step;
+
+/* A failed call of BP: the first failure's status and message, for the task (a pin's message
+ * is on the thread that pinned). */
+static tw_status
+bp_note(mr_job *m, tw_status st)
+{
+    pthread_mutex_lock(&m->lock);
+    if (m->bp_st == TW_OK) {
+        m->bp_st = st;
+        snprintf(m->bp_msg, sizeof m->bp_msg, "%s",
+                 st == TW_E_NOMEM ? "out of memory in border propagation"
+                                  : twi_tile_pin_message());
+    }
+    pthread_mutex_unlock(&m->lock);
     return st;
 }
 
+static tw_status
+diff_one(void *arg, int64_t k)
+{
+    bp_step *b = arg;
+    mr_job *m = b->m;
+    tw_status st;
+
+    twi_ctx_thread_enter(b->ctx);
+    if ((st = diff_perimeter(&m->tiles[m->cur[k]], m->snaps_valid)) != TW_OK)
+        bp_note(m, st);
+    twi_ctx_thread_leave(b->ctx);
+    TWI_OMP_TSAN_RELEASE(m);
+    return st;
+}
+
+/* The pairs of one block, in order. */
+static tw_status
+block_one(void *arg, int64_t k)
+{
+    bp_step *b = arg;
+    mr_job *m = b->m;
+    tw_status st = TW_OK;
+
+    twi_ctx_thread_enter(b->ctx);
+    for (int64_t i = b->blk[2 * k]; i < b->blk[2 * k + 1] && st == TW_OK; i++) {
+        int64_t p = m->by_block[i];
+
+        if ((st = compare_pair(m, &m->tiles[p / N_DIRS], (int)(p % N_DIRS))) != TW_OK)
+            bp_note(m, st);
+    }
+    twi_ctx_thread_leave(b->ctx);
+    TWI_OMP_TSAN_RELEASE(m);
+    return st;
+}
+
+/* Where pair p goes in by_block: its phase (block column and row parity), then its block. */
+static int64_t
+block_key(const mr_job *m, int64_t p)
+{
+    int64_t o = p / N_DIRS, bx = o % m->tiles_x / m->bp_b, by = o / m->tiles_x / m->bp_b;
+
+    return ((bx & 1) + 2 * (by & 1)) * m->bp_nb + by * m->bp_nbx + bx;
+}
+
+static int
+cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* The pairs of the round's dirty sides, compared on k threads, phase after phase; then
+ * m->next. The perimeters have been diffed. */
+static tw_status
+compare_round(mr_job *m, const tw_task_ctx *ctx, int k)
+{
+    int64_t np = 0, nk = 4 * m->bp_nb, *cnt = m->blk, *rng = m->blk + nk + 1, nr = 0;
+    int64_t phase_end[4];
+    bp_step b = {m, ctx, NULL};
+    tw_status st = TW_OK;
+
+    if (8 * m->n_cur > m->cap_pairs) { /* a tile that ran touches 8 pairs at most */
+        int64_t cap = 8 * m->n_cur, *p = realloc(m->pairs, (size_t)cap * sizeof *p);
+
+        if (!p)
+            return bp_note(m, TW_E_NOMEM);
+        m->pairs = p;
+        if (!(p = realloc(m->by_block, (size_t)cap * sizeof *p)))
+            return bp_note(m, TW_E_NOMEM);
+        m->by_block = p;
+        m->cap_pairs = cap;
+    }
+    for (int64_t i = 0; i < m->n_cur; i++)
+        collect_dirty(m, &m->tiles[m->cur[i]], &np);
+    m->stats.pairs_compared += np;
+    /* Counting sort by key (stable: a block keeps the order listed), then the nonempty blocks'
+     * ranges, phase after phase. */
+    memset(cnt, 0, (size_t)(nk + 1) * sizeof *cnt);
+    for (int64_t i = 0; i < np; i++)
+        cnt[block_key(m, m->pairs[i]) + 1]++;
+    for (int64_t key = 0; key < nk; key++) {
+        if (cnt[key + 1] > 0) {
+            rng[2 * nr] = cnt[key];
+            rng[2 * nr + 1] = cnt[key] + cnt[key + 1];
+            nr++;
+        }
+        cnt[key + 1] += cnt[key];
+        if ((key + 1) % m->bp_nb == 0)
+            phase_end[key / m->bp_nb] = nr;
+    }
+    for (int64_t i = 0; i < np; i++)
+        m->by_block[cnt[block_key(m, m->pairs[i])]++] = m->pairs[i];
+    for (int ph = 0; ph < 4 && st == TW_OK; ph++) {
+        int64_t first = ph ? phase_end[ph - 1] : 0;
+
+        b.blk = rng + 2 * first;
+        st = twi_omp_for_each(phase_end[ph] - first, k, block_one, &b);
+        TWI_OMP_TSAN_ACQUIRE(m);
+    }
+    /* The tiles that received seeds, in tile order. */
+    m->n_next = 0;
+    for (int64_t i = 0; i < np; i++) {
+        mr_tile *o = &m->tiles[m->pairs[i] / N_DIRS];
+
+        queue_seeded(m, o);
+        queue_seeded(m, pair_other(m, o, (int)(m->pairs[i] % N_DIRS)));
+    }
+    qsort(m->next, (size_t)m->n_next, sizeof *m->next, cmp_i64);
+    return st;
+}
+
+/* A seeded tile's seeds sorted, a pixel raised from several neighbours listed once; their
+ * number in tp_seeds (its TP has run: nothing reads it until the next one is submitted). */
 static int
 cmp_u32(const void *a, const void *b)
 {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
 
     return (x > y) - (x < y);
+}
+
+static tw_status
+sort_seeds_one(void *arg, int64_t k)
+{
+    bp_step *b = arg;
+    mr_tile *t = &b->m->tiles[b->m->next[k]];
+    int64_t n = 0;
+
+    qsort(t->seeds, (size_t)t->n_seeds, sizeof *t->seeds, cmp_u32);
+    for (int64_t i = 0; i < t->n_seeds; i++)
+        if (n == 0 || t->seeds[i] != t->seeds[n - 1])
+            t->seeds[n++] = t->seeds[i];
+    t->tp_seeds = n;
+    TWI_OMP_TSAN_RELEASE(b->m);
+    return TW_OK;
 }
 
 static void
@@ -616,32 +823,32 @@ static tw_status submit_stores(mr_job *m);
 /* The next round: a seeded TP for every tile in m->next, and a BP depending on all of them.
  * Everything BP owns in m is updated before that BP is submitted: it may start at once. */
 static tw_status
-submit_round(mr_job *m, double bp_t0)
+submit_round(mr_job *m, tw_task_ctx *ctx, int k, double bp_t0)
 {
     tw_runtime *rt = twi_job_runtime(m->job);
     tw_task *bp = NULL, *tp = NULL;
     tw_tile *seeds = NULL;
     tw_status st = TW_OK;
     int64_t total_seeds = 0;
+    bp_step b = {m, ctx, NULL};
 
+    (void)twi_omp_for_each(m->n_next, k, sort_seeds_one, &b);
+    TWI_OMP_TSAN_ACQUIRE(m);
+    /* The rest is serial: the lent workers run the TPs as they are submitted. */
+    twi_ctx_team_release(ctx);
     if ((st = twi_task_create(m->job, &bp_kind, m, NULL, &bp)) != TW_OK)
         return st;
     twi_job_add_total(m->job, m->n_next + 1);
-    for (int64_t k = 0; k < m->n_next && st == TW_OK; k++) {
-        mr_tile *t = &m->tiles[m->next[k]];
-        int64_t n = 0;
+    for (int64_t i = 0; i < m->n_next && st == TW_OK; i++) {
+        mr_tile *t = &m->tiles[m->next[i]];
+        int64_t n = t->tp_seeds;
         uint32_t *dst;
 
         /* BP raised these marker pixels on the host: copies of the tile on GPUs are stale. */
         twi_tile_host_written(t->marker);
-        /* A pixel raised from several neighbours is listed once. */
-        qsort(t->seeds, (size_t)t->n_seeds, sizeof *t->seeds, cmp_u32);
-        for (int64_t i = 0; i < t->n_seeds; i++)
-            if (n == 0 || t->seeds[i] != t->seeds[n - 1])
-                t->seeds[n++] = t->seeds[i];
         t->n_seeds = 0;
+        t->queued = false;
         total_seeds += n;
-        t->tp_seeds = n;
         if ((st = twi_tile_create(rt, (int32_t)n, 1, 1, TW_U32, &seeds)) != TW_OK)
             break;
         if ((st = twi_tile_pin(seeds)) != TW_OK) { /* filled outside its tasks */
@@ -662,7 +869,7 @@ submit_round(mr_job *m, double bp_t0)
         tp = NULL;
         twi_tile_release(seeds);
         seeds = NULL;
-        m->cur[k] = m->next[k];
+        m->cur[i] = m->next[i];
     }
     if (st == TW_OK) {
         m->n_cur = m->n_next;
@@ -720,6 +927,7 @@ ghost_apply(mr_job *m, bool bottom, const uint16_t *g)
         st = twi_mrecon_ghost_row(&b, qy, g, t->x, m->W, m->conn);
         twi_tile_unpin(t->mask);
         twi_tile_unpin(t->marker);
+        queue_seeded(m, t);
     }
     return st;
 }
@@ -841,6 +1049,8 @@ bp_cpu(tw_task_ctx *ctx, void *arg)
     double t0;
     tw_status st = TW_OK;
     bool active = false;
+    bp_step b = {m, ctx, NULL};
+    int k;
 
     t0 = twi_now_s();
     if (twi_ctx_canceled(ctx))
@@ -855,25 +1065,35 @@ bp_cpu(tw_task_ctx *ctx, void *arg)
         pthread_mutex_unlock(&m->lock);
         return st;
     }
-    /* Which sides changed since the last comparison, then the pairs they touch. */
-    for (int64_t k = 0; k < m->n_cur && st == TW_OK; k++)
-        st = diff_perimeter(&m->tiles[m->cur[k]], m->snaps_valid);
+    /* Which sides changed since the last comparison, then the pairs they touch: on the team
+     * (the comment above compare_round). */
+    k = twi_ctx_team(ctx) < m->bp_par ? twi_ctx_team(ctx) : m->bp_par;
+    pthread_mutex_lock(&m->lock);
+    m->bp_st = TW_OK;
+    m->bp_msg[0] = '\0';
+    pthread_mutex_unlock(&m->lock);
+    st = twi_omp_for_each(m->n_cur, k, diff_one, &b);
+    TWI_OMP_TSAN_ACQUIRE(m);
     m->snaps_valid = true;
     m->n_next = 0;
-    for (int64_t k = 0; k < m->n_cur && st == TW_OK; k++)
-        st = compare_dirty(m, &m->tiles[m->cur[k]]);
-    if (st == TW_OK && m->dist)
-        st = dist_round(ctx, m, &active);
-    if (st == TW_E_IO)
-        return twi_ctx_fail(ctx, st, "%s: %s", m->op, twi_tile_pin_message());
-    if (st != TW_OK)
-        return twi_ctx_fail(ctx, st, "%s: out of memory in border propagation", m->op);
+    if (st == TW_OK)
+        st = compare_round(m, ctx, k);
+    /* The exchange across ranks stays on this thread (MPI's calls are made by one). */
+    if (st == TW_OK && m->dist && (st = dist_round(ctx, m, &active)) != TW_OK)
+        bp_note(m, st);
+    if (st != TW_OK) {
+        pthread_mutex_lock(&m->lock);
+        st = twi_ctx_fail(ctx, st, "%s: %s", m->op, m->bp_msg);
+        pthread_mutex_unlock(&m->lock);
+        return st;
+    }
     m->stats.rounds++;
     if (m->n_next > 0 || active) {
-        st = submit_round(m, t0);
+        st = submit_round(m, ctx, k, t0);
     } else {
         m->t_converged = since(m->t0);
         m->stats.bp_s += since(t0);
+        twi_ctx_team_release(ctx); /* the stores start as they are submitted */
         st = submit_stores(m); /* the job cannot end (and read the stats) before this BP */
     }
     twi_job_add_done(m->job, 1);
@@ -993,11 +1213,13 @@ tile_bytes(const mr_job *m)
     return w * h * (int64_t)tw_sample_size(m->type);
 }
 
-/* BP pins the marker and mask of both tiles of a pair at once. */
+/* BP pins the marker and mask of both tiles of a pair at once, on each of its threads. */
 static int64_t
 bp_host_bytes(const void *arg)
 {
-    return 4 * tile_bytes(arg);
+    const mr_job *m = arg;
+
+    return 4 * tile_bytes(m) * m->bp_par;
 }
 
 /* prep pins the mask tiles of its neighbourhood. */
@@ -1056,6 +1278,7 @@ static const tw_task_kind bp_kind = {
     .devices = TW_DEVICE_CPU,
     .cpu = bp_cpu,
     .host_bytes = bp_host_bytes,
+    .team = true,
 };
 
 static const tw_task_kind store_kind = {
@@ -1139,12 +1362,36 @@ mr_free(void *user)
     free(m->snaps);
     free(m->cur);
     free(m->next);
+    free(m->pairs);
+    free(m->by_block);
+    free(m->blk);
     twi_dist_destroy(m->dist);
     free(m->edge);
     free(m->wire);
     if (m->lock_init)
         pthread_mutex_destroy(&m->lock);
     free(m);
+}
+
+/* The most threads BP runs on: the CPU cores; under a host budget (runtime.host_mem) no more
+ * than keep the tiles they pin at once (4 each) within a quarter of it. */
+static int
+bp_threads(const mr_job *m, const tw_runtime *rt, const tw_config *cfg)
+{
+    int64_t cores = 0, budget = 0, fit;
+    tw_worker_info wi;
+
+    for (int i = 0; i < tw_runtime_get_worker_count(rt); i++)
+        if (tw_runtime_get_worker(rt, i, &wi) == TW_OK && wi.type == TW_DEVICE_CPU)
+            cores += wi.team;
+    if (cores < 1)
+        cores = 1;
+    if (tw_config_get_int(cfg, "runtime.host_mem", &budget) == TW_OK && budget > 0) {
+        fit = budget / (16 * tile_bytes(m));
+        if (fit < cores)
+            cores = fit > 1 ? fit : 1;
+    }
+    return (int)(cores < 4096 ? cores : 4096);
 }
 
 static tw_status
@@ -1317,6 +1564,14 @@ mr_setup(mr_job *m, tw_runtime *rt, const twi_mrecon_spec *sp, tw_error *err)
         m->cur[i] = i;
     }
     m->n_cur = m->n;
+    m->bp_par = bp_threads(m, rt, cfg);
+    /* BP's blocks (the comment above compare_round): some 128 a phase, 2 to 16 tiles a side. */
+    for (m->bp_b = 2; m->bp_b < 16 && (m->bp_b + 1) * (m->bp_b + 1) * 512 <= m->n; m->bp_b++)
+        ;
+    m->bp_nbx = (m->tiles_x + m->bp_b - 1) / m->bp_b;
+    m->bp_nb = m->bp_nbx * ((m->tiles_y + m->bp_b - 1) / m->bp_b);
+    if (!(m->blk = malloc((size_t)(6 * m->bp_nb + 1) * sizeof *m->blk)))
+        return twi_error_set(err, TW_E_NOMEM, "%s: out of memory", m->op);
     if (!(m->snaps = malloc((size_t)snap_total * sizeof *m->snaps)))
         return twi_error_set(err, TW_E_NOMEM, "%s: out of memory", m->op);
     snap = m->snaps;

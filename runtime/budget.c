@@ -563,6 +563,24 @@ twi_tile_unpin(tw_tile *t)
         twi_sched_wake_idle(t->rt);
 }
 
+/* A team thread of a running variant: its pins take from the task's reservation like those
+ * of the worker's thread (the task's twi_task_mem is changed under B->lock only, so several
+ * threads may share it). The worker's own thread has cur_task from twi_budget_task_begin. */
+void
+twi_ctx_thread_enter(const tw_task_ctx *ctx)
+{
+    if (ctx->task->job->rt->budget && ctx->task->mem.dispatched && twi_worker_self() != ctx->w)
+        cur_task = ctx->task;
+}
+
+void
+twi_ctx_thread_leave(const tw_task_ctx *ctx)
+{
+    /* Not left set: the thread may next serve another task's team, or none. */
+    if (twi_worker_self() != ctx->w && cur_task == ctx->task)
+        cur_task = NULL;
+}
+
 const char *
 twi_tile_pin_message(void)
 {

@@ -175,6 +175,18 @@ TWI_HIDDEN int twi_ctx_team(const tw_task_ctx *ctx);     /* OpenMP threads this 
 TWI_HIDDEN void *twi_ctx_stream(const tw_task_ctx *ctx); /* cudaStream_t on GPU workers, else NULL */
 TWI_HIDDEN tw_job *twi_ctx_job(tw_task_ctx *ctx);
 TWI_HIDDEN bool twi_ctx_canceled(const tw_task_ctx *ctx);
+/* A variant of a team kind that ends with serial work (submitting follow-up tasks) calls this
+ * after its last parallel step: the workers lent to it (twi_ctx_team) go back to work at once
+ * rather than when it ends; twi_ctx_team() is then the worker's own team. A no-op when none
+ * were lent. On the worker's thread, outside any parallel region. */
+TWI_HIDDEN void twi_ctx_team_release(tw_task_ctx *ctx);
+/* A variant that pins tiles from the threads of its OpenMP team: on a team thread, between
+ * twi_ctx_thread_enter(ctx) and twi_ctx_thread_leave(ctx), pins count against the task's
+ * reservation as those of the worker's own thread do (its kind's host_bytes must cover what the
+ * whole team pins at once). Without a host budget, and on the worker's own thread, no-ops.
+ * Failed pins leave their message (twi_tile_pin_message) on the thread that pinned. */
+TWI_HIDDEN void twi_ctx_thread_enter(const tw_task_ctx *ctx);
+TWI_HIDDEN void twi_ctx_thread_leave(const tw_task_ctx *ctx);
 /* Record a message for this task's failure ("domain: what") and return st. */
 TWI_HIDDEN tw_status twi_ctx_fail(tw_task_ctx *ctx, tw_status st, const char *fmt, ...)
     TW_PRINTF(3, 4);

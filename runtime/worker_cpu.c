@@ -142,6 +142,20 @@ twi_cpu_return(tw_worker *w)
     w->team_now = w->team;
 }
 
+/* The variant is done with its team (its last parallel step ran): the lent workers go back to
+ * work now instead of when the task ends, so that tasks it submits afterwards start at once. */
+void
+twi_ctx_team_release(tw_task_ctx *ctx)
+{
+    tw_worker *w = ctx->w;
+
+    if (w->type != TW_DEVICE_CPU || w->n_lent == 0)
+        return;
+    twi_sched_lock(w->rt);
+    twi_cpu_return(w);
+    twi_sched_unlock(w->rt);
+}
+
 /* The cores of team thread k of w: its own for k < w->team, then the lent workers' in turn. */
 static hwloc_const_bitmap_t
 thread_cores(const tw_worker *w, int k)

@@ -617,6 +617,77 @@ Test(mrecon, any_tiling_gives_the_same_bytes)
     tw_runtime_destroy(rt);
 }
 
+/* One reconstruction of random images on rt: the result and the statistics. */
+static uint16_t *
+team_case(tw_runtime *rt, const uint16_t *j, const uint16_t *im, int64_t w, int64_t h,
+          tw_sample_type type, int conn, bool erode, int32_t tw, int32_t th, tw_mrecon_stats *s)
+{
+    packed pj = pack(j, w, h, type), pi = pack(im, w, h, type), pr = blank(w, h, type);
+    tw_mrecon_opts o;
+    char msg[512];
+    uint16_t *got;
+
+    tw_mrecon_opts_init(&o);
+    tw_mrecon_stats_init(s);
+    o.marker_image = pj.img;
+    o.mask_image = pi.img;
+    o.result = pr.img;
+    o.method = erode ? TW_MRECON_EROSION : TW_MRECON_DILATION;
+    o.conn = conn;
+    o.tile_w = tw;
+    o.tile_h = th;
+    o.stats = s;
+    cr_assert(eq(int, run_mrecon(rt, &o, msg, sizeof msg), TW_OK), "%s", msg);
+    got = unpack(&pr);
+    free(pj.buf);
+    free(pi.buf);
+    free(pr.buf);
+    return got;
+}
+
+Test(mrecon, border_propagation_on_a_team_gives_the_same_bytes_and_seeds)
+{
+    /* BP runs on the cores of the idle workers (its kind is a team kind): with 4 workers and
+     * grids of many small tiles (7x5 tiles, up to 80x60 tiles of 3x3 to 9x9 pixels), random
+     * images, 8- and 4-connectivity, the result equals the naive reference, and the rounds,
+     * seeds and pairs compared equal those of one worker: BP's order does not depend on the
+     * size of its team. */
+    tw_runtime *rt1 = make_runtime(1), *rt4 = make_runtime(4);
+
+    rng_state = 2501;
+    for (int k = 0; k < 24; k++) {
+        bool big = k % 3 == 2;
+        int32_t tw = (int32_t)rndi(3, 9), th = (int32_t)rndi(3, 9);
+        int64_t w = (big ? rndi(40, 80) : 7) * tw - rndi(0, tw - 1);
+        int64_t h = (big ? rndi(30, 60) : 5) * th - rndi(0, th - 1), n = w * h;
+        tw_sample_type type = k % 2 ? TW_U16 : TW_U8;
+        unsigned maxv = type == TW_U8 ? 255 : 65535;
+        int conn = k % 4 < 3 ? 8 : 4;
+        bool erode = k % 5 == 4;
+        uint16_t *im = malloc((size_t)n * 2), *j = malloc((size_t)n * 2), *a, *b;
+        tw_mrecon_stats sa, sb;
+
+        gen_mask(im, w, h, maxv);
+        gen_marker(j, im, w, h, maxv, erode);
+        a = team_case(rt1, j, im, w, h, type, conn, erode, tw, th, &sa);
+        b = team_case(rt4, j, im, w, h, type, conn, erode, tw, th, &sb);
+        naive_recon(j, im, w, h, conn, erode);
+        cr_assert(memcmp(a, j, (size_t)n * 2) == 0, "case %d: one worker differs", k);
+        cr_assert(memcmp(b, j, (size_t)n * 2) == 0, "case %d: 4 workers differ (%lldx%lld, "
+                  "tiles %dx%d, conn %d)", k, (long long)w, (long long)h, tw, th, conn);
+        cr_assert(eq(i64, sb.rounds, sa.rounds), "case %d", k);
+        cr_assert(eq(i64, sb.seeds, sa.seeds), "case %d", k);
+        cr_assert(eq(i64, sb.pairs_compared, sa.pairs_compared), "case %d", k);
+        cr_assert(eq(i64, sb.tp_tasks, sa.tp_tasks), "case %d", k);
+        free(a);
+        free(b);
+        free(im);
+        free(j);
+    }
+    tw_runtime_destroy(rt1);
+    tw_runtime_destroy(rt4);
+}
+
 /* A 20x10 case with two marker pixels above the mask, the later one in its own tile. */
 static void
 violation_case(bool erode, bool clamp, char *msg, size_t n, tw_status *st, uint16_t *out)

@@ -494,7 +494,7 @@ free_images(img16 *im)
 }
 
 static tw_status
-reconstruct(tw_runtime *rt, img16 *im, tw_mrecon_stats *stats)
+reconstruct_tiles(tw_runtime *rt, img16 *im, tw_mrecon_stats *stats, int32_t tile)
 {
     tw_mrecon_opts o;
     tw_job *job = NULL;
@@ -504,9 +504,15 @@ reconstruct(tw_runtime *rt, img16 *im, tw_mrecon_stats *stats)
     o.marker_image = (tw_host_image){im->marker, im->w, im->h, 0, TW_U16};
     o.mask_image = (tw_host_image){im->mask, im->w, im->h, 0, TW_U16};
     o.result = (tw_host_image){im->out, im->w, im->h, 0, TW_U16};
-    o.tile_w = o.tile_h = 64;
+    o.tile_w = o.tile_h = tile;
     o.stats = stats;
     return twtest_job_finish(tw_mrecon_submit(rt, &o, &job, &err), &job);
+}
+
+static tw_status
+reconstruct(tw_runtime *rt, img16 *im, tw_mrecon_stats *stats)
+{
+    return reconstruct_tiles(rt, im, stats, 64);
 }
 
 Test(budget, reconstruction_six_times_the_budget_matches_the_unbudgeted_run)
@@ -542,6 +548,42 @@ Test(budget, reconstruction_six_times_the_budget_matches_the_unbudgeted_run)
     cr_assert(gt(i64, sa.rounds, 1)); /* borders were crossed: BP pinned tiles */
     cr_assert(eq(int, memcmp(a.out, b.out, (size_t)(a.w * a.h) * 2), 0));
     cr_assert(eq(int, spill_fds(), 0));
+    cr_assert(eq(int, twtest_count_entries(dir), 0));
+    free_images(&a);
+    free_images(&b);
+    twtest_rmtree(dir);
+    free(dir);
+}
+
+Test(budget, reconstruction_with_a_team_in_border_propagation_stays_within_the_budget)
+{
+    /* With 1,200 tiles of 16x16 (u16) the budget of 200 KiB (a sixth of the tiles) leaves room
+     * for several threads' pins in BP, which then runs on the 4 workers' cores, each thread
+     * pinning the four tiles of its pair against BP's reservation: it spills, never holds more
+     * than the budget, never allocates beyond it, and gives the bytes of the unbudgeted run. */
+    char *dir = twtest_tmpdir();
+    img16 a, b;
+    tw_runtime *rt;
+    tw_mrecon_stats sa, sb;
+    tw_memory_info mi;
+
+    make_images(&a, 640, 480, 43);
+    make_images(&b, 640, 480, 43);
+    rt = runtime_ok(4, "0", NULL);
+    tw_mrecon_stats_init(&sa);
+    cr_assert(eq(int, reconstruct_tiles(rt, &a, &sa, 16), TW_OK));
+    tw_runtime_destroy(rt);
+
+    rt = runtime_ok(4, "200K", dir);
+    tw_mrecon_stats_init(&sb);
+    cr_assert(eq(int, reconstruct_tiles(rt, &b, &sb, 16), TW_OK));
+    mi = memory(rt);
+    cr_assert(gt(u64, mi.spill_bytes, 0));
+    cr_assert(le(i64, mi.host_peak, 200 * 1024), "peak %lld", (long long)mi.host_peak);
+    cr_assert(eq(u64, mi.over_budget, 0));
+    tw_runtime_destroy(rt);
+    cr_assert(gt(i64, sa.rounds, 1));
+    cr_assert(eq(int, memcmp(a.out, b.out, (size_t)(a.w * a.h) * 2), 0));
     cr_assert(eq(int, twtest_count_entries(dir), 0));
     free_images(&a);
     free_images(&b);
