@@ -292,12 +292,51 @@ twi_label_border_free_sides(twi_label_border *b)
     }
 }
 
+/* b's side labels (b->w, b->h, b->n set) towards `sides`, from the labels' view or, when it
+ * is NULL, from side_px (top, bottom, left, right: w, w, h, h of them); each label met is
+ * marked in mark and counted in *m once. TW_E_INVALID for a label above n. */
+static tw_status
+border_sides(twi_label_border *b, unsigned sides, const tw_tile_view *labels,
+             const uint32_t *side_px, uint8_t *mark, int64_t *m)
+{
+    /* side_px holds top, bottom, left, right: the TWI_MAXTREE_* order */
+    static const int64_t in_w[4] = {0, 1, 2, 2}, in_h[4] = {0, 0, 0, 1};
+    int32_t w = b->w, h = b->h;
+
+    for (int s = 0; s < 4; s++) {
+        int32_t len = s < 2 ? w : h;
+        const uint32_t *from = labels ? NULL : side_px + in_w[s] * w + in_h[s] * h;
+
+        if (!(sides & TWI_MAXTREE_SIDE(s)))
+            continue;
+        if (!(b->side[s] = malloc((size_t)len * sizeof(uint32_t) + 1)))
+            return TW_E_NOMEM;
+        for (int32_t k = 0; k < len; k++) {
+            uint32_t l = from                      ? from[k]
+                         : s == TWI_MAXTREE_TOP    ? TWI_ROW(labels, uint32_t, 0)[k]
+                         : s == TWI_MAXTREE_BOTTOM ? TWI_ROW(labels, uint32_t, h - 1)[k]
+                         : s == TWI_MAXTREE_LEFT   ? TWI_ROW(labels, uint32_t, k)[0]
+                                                   : TWI_ROW(labels, uint32_t, k)[w - 1];
+
+            if (l > b->n)
+                return TW_E_INVALID;
+            b->side[s][k] = l;
+            if (l && !(mark[l / 8] & (1u << (l % 8)))) {
+                mark[l / 8] = (uint8_t)(mark[l / 8] | (1u << (l % 8)));
+                (*m)++;
+            }
+        }
+    }
+    return TW_OK;
+}
+
 tw_status
 twi_label_border_extract(const tw_tile_view *labels, int64_t n, unsigned sides,
                          twi_label_border *b)
 {
     int32_t w, h;
     uint8_t *mark = NULL;
+    tw_status st;
     uint32_t seen = 0;
     int64_t m = 0;
 
@@ -313,30 +352,10 @@ twi_label_border_extract(const tw_tile_view *labels, int64_t n, unsigned sides,
     if (!(b->rows = calloc((size_t)h + 1, sizeof *b->rows)) ||
         !(mark = calloc((size_t)n / 8 + 1, 1)))
         goto nomem;
-    for (int s = 0; s < 4; s++) {
-        int32_t len = s < 2 ? w : h;
-
-        if (!(sides & TWI_MAXTREE_SIDE(s)))
-            continue;
-        if (!(b->side[s] = malloc((size_t)len * sizeof(uint32_t) + 1)))
-            goto nomem;
-        for (int32_t k = 0; k < len; k++) {
-            uint32_t l = s == TWI_MAXTREE_TOP      ? TWI_ROW(labels, uint32_t, 0)[k]
-                         : s == TWI_MAXTREE_BOTTOM ? TWI_ROW(labels, uint32_t, h - 1)[k]
-                         : s == TWI_MAXTREE_LEFT   ? TWI_ROW(labels, uint32_t, k)[0]
-                                              : TWI_ROW(labels, uint32_t, k)[w - 1];
-
-            if (l > n) {
-                free(mark);
-                twi_label_border_free(b);
-                return TW_E_INVALID;
-            }
-            b->side[s][k] = l;
-            if (l && !(mark[l / 8] & (1u << (l % 8)))) {
-                mark[l / 8] = (uint8_t)(mark[l / 8] | (1u << (l % 8)));
-                m++;
-            }
-        }
+    if ((st = border_sides(b, sides, labels, NULL, mark, &m)) != TW_OK) {
+        free(mark);
+        twi_label_border_free(b);
+        return st;
     }
     if (!(b->lab = malloc((size_t)m * sizeof *b->lab + 1)) ||
         !(b->first = malloc((size_t)m * sizeof *b->first + 1)))
@@ -385,6 +404,7 @@ twi_label_border_from_first(int32_t w, int32_t h, int64_t n, unsigned sides,
                             const uint32_t *first, const uint32_t *side_px, twi_label_border *b)
 {
     uint8_t *mark = NULL;
+    tw_status st;
     int64_t m = 0, px = (int64_t)w * h;
 
     memset(b, 0, sizeof *b);
@@ -403,30 +423,10 @@ twi_label_border_from_first(int32_t w, int32_t h, int64_t n, unsigned sides,
         goto nomem;
     for (int64_t l = 1; l <= n; l++)
         b->rows[first[l] / (uint32_t)w]++;
-    for (int s = 0; s < 4; s++) {
-        /* side_px holds top, bottom, left, right: the TWI_MAXTREE_* order */
-        static const int64_t in_w[4] = {0, 1, 2, 2}, in_h[4] = {0, 0, 0, 1};
-        int32_t len = s < 2 ? w : h;
-        const uint32_t *from = side_px + in_w[s] * w + in_h[s] * h;
-
-        if (!(sides & TWI_MAXTREE_SIDE(s)))
-            continue;
-        if (!(b->side[s] = malloc((size_t)len * sizeof(uint32_t) + 1)))
-            goto nomem;
-        for (int32_t k = 0; k < len; k++) {
-            uint32_t l = from[k];
-
-            if (l > n) {
-                free(mark);
-                twi_label_border_free(b);
-                return TW_E_INVALID;
-            }
-            b->side[s][k] = l;
-            if (l && !(mark[l / 8] & (1u << (l % 8)))) {
-                mark[l / 8] = (uint8_t)(mark[l / 8] | (1u << (l % 8)));
-                m++;
-            }
-        }
+    if ((st = border_sides(b, sides, NULL, side_px, mark, &m)) != TW_OK) {
+        free(mark);
+        twi_label_border_free(b);
+        return st;
     }
     if (!(b->lab = malloc((size_t)m * sizeof *b->lab + 1)) ||
         !(b->first = malloc((size_t)m * sizeof *b->first + 1)))
