@@ -292,9 +292,9 @@ twi_label_border_free_sides(twi_label_border *b)
     }
 }
 
-/* b's side labels (b->w, b->h, b->n set) towards `sides`, from the labels' view or, when it
- * is NULL, from side_px (top, bottom, left, right: w, w, h, h of them); each label met is
- * marked in mark and counted in *m once. TW_E_INVALID for a label above n. */
+/* b's side labels towards `sides`, from the labels' view or, when it is NULL, from side_px
+ * (top, bottom, left, right: w, w, h, h of them); each label met is marked in mark and counted
+ * in *m once. TW_E_INVALID for a label above b->n. */
 static tw_status
 border_sides(twi_label_border *b, unsigned sides, const tw_tile_view *labels,
              const uint32_t *side_px, uint8_t *mark, int64_t *m)
@@ -330,6 +330,35 @@ border_sides(twi_label_border *b, unsigned sides, const tw_tile_view *labels,
     return TW_OK;
 }
 
+/* The part of a twi_label_border both makers share: b's size, zeroed row counts, the side
+ * labels (border_sides), room for the b->m border labels; *mark (freed by the caller) marks
+ * them. On failure b is empty and nothing is left to free. */
+static tw_status
+border_begin(twi_label_border *b, int32_t w, int32_t h, int64_t n, unsigned sides,
+             const tw_tile_view *labels, const uint32_t *side_px, uint8_t **mark)
+{
+    tw_status st = TW_E_NOMEM;
+    int64_t m = 0;
+
+    b->w = w;
+    b->h = h;
+    b->n = n;
+    if ((b->rows = calloc((size_t)h + 1, sizeof *b->rows)) &&
+        (*mark = calloc((size_t)n / 8 + 1, 1)) &&
+        (st = border_sides(b, sides, labels, side_px, *mark, &m)) == TW_OK) {
+        b->lab = malloc((size_t)m * sizeof *b->lab + 1);
+        b->first = malloc((size_t)m * sizeof *b->first + 1);
+        b->m = m;
+        if (b->lab && b->first)
+            return TW_OK;
+        st = TW_E_NOMEM;
+    }
+    free(*mark);
+    *mark = NULL;
+    twi_label_border_free(b);
+    return st;
+}
+
 tw_status
 twi_label_border_extract(const tw_tile_view *labels, int64_t n, unsigned sides,
                          twi_label_border *b)
@@ -346,22 +375,8 @@ twi_label_border_extract(const tw_tile_view *labels, int64_t n, unsigned sides,
         return TW_E_INVALID;
     w = labels->w;
     h = labels->h;
-    b->w = w;
-    b->h = h;
-    b->n = n;
-    if (!(b->rows = calloc((size_t)h + 1, sizeof *b->rows)) ||
-        !(mark = calloc((size_t)n / 8 + 1, 1)))
-        goto nomem;
-    if ((st = border_sides(b, sides, labels, NULL, mark, &m)) != TW_OK) {
-        free(mark);
-        twi_label_border_free(b);
+    if ((st = border_begin(b, w, h, n, sides, labels, NULL, &mark)) != TW_OK)
         return st;
-    }
-    if (!(b->lab = malloc((size_t)m * sizeof *b->lab + 1)) ||
-        !(b->first = malloc((size_t)m * sizeof *b->first + 1)))
-        goto nomem;
-    b->m = m;
-    m = 0;
     /* Labels appear in raster order of their first pixels: a label above every one seen so
      * far is met at its first pixel. */
     for (int32_t y = 0; y < h && seen < (uint32_t)n; y++) {
@@ -389,10 +404,6 @@ twi_label_border_extract(const tw_tile_view *labels, int64_t n, unsigned sides,
         return TW_E_INVALID;
     }
     return TW_OK;
-nomem:
-    free(mark);
-    twi_label_border_free(b);
-    return TW_E_NOMEM;
 }
 
 _Static_assert(TWI_MAXTREE_TOP == 0 && TWI_MAXTREE_BOTTOM == 1 && TWI_MAXTREE_LEFT == 2 &&
@@ -415,35 +426,17 @@ twi_label_border_from_first(int32_t w, int32_t h, int64_t n, unsigned sides,
     for (int64_t l = 1; l <= n; l++)
         if (first[l] >= (uint64_t)px || (l > 1 && first[l] <= first[l - 1]))
             return TW_E_INVALID;
-    b->w = w;
-    b->h = h;
-    b->n = n;
-    if (!(b->rows = calloc((size_t)h + 1, sizeof *b->rows)) ||
-        !(mark = calloc((size_t)n / 8 + 1, 1)))
-        goto nomem;
-    for (int64_t l = 1; l <= n; l++)
-        b->rows[first[l] / (uint32_t)w]++;
-    if ((st = border_sides(b, sides, NULL, side_px, mark, &m)) != TW_OK) {
-        free(mark);
-        twi_label_border_free(b);
+    if ((st = border_begin(b, w, h, n, sides, NULL, side_px, &mark)) != TW_OK)
         return st;
-    }
-    if (!(b->lab = malloc((size_t)m * sizeof *b->lab + 1)) ||
-        !(b->first = malloc((size_t)m * sizeof *b->first + 1)))
-        goto nomem;
-    b->m = m;
-    m = 0;
-    for (int64_t l = 1; l <= n; l++)
+    for (int64_t l = 1; l <= n; l++) {
+        b->rows[first[l] / (uint32_t)w]++;
         if (mark[l / 8] & (1u << (l % 8))) {
             b->lab[m] = (uint32_t)l;
             b->first[m++] = first[l];
         }
+    }
     free(mark);
     return TW_OK;
-nomem:
-    free(mark);
-    twi_label_border_free(b);
-    return TW_E_NOMEM;
 }
 
 /* Union-find of the merge, over 64-bit border-label numbers, keyed by first pixel. */
