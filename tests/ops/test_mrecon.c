@@ -179,6 +179,23 @@ typedef struct packed {
     tw_host_image img;
 } packed;
 
+/* Options of a job on packed images: marker pj, mask pi, result pr, stats s (initialised). */
+static void
+opts_for(tw_mrecon_opts *o, const packed *pj, const packed *pi, const packed *pr, bool erode,
+         int conn, int32_t tw, int32_t th, tw_mrecon_stats *s)
+{
+    tw_mrecon_opts_init(o);
+    tw_mrecon_stats_init(s);
+    o->marker_image = pj->img;
+    o->mask_image = pi->img;
+    o->result = pr->img;
+    o->method = erode ? TW_MRECON_EROSION : TW_MRECON_DILATION;
+    o->conn = conn;
+    o->tile_w = tw;
+    o->tile_h = th;
+    o->stats = s;
+}
+
 /* Pack v (w x h) into a buffer of `type`, with a padded stride one time in three. */
 static packed
 pack(const uint16_t *v, int64_t w, int64_t h, tw_sample_type type)
@@ -434,16 +451,7 @@ random_case(tw_runtime *rt, int index)
     tw_mrecon_opts o;
     tw_mrecon_stats stats;
     char msg[512] = "";
-    tw_mrecon_opts_init(&o);
-    tw_mrecon_stats_init(&stats);
-    o.marker_image = pj.img;
-    o.mask_image = pi.img;
-    o.result = pr.img;
-    o.method = erode ? TW_MRECON_EROSION : TW_MRECON_DILATION;
-    o.conn = conn;
-    o.tile_w = tw;
-    o.tile_h = th;
-    o.stats = &stats;
+    opts_for(&o, &pj, &pi, &pr, erode, conn, tw, th, &stats);
     tw_status st = run_mrecon(rt, &o, msg, sizeof msg);
     cr_assert(eq(int, st, TW_OK), "case %d: %s", index, msg);
     cr_assert(memcmp(mask_before, pi.buf, mask_bytes) == 0, "case %d: the mask was written",
@@ -627,16 +635,7 @@ team_case(tw_runtime *rt, const uint16_t *j, const uint16_t *im, int64_t w, int6
     char msg[512];
     uint16_t *got;
 
-    tw_mrecon_opts_init(&o);
-    tw_mrecon_stats_init(s);
-    o.marker_image = pj.img;
-    o.mask_image = pi.img;
-    o.result = pr.img;
-    o.method = erode ? TW_MRECON_EROSION : TW_MRECON_DILATION;
-    o.conn = conn;
-    o.tile_w = tw;
-    o.tile_h = th;
-    o.stats = s;
+    opts_for(&o, &pj, &pi, &pr, erode, conn, tw, th, s);
     cr_assert(eq(int, run_mrecon(rt, &o, msg, sizeof msg), TW_OK), "%s", msg);
     got = unpack(&pr);
     free(pj.buf);
