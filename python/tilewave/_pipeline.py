@@ -59,13 +59,16 @@ def nuclei(slide, out, *, gray="hematoxylin", threshold="otsu", invert=False, mi
         return r
 
     try:
-        step_("fill_holes", _core.fill_holes, slide, f["mask"], level=level, **inopts)
-        step_("area_open", _core.area_open, f["mask"], int(min_area), f["opened"], conn=conn)
-        step_("edt", _core.edt, f["opened"], f["dist"], format="u16", step=step)
-        step_("hmax", _core.hmax, f["dist"], int(h), f["peaks"], conn=conn)
-        step_("label", _core.label, f["peaks"], f["markers"], conn=conn)
+        # intermediates in zstd: faster to write and read back than deflate (docs/objects.md)
+        z = {"compression": "zstd"}
+        step_("fill_holes", _core.fill_holes, slide, f["mask"], level=level, **inopts, **z)
+        step_("area_open", _core.area_open, f["mask"], int(min_area), f["opened"], conn=conn,
+              **z)
+        step_("edt", _core.edt, f["opened"], f["dist"], format="u16", step=step, **z)
+        step_("hmax", _core.hmax, f["dist"], int(h), f["peaks"], conn=conn, **z)
+        step_("label", _core.label, f["peaks"], f["markers"], conn=conn, **z)
         step_("watershed", _core.watershed, f["dist"], f["markers"], f["labels"],
-              mask=f["opened"], negate=True, conn=conn)
+              mask=f["opened"], negate=True, conn=conn, **z)
         # the labels are level 0 of their own file: their outlines are placed in the slide's
         # level 0; the intensity is the slide's luminance over the same pixels
         ds = _core.info(slide)["levels"][level][2]
@@ -73,7 +76,7 @@ def nuclei(slide, out, *, gray="hematoxylin", threshold="otsu", invert=False, mi
         intensity = slide
         if level or region is not None:
             intensity = os.path.join(workdir, "intensity.tif")
-            step_("gray", _core.gray, slide, intensity, level=level,
+            step_("gray", _core.gray, slide, intensity, level=level, **z,
                   **({"region": region} if region is not None else {}))
         n = step_("objects", _core.objects, f["labels"], out, intensity=intensity,
                   classification=classification, downsample=ds, offset=(rx * ds, ry * ds))
