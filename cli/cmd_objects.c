@@ -29,12 +29,15 @@ static const char objects_help[] =
     "  --region X,Y,W,H      region of that level (default: all of it)\n"
     "  --downsample F        outline coordinates times F (default: the level's downsample)\n"
     "  --offset X,Y          added to the outline coordinates (default 0,0)\n"
+    "  --pixel-size UM[,UM]  microns per pixel of LABELS' level 0 for the areas in um^2\n"
+    "                        (default: its file's resolution)\n"
     "\n" CLI_COMMON_HELP;
 
 int
 cmd_objects(int argc, char **argv)
 {
-    enum { O_FORMAT = 1, O_INTENSITY, O_GRAY, O_CLASS, O_LEVEL, O_REGION, O_DOWN, O_OFFSET };
+    enum { O_FORMAT = 1, O_INTENSITY, O_GRAY, O_CLASS, O_LEVEL, O_REGION, O_DOWN, O_OFFSET,
+           O_PIXEL };
     static const struct option opts[] = {{"output", required_argument, NULL, 'o'},
                                          {"format", required_argument, NULL, O_FORMAT},
                                          {"intensity", required_argument, NULL, O_INTENSITY},
@@ -44,6 +47,7 @@ cmd_objects(int argc, char **argv)
                                          {"region", required_argument, NULL, O_REGION},
                                          {"downsample", required_argument, NULL, O_DOWN},
                                          {"offset", required_argument, NULL, O_OFFSET},
+                                         {"pixel-size", required_argument, NULL, O_PIXEL},
                                          CLI_COMMON_OPTIONS,
                                          {NULL, 0, NULL, 0}};
     cli_common c;
@@ -125,6 +129,24 @@ cmd_objects(int argc, char **argv)
             }
             if (errno || *end || !isfinite(o.offset_x) || !isfinite(o.offset_y)) {
                 rc = cli_usage_error("--offset: '%s' (X,Y in level-0 pixels)", optarg);
+                goto out;
+            }
+            break;
+        case O_PIXEL:
+            errno = 0;
+            o.mpp_x = o.mpp_y = strtod(optarg, &end);
+            if (!errno && end != optarg && *end == ',') {
+                const char *yv = end + 1;
+
+                o.mpp_y = strtod(yv, &end);
+                if (end == yv)
+                    errno = EINVAL;
+            }
+            if (errno || end == optarg || *end || !(o.mpp_x > 0) || !(o.mpp_y > 0) ||
+                !isfinite(o.mpp_x) || !isfinite(o.mpp_y)) {
+                rc = cli_usage_error("--pixel-size: '%s' (microns per pixel above 0: UM or "
+                                     "X,Y)",
+                                     optarg);
                 goto out;
             }
             break;

@@ -905,14 +905,25 @@ ob_setup(ob_job *j, tw_runtime *rt, const tw_objects_opts *o, tw_error *err)
                              OP ": outline coordinates beyond a double (downsample %g, offset "
                              "%g,%g)",
                              j->scale, j->off_x, j->off_y);
-    tw_slide_get_mpp(j->lab.s.slide, &mx, &my);
+    if (o->mpp_x != 0 || o->mpp_y != 0) {
+        if (!(o->mpp_x > 0 && o->mpp_y > 0 && isfinite(o->mpp_x) && isfinite(o->mpp_y)))
+            return twi_error_set(err, TW_E_INVALID,
+                                 OP ": the pixel size must be two finite numbers above 0 "
+                                 "(got %g x %g um)",
+                                 o->mpp_x, o->mpp_y);
+        mx = o->mpp_x;
+        my = o->mpp_y;
+    } else {
+        tw_slide_get_mpp(j->lab.s.slide, &mx, &my);
+    }
     if (mx > 0 && my > 0) {
         j->um2 = mx * my * j->lab.s.downsample * j->lab.s.downsample;
         if (!(j->um2 >= DBL_MIN) || !isfinite(j->um2 * (double)j->W * (double)j->H))
-            return twi_error_set(err, TW_E_FORMAT,
-                                 OP ": the pixel size of '%s' (%g x %g um) makes no finite area "
-                                 "in um^2 (corrupt mpp?)",
-                                 o->labels.path, mx, my);
+            return twi_error_set(err, o->mpp_x > 0 ? TW_E_INVALID : TW_E_FORMAT,
+                                 OP ": the pixel size %s'%s' (%g x %g um) makes no finite area "
+                                 "in um^2%s",
+                                 o->mpp_x > 0 ? "given for " : "of ", o->labels.path, mx, my,
+                                 o->mpp_x > 0 ? "" : " (corrupt mpp?)");
     }
     j->classification = o->classification;
     if (o->classification)

@@ -821,6 +821,9 @@ typedef struct tw_objects_opts {
                                      offset; 0 (default): the level read's downsample, so that
                                      they are level-0 pixels of the slide read */
     double offset_x, offset_y;  /**< added to the outline coordinates (default 0) */
+    double mpp_x, mpp_y;        /**< microns per pixel of the label image's level 0, for the
+                                     areas in um^2; both 0 (default): its file's resolution
+                                     (labels made from arrays have none) */
     int32_t band_h;             /**< rows read at a time; 0: the config's tile.size height
                                      (bands hold at most about 16M pixels) */
     tw_objects_report *report;  /**< optional, initialised with tw_objects_report_init() */

@@ -83,6 +83,16 @@ def test_objects_table_and_geojson(rt, tmp_path):
         assert float(r["centroid_x"]) == pytest.approx(xs.mean(), abs=1e-9)
         assert float(r["intensity_mean"]) == pytest.approx(inten[ys, xs].mean(), abs=1e-6)
         assert int(r["intensity_max"]) == inten[ys, xs].max()
+    # labels written from an array carry no pixel size: none in the table unless given
+    assert rows[1]["area_um2"] == ""
+    assert tw.objects(lp, str(tmp_path / "p.csv"), pixel_size=(0.5, 0.25), runtime=rt) == n
+    with open(tmp_path / "p.csv") as f:
+        for r in csv.DictReader(f):
+            assert float(r["area_um2"]) == int(r["area"]) * 0.125
+    for bad in (0, -1.0, float("nan"), (1.0,), "x"):
+        with pytest.raises(ValueError, match="pixel_size"):
+            tw.objects(lp, str(tmp_path / "q.csv"), pixel_size=bad, runtime=rt)
+    assert not os.path.exists(tmp_path / "q.csv")
     gj = str(tmp_path / "o.json")
     assert tw.objects(lp, gj, format="geojson", classification="Nucleus", runtime=rt) == n
     with open(gj) as f:

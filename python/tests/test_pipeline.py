@@ -27,14 +27,21 @@ def cli():
     return os.environ.get("TILEWAVE_CLI", "tilewave")
 
 
-def test_nuclei_equals_the_cli_steps_and_its_table_its_labels(rt, slide, tmp_path):
-    # nuclei() gives the labels the documented CLI sequence gives (docs/objects.md), and its
-    # table describes those labels: one row per label, areas and boxes from the pixels, every
-    # object inside the mask and 8-connected.
+@pytest.mark.parametrize("memory", ["files", "arrays"])
+def test_nuclei_equals_the_cli_steps_and_its_table_its_labels(rt, slide, tmp_path, memory):
+    # nuclei() gives the labels the documented CLI sequence gives (docs/objects.md), and the
+    # table `tilewave objects` gives of them, whether its intermediate images are files or
+    # arrays; and its table describes those labels: one row per label, areas and boxes from
+    # the pixels, every object inside the mask and 8-connected.
     work = tmp_path / "w"
     out = str(tmp_path / "n.csv")
-    r = tw.nuclei(slide, out, workdir=str(work), runtime=rt)
+    r = tw.nuclei(slide, out, workdir=str(work), memory=memory, runtime=rt)
     assert r["objects"] > 20 and set(r["seconds"]) >= {"fill_holes", "watershed", "objects"}
+    assert r["memory"] == memory
+    made = sorted(p for p in os.listdir(work))
+    assert made == (["labels.tif"] if memory == "arrays" else
+                    ["dist.tif", "labels.tif", "markers.tif", "mask.tif", "opened.tif",
+                     "peaks.tif"])
     d = tmp_path / "cli"
     d.mkdir()
     f = {k: str(d / (k + ".tif")) for k in ("m", "o", "d", "p", "k", "n")}
@@ -44,14 +51,18 @@ def test_nuclei_equals_the_cli_steps_and_its_table_its_labels(rt, slide, tmp_pat
              ["hmax", f["d"], "--h", "2", "--conn", "8", "-o", f["p"]],
              ["label", f["p"], "--conn", "8", "-o", f["k"]],
              ["watershed", f["d"], "--markers", f["k"], "--mask", f["o"], "--negate",
-              "--conn", "8", "-o", f["n"]]]
+              "--conn", "8", "-o", f["n"]],
+             ["objects", f["n"], "--intensity", slide, "--class", "Nucleus", "-o",
+              str(d / "n.csv")]]
     for s in steps:
         p = subprocess.run([cli(), *s, "--quiet", "--gpus", "none"], capture_output=True,
                            text=True)
         assert p.returncode == 0, f"{s[0]}: {p.stderr}"
     labels = tw.read(str(work / "labels.tif"))
     np.testing.assert_array_equal(labels, tw.read(f["n"]))
-    mask = tw.read(str(work / "opened.tif"))
+    with open(out, "rb") as a, open(d / "n.csv", "rb") as b:
+        assert a.read() == b.read()      # areas in um^2 included (the sample's 0.25 um)
+    mask = tw.read(f["o"])
     assert not labels[mask == 0].any()
     n = int(labels.max())
     assert n == r["objects"]
@@ -83,5 +94,9 @@ def test_nuclei_cleans_up_and_refuses_bad_arguments(rt, slide, tmp_path):
         tw.nuclei(slide, out, min_area=-1, runtime=rt)
     with pytest.raises(ValueError, match="conn"):
         tw.nuclei(slide, out, conn=6, runtime=rt)
+    with pytest.raises(ValueError, match="memory"):
+        tw.nuclei(slide, out, memory="disk", runtime=rt)
+    with pytest.raises(ValueError, match="level"):
+        tw.nuclei(slide, out, level=7, runtime=rt)
     with pytest.raises(TypeError, match="paths"):
         tw.nuclei(np.zeros((4, 4), np.uint8), out, runtime=rt)

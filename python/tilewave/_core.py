@@ -3,6 +3,7 @@
 import atexit
 import contextvars
 import ctypes
+import math
 import os
 import threading
 import weakref
@@ -1230,13 +1231,14 @@ def label(image, out=None, *, conn=8, label_bits=0, level=0, tile=None, compress
 
 def objects(labels, out, *, intensity=None, format=None, classification=None, level=0,
             region=None, gray="luminance", downsample=0.0, offset=(0.0, 0.0), band=0,
-            runtime=None, progress=None, progress_interval=0.05, wait=True):
+            pixel_size=None, runtime=None, progress=None, progress_interval=0.05, wait=True):
     """Write the table of the objects of a label image file (as `label` writes it) to
     ``out``: GeoJSON (QuPath detections with their outlines, in level-0 pixels) or CSV, from
     the name or ``format`` ("geojson", "csv"). Per object: label, area (and um^2 with an mpp),
     centroid, bounding box, perimeter, and with ``intensity`` (a path of the same size) its
-    mean, minimum and maximum (docs/objects.md, `tilewave objects`). Returns the number of
-    objects written."""
+    mean, minimum and maximum (docs/objects.md, `tilewave objects`). ``pixel_size``: microns
+    per pixel of the labels' level 0 (a number or (x, y)) for the areas in um^2, when their
+    file has none or another. Returns the number of objects written."""
     if not _is_path(labels) or not _is_path(out) or (intensity is not None and
                                                      not _is_path(intensity)):
         raise TypeError("tilewave.objects: labels, out and intensity are paths")
@@ -1261,6 +1263,12 @@ def objects(labels, out, *, intensity=None, format=None, classification=None, le
     o.downsample = float(downsample)
     o.offset_x, o.offset_y = float(offset[0]), float(offset[1])
     o.band_h = int(band)
+    if pixel_size is not None:
+        px = pixel_size if isinstance(pixel_size, (tuple, list)) else (pixel_size, pixel_size)
+        if len(px) != 2 or not all(_is_number(v) and v > 0 and math.isfinite(v) for v in px):
+            raise ValueError("tilewave.objects: pixel_size must be a number or (x, y) above 0 "
+                             f"(got {pixel_size!r})")
+        o.mpp_x, o.mpp_y = float(px[0]), float(px[1])
     o.report = ctypes.cast(ctypes.pointer(rep), ctypes.c_void_p)
     return _run(runtime, lib.tw_objects_submit, o, keep, None, progress, wait,
                 progress_interval, lambda ok: int(rep.objects) if ok else None)

@@ -144,7 +144,8 @@ class ObjectsOpts(ctypes.Structure):
     _fields_ = [("struct_size", c_size_t), ("labels", Input), ("intensity", Input),
                 ("output", c_char_p), ("format", c_int), ("classification", c_char_p),
                 ("downsample", c_double), ("offset_x", c_double), ("offset_y", c_double),
-                ("band_h", c_int32), ("report", c_void_p)]
+                ("mpp_x", c_double), ("mpp_y", c_double), ("band_h", c_int32),
+                ("report", c_void_p)]
 
 
 class WatershedOpts(ctypes.Structure):

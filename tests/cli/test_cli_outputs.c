@@ -393,6 +393,36 @@ Test(cli_outputs, objects_refuses_a_pixel_size_without_finite_areas)
     free(out);
 }
 
+Test(cli_outputs, objects_takes_a_pixel_size_instead_of_the_files)
+{
+    /* --pixel-size X,Y replaces the file's mpp (even an unusable one) for the areas in um^2:
+     * each label of write_labels_with_mpp is 4 x 12 = 48 pixels, 48 * 0.25 * 0.5 = 6 um^2;
+     * anything but one or two numbers above 0 is a usage error naming the option */
+    char *bad = write_labels_with_mpp("mpp_huge2.tif", "1e300");
+    char *out = twtest_path(dir, "px.csv"), *csv;
+
+    OK_RUN("objects", bad, "-o", out, "--pixel-size", "0.25,0.5", "--quiet");
+    csv = twtest_slurp(out);
+    cr_assert(csv != NULL);
+    cr_expect(strstr(csv, "\n1,48,6,") != NULL, "%s", csv);
+    cr_expect(strstr(csv, "\n4,48,6,") != NULL, "%s", csv);
+    free(csv);
+    OK_RUN("objects", bad, "-o", out, "--pixel-size", "0.5", "--quiet");
+    csv = twtest_slurp(out);
+    cr_assert(csv != NULL);
+    cr_expect(strstr(csv, "\n1,48,12,") != NULL, "%s", csv);
+    free(csv);
+    remove(out);
+    ERR_RUN(("objects", bad, "-o", out, "--pixel-size", "0"), 2, "--pixel-size", out);
+    ERR_RUN(("objects", bad, "-o", out, "--pixel-size", "0.5,"), 2, "--pixel-size", out);
+    ERR_RUN(("objects", bad, "-o", out, "--pixel-size", "x"), 2, "--pixel-size", out);
+    ERR_RUN(("objects", bad, "-o", out, "--pixel-size", "inf"), 2, "--pixel-size", out);
+    ERR_RUN(("objects", bad, "-o", out, "--pixel-size", "1e300"), 1, "makes no finite area",
+            out);
+    free(bad);
+    free(out);
+}
+
 Test(cli_outputs, objects_wants_a_name_before_the_extension_and_a_region_of_pixels)
 {
     /* -o .csv or DIR/.geojson names no table (a hidden file): refused unless --format says
