@@ -359,6 +359,29 @@ launch_fixpoint(const Op &op, typename Op::T *val, int32_t w, int32_t h, unsigne
     return twi_cu::launched_finish(s);
 }
 
+/* The flood's and the labelling's checks: TW_OK with *sc the aligned scratch, or NULL when the
+ * tile is empty (nothing to do); TW_E_INVALID for a bad tile, connectivity or scratch. */
+tw_status
+fixpoint_args(const twi_watershed_tile *t, int conn, void *d_scratch, size_t scratch_bytes,
+              unsigned char **sc)
+{
+    *sc = nullptr;
+    if (!tile_ok(t, conn) || !d_scratch || scratch_bytes < layout(t->w, t->h).bytes)
+        return TW_E_INVALID;
+    if (t->w > 0 && t->h > 0)
+        *sc = twi_cu::aligned_base(d_scratch);
+    return TW_OK;
+}
+
+template <class Op>
+tw_status
+launch_conn(const Op &op, typename Op::T *val, int conn, const twi_watershed_tile *t,
+            unsigned char *sc, cudaStream_t s)
+{
+    return conn == 8 ? launch_fixpoint<Op, 8>(op, val, t->w, t->h, sc, s)
+                     : launch_fixpoint<Op, 4>(op, val, t->w, t->h, sc, s);
+}
+
 } // namespace
 
 extern "C" size_t
@@ -392,22 +415,13 @@ twi_cuda_watershed_flood(const twi_watershed_tile *d_t, int conn, void *d_scratc
                          size_t scratch_bytes, void *stream)
 {
     try {
-        cudaStream_t s = static_cast<cudaStream_t>(stream);
+        unsigned char *sc = nullptr;
+        tw_status st = fixpoint_args(d_t, conn, d_scratch, scratch_bytes, &sc);
 
-        if (!tile_ok(d_t, conn) || !d_scratch)
-            return TW_E_INVALID;
-        const Layout L = layout(d_t->w, d_t->h);
-
-        if (scratch_bytes < L.bytes)
-            return TW_E_INVALID;
-        if (d_t->w == 0 || d_t->h == 0)
-            return TW_OK;
-        unsigned char *sc = twi_cu::aligned_base(d_scratch);
-        const KeyOp op{d_t->lev, d_t->in};
-        u64 *key = reinterpret_cast<u64 *>(d_t->key);
-
-        return conn == 8 ? launch_fixpoint<KeyOp, 8>(op, key, d_t->w, d_t->h, sc, s)
-                         : launch_fixpoint<KeyOp, 4>(op, key, d_t->w, d_t->h, sc, s);
+        if (st != TW_OK || !sc)
+            return st;
+        return launch_conn(KeyOp{d_t->lev, d_t->in}, reinterpret_cast<u64 *>(d_t->key), conn,
+                           d_t, sc, static_cast<cudaStream_t>(stream));
     } catch (...) {
         return TW_E_DEVICE;
     }
@@ -448,21 +462,13 @@ twi_cuda_watershed_label(twi_watershed_tile *d_t, int conn, void *d_scratch,
                          size_t scratch_bytes, void *stream)
 {
     try {
-        cudaStream_t s = static_cast<cudaStream_t>(stream);
+        unsigned char *sc = nullptr;
+        tw_status st = fixpoint_args(d_t, conn, d_scratch, scratch_bytes, &sc);
 
-        if (!tile_ok(d_t, conn) || !d_scratch)
-            return TW_E_INVALID;
-        const Layout L = layout(d_t->w, d_t->h);
-
-        if (scratch_bytes < L.bytes)
-            return TW_E_INVALID;
-        if (d_t->w == 0 || d_t->h == 0)
-            return TW_OK;
-        unsigned char *sc = twi_cu::aligned_base(d_scratch);
-        const LabOp op{d_t->pred};
-
-        return conn == 8 ? launch_fixpoint<LabOp, 8>(op, d_t->lab, d_t->w, d_t->h, sc, s)
-                         : launch_fixpoint<LabOp, 4>(op, d_t->lab, d_t->w, d_t->h, sc, s);
+        if (st != TW_OK || !sc)
+            return st;
+        return launch_conn(LabOp{d_t->pred}, d_t->lab, conn, d_t, sc,
+                           static_cast<cudaStream_t>(stream));
     } catch (...) {
         return TW_E_DEVICE;
     }
