@@ -89,6 +89,7 @@ def test_nuclei_cleans_up_and_refuses_bad_arguments(rt, slide, tmp_path):
     out = str(tmp_path / "n.geojson")
     r = tw.nuclei(slide, out, region=(100, 50, 400, 300), runtime=rt)
     assert r["workdir"] is None and os.path.getsize(out) > 0
+    assert rt.gpus == [] and r["memory"] == "arrays"   # auto: small, and no GPU
     assert [p for p in os.listdir(tmp_path) if p.startswith(".tw-nuclei-")] == []
     with pytest.raises(ValueError, match="min_area"):
         tw.nuclei(slide, out, min_area=-1, runtime=rt)

@@ -166,6 +166,15 @@ class Runtime:
         return lib.tw_runtime_get_worker_count(self._handle())
 
     @property
+    def gpus(self):
+        """The GPUs the runtime drives: [{"ordinal", "name", "memory"}] (bytes), [] for none."""
+        out, g = [], _lib.GpuInfo()
+        while lib.tw_runtime_get_gpu(self._handle(), len(out), ctypes.byref(g)) == _lib.TW_OK:
+            out.append({"ordinal": g.ordinal, "name": g.name.decode(errors="replace"),
+                        "memory": int(g.total_mem)})
+        return out
+
+    @property
     def config(self):
         """The configuration in effect: {key: value text}."""
         cfg = lib.tw_runtime_get_config(self._handle())

@@ -166,6 +166,12 @@ class SampleOpts(ctypes.Structure):
                 ("tile", c_int32), ("compression", c_int)]
 
 
+class GpuInfo(ctypes.Structure):
+    _fields_ = [("ordinal", c_int), ("name", ctypes.c_char * 128),
+                ("pci_bus_id", ctypes.c_char * 32), ("cc_major", c_int), ("cc_minor", c_int),
+                ("total_mem", c_uint64), ("near_cpuset", ctypes.c_char * 256)]
+
+
 class LevelInfo(ctypes.Structure):
     _fields_ = [("w", c_int64), ("h", c_int64), ("downsample", c_double),
                 ("tile_w", c_int32), ("tile_h", c_int32)]
@@ -202,6 +208,7 @@ _PROTOS = {
     "tw_runtime_destroy": (None, [c_void_p]),
     "tw_runtime_get_config": (c_void_p, [c_void_p]),
     "tw_runtime_get_worker_count": (c_int, [c_void_p]),
+    "tw_runtime_get_gpu": (c_int, [c_void_p, c_int, _P(GpuInfo)]),
     "tw_job_wait": (c_int, [c_void_p, c_int64]),
     "tw_job_cancel": (None, [c_void_p]),
     "tw_job_get_error": (c_char_p, [c_void_p]),

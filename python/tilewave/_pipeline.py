@@ -36,7 +36,7 @@ def nuclei(slide, out, *, gray="hematoxylin", threshold="otsu", invert=False, mi
     pixel at most) and writes only the labels, to ``workdir``; "files" writes every
     intermediate image as a tiled TIFF (zstd) in ``workdir`` and reads it back, for slides
     whose arrays do not fit; "auto" (default): arrays when they take at most half of the
-    memory available. ``workdir``: a new folder beside ``out`` when None, removed at the end
+    memory available and the runtime has no GPU (with one, files were faster). ``workdir``: a new folder beside ``out`` when None, removed at the end
     unless ``keep``. The steps:
 
     1. mask: ``fill_holes`` of the slide thresholded (``gray`` channel, ``threshold``,
@@ -70,8 +70,12 @@ def nuclei(slide, out, *, gray="hematoxylin", threshold="otsu", invert=False, mi
     lw, lh, ds = info["levels"][level]
     w, h_ = (region[2], region[3]) if region is not None else (lw, lh)
     if memory == "auto":
+        # arrays where they fit and the runtime has no GPU: with GPUs, images in pageable
+        # memory are copied into page-locked tiles (docs/runtime.md, "Caller memory"), and on
+        # the H200 machine the chain through arrays was slower than through zstd files
+        # (docs/objects.md)
         avail = _available_memory()
-        memory = ("arrays" if avail is not None and
+        memory = ("arrays" if avail is not None and not _core._runtime(runtime).gpus and
                   w * h_ * _ARRAY_BYTES_PER_PIXEL <= avail // 2 else "files")
     out = os.fspath(out)
     made = workdir is None
