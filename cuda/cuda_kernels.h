@@ -103,11 +103,21 @@ tw_status twi_cuda_edt_wavefront(const tw_tile_view *d_bin, const twi_edt_band *
  * [Blin22] 64-bit extension); 8-connectivity keeps at most one CONNECT per border pixel (a
  * stronger rule than propositions 1-2 of section 5.2); then every pixel is flattened to the
  * canonical form. 16-bit runs without the halo of section 5.3 (measured: no gain).
+ * TW_U32 levels too (any 32-bit value, fewer than 2^31 pixels, the twin of
+ * twi_omp_maxtree_u32): 64 x 32 tiles with 64-bit shared records; in place when `d_parent`
+ * is the very view `d_in` (same data and stride).
  * Scratch: twi_cuda_maxtree_scratch_size() bytes (8 a pixel) from the caller.
  */
 size_t twi_cuda_maxtree_scratch_size(int32_t w, int32_t h, tw_sample_type type, int conn);
 tw_status twi_cuda_maxtree(const tw_tile_view *d_in, int conn, tw_tile_view *d_parent,
                            void *d_scratch, size_t scratch_bytes, void *stream);
+/* twi_cuda_maxtree of TW_U32 levels that also writes `d_canon` (device, (w h + 63) / 64
+ * words, all written): bit i % 64 of word i / 64 set for every canonical pixel (raster index
+ * i), as twi_omp_maxtree_u32's `canon` (the tree of shapes' un-interpolation needs it once
+ * the levels are replaced). Other level types or a NULL map: TW_E_INVALID. */
+tw_status twi_cuda_maxtree_canon(const tw_tile_view *d_in, int conn, tw_tile_view *d_parent,
+                                 uint64_t *d_canon, void *d_scratch, size_t scratch_bytes,
+                                 void *stream);
 
 /*
  * Border max-trees and attribute filters of one tile on the GPU (cuda/attr_filter_cuda.cu): the

@@ -64,8 +64,17 @@
  * different shapes ran different inlined copies of the loop one after another, which cost
  * 8-connectivity a factor of 1.5.
  *
+ * 32-bit levels (TW_U32, the ranks of the tree of shapes, ops/tos.c): the same kernels on
+ * 64-bit shared records (level << 32 | local index + 1), so any 32-bit level fits, and the
+ * global records as they are (their level field has 32 bits). As on the CPU (omp/
+ * maxtree_u32.c) they take fewer than 2^31 pixels, and may run in place (the parent view the
+ * very view of the levels: mt_flatten reads only the records). twi_cuda_maxtree_canon also
+ * writes the bit map of the canonical pixels (mt_canon, before mt_flatten), which the CPU
+ * kernel's `canon` gives and the levels no longer tell once replaced.
+ *
  * Limits: w * h <= UINT32_MAX (TW_U32 parents; global indices + 1 fit 32 bits), tiles of at
- * most 65535 pixels (local indices + 1 fit 16 bits). Scratch: 8 bytes per pixel.
+ * most 65535 pixels for 8- and 16-bit levels (local indices + 1 fit 16 bits). Scratch: 8
+ * bytes per pixel.
  */
 #include <cstddef>
 #include <cstdint>
@@ -109,6 +118,22 @@ template <> struct MtPolicy<uint8_t> : MtPolicyBase {
 template <> struct MtPolicy<uint16_t> : MtPolicyBase {
     static constexpr int TW = 64;
     static constexpr int NS = 2;
+};
+/* 32-bit levels (the ranks of the tree of shapes): 64-bit shared records, so 64 x 32 tiles
+ * (24 KB of shared memory, as 16-bit's 64 x 64 would be 48). Not tuned on a GPU yet. */
+template <> struct MtPolicy<uint32_t> : MtPolicyBase {
+    static constexpr int TW = 64;
+    static constexpr int NS = 2;
+};
+
+/* The parent records of a tile in shared memory: (level << 16 | local index + 1) in 32 bits
+ * for 8- and 16-bit levels; 32-bit levels take 64 (level << 32 | local index + 1), the
+ * global records' layout. */
+template <class T> struct MtRec {
+    typedef uint32_t type;
+};
+template <> struct MtRec<uint32_t> {
+    typedef unsigned long long type;
 };
 
 /* Counter slots of the STATS hook. */
@@ -224,9 +249,9 @@ window(uint32_t (&out)[4], const F &f, int64_t k, int64_t n)
  * r: the current level root (not yet linked); top: the stack of lower level roots still open,
  * each linked through its record to the one under it; ftop: the level of top.
  */
-template <class T, int TW>
+template <class T, int TW, class R>
 __device__ void
-column_tree(uint32_t *rec, const T *lev, int x, int y0, int y1)
+column_tree(R *rec, const T *lev, int x, int y0, int y1)
 {
     constexpr uint32_t NONE = 0xffffffffu;
     uint32_t r = (uint32_t)((y1 - 1) * TW + x), fr = lev[r];
@@ -236,33 +261,33 @@ column_tree(uint32_t *rec, const T *lev, int x, int y0, int y1)
         const uint32_t p = (uint32_t)(y * TW + x), fp = lev[p];
 
         if (fr < fp) {
-            rec[r] = top == NONE ? 0u : enc<uint32_t>(ftop, top);
+            rec[r] = top == NONE ? (R)0 : enc<R>(ftop, top);
             top = r;
             ftop = fr;
             r = p;
             fr = fp;
         } else if (fr == fp) {
-            rec[p] = enc<uint32_t>(fr, r);
+            rec[p] = enc<R>(fr, r);
         } else {
             while (top != NONE && fp <= ftop) {
-                const uint32_t below = rec[top];
+                const R below = rec[top];
 
-                rec[r] = enc<uint32_t>(ftop, top);
+                rec[r] = enc<R>(ftop, top);
                 r = top;
                 fr = ftop;
                 top = below ? rec_idx(below) : NONE;
                 ftop = rec_lev(below);
             }
             if (fr > fp) {
-                rec[r] = enc<uint32_t>(fp, p);
+                rec[r] = enc<R>(fp, p);
                 r = p;
                 fr = fp;
             } else {
-                rec[p] = enc<uint32_t>(fr, r);
+                rec[p] = enc<R>(fr, r);
             }
         }
     }
-    rec[r] = top == NONE ? 0u : enc<uint32_t>(ftop, top);
+    rec[r] = top == NONE ? (R)0 : enc<R>(ftop, top);
 }
 
 /*
@@ -271,9 +296,9 @@ column_tree(uint32_t *rec, const T *lev, int x, int y0, int y1)
  * a warp take their i-th CONNECTs together rather than stepping through the rows in lockstep
  * with most of them idle.
  */
-template <int CONN, class P, class T>
+template <int CONN, class P, class T, class R>
 __device__ __forceinline__ void
-column_border(uint32_t *rec, const T *lev, int x, int y0, int y1)
+column_border(R *rec, const T *lev, int x, int y0, int y1)
 {
     constexpr int TW = P::TW;
     static_assert(3 * P::SUB <= 64, "edge codes of a segment must fit 64 bits");
@@ -319,8 +344,9 @@ template <class T, int CONN, class P>
 __global__ void __launch_bounds__(P::TW *P::NS)
 mt_tile(const unsigned char *__restrict__ in, int64_t istride, Geo g, u64 *__restrict__ grec)
 {
+    typedef typename MtRec<T>::type R;
     constexpr int TW = P::TW, SUB = P::SUB, TH = P::SUB * P::NS;
-    __shared__ uint32_t rec[TW * TH];
+    __shared__ R rec[TW * TH];
     __shared__ T lev[TW * TH];
     const int x = (int)threadIdx.x, s = (int)threadIdx.y;
     const int64_t ty = (int64_t)blockIdx.x / g.tiles_x, tx = (int64_t)blockIdx.x - ty * g.tiles_x;
@@ -336,7 +362,7 @@ mt_tile(const unsigned char *__restrict__ in, int64_t istride, Geo g, u64 *__res
 
         for (int y = y0; y < y1; y++, src += istride)
             lev[y * TW + x] = *reinterpret_cast<const T *>(src);
-        column_tree<T, TW>(rec, lev, x, y0, y1);
+        column_tree<T, TW, R>(rec, lev, x, y0, y1);
     }
     __syncthreads();
     if (P::STATS && x == 0 && s == 0)
@@ -367,14 +393,14 @@ mt_tile(const unsigned char *__restrict__ in, int64_t istride, Geo g, u64 *__res
         u64 fsteps = 0;
 
         for (int y = y0; y < y1; y++, dst += g.w) {
-            const uint32_t r = rec[y * TW + x];
+            const R r = rec[y * TW + x];
             u64 gr = 0;
 
             if (r) {
                 uint32_t q = rec_idx(r);
                 const uint32_t fq = rec_lev(r);
 
-                for (uint32_t rq = rec[q]; rq && rec_lev(rq) == fq; rq = rec[q]) {
+                for (R rq = rec[q]; rq && rec_lev(rq) == fq; rq = rec[q]) {
                     q = rec_idx(rq);
                     fsteps++;
                 }
@@ -520,11 +546,45 @@ mt_flatten(u64 *__restrict__ grec, Geo g, unsigned char *out, int64_t ostride)
     }
 }
 
-/* Whether mt_flatten compresses its walks for this input (see there). */
+/* Whether mt_flatten compresses its walks for this input (see there). 32-bit levels (the
+ * ranks of the tree of shapes, whose flat zones hold whole batches of the sort) compress too,
+ * as a guard against long chains; not measured yet. */
 template <class T, int CONN> constexpr bool
 flat_compress()
 {
-    return sizeof(T) == 2 && CONN == 8;
+    return (sizeof(T) == 2 && CONN == 8) || sizeof(T) == 4;
+}
+
+/*
+ * The canonical bit map (twi_cuda_maxtree_canon): after the merges, before mt_flatten, a
+ * pixel is canonical (the level root of its node) when it has no parent or its parent
+ * record's level is below its own: equal-level parents always point to a larger index, so a
+ * pixel with one is not its node's canonical pixel, and mt_flatten points every pixel at the
+ * level root of its record. One thread per pixel; a warp's ballot is one 32-bit word of the
+ * map (bit i % 64 of 64-bit word i / 64 is bit i % 32 of 32-bit word i / 32: little endian).
+ * Threads cover whole 64-bit words, so the map's tail bits are written as 0.
+ */
+template <class T>
+__global__ void __launch_bounds__(MtPolicyBase::FLAT_THREADS)
+mt_canon(const u64 *__restrict__ grec, const unsigned char *__restrict__ in, int64_t istride,
+         Geo g, uint64_t words, uint32_t *__restrict__ canon)
+{
+    const uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const uint64_t n = (uint64_t)g.w * (uint64_t)g.h;
+    bool c = false;
+
+    if (i >= 64 * words)
+        return; /* whole warps: 64 * words is a multiple of 32 */
+    if (i < n) {
+        const int64_t y = (int64_t)(i / (uint64_t)g.w), x = (int64_t)(i - (uint64_t)y * g.w);
+        const u64 r = grec[i];
+
+        c = r == 0 || rec_lev(r) != pix<T>(in, istride, x, y);
+    }
+    const unsigned bits = __ballot_sync(0xffffffffu, c);
+
+    if ((threadIdx.x & 31u) == 0)
+        canon[i >> 5] = bits;
 }
 
 /* ---- host side -------------------------------------------------------------------------- */
@@ -544,12 +604,14 @@ make_geo(int32_t w, int32_t h)
 
 template <class T, int CONN, class P>
 tw_status
-launch_maxtree(const tw_tile_view *in, tw_tile_view *parent, u64 *grec, cudaStream_t s)
+launch_maxtree(const tw_tile_view *in, tw_tile_view *parent, uint64_t *canon, u64 *grec,
+               cudaStream_t s)
 {
+    typedef typename MtRec<T>::type R;
     constexpr int TW = P::TW, TH = P::SUB * P::NS;
     static_assert(is_pow2<TW>() && is_pow2<TH>(), "tile sides must be powers of two");
-    static_assert(TW * TH <= 65535, "local indices + 1 must fit 16 bits");
-    static_assert(TW * TH * (sizeof(uint32_t) + sizeof(T)) <= 48 * 1024,
+    static_assert(sizeof(R) == 8 || TW * TH <= 65535, "local indices + 1 must fit 16 bits");
+    static_assert(TW * TH * (sizeof(R) + sizeof(T)) <= 48 * 1024,
                   "tile over the static shared-memory limit");
     static_assert(TW * P::NS <= 1024, "too many threads per tile");
     static_assert(P::FLAT_THREADS == MtPolicyBase::FLAT_THREADS, "mt_flatten's launch bounds");
@@ -566,6 +628,14 @@ launch_maxtree(const tw_tile_view *in, tw_tile_view *parent, u64 *grec, cudaStre
         mt_merge<T, CONN, P>
             <<<(unsigned)ceil_div((int64_t)nh + nv, P::MERGE_THREADS), P::MERGE_THREADS, 0, s>>>(
                 src, in->stride, g, nh, nv, grec);
+    if (canon) {
+        /* before mt_flatten, which may write the parents over the levels (in place) */
+        const uint64_t words = ((uint64_t)g.w * (uint64_t)g.h + 63) / 64;
+
+        mt_canon<T><<<(unsigned)ceil_div((int64_t)(64 * words), P::FLAT_THREADS),
+                      P::FLAT_THREADS, 0, s>>>(grec, src, in->stride, g, words,
+                                               reinterpret_cast<uint32_t *>(canon));
+    }
     mt_flatten<flat_compress<T, CONN>()><<<fgrid, P::FLAT_THREADS, 0, s>>>(
         grec, g, static_cast<unsigned char *>(parent->data), parent->stride);
     return twi_cu::launched();
@@ -573,10 +643,11 @@ launch_maxtree(const tw_tile_view *in, tw_tile_view *parent, u64 *grec, cudaStre
 
 template <class T>
 tw_status
-dispatch(const tw_tile_view *in, int conn, tw_tile_view *parent, u64 *grec, cudaStream_t s)
+dispatch(const tw_tile_view *in, int conn, tw_tile_view *parent, uint64_t *canon, u64 *grec,
+         cudaStream_t s)
 {
-    return conn == 4 ? launch_maxtree<T, 4, MtPolicy<T>>(in, parent, grec, s)
-                     : launch_maxtree<T, 8, MtPolicy<T>>(in, parent, grec, s);
+    return conn == 4 ? launch_maxtree<T, 4, MtPolicy<T>>(in, parent, canon, grec, s)
+                     : launch_maxtree<T, 8, MtPolicy<T>>(in, parent, canon, grec, s);
 }
 
 u64 *
@@ -585,7 +656,8 @@ aligned_base(void *p)
     return reinterpret_cast<u64 *>(twi_cu::aligned_base(p));
 }
 
-/* The checks of the CPU twin, plus what only this variant requires: TW_U32 parents. */
+/* The checks of the CPU twin (32-bit levels: fewer than 2^31 pixels, in place only as one
+ * view), plus what only this variant requires: TW_U32 parents. */
 tw_status
 check(const tw_tile_view *in, int conn, const tw_tile_view *parent)
 {
@@ -596,6 +668,32 @@ check(const tw_tile_view *in, int conn, const tw_tile_view *parent)
     if (parent->type != TW_U32 || (uint64_t)in->w * (uint64_t)in->h > UINT32_MAX)
         return TW_E_INVALID;
     return TW_OK;
+}
+
+tw_status
+run(const tw_tile_view *d_in, int conn, tw_tile_view *d_parent, uint64_t *d_canon,
+    void *d_scratch, size_t scratch_bytes, void *stream)
+{
+    tw_status st = check(d_in, conn, d_parent);
+
+    if (st != TW_OK)
+        return st;
+    if (d_canon && d_in->type != TW_U32)
+        return TW_E_INVALID;
+    if (d_in->w == 0 || d_in->h == 0)
+        return TW_OK;
+    if (!d_scratch ||
+        scratch_bytes < twi_cuda_maxtree_scratch_size(d_in->w, d_in->h, d_in->type, conn))
+        return TW_E_INVALID;
+    cudaStream_t s = static_cast<cudaStream_t>(stream);
+    u64 *grec = aligned_base(d_scratch);
+
+    switch (d_in->type) {
+    case TW_U8: st = dispatch<uint8_t>(d_in, conn, d_parent, d_canon, grec, s); break;
+    case TW_U16: st = dispatch<uint16_t>(d_in, conn, d_parent, d_canon, grec, s); break;
+    default: st = dispatch<uint32_t>(d_in, conn, d_parent, d_canon, grec, s); break;
+    }
+    return st != TW_OK ? st : twi_cu::finish(s);
 }
 
 } // namespace
@@ -615,21 +713,19 @@ twi_cuda_maxtree(const tw_tile_view *d_in, int conn, tw_tile_view *d_parent, voi
                  size_t scratch_bytes, void *stream)
 {
     try {
-        tw_status st = check(d_in, conn, d_parent);
+        return run(d_in, conn, d_parent, NULL, d_scratch, scratch_bytes, stream);
+    } catch (...) {
+        return TW_E_DEVICE;
+    }
+}
 
-        if (st != TW_OK)
-            return st;
-        if (d_in->w == 0 || d_in->h == 0)
-            return TW_OK;
-        if (!d_scratch ||
-            scratch_bytes < twi_cuda_maxtree_scratch_size(d_in->w, d_in->h, d_in->type, conn))
-            return TW_E_INVALID;
-        cudaStream_t s = static_cast<cudaStream_t>(stream);
-        u64 *grec = aligned_base(d_scratch);
-
-        st = d_in->type == TW_U8 ? dispatch<uint8_t>(d_in, conn, d_parent, grec, s)
-                                 : dispatch<uint16_t>(d_in, conn, d_parent, grec, s);
-        return st != TW_OK ? st : twi_cu::finish(s);
+extern "C" tw_status
+twi_cuda_maxtree_canon(const tw_tile_view *d_in, int conn, tw_tile_view *d_parent,
+                       uint64_t *d_canon, void *d_scratch, size_t scratch_bytes, void *stream)
+{
+    try {
+        return d_canon ? run(d_in, conn, d_parent, d_canon, d_scratch, scratch_bytes, stream)
+                       : TW_E_INVALID;
     } catch (...) {
         return TW_E_DEVICE;
     }
