@@ -484,6 +484,17 @@ twi_runtime_gpu_count(const tw_runtime *rt)
 }
 
 int64_t
+twi_runtime_gpu_budget(const tw_runtime *rt)
+{
+    int64_t n = 0;
+
+    for (int i = 0; rt && i < rt->n_gpus; i++)
+        if (i == 0 || (int64_t)rt->gpus[i].budget < n)
+            n = rt->gpus[i].budget > (size_t)INT64_MAX ? INT64_MAX : (int64_t)rt->gpus[i].budget;
+    return n;
+}
+
+int64_t
 twi_runtime_keep_gpu_bytes(const tw_runtime *rt)
 {
     int64_t n = 0;

@@ -262,6 +262,10 @@ TWI_HIDDEN int64_t twi_window_cap(const tw_runtime *rt, int64_t unit_bytes);
 
 /* ---- runtime queries used by ops */
 TWI_HIDDEN int twi_runtime_gpu_count(const tw_runtime *rt);
+/* The smallest device memory budget of the runtime's GPUs (runtime.gpu_mem, else the free
+ * memory at start less 1/32 of the device): the most a task's tiles and scratch may take on
+ * any of them. 0 without GPUs. */
+TWI_HIDDEN int64_t twi_runtime_gpu_budget(const tw_runtime *rt);
 /* runtime.caller_memory = register and the runtime uses GPUs. */
 TWI_HIDDEN bool twi_runtime_registers_caller(const tw_runtime *rt);
 /* Where a multi-pass op may keep its decoded input between passes (docs/runtime.md,
