@@ -30,15 +30,24 @@
  * team: parallelism comes from the tasks, so the whole job scales with the runtime's workers
  * and shares them with other jobs.
  *
- * No CUDA variant: the GPU max-tree (cuda/maxtree_cuda.cu) packs a level of at most 16 bits
- * with each parent in the 64-bit records its lock-free merge swaps atomically, and the ranks
- * need 31; the sort is a sequential queue per part.
+ * The GPU. With a GPU worker whose memory budget holds the grid (the ranks, the parent
+ * records, the canonical bit map: about 13 bytes a face), the max-tree of the ranks is one
+ * whole-grid task, tos.mt.gpu, instead of the blocks: its CUDA variant uploads the ranks, runs
+ * cuda/maxtree_cuda.cu on 32-bit levels (64-bit parent records: a rank and a parent of 32 bits
+ * each; the grid has fewer than 2^31 faces), and downloads the canonical bit map and then the
+ * parent image over the ranks, the very bytes the blocks would have left (the canonical form
+ * is unique). A failed attempt is retried on a CPU worker, whose variant does nothing but
+ * let the commit hook submit the block tasks: the same bytes. The download of the bit map
+ * comes first and synchronises, so a kernel fault is seen before the ranks are overwritten;
+ * a failure of the last download (after twi_ctx_no_retry) fails the job. The sort stays on
+ * the CPU workers: a sequential queue per part.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "cuda_kernels.h"
 #include "omp_kernels.h"
 #include "ops_internal.h"
 
@@ -63,6 +72,8 @@ typedef struct tos_job {
     int cpu_workers;
     tw_tos_report *report;
     tw_runtime *rt;
+    bool gpu_tree;               /* the max-tree of the ranks as one task for a GPU worker */
+    tw_device_type mt_device;    /* where it ran */
 
     void *img;                   /* W H samples, packed */
     tw_tile_view vin;
@@ -88,7 +99,7 @@ typedef struct tos_job {
     int64_t grid_nodes;
     size_t queue_bytes;
 
-    double t_start, t_sorted, t_tree, t_end;
+    double t_start, t_sorted, t_mt, t_tree, t_end;
 } tos_job;
 
 /* ---- small task arguments ---------------------------------------------------------------- */
@@ -334,7 +345,22 @@ t_sort(tw_task_ctx *ctx, void *arg)
     return TW_OK;
 }
 
-static tw_status submit_tree(tos_job *j);
+static tw_status submit_tree(tos_job *j, bool blocks);
+static tw_status submit_gpu_tree(tos_job *j);
+
+/* The max-tree of the ranks in blocks on the CPU workers, and the rest of the graph. */
+static tw_status
+cpu_tree(tos_job *j)
+{
+    tw_status st;
+
+    j->mt_device = TW_DEVICE_CPU;
+    /* the plan of the max-tree (it clears the canonical bit map, the seen faces until now) */
+    if ((st = twi_maxtree32_create(j->a, (int32_t)j->kw, (int32_t)j->kh, 4, j->gx, j->gy,
+                                   j->canon, &j->mt)) != TW_OK)
+        return st;
+    return submit_tree(j, true);
+}
 
 static tw_status
 t_sort_commit(tw_task_ctx *ctx, void *arg)
@@ -352,10 +378,7 @@ t_sort_commit(tw_task_ctx *ctx, void *arg)
                        &j->queue_bytes);
     twi_tos_sort_destroy(j->sort);
     j->sort = NULL;
-    /* the plan of the max-tree (it clears the canonical bit map, the seen faces until now) */
-    if ((st = twi_maxtree32_create(j->a, (int32_t)j->kw, (int32_t)j->kh, 4, j->gx, j->gy, j->canon,
-                                   &j->mt)) != TW_OK ||
-        (st = submit_tree(j)) != TW_OK)
+    if ((st = j->gpu_tree ? submit_gpu_tree(j) : cpu_tree(j)) != TW_OK)
         return twi_ctx_fail(ctx, st, "%s: cannot submit the tree (%s)", j->op,
                             tw_status_string(st));
     return TW_OK;
@@ -400,6 +423,103 @@ t_finish(tw_task_ctx *ctx, void *arg)
     return TW_OK;
 }
 
+#ifdef TW_HAVE_CUDA
+/* The whole grid's max-tree on a GPU worker (see the top of the file). */
+static tw_status
+t_gpu_tree_cuda(tw_task_ctx *ctx, void *arg)
+{
+    tos_job *j = ((tos_arg *)arg)->j;
+    const int32_t kw = (int32_t)j->kw, kh = (int32_t)j->kh;
+    const size_t n = (size_t)kw * (size_t)kh, words = (n + 63) / 64;
+    const size_t sb = twi_cuda_maxtree_scratch_size(kw, kh, TW_U32, 4);
+    void *d_a = twi_ctx_scratch(ctx, n * 4), *d_c = twi_ctx_scratch(ctx, words * 8),
+         *d_s = twi_ctx_scratch(ctx, sb);
+    tw_tile_view v = { .data = d_a, .stride = 4 * (int64_t)kw, .w = kw, .h = kh, .channels = 1,
+                       .type = TW_U32 };
+    tw_status st;
+
+    if (!d_a || !d_c || !d_s)
+        return twi_ctx_fail(ctx, TW_E_DEVICE,
+                            "%s: no GPU memory for the max-tree of %dx%d faces (%zu bytes)",
+                            j->op, (int)kw, (int)kh, n * 4 + words * 8 + sb);
+    if ((st = twi_ctx_copy_to_device(ctx, d_a, j->a, n * 4)) != TW_OK)
+        return st;
+    if ((st = twi_cuda_maxtree_canon(&v, 4, &v, d_c, d_s, sb, twi_ctx_stream(ctx))) != TW_OK)
+        return twi_ctx_fail(ctx, st, "%s: the GPU max-tree of the ranks failed (%s)", j->op,
+                            tw_status_string(st));
+    /* the bit map first: it waits for the kernels, whose faults a CPU retry still repairs
+     * (the ranks are intact, and the blocks' plan clears the map) */
+    if ((st = twi_ctx_copy_to_host(ctx, j->canon, d_c, words * 8)) != TW_OK)
+        return st;
+    /* the parent image replaces the ranks a retry would start from */
+    twi_ctx_no_retry(ctx);
+    return twi_ctx_copy_to_host(ctx, j->a, d_a, n * 4);
+}
+
+/* Run on a CPU worker only after a failed GPU attempt: the commit hook submits the blocks. */
+static tw_status
+t_gpu_tree_cpu(tw_task_ctx *ctx, void *arg)
+{
+    (void)ctx;
+    (void)arg;
+    return TW_OK;
+}
+
+static tw_status
+t_gpu_tree_commit(tw_task_ctx *ctx, void *arg)
+{
+    tos_job *j = ((tos_arg *)arg)->j;
+    tw_status st;
+
+    if (twi_ctx_device(ctx) == TW_DEVICE_CUDA) {
+        j->mt_device = TW_DEVICE_CUDA;
+        /* the progress units of the blocks, merges and finishes it stood for */
+        twi_job_add_done(j->job, 2 * (int64_t)j->blocks + j->merges);
+        st = submit_tree(j, false);
+    } else {
+        st = cpu_tree(j);
+    }
+    if (st != TW_OK)
+        return twi_ctx_fail(ctx, st, "%s: cannot submit the tree (%s)", j->op,
+                            tw_status_string(st));
+    return TW_OK;
+}
+
+static bool
+gpu_tree_can_run(const void *arg, tw_device_type dev)
+{
+    (void)arg;
+    return dev == TW_DEVICE_CUDA; /* a CPU worker runs it only as a retry */
+}
+
+static const tw_task_kind gpu_tree_kind = {
+    .name = "tos.mt.gpu",
+    .cpu = t_gpu_tree_cpu,
+    TWI_CUDA_VARIANT(t_gpu_tree_cuda),
+    .can_run = gpu_tree_can_run,
+    .commit = t_gpu_tree_commit,
+};
+
+static tw_status
+submit_gpu_tree(tos_job *j)
+{
+    tw_task *t = NULL;
+    tw_status st;
+
+    if ((st = task_new(j, &gpu_tree_kind, 0, &t)) != TW_OK)
+        return st;
+    st = twi_task_submit(t);
+    twi_task_release(t);
+    return st;
+}
+#else
+static tw_status
+submit_gpu_tree(tos_job *j)
+{
+    return cpu_tree(j);
+}
+#endif
+
 /* After the max-tree: its nodes go (the grid now holds the grid's parent image). */
 static tw_status
 t_un_create(tw_task_ctx *ctx, void *arg)
@@ -407,6 +527,7 @@ t_un_create(tw_task_ctx *ctx, void *arg)
     tos_job *j = ((tos_arg *)arg)->j;
     tw_status st;
 
+    j->t_mt = twi_now_s();
     twi_maxtree32_destroy(j->mt);
     j->mt = NULL;
     if ((st = twi_tos_un_create(&j->vin, j->a, j->canon, j->par, &j->un)) != TW_OK)
@@ -673,8 +794,9 @@ out:
     return st;
 }
 
+/* The max-tree's tasks when `blocks` (else it is done), then the rest of the graph. */
 static tw_status
-submit_tree(tos_job *j)
+submit_tree(tos_job *j, bool blocks)
 {
     tw_task *s = NULL, *t = NULL;
     tw_status st;
@@ -690,7 +812,7 @@ submit_tree(tos_job *j)
         if (st != TW_OK)                                                                           \
             goto out;                                                                              \
     } while (0)
-    if ((st = tree_tasks(j, &s)) != TW_OK)
+    if (blocks && (st = tree_tasks(j, &s)) != TW_OK)
         goto out;
     STEP(&un_create_kind, 1);
     STEP(&un_nodes_kind, j->bands);
@@ -723,7 +845,8 @@ tos_end(tw_job *job, tw_status st, void *user)
         r->exterior = j->rule.exterior;
         r->implicit_root = j->rule.implicit_root;
         r->nodes = j->grid_nodes - (j->rule.implicit_root ? 1 : 0);
-        r->blocks = j->blocks;
+        r->blocks = j->mt_device == TW_DEVICE_CUDA ? 1 : j->blocks;
+        r->mt_device = j->mt_device;
         /* at the peak: the grid, its canonical bit map, the parent image when not the
          * caller's, and the largest of the queues, the tree's nodes (12 bytes each) and the
          * un-interpolation's index */
@@ -737,6 +860,7 @@ tos_end(tw_job *job, tw_status st, void *user)
                                      (j->scratch_own ? 2 * n * 4 : 0));
         r->sort_s = j->t_sorted - j->t_start;
         r->tree_s = j->t_tree - j->t_sorted;
+        r->mt_s = j->t_mt - j->t_sorted;
         r->attr_s = j->t_end - j->t_tree;
     }
     return twi_stream_finish_two(job, &j->in.s, &j->area_s, st);
@@ -809,6 +933,19 @@ setup(tos_job *j, tw_runtime *rt, const tw_input *in, const tw_host_image *image
     }
     if (j->cpu_workers == 0)
         return twi_error_set(err, TW_E_NODEV, "%s: the runtime has no CPU worker", j->op);
+#ifdef TW_HAVE_CUDA
+    {
+        /* the ranks, the bit map and the kernel's records on one GPU, with room for the
+         * pool's rounding of its blocks (up to a quarter) */
+        const uint64_t nk = (uint64_t)(j->kw * j->kh),
+                       need = nk * 4 + (nk + 63) / 64 * 8 +
+                              twi_cuda_maxtree_scratch_size((int32_t)j->kw, (int32_t)j->kh,
+                                                            TW_U32, 4);
+
+        j->gpu_tree = twi_runtime_gpu_count(rt) > 0 &&
+                      need + need / 4 <= (uint64_t)twi_runtime_gpu_budget(rt);
+    }
+#endif
     ss = tw_sample_size(j->type);
     n = (size_t)(j->W * j->H);
     if (!(j->img = malloc(n * ss)))

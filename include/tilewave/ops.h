@@ -625,7 +625,9 @@ TW_API TW_NODISCARD tw_status tw_attr_filter_submit(tw_runtime *rt,
  * block whose diagonals are strictly separated) the propagation from the exterior decides
  * which diagonal connects. Colour inputs are converted to one channel first (tw_input.gray).
  * Computed on the CPU workers: a parallel sort whose independent sub-propagations are tasks,
- * the max-tree of the sorted ranks, un-interpolation (docs/tos.md). Images up to about 2^29
+ * the max-tree of the sorted ranks (on a GPU worker when the runtime has one whose memory
+ * budget holds about 13 bytes a face of the grid: the same bytes), un-interpolation
+ * (docs/tos.md). Images up to about 2^29
  * pixels ((2w - 1)(2h - 1) below 2^31); 19 to 31 bytes of scratch a pixel (docs/tos.md,
  * "Memory").
  *
@@ -655,6 +657,11 @@ typedef struct tw_tos_report {
     double sort_s;              /**< interpolation, immersion and the parallel sort */
     double tree_s;              /**< the max-tree of the ranks and un-interpolation */
     double attr_s;              /**< areas and the grain filter */
+    tw_device_type mt_device;   /**< where the max-tree of the ranks ran: TW_DEVICE_CUDA (one
+                                     whole-grid task on a GPU worker, when one holds the grid)
+                                     or TW_DEVICE_CPU (blocks). @since 0.7 */
+    double mt_s;                /**< the max-tree of the ranks, part of tree_s (on a GPU: the
+                                     uploads and downloads included). @since 0.7 */
 } tw_tos_report;
 
 /** Zero @p r and set its struct_size; NULL is a no-op. Thread-safe. @since 0.5 */
@@ -681,7 +688,8 @@ TW_API void tw_tos_opts_init(tw_tos_opts *o);
 
 /**
  * Tree of shapes of @p o->input (or image) as a parent image (see @ref tos), which must fit
- * in memory with its scratch, on the CPU workers.
+ * in memory with its scratch, on the CPU workers (the max-tree of the ranks on a GPU worker
+ * when there is one, see @ref tos).
  * @return TW_OK (the job runs), TW_E_INVALID (also: an image of more than about 2^29
  * pixels), TW_E_IO, TW_E_FORMAT, TW_E_NOMEM.
  * Misuse and ownership: as every submit function (@ref tw_ops).
