@@ -18,6 +18,8 @@ static const char help[] =
     "                    ranks and the rest as parallel loops, --threads N threads\n"
     "  --job             tw_tos_submit (tw_grain_submit with --grain) on a runtime of\n"
     "                    --threads N CPU workers: every step a task\n"
+    "  --gpus LIST       --job: the runtime's GPUs (runtime.gpus: none (default), all, 0,\n"
+    "                    ...): with one, the max-tree of the ranks runs there (one task)\n"
     "  --input KIND|FILE noise, field (natural-like) or a slide / TIFF file (level 0, whole;\n"
     "                    RGB to tilewave's luminance), as `tw_bench maxtree`\n"
     "  --size WxH        size of a generated input\n"
@@ -40,15 +42,16 @@ static const char help[] =
     "touched, the runtime started) and after it; their difference over the pixels is\n"
     "scratch_bytes_per_px, all the computation's own memory. JSON fields: median_s, min_s,\n"
     "max_s, mpix_per_s, sort_s / tree_s / attr_s (phases, medians; tree_s = the max-tree of\n"
-    "the ranks and un-interpolation), mt_s / un_s (the kernel's two parts of tree_s; 0 for\n"
-    "the job), crews and batches (the kernel's batches shared with helpers and all batches;\n"
-    "-1 for the job), parts (sub-propagations), nodes (of the tree, an\n"
-    "implicit root included, as Higra counts them), pixel_nodes (nodes holding pixels),\n"
+    "the ranks and un-interpolation), mt_s / un_s (the two parts of tree_s: the max-tree of\n"
+    "the ranks, un-interpolation), mt_device (where the job's max-tree ran: cpu or cuda;\n"
+    "the kernel: cpu), gpus (--gpus), crews and batches (the kernel's batches shared with\n"
+    "helpers and all batches; -1 for the job), parts (sub-propagations), nodes (of the tree,\n"
+    "an implicit root included, as Higra counts them), pixel_nodes (nodes holding pixels),\n"
     "exterior, implicit_root, peak_rss_mib, scratch_bytes_per_px, check, wrong (pixels\n"
     "differing).\n";
 
 typedef struct tos_params {
-    const char *input, *type_name, *dump, *check;
+    const char *input, *type_name, *dump, *check, *gpus;
     int64_t w, h, levels, seed, threads, repeat, grain, crew_min, split_min;
     int job, split_always;
 } tos_params;
@@ -117,7 +120,7 @@ run_once(const tos_params *p, const bench_image *img, tw_runtime *rt, int64_t th
 }
 
 static tw_runtime *
-runtime_of(int64_t workers)
+runtime_of(int64_t workers, const char *gpus)
 {
     tw_config *cfg = NULL;
     tw_runtime *rt = NULL;
@@ -129,7 +132,7 @@ runtime_of(int64_t workers)
         bench_fail("out of memory");
         return NULL;
     }
-    if (tw_config_set(cfg, "runtime.gpus", "none", TW_CONFIG_SET, &err) != TW_OK ||
+    if (tw_config_set(cfg, "runtime.gpus", gpus, TW_CONFIG_SET, &err) != TW_OK ||
         tw_config_set(cfg, "runtime.cpu_workers", v, TW_CONFIG_SET, &err) != TW_OK ||
         tw_config_set(cfg, "runtime.models", "none", TW_CONFIG_SET, &err) != TW_OK ||
         tw_runtime_create(cfg, &rt, &err) != TW_OK)
@@ -142,7 +145,7 @@ static int
 parse(int argc, char **argv, tos_params *p)
 {
     enum { O_INPUT = 1, O_SIZE, O_TYPE, O_LEVELS, O_SEED, O_THREADS, O_GRAIN, O_REPEAT,
-           O_CHECK, O_DUMP, O_KERNEL, O_JOB, O_SPLIT, O_CREW, O_SPLITMIN, O_HELP };
+           O_CHECK, O_DUMP, O_KERNEL, O_JOB, O_SPLIT, O_CREW, O_SPLITMIN, O_GPUS, O_HELP };
     static const struct option opts[] = {
         {"input", required_argument, NULL, O_INPUT}, {"size", required_argument, NULL, O_SIZE},
         {"type", required_argument, NULL, O_TYPE}, {"levels", required_argument, NULL, O_LEVELS},
@@ -154,7 +157,8 @@ parse(int argc, char **argv, tos_params *p)
         {"kernel", no_argument, NULL, O_KERNEL}, {"job", no_argument, NULL, O_JOB},
         {"split-always", no_argument, NULL, O_SPLIT},
         {"crew-min", required_argument, NULL, O_CREW},
-        {"split-min", required_argument, NULL, O_SPLITMIN}, {"help", no_argument, NULL, O_HELP},
+        {"split-min", required_argument, NULL, O_SPLITMIN},
+        {"gpus", required_argument, NULL, O_GPUS}, {"help", no_argument, NULL, O_HELP},
         {NULL, 0, NULL, 0}};
     int opt, rc = BENCH_OK, mode = 0;
 
@@ -186,6 +190,7 @@ parse(int argc, char **argv, tos_params *p)
         case O_SPLITMIN:
             rc = bench_parse_int("--split-min", optarg, 1, INT64_MAX, &p->split_min);
             break;
+        case O_GPUS: p->gpus = optarg; break;
         case 'h':
         case O_HELP: fputs(help, stdout); return -1;
         default: rc = bench_usage("unknown option '%s'", argv[optind - 1]); break;
@@ -204,13 +209,16 @@ parse(int argc, char **argv, tos_params *p)
     if (strcmp(p->check, "auto") && strcmp(p->check, "full") && strcmp(p->check, "none"))
         return bench_usage("--check: unknown check '%s' (auto, full, none)", p->check);
     p->job = mode == 2;
+    if (!p->job && strcmp(p->gpus, "none") != 0)
+        return bench_usage("--gpus goes with --job");
     return BENCH_OK;
 }
 
 int
 bench_tos(int argc, char **argv)
 {
-    tos_params p = { .seed = 1, .threads = omp_get_num_procs(), .repeat = 3, .check = "auto" };
+    tos_params p = { .seed = 1, .threads = omp_get_num_procs(), .repeat = 3, .check = "auto",
+                     .gpus = "none" };
     bench_image img = { 0 };
     tw_runtime *rt = NULL;
     twi_tos_run r = { 0 }, rr;
@@ -236,7 +244,7 @@ bench_tos(int argc, char **argv)
     }
     ts = t + p.repeat;
     memset(out, 0, n * os);
-    if (p.job && !(rt = runtime_of(p.threads))) {
+    if (p.job && !(rt = runtime_of(p.threads, p.gpus))) {
         rc = BENCH_FAIL;
         goto out;
     }
@@ -255,8 +263,8 @@ bench_tos(int argc, char **argv)
         ts[k] = p.job ? rrep.sort_s : rr.t_sort;
         ts[p.repeat + k] = p.job ? rrep.tree_s : rr.t_tree + rr.t_un;
         ts[2 * p.repeat + k] = p.job ? rrep.attr_s : rr.t_attr;
-        ts[3 * p.repeat + k] = p.job ? 0 : rr.t_tree;
-        ts[4 * p.repeat + k] = p.job ? 0 : rr.t_un;
+        ts[3 * p.repeat + k] = p.job ? rrep.mt_s : rr.t_tree;
+        ts[4 * p.repeat + k] = p.job ? rrep.tree_s - rrep.mt_s : rr.t_un;
         r = rr;
         rep = rrep;
     }
@@ -294,7 +302,8 @@ bench_tos(int argc, char **argv)
         printf(", \"w\": %lld, \"h\": %lld, \"type\": \"%s\", \"threads\": %lld, \"grain\": %lld, "
                "\"repeat\": %lld, \"median_s\": %.6f, \"min_s\": %.6f, \"max_s\": %.6f, "
                "\"mpix_per_s\": %.3f, \"sort_s\": %.6f, \"tree_s\": %.6f, \"attr_s\": %.6f, "
-               "\"mt_s\": %.6f, \"un_s\": %.6f, \"crews\": %lld, \"batches\": %lld, "
+               "\"mt_s\": %.6f, \"un_s\": %.6f, \"mt_device\": \"%s\", \"gpus\": \"%s\", "
+               "\"crews\": %lld, \"batches\": %lld, "
                "\"parts\": %lld, \"nodes\": %lld, \"pixel_nodes\": %lld, \"exterior\": %u, "
                "\"implicit_root\": %s, "
                "\"peak_rss_mib\": %.1f, \"base_rss_mib\": %.1f, \"scratch_bytes_per_px\": %.2f, "
@@ -305,7 +314,9 @@ bench_tos(int argc, char **argv)
                bench_median(ts + p.repeat, (int)p.repeat),
                bench_median(ts + 2 * p.repeat, (int)p.repeat),
                bench_median(ts + 3 * p.repeat, (int)p.repeat),
-               bench_median(ts + 4 * p.repeat, (int)p.repeat), (long long)(p.job ? -1 : r.crews),
+               bench_median(ts + 4 * p.repeat, (int)p.repeat),
+               p.job && rep.mt_device == TW_DEVICE_CUDA ? "cuda" : "cpu", p.gpus,
+               (long long)(p.job ? -1 : r.crews),
                (long long)(p.job ? -1 : r.batches), (long long)(p.job ? rep.parts : r.parts),
                (long long)(nodes + implicit), (long long)nodes,
                p.job ? rep.exterior : r.exterior, implicit ? "true" : "false", peak_mib,

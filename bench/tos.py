@@ -13,6 +13,8 @@ For each input (bench/inputs.py names, generated into --cache) and size it runs
           the max-tree of the ranks and the rest as parallel loops; parent image out
   job     tw_bench tos --job --threads T: tw_tos_submit on a runtime of T CPU workers, every
           step a task (the sort's parts split off for idle workers)
+  job gpu with --gpus LIST: the job on T CPU workers and those GPUs (tw_bench --gpus), the
+          max-tree of the ranks one task on a GPU; its max-tree column says where it ran
   grain   the job's grain filter (tw_grain_submit, --grain-area), once with all threads,
           compared pixel for pixel with Higra's
   higra   bench/peers.py higra-tos (component_tree_tree_of_shapes_image2d, one thread) and
@@ -29,6 +31,12 @@ with its speed-up against the one-thread kernel's stage. The scaling run for iss
 
     python3 bench/tos.py --build build --inputs natural:ihc,natural16:ihc --sizes 2048,4096 \
         --threads 1,2,4,8,16 --no-higra --json tos-scaling.json
+
+and with the GPU (issue 30's target: the whole tree of a 4096^2 8-bit natural image 3 times
+faster than the 16-thread CPU job):
+
+    python3 bench/tos.py --build build --inputs natural:ihc --sizes 4096 --threads 16 \
+        --gpus 0 --no-higra --json tos-gpu.json
 
 Exit status 1 when a run fails or an output differs.
 """
@@ -98,6 +106,7 @@ def main():
     ap.add_argument("--higra-repeat", type=int, default=1, help="timed runs of Higra")
     ap.add_argument("--grain-area", type=int, default=100)
     ap.add_argument("--no-higra", action="store_true")
+    ap.add_argument("--gpus", help="also run the job with these GPUs (runtime.gpus: 0, all, ...)")
     ap.add_argument("--cache", default=None, help="input cache (default BUILD/bench-inputs)")
     ap.add_argument("--budget", type=float, default=None, help="seconds for the whole run")
     ap.add_argument("--json", help="also write every measurement here")
@@ -128,13 +137,17 @@ def main():
                 continue
             print(f"tos.py: {name} {w}x{h}", file=sys.stderr)
             rows = []
-            for mode in ("kernel", "job"):
+            modes = [("kernel", "kernel", ()), ("job", "job", ())]
+            if args.gpus:
+                modes.append(("job gpu", "job", ("--gpus", args.gpus)))
+            for variant, mode, extra in modes:
                 for t in threads:
-                    r = tw_bench(args, budget, tw, mode, t, path)
-                    r.update(variant=mode, threads=t)
+                    r = tw_bench(args, budget, tw, mode, t, path, extra)
+                    r.update(variant=variant, threads=t)
                     rows.append(r)
-                    print(f"tos.py:   {mode} {t} threads: {r.get('median_s')} s", file=sys.stderr,
-                          flush=True)
+                    print(f"tos.py:   {variant} {t} threads: {r.get('median_s')} s "
+                          f"(max-tree {r.get('mt_s')} s on {r.get('mt_device')})",
+                          file=sys.stderr, flush=True)
             grain_dump = os.path.join(build, "bench-out-tos-grain.raw")
             g = tw_bench(args, budget, tw, "job", threads[-1], path,
                          ["--grain", str(args.grain_area), "--dump", grain_dump])
@@ -178,7 +191,10 @@ def main():
                     and "grain" not in r["variant"] else "-",
                     f"{hg_t['median_s'] / s:.1f}x" if s and hg_t.get("median_s") and
                     not r["variant"].startswith("higra") else "-",
-                    stage(r, "sort_s", base_stages), stage(r, "tree_s", base_stages),
+                    stage(r, "sort_s", base_stages),
+                    stage(r, "tree_s", base_stages) +
+                    (f" [max-tree {fmt_s(r.get('mt_s'))} on {r['mt_device']}]"
+                     if r.get("mt_device") == "cuda" else ""),
                     stage(r, "attr_s", None),
                     "-" if r.get("parts") is None else
                     f"{r['parts']}" + (f" / {r['crews']}" if r.get("crews", -1) >= 0 else ""),
