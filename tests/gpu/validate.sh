@@ -32,6 +32,7 @@ declare -A filter=(
     [cuda_test_maxtree_merge_cuda]='maxtree_merge_cuda/small_u8*'
     [cuda_test_maxtree_job]='maxtree_job_cuda/in_memory*'
     [cuda_test_watershed_cuda]='watershed_cuda/small*'
+    [cuda_test_tos_cuda]='tos_cuda/u32_small*'
 )
 declare -A tools=([cuda_test_mrecon_job]='memcheck' [cuda_test_edt_job]='memcheck'
     [cuda_test_maxtree_job]='memcheck')
