@@ -33,7 +33,7 @@ typedef struct cli_common {
     const char *on_bad_tile; /* --on-bad-tile fail|fill (io.on_bad_tile) */
     bool summary;            /* --summary */
     bool quiet;
-    /* The command has no GPU variant (convert, grain, tos): its runtime uses no GPU whatever
+    /* The command has no GPU variant (convert): its runtime uses no GPU whatever
      * runtime.gpus says, so no CUDA context is created (issue 25, start-up). */
     bool no_gpu;
 } cli_common;

@@ -15,8 +15,8 @@ static const char grain_help[] =
     "m (the mean of the border pixels, rounded down), is never removed. Equal to Higra's tree\n"
     "of shapes (component_tree_tree_of_shapes_image2d) filtered by reconstruct_leaf_data\n"
     "with attribute_area < N. The image is processed whole in memory (20 to 30 bytes a\n"
-    "pixel), on the CPU workers; 8- or 16-bit input (colour is converted with --gray), the\n"
-    "output has the input's type.\n"
+    "pixel), on the CPU workers (the max-tree of the sorted faces on a GPU when there is one);\n"
+    "8- or 16-bit input (colour is converted with --gray), the output has the input's type.\n"
     "\n"
     "  -o, --output OUT      output TIFF (written under a temporary name, renamed when done)\n"
     "  --area N              smallest area kept, in pixels (at least 1; 1 keeps everything)\n"
@@ -32,7 +32,8 @@ static const char tos_help[] =
     "parent node. The root (the whole image at the exterior level m, the mean of the border\n"
     "pixels rounded down) points to itself; when no pixel belongs to the root itself, its\n"
     "children point to themselves instead (the summary says so). Shapes are those of Higra's\n"
-    "component_tree_tree_of_shapes_image2d (docs/tos.md). In memory, on the CPU workers.\n"
+    "component_tree_tree_of_shapes_image2d (docs/tos.md). In memory, on the CPU workers\n"
+    "(the max-tree of the sorted faces on a GPU when there is one).\n"
     "\n"
     "  -o, --output PARENT   output TIFF of parent indices (uint32)\n"
     "  --area FILE           also write the area (pixels) of each pixel's node (uint32)\n"
@@ -89,7 +90,6 @@ run(int argc, char **argv, bool grain)
     int opt, rc = CLI_OK;
 
     cli_job_init(&c, &io);
-    c.no_gpu = true; /* no GPU variant: no CUDA context */
     tw_grain_opts_init(&g);
     tw_tos_opts_init(&t);
     tw_tos_report_init(&rep);
