@@ -1,25 +1,36 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: `objects`, the table of a label image's objects (GeoJSON or CSV), streamed. */
-/* Why one file (about 1000 lines): `objects` is one streaming scan (bands of rows, objects
+/* Why one file (about 1200 lines): `objects` is one streaming scan (bands of rows, objects
  * open across bands, their measures and rows of output) over one ob_job; no other operation
  * uses its parts. */
 /*
  * The label image is read in bands of whole rows (and the intensity image beside it), decoded
- * by CPU tasks in parallel through a window (runtime/window.c), and scanned band after band by
- * one task each, in order (a band's scan starts once it is read and the band above is
- * scanned):
+ * by CPU tasks in parallel through a window (runtime/window.c), scanned by one task per band,
+ * the bands at once, and the pieces the scans found merged band after band by one task each,
+ * in order:
  *
- *   objects.load (CPU, band k) --\
- *                                 +--> objects.scan (band k) --> the scan of band k + 1 ...
- *   objects.scan (band k - 1) ---/
+ *   objects.load (band k - 1) --\
+ *                                +--> objects.scan (band k) --\
+ *   objects.load (band k) ------/                              +--> objects.merge (band k)
+ *   objects.merge (band k - 1) -------------------------------/
  *
- * The scan keeps the last row of the band above, so that every pixel is compared with its
- * left and upper neighbours: each object (all pixels of one label) gathers its area, sums of
- * coordinates, bounding box, intensity sum, minimum and maximum, and its boundary on the
- * pixel-edge grid as directed edges with the object on their right (runs along a row merged).
- * An object none of whose pixels lies in the band's last row is complete (a connected
- * object cannot come back): its edges are chained into rings, it is written out and freed.
- * Memory holds the bands in flight and the objects that reach the last row scanned.
+ * A band's scan reads the last row of the band above (a copy its load keeps, read-only), so
+ * that every pixel is compared with its left and upper neighbours: each label met gathers, as
+ * a piece of the band, its area, sums of coordinates, bounding box, intensity sum, minimum and
+ * maximum, and its boundary on the pixel-edge grid as directed edges with the object on their
+ * right (runs along a row merged; a row's edges all come from the scan of that row, so no run
+ * crosses a band). The lower sides of the row above go to pieces of the labels there, with
+ * or without pixels in the band.
+ *
+ * The merge (serial, light: sums and a copy of the edges) keeps the objects open: those with
+ * a pixel in the last row merged. A piece of an open label continues that object (its edges
+ * after the object's), any other piece starts one: exactly what one scan of every row in
+ * order would hold, edges in the same order. An object none of whose pixels lies in the band's
+ * last row is complete (a connected object cannot come back): its edges are chained into
+ * rings, it is written out and freed, in order of last row, then label. The output is thus
+ * the same bytes for any workers (tests/ops/test_objects.c). Memory holds the bands admitted
+ * and not yet merged (the window retires a band when merged: its pixels are freed once
+ * scanned, its pieces once merged) and the objects that reach the last row merged.
  *
  * Rings. At a vertex where two edges leave (two pixels of the object, or of what is around it,
  * touching only at a corner) the chain turns right, hugging the pixel it came along: rings
@@ -59,12 +70,25 @@ typedef struct ob_obj {
     int64_t top_i, bot_i;       /* the runs being extended along the current row, -1 none */
 } ob_obj;
 
+/* Objects by label, in order of creation: a band's pieces (its scan's), or the objects open
+ * across the bands merged so far. */
+typedef struct ob_set {
+    ob_obj *objs;
+    int64_t n, cap;
+    int64_t *hash;              /* open addressing: label -> index in objs, -1 empty */
+    int64_t hcap;
+} ob_set;
+
 typedef struct ob_band {
     struct ob_job *j;
     int64_t k, y;               /* band index, first row */
     int32_t h;
-    void *lab, *inten;          /* the band's pixels (malloc'd by load, freed by scan) */
-    atomic_int ready;           /* 2: read and the band above scanned: scan it */
+    void *lab, *inten;          /* the band's pixels (malloc'd by load, freed once scanned) */
+    void *last;                 /* a copy of its last row of labels, for the scan of the band
+                                   below (freed once that one is scanned) */
+    ob_set part;                /* the pieces of objects its scan found (freed when merged) */
+    atomic_int ready;           /* 2: it and the band above are read: scan it */
+    atomic_int merge_ready;     /* 2: scanned, and the band above merged: merge it */
 } ob_band;
 
 typedef struct ob_job {
@@ -81,12 +105,8 @@ typedef struct ob_job {
     const char *classification;
     double scale, off_x, off_y; /* level-0 coordinates: (x + region x) * scale + off */
     double um2;                 /* square microns a pixel, 0 unknown */
-    /* the scan's state (one scan task at a time) */
-    uint64_t *prev;             /* the row above, W labels (0 above the image) */
-    ob_obj *objs;               /* active objects, n_objs of them */
-    int64_t n_objs, cap_objs;
-    int64_t *hash;              /* open addressing: label -> index in objs, -1 empty */
-    int64_t hcap;
+    /* the merge's state (one merge task at a time, in band order) */
+    ob_set act;                 /* the objects open: a pixel in the last row merged */
     uint64_t written;
     int64_t max_active;
     tw_objects_report *report;
@@ -101,67 +121,100 @@ hkey(uint64_t l)
     return l;
 }
 
-/* Rebuild the table for the active objects, with room to grow (load at most 1/2). */
+/* Rebuild the table for s's objects, with room to grow (load at most 1/2). */
 static int
-hash_rebuild(ob_job *j, int64_t want)
+hash_rebuild(ob_set *s, int64_t want)
 {
     int64_t cap = 64;
 
     while (cap < 2 * want)
         cap *= 2;
-    if (cap != j->hcap) {
+    if (cap != s->hcap) {
         int64_t *h = malloc((size_t)cap * sizeof *h);
 
         if (!h)
             return -1;
-        free(j->hash);
-        j->hash = h;
-        j->hcap = cap;
+        free(s->hash);
+        s->hash = h;
+        s->hcap = cap;
     }
-    for (int64_t i = 0; i < j->hcap; i++)
-        j->hash[i] = -1;
-    for (int64_t i = 0; i < j->n_objs; i++) {
-        uint64_t s = hkey(j->objs[i].label) & (uint64_t)(j->hcap - 1);
+    for (int64_t i = 0; i < s->hcap; i++)
+        s->hash[i] = -1;
+    for (int64_t i = 0; i < s->n; i++) {
+        uint64_t k = hkey(s->objs[i].label) & (uint64_t)(s->hcap - 1);
 
-        while (j->hash[s] >= 0)
-            s = (s + 1) & (uint64_t)(j->hcap - 1);
-        j->hash[s] = i;
+        while (s->hash[k] >= 0)
+            k = (k + 1) & (uint64_t)(s->hcap - 1);
+        s->hash[k] = i;
     }
     return 0;
 }
 
-/* The active object of label l, created when new; -1 when out of memory. */
-static int64_t
-obj_get(ob_job *j, uint64_t l, int64_t y)
+/* Empty s (its objects' edges freed), keeping its memory. */
+static void
+set_clear(ob_set *s)
 {
-    uint64_t s = hkey(l) & (uint64_t)(j->hcap - 1);
+    for (int64_t i = 0; i < s->n; i++)
+        free(s->objs[i].e);
+    s->n = 0;
+    for (int64_t i = 0; i < s->hcap; i++)
+        s->hash[i] = -1;
+}
+
+static void
+set_free(ob_set *s)
+{
+    for (int64_t i = 0; i < s->n; i++)
+        free(s->objs[i].e);
+    free(s->objs);
+    free(s->hash);
+    memset(s, 0, sizeof *s);
+}
+
+/* The object of label l in s, -1 none. */
+static int64_t
+obj_find(const ob_set *s, uint64_t l)
+{
+    for (uint64_t k = hkey(l) & (uint64_t)(s->hcap - 1); s->hash[k] >= 0;
+         k = (k + 1) & (uint64_t)(s->hcap - 1))
+        if (s->objs[s->hash[k]].label == l)
+            return s->hash[k];
+    return -1;
+}
+
+/* The object of label l in s, created (first seen in row y) when new; -1 when out of
+ * memory. */
+static int64_t
+obj_get(ob_set *s, uint64_t l, int64_t y)
+{
+    uint64_t k = hkey(l) & (uint64_t)(s->hcap - 1);
     ob_obj *o;
 
-    while (j->hash[s] >= 0) {
-        if (j->objs[j->hash[s]].label == l)
-            return j->hash[s];
-        s = (s + 1) & (uint64_t)(j->hcap - 1);
+    while (s->hash[k] >= 0) {
+        if (s->objs[s->hash[k]].label == l)
+            return s->hash[k];
+        k = (k + 1) & (uint64_t)(s->hcap - 1);
     }
-    if (j->n_objs == j->cap_objs) {
-        int64_t cap = j->cap_objs ? 2 * j->cap_objs : 256;
-        ob_obj *n = realloc(j->objs, (size_t)cap * sizeof *n);
+    if (s->n == s->cap) {
+        int64_t cap = s->cap ? 2 * s->cap : 256;
+        ob_obj *n = realloc(s->objs, (size_t)cap * sizeof *n);
 
         if (!n)
             return -1;
-        j->objs = n;
-        j->cap_objs = cap;
+        s->objs = n;
+        s->cap = cap;
     }
-    o = &j->objs[j->n_objs];
+    o = &s->objs[s->n];
     memset(o, 0, sizeof *o);
     o->label = l;
     o->bx0 = o->bx1 = -1;
     o->by0 = o->by1 = y;
     o->imin = UINT32_MAX;
     o->top_i = o->bot_i = -1;
-    j->hash[s] = j->n_objs++;
-    if (2 * j->n_objs > j->hcap && hash_rebuild(j, j->n_objs) != 0)
+    s->hash[k] = s->n++;
+    if (2 * s->n > s->hcap && hash_rebuild(s, s->n) != 0)
         return -1;
-    return j->n_objs - 1;
+    return s->n - 1;
 }
 
 static int
@@ -562,29 +615,87 @@ fin_cmp(const void *a, const void *b)
 static tw_status
 finish_objects(ob_job *j, int64_t y)
 {
+    ob_set *s = &j->act;
     int64_t keep = 0, done;
     tw_status st;
 
     /* the complete ones to the end, in order */
-    for (int64_t i = 0; i < j->n_objs; i++)
-        if (j->objs[i].last_row >= y) {
-            ob_obj t = j->objs[keep];
+    for (int64_t i = 0; i < s->n; i++)
+        if (s->objs[i].last_row >= y) {
+            ob_obj t = s->objs[keep];
 
-            j->objs[keep++] = j->objs[i];
-            j->objs[i] = t;
+            s->objs[keep++] = s->objs[i];
+            s->objs[i] = t;
         }
-    done = j->n_objs - keep;
-    qsort(j->objs + keep, (size_t)done, sizeof *j->objs, fin_cmp);
-    for (int64_t i = keep; i < j->n_objs; i++)
-        if ((st = obj_write(j, &j->objs[i])) != TW_OK)
+    done = s->n - keep;
+    qsort(s->objs + keep, (size_t)done, sizeof *s->objs, fin_cmp);
+    for (int64_t i = keep; i < s->n; i++)
+        if ((st = obj_write(j, &s->objs[i])) != TW_OK)
             return st;
-    j->n_objs = keep;
-    return hash_rebuild(j, keep) == 0 ? TW_OK : TW_E_NOMEM;
+    s->n = keep;
+    return hash_rebuild(s, keep) == 0 ? TW_OK : TW_E_NOMEM;
+}
+
+/* Band b's pieces into the open objects. A piece of a label open (a pixel in the last row
+ * of the band above) continues that object; any other piece starts one (the sequential scan's
+ * obj_get in the same rows): the same sums, and the same edges in the same order, theirs
+ * after the bands above. A piece without pixels is the lower side of the row above: its
+ * object is open. */
+static tw_status
+merge_band(ob_job *j, ob_band *b)
+{
+    ob_set *p = &b->part;
+
+    for (int64_t i = 0; i < p->n; i++) {
+        ob_obj *q = &p->objs[i], *o;
+        int64_t oi = obj_find(&j->act, q->label);
+
+        if (oi < 0) {
+            if (q->area == 0)
+                return TW_E_INTERNAL;
+            if ((oi = obj_get(&j->act, q->label, q->by0)) < 0)
+                return TW_E_NOMEM;
+            j->act.objs[oi] = *q;
+            q->e = NULL; /* moved */
+            continue;
+        }
+        o = &j->act.objs[oi];
+        if (q->ne > 0) {
+            if (o->ne + q->ne > o->cap) {
+                int64_t cap = 2 * o->cap > o->ne + q->ne ? 2 * o->cap : o->ne + q->ne;
+                ob_edge *n = realloc(o->e, (size_t)cap * sizeof *n);
+
+                if (!n)
+                    return TW_E_NOMEM;
+                o->e = n;
+                o->cap = cap;
+            }
+            memcpy(o->e + o->ne, q->e, (size_t)q->ne * sizeof *q->e);
+            o->ne += q->ne;
+        }
+        o->perim += q->perim;
+        if (q->area > 0) {
+            o->area += q->area;
+            o->sx += q->sx;
+            o->sy += q->sy;
+            o->bx0 = q->bx0 < o->bx0 ? q->bx0 : o->bx0;
+            o->bx1 = q->bx1 > o->bx1 ? q->bx1 : o->bx1;
+            o->by1 = q->by1;
+            o->last_row = q->last_row;
+            /* sums of integers, exact in a double below 2^53: the same as pixel by pixel */
+            o->isum += q->isum;
+            o->imin = q->imin < o->imin ? q->imin : o->imin;
+            o->imax = q->imax > o->imax ? q->imax : o->imax;
+        }
+    }
+    set_free(p);
+    return TW_OK;
 }
 
 /* ---- tasks */
 
-static tw_status ob_submit_scan(ob_job *j, ob_band *b);
+static tw_status ob_submit(ob_job *j, ob_band *b, const tw_task_kind *kind);
+static const tw_task_kind ob_scan_kind, ob_merge_kind;
 
 static size_t
 row_bytes(const twi_src *s, int64_t w)
@@ -597,20 +708,24 @@ ob_load(tw_task_ctx *ctx, void *arg)
 {
     ob_band *b = arg;
     ob_job *j = b->j;
+    size_t lrb = row_bytes(&j->lab, j->W);
     tw_tile_view v = {0};
     tw_status st;
 
     free(b->lab); /* a retry */
     free(b->inten);
-    b->inten = NULL;
-    if (!(b->lab = malloc(row_bytes(&j->lab, j->W) * (size_t)b->h)) ||
-        (j->has_inten && !(b->inten = malloc(row_bytes(&j->inten, j->W) * (size_t)b->h))))
+    free(b->last);
+    b->inten = b->last = NULL;
+    if (!(b->lab = malloc(lrb * (size_t)b->h)) ||
+        (j->has_inten && !(b->inten = malloc(row_bytes(&j->inten, j->W) * (size_t)b->h))) ||
+        (b->k + 1 < j->n_bands && !(b->last = malloc(lrb))))
         return twi_ctx_fail(ctx, TW_E_NOMEM, OP ": out of memory for rows %lld..%lld",
                             (long long)b->y, (long long)(b->y + b->h - 1));
-    v = (tw_tile_view){b->lab, (int64_t)row_bytes(&j->lab, j->W), (int32_t)j->W, b->h, 1,
-                       j->lab.s.in_type, 0, b->y};
+    v = (tw_tile_view){b->lab, (int64_t)lrb, (int32_t)j->W, b->h, 1, j->lab.s.in_type, 0, b->y};
     if ((st = twi_src_read(ctx, OP, &j->lab, 0, b->y, &v, NULL)) != TW_OK)
         return st;
+    if (b->last) /* the scan of the band below reads it, maybe after this band's is done */
+        memcpy(b->last, (char *)b->lab + (size_t)(b->h - 1) * lrb, lrb);
     if (j->has_inten) {
         v = (tw_tile_view){b->inten, (int64_t)row_bytes(&j->inten, j->W), (int32_t)j->W, b->h,
                            1, j->inten.s.in_type, 0, b->y};
@@ -620,21 +735,39 @@ ob_load(tw_task_ctx *ctx, void *arg)
     return TW_OK;
 }
 
+/* One more of the conditions of band b's next step (its scan: both bands read; its merge:
+ * scanned and the band above merged): the second one submits it. */
+static tw_status
+ob_step(tw_task_ctx *ctx, ob_band *b, atomic_int *ready, const tw_task_kind *kind)
+{
+    tw_status st;
+
+    if (atomic_fetch_add(ready, 1) == 1 && (st = ob_submit(b->j, b, kind)) != TW_OK)
+        return twi_ctx_fail(ctx, st, OP ": cannot submit a %s (%s)", kind->name,
+                            tw_status_string(st));
+    return TW_OK;
+}
+
 static tw_status
 ob_load_commit(tw_task_ctx *ctx, void *arg)
 {
     ob_band *b = arg;
+    ob_job *j = b->j;
     tw_status st;
 
-    twi_job_add_done(b->j->job, 1);
-    if (atomic_fetch_add(&b->ready, 1) == 1 && (st = ob_submit_scan(b->j, b)) != TW_OK)
-        return twi_ctx_fail(ctx, st, OP ": cannot submit a scan (%s)", tw_status_string(st));
+    twi_job_add_done(j->job, 1);
+    if ((st = ob_step(ctx, b, &b->ready, &ob_scan_kind)) != TW_OK)
+        return st;
+    if (b->k + 1 < j->n_bands)
+        return ob_step(ctx, &j->bands[b->k + 1], &j->bands[b->k + 1].ready, &ob_scan_kind);
     return TW_OK;
 }
 
-/* One row: every pixel against its left and upper neighbours. */
+/* One row into the band's pieces s: every pixel against its left and upper neighbours (prow,
+ * the row above; NULL above the image). */
 static tw_status
-scan_row(ob_job *j, const void *lrow, const void *irow, int64_t y)
+scan_row(const ob_job *j, ob_set *s, const void *prow, const void *lrow, const void *irow,
+         int64_t y)
 {
     tw_sample_type lt = j->lab.s.in_type, it = j->inten.s.in_type;
     uint64_t left = 0, cached = 0;
@@ -644,20 +777,20 @@ scan_row(ob_job *j, const void *lrow, const void *irow, int64_t y)
     do {                                                                                       \
         if ((l) == cached && ci >= 0)                                                          \
             (oi) = ci;                                                                         \
-        else if (((oi) = obj_get(j, (l), y)) < 0)                                              \
+        else if (((oi) = obj_get(s, (l), y)) < 0)                                              \
             return TW_E_NOMEM;                                                                 \
         cached = (l);                                                                          \
         ci = (oi);                                                                             \
     } while (0)
     for (int64_t x = 0; x < j->W; x++) {
-        uint64_t l = sample(lrow, lt, x), u = j->prev[x];
+        uint64_t l = sample(lrow, lt, x), u = prow ? sample(prow, lt, x) : 0;
         int64_t oi = -1, ui;
 
         if (l) {
             ob_obj *o;
 
             OBJ(l, oi);
-            o = &j->objs[oi];
+            o = &s->objs[oi];
             o->area++;
             o->sx += (uint64_t)x;
             o->sy += (uint64_t)y;
@@ -678,24 +811,24 @@ scan_row(ob_job *j, const void *lrow, const void *irow, int64_t y)
         if (l != u) {
             if (u) {
                 OBJ(u, ui);
-                if (edge_bottom(&j->objs[ui], (int32_t)x, (int32_t)y) != 0)
+                if (edge_bottom(&s->objs[ui], (int32_t)x, (int32_t)y) != 0)
                     return TW_E_NOMEM;
             }
             if (l) {
                 OBJ(l, oi);
-                if (edge_top(&j->objs[oi], (int32_t)x, (int32_t)y) != 0)
+                if (edge_top(&s->objs[oi], (int32_t)x, (int32_t)y) != 0)
                     return TW_E_NOMEM;
             }
         }
         if (l != left) {
             if (l) {
                 OBJ(l, oi);
-                if (edge_add(&j->objs[oi], (int32_t)x, (int32_t)y + 1, (int32_t)x, (int32_t)y) != 0)
+                if (edge_add(&s->objs[oi], (int32_t)x, (int32_t)y + 1, (int32_t)x, (int32_t)y) != 0)
                     return TW_E_NOMEM;
             }
             if (left) {
                 OBJ(left, ui);
-                if (edge_add(&j->objs[ui], (int32_t)x, (int32_t)y, (int32_t)x, (int32_t)y + 1) != 0)
+                if (edge_add(&s->objs[ui], (int32_t)x, (int32_t)y, (int32_t)x, (int32_t)y + 1) != 0)
                     return TW_E_NOMEM;
             }
         }
@@ -705,40 +838,87 @@ scan_row(ob_job *j, const void *lrow, const void *irow, int64_t y)
         int64_t ui;
 
         OBJ(left, ui);
-        if (edge_add(&j->objs[ui], (int32_t)j->W, (int32_t)y, (int32_t)j->W, (int32_t)y + 1) != 0)
+        if (edge_add(&s->objs[ui], (int32_t)j->W, (int32_t)y, (int32_t)j->W, (int32_t)y + 1) != 0)
             return TW_E_NOMEM;
     }
 #undef OBJ
-    for (int64_t x = 0; x < j->W; x++)
-        j->prev[x] = sample(lrow, lt, x);
     return TW_OK;
 }
 
+/* Band b's pieces of objects, alone: the bands scan at once, each reading the last row of the
+ * band above (read-only; kept until this scan is done). */
 static tw_status
 ob_scan(tw_task_ctx *ctx, void *arg)
 {
     ob_band *b = arg;
     ob_job *j = b->j;
+    ob_set *s = &b->part;
     size_t lrb = row_bytes(&j->lab, j->W), irb = j->has_inten ? row_bytes(&j->inten, j->W) : 0;
+    const void *prow = b->k > 0 ? j->bands[b->k - 1].last : NULL;
     tw_status st = TW_OK;
 
-    twi_ctx_no_retry(ctx); /* the scan's state moves on: never run twice */
+    if (s->hash) /* a retry */
+        set_clear(s);
+    else if (hash_rebuild(s, 0) != 0)
+        st = TW_E_NOMEM;
     for (int32_t r = 0; r < b->h && st == TW_OK; r++) {
+        const void *lrow = (char *)b->lab + (size_t)r * lrb;
+
         if (r % 64 == 63 && twi_ctx_canceled(ctx))
             return TW_E_CANCELED;
-        st = scan_row(j, (char *)b->lab + (size_t)r * lrb,
-                      j->has_inten ? (char *)b->inten + (size_t)r * irb : NULL, b->y + r);
+        st = scan_row(j, s, prow, lrow, j->has_inten ? (char *)b->inten + (size_t)r * irb : NULL,
+                      b->y + r);
+        prow = lrow;
     }
-    if (st == TW_OK && b->y + b->h == j->H) { /* the lower side of the last row */
-        for (int64_t x = 0; x < j->W && st == TW_OK; x++)
-            if (j->prev[x]) {
-                int64_t oi = obj_get(j, j->prev[x], j->H);
+    if (st == TW_OK && b->y + b->h == j->H) /* the lower side of the last row */
+        for (int64_t x = 0; x < j->W && st == TW_OK; x++) {
+            uint64_t l = sample(prow, j->lab.s.in_type, x);
+            int64_t oi;
 
-                st = oi < 0 ? TW_E_NOMEM : edge_bottom(&j->objs[oi], (int32_t)x, (int32_t)j->H) ? TW_E_NOMEM : TW_OK;
-            }
+            if (l)
+                st = (oi = obj_get(s, l, j->H)) < 0 ||
+                             edge_bottom(&s->objs[oi], (int32_t)x, (int32_t)j->H) != 0
+                         ? TW_E_NOMEM
+                         : TW_OK;
+        }
+    if (st != TW_OK)
+        return twi_ctx_fail(ctx, st, OP ": rows %lld..%lld: out of memory", (long long)b->y,
+                            (long long)(b->y + b->h - 1));
+    return TW_OK;
+}
+
+static tw_status
+ob_scan_commit(tw_task_ctx *ctx, void *arg)
+{
+    ob_band *b = arg;
+    ob_job *j = b->j;
+
+    free(b->lab);
+    free(b->inten);
+    b->lab = b->inten = NULL;
+    if (b->k > 0) {
+        free(j->bands[b->k - 1].last);
+        j->bands[b->k - 1].last = NULL;
     }
-    if (st == TW_OK && j->n_objs > j->max_active)
-        j->max_active = j->n_objs;
+    twi_job_add_done(j->job, 1);
+    return ob_step(ctx, b, &b->merge_ready, &ob_merge_kind);
+}
+
+/* The serial step, band after band: the band's pieces into the open objects, then the objects
+ * it completed written out. */
+static tw_status
+ob_merge(tw_task_ctx *ctx, void *arg)
+{
+    ob_band *b = arg;
+    ob_job *j = b->j;
+    tw_status st;
+
+    twi_ctx_no_retry(ctx); /* the merge's state moves on: never run twice */
+    if (twi_ctx_canceled(ctx))
+        return TW_E_CANCELED;
+    st = merge_band(j, b);
+    if (st == TW_OK && j->act.n > j->max_active)
+        j->max_active = j->act.n;
     if (st == TW_OK)
         st = finish_objects(j, b->y + b->h == j->H ? j->H + 1 : b->y + b->h - 1);
     if (st != TW_OK)
@@ -749,20 +929,16 @@ ob_scan(tw_task_ctx *ctx, void *arg)
 }
 
 static tw_status
-ob_scan_commit(tw_task_ctx *ctx, void *arg)
+ob_merge_commit(tw_task_ctx *ctx, void *arg)
 {
     ob_band *b = arg;
     ob_job *j = b->j;
-    tw_status st;
 
-    free(b->lab);
-    free(b->inten);
-    b->lab = b->inten = NULL;
     twi_job_add_done(j->job, 1);
     twi_window_retire(j->win);
-    if (b->k + 1 < j->n_bands && atomic_fetch_add(&j->bands[b->k + 1].ready, 1) == 1 &&
-        (st = ob_submit_scan(j, &j->bands[b->k + 1])) != TW_OK)
-        return twi_ctx_fail(ctx, st, OP ": cannot submit a scan (%s)", tw_status_string(st));
+    if (b->k + 1 < j->n_bands)
+        return ob_step(ctx, &j->bands[b->k + 1], &j->bands[b->k + 1].merge_ready,
+                       &ob_merge_kind);
     return TW_OK;
 }
 
@@ -779,14 +955,20 @@ static const tw_task_kind ob_scan_kind = {
     .cpu = ob_scan,
     .commit = ob_scan_commit,
 };
+static const tw_task_kind ob_merge_kind = {
+    .name = "objects.merge",
+    .devices = TW_DEVICE_CPU,
+    .cpu = ob_merge,
+    .commit = ob_merge_commit,
+};
 
 static tw_status
-ob_submit_scan(ob_job *j, ob_band *b)
+ob_submit(ob_job *j, ob_band *b, const tw_task_kind *kind)
 {
     tw_task *t = NULL;
     tw_status st;
 
-    if ((st = twi_task_create(j->job, &ob_scan_kind, b, NULL, &t)) == TW_OK)
+    if ((st = twi_task_create(j->job, kind, b, NULL, &t)) == TW_OK)
         st = twi_task_submit(t);
     twi_task_release(t);
     return st;
@@ -841,12 +1023,10 @@ ob_free(void *user)
     for (int64_t i = 0; j->bands && i < j->n_bands; i++) {
         free(j->bands[i].lab);
         free(j->bands[i].inten);
+        free(j->bands[i].last);
+        set_free(&j->bands[i].part);
     }
-    for (int64_t i = 0; i < j->n_objs; i++)
-        free(j->objs[i].e);
-    free(j->objs);
-    free(j->hash);
-    free(j->prev);
+    set_free(&j->act);
     free(j->bands);
     free(j);
 }
@@ -952,7 +1132,7 @@ ob_setup(ob_job *j, tw_runtime *rt, const tw_objects_opts *o, tw_error *err)
         j->bh = (int32_t)((1 << 24) / j->W > 0 ? (1 << 24) / j->W : 1);
     j->n_bands = (j->H + j->bh - 1) / j->bh;
     if (!(j->bands = calloc((size_t)j->n_bands, sizeof *j->bands)) ||
-        !(j->prev = calloc((size_t)j->W, sizeof *j->prev)) || hash_rebuild(j, 0) != 0)
+        hash_rebuild(&j->act, 0) != 0)
         return twi_error_set(err, TW_E_NOMEM, OP ": out of memory");
     for (int64_t k = 0; k < j->n_bands; k++) {
         ob_band *b = &j->bands[k];
@@ -962,6 +1142,7 @@ ob_setup(ob_job *j, tw_runtime *rt, const tw_objects_opts *o, tw_error *err)
         b->y = k * j->bh;
         b->h = (int32_t)(j->H - b->y < j->bh ? j->H - b->y : j->bh);
         atomic_init(&b->ready, k == 0 ? 1 : 0);
+        atomic_init(&b->merge_ready, k == 0 ? 1 : 0);
     }
     if ((j->lab.path && twi_ops_same_file(j->lab.path, o->output)) ||
         (j->has_inten && twi_ops_same_file(j->inten.path, o->output)))
@@ -1020,7 +1201,7 @@ tw_objects_submit(tw_runtime *rt, const tw_objects_opts *o, tw_job **out, tw_err
     j->job = job;
     twi_job_set_finish(job, ob_finish, j, ob_free);
     twi_stream_attach_io(&j->lab.s, job);
-    twi_job_add_total(job, 2 * j->n_bands);
+    twi_job_add_total(job, 3 * j->n_bands);
     st = twi_window_open(job, j->n_bands,
                          (int64_t)(row_bytes(&j->lab, j->W) + row_bytes(&j->inten, j->W)) * j->bh,
                          ob_admit, j, &j->win);
