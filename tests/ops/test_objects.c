@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* tilewave tests: the objects job (tw_objects_submit): the same bytes for any workers, against a naive reference. */
+/* tilewave tests: the objects job (tw_objects_submit): the same bytes for any workers and band
+ * height, against a naive reference. */
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <math.h>
@@ -46,6 +47,18 @@ run_objects(tw_runtime *rt, const char *lp, const char *ip, const char *out, int
     tw_job_destroy(job);
 }
 
+/* The sides of pixel (x, y) between its label and anything else (the image's edge too). */
+static uint64_t
+sides(const uint32_t *lab, int w, int h, int x, int y)
+{
+    uint32_t l = lab[y * w + x];
+
+    return (uint64_t)((x == 0 || lab[y * w + x - 1] != l) +
+                      (x == w - 1 || lab[y * w + x + 1] != l) +
+                      (y == 0 || lab[(y - 1) * w + x] != l) +
+                      (y == h - 1 || lab[(y + 1) * w + x] != l));
+}
+
 /* The naive measures of label l: every pixel of the image looked at. */
 typedef struct ref_obj {
     uint64_t area, sx, sy, perim, isum;
@@ -88,8 +101,7 @@ check_csv(const char *csv, const uint32_t *lab, const uint16_t *in, int w, int h
                 o->imin = in[y * w + x] < o->imin ? in[y * w + x] : o->imin;
                 o->imax = in[y * w + x] > o->imax ? in[y * w + x] : o->imax;
             }
-            o->perim += (x == 0 || lab[y * w + x - 1] != l) + (x == w - 1 || lab[y * w + x + 1] != l) +
-                        (y == 0 || lab[(y - 1) * w + x] != l) + (y == h - 1 || lab[(y + 1) * w + x] != l);
+            o->perim += sides(lab, w, h, x, y);
         }
     cr_assert(p != NULL);
     for (p++; *p; p = strchr(p, '\n') + 1) {
@@ -144,8 +156,7 @@ check_geojson(const char *g, const uint32_t *lab, int w, int h, uint32_t n)
             if (!l)
                 continue;
             area[l]++;
-            per[l] += (x == 0 || lab[y * w + x - 1] != l) + (x == w - 1 || lab[y * w + x + 1] != l) +
-                      (y == 0 || lab[(y - 1) * w + x] != l) + (y == h - 1 || lab[(y + 1) * w + x] != l);
+            per[l] += sides(lab, w, h, x, y);
         }
     while ((f = strstr(f, "\"coordinates\":"))) {
         const char *p = f + strlen("\"coordinates\":"), *end = strstr(p, "]},\"properties\"");
@@ -269,7 +280,7 @@ check_image(const uint32_t *lab, int w, int h, uint32_t n, bool connected, const
     free(dir);
 }
 
-/* Labels 1..n of a mask, 8-connected, as 32-bit; n returned. */
+/* Labels 1..n of a mask, 4- or 8-connected (the flood fill), as 32-bit; n returned. */
 static uint32_t
 label_mask(const uint8_t *m, int w, int h, int conn, uint32_t *lab)
 {
@@ -377,7 +388,8 @@ Test(objects, labels_not_connected_any_workers, .timeout = TWTEST_TIMEOUT(120))
             uint32_t l = 0;
 
             if (y < 30)
-                l = (uint32_t)(1 + (y / 4) % 3 + 3 * (x / 9)) * (uint32_t)(y % 4 != 3 && x % 9 != 8);
+                l = (uint32_t)(1 + (y / 4) % 3 + 3 * (x / 9)) *
+                    (uint32_t)(y % 4 != 3 && x % 9 != 8);
             else if (twtest_rnd(&rng, 3))
                 l = 1 + twtest_rnd(&rng, 5);
             lab[y * W + x] = l;
