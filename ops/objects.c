@@ -5,14 +5,16 @@
  * uses its parts. */
 /*
  * The label image is read in bands of whole rows (and the intensity image beside it), decoded
- * by CPU tasks in parallel through a window (runtime/window.c), scanned by one task per band,
- * the bands at once, and the pieces the scans found merged band after band by one task each,
- * in order:
+ * by CPU tasks in parallel through a window (runtime/window.c); each band is scanned by one
+ * task, the bands at once; the pieces the scans found are merged band after band by one task
+ * each, in order; the objects a merge completes are formatted by one task per band, the bands
+ * at once, and written to the file band after band:
  *
- *   objects.load (band k - 1) --\
- *                                +--> objects.scan (band k) --\
- *   objects.load (band k) ------/                              +--> objects.merge (band k)
- *   objects.merge (band k - 1) -------------------------------/
+ *   load (k - 1) --\
+ *                   +--> scan (k) --\
+ *   load (k) ------/                 +--> merge (k) --> format (k) --\
+ *   merge (k - 1) ------------------/                                 +--> write (k)
+ *   write (k - 1) ---------------------------------------------------/
  *
  * A band's scan reads the last row of the band above (a copy its load keeps, read-only), so
  * that every pixel is compared with its left and upper neighbours: each label met gathers, as
@@ -26,11 +28,14 @@
  * a pixel in the last row merged. A piece of an open label continues that object (its edges
  * after the object's), any other piece starts one: exactly what one scan of every row in
  * order would hold, edges in the same order. An object none of whose pixels lies in the band's
- * last row is complete (a connected object cannot come back): its edges are chained into
- * rings, it is written out and freed, in order of last row, then label. The output is thus
- * the same bytes for any workers (tests/ops/test_objects.c). Memory holds the bands admitted
- * and not yet merged (the window retires a band when merged: its pixels are freed once
- * scanned, its pieces once merged) and the objects that reach the last row merged.
+ * last row is complete (a connected object cannot come back): the merge hands it to the
+ * band, in order of last row, then label, with its index among all objects written. The
+ * band's format task chains each one's edges into rings and prints its row into memory; the
+ * write task copies that text to the file after the band above's. The output is thus the same
+ * bytes for any workers (tests/ops/test_objects.c). Memory holds the bands admitted and not
+ * yet written (the window retires a band when written: its pixels are freed once scanned, its
+ * pieces once merged, its objects once formatted) and the objects that reach the last row
+ * merged.
  *
  * Rings. At a vertex where two edges leave (two pixels of the object, or of what is around it,
  * touching only at a corner) the chain turns right, hugging the pixel it came along: rings
@@ -44,7 +49,9 @@
 #include <float.h>
 #include <locale.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -79,6 +86,14 @@ typedef struct ob_set {
     int64_t hcap;
 } ob_set;
 
+/* Text in memory: a band's rows of output, formatted by its own task while other bands
+ * are; the writer copies them to the file in band order. */
+typedef struct ob_text {
+    char *p;
+    size_t n, cap;
+    bool nomem;
+} ob_text;
+
 typedef struct ob_band {
     struct ob_job *j;
     int64_t k, y;               /* band index, first row */
@@ -87,8 +102,13 @@ typedef struct ob_band {
     void *last;                 /* a copy of its last row of labels, for the scan of the band
                                    below (freed once that one is scanned) */
     ob_set part;                /* the pieces of objects its scan found (freed when merged) */
+    ob_obj *done;               /* the objects its merge completed, in the order written */
+    int64_t n_done;
+    uint64_t first;             /* how many objects the bands above completed */
+    ob_text text;               /* their rows of output (freed when written) */
     atomic_int ready;           /* 2: it and the band above are read: scan it */
     atomic_int merge_ready;     /* 2: scanned, and the band above merged: merge it */
+    atomic_int write_ready;     /* 2: its text made, and the band above written: write it */
 } ob_band;
 
 typedef struct ob_job {
@@ -493,20 +513,56 @@ ring_holds(const int32_t *pts, const ob_ring *r, double px, double py)
     return in;
 }
 
+static void text_printf(ob_text *t, const char *fmt, ...) TW_PRINTF(2, 3);
+
 static void
-put_ring(ob_job *j, const int32_t *pts, const ob_ring *r, double ox, double oy)
+text_printf(ob_text *t, const char *fmt, ...)
 {
-    twi_text_out_printf(j->out, "[");
-    for (int64_t v = r->at; v < r->at + r->n; v++)
-        twi_text_out_printf(j->out, "%s[%.15g,%.15g]", v > r->at ? "," : "",
-                            (pts[2 * v] + ox) * j->scale + j->off_x,
-                            (pts[2 * v + 1] + oy) * j->scale + j->off_y);
-    twi_text_out_printf(j->out, "]");
+    va_list ap;
+    int n;
+
+    if (t->nomem)
+        return;
+    va_start(ap, fmt);
+    n = vsnprintf(t->p ? t->p + t->n : NULL, t->cap - t->n, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n >= t->cap - t->n) {
+        size_t cap = t->cap ? t->cap : 4096;
+        char *q;
+
+        while (cap - t->n <= (size_t)n)
+            cap *= 2;
+        if (!(q = realloc(t->p, cap))) {
+            t->nomem = true;
+            return;
+        }
+        t->p = q;
+        t->cap = cap;
+        va_start(ap, fmt);
+        n = vsnprintf(t->p + t->n, t->cap - t->n, fmt, ap);
+        va_end(ap);
+    }
+    if (n < 0) {
+        t->nomem = true;
+        return;
+    }
+    t->n += (size_t)n;
 }
 
-/* Write object o (complete) and free its edges. */
+static void
+put_ring(const ob_job *j, ob_text *t, const int32_t *pts, const ob_ring *r, double ox, double oy)
+{
+    text_printf(t, "[");
+    for (int64_t v = r->at; v < r->at + r->n; v++)
+        text_printf(t, "%s[%.15g,%.15g]", v > r->at ? "," : "",
+                            (pts[2 * v] + ox) * j->scale + j->off_x,
+                            (pts[2 * v + 1] + oy) * j->scale + j->off_y);
+    text_printf(t, "]");
+}
+
+/* Object o (complete), the index-th written, into t; its edges freed. */
 static tw_status
-obj_write(ob_job *j, ob_obj *o)
+obj_write(const ob_job *j, ob_obj *o, ob_text *t, uint64_t index)
 {
     double cx = (double)o->sx / (double)o->area, cy = (double)o->sy / (double)o->area;
     double ox = (double)j->lab.s.x, oy = (double)j->lab.s.y;
@@ -514,18 +570,18 @@ obj_write(ob_job *j, ob_obj *o)
     tw_status st = TW_OK;
 
     if (j->format == TW_OBJECTS_CSV) {
-        twi_text_out_printf(j->out, "%llu,%llu,", (unsigned long long)o->label,
+        text_printf(t, "%llu,%llu,", (unsigned long long)o->label,
                             (unsigned long long)o->area);
         if (j->um2 > 0)
-            twi_text_out_printf(j->out, "%.17g", (double)o->area * j->um2);
-        twi_text_out_printf(j->out, ",%.17g,%.17g,%lld,%lld,%lld,%lld,%llu", cx, cy,
+            text_printf(t, "%.17g", (double)o->area * j->um2);
+        text_printf(t, ",%.17g,%.17g,%lld,%lld,%lld,%lld,%llu", cx, cy,
                             (long long)o->bx0, (long long)o->by0,
                             (long long)(o->bx1 - o->bx0 + 1), (long long)(o->by1 - o->by0 + 1),
                             (unsigned long long)o->perim);
         if (j->has_inten)
-            twi_text_out_printf(j->out, ",%.17g,%u,%u", o->isum / (double)o->area, o->imin,
+            text_printf(t, ",%.17g,%u,%u", o->isum / (double)o->area, o->imin,
                                 o->imax);
-        twi_text_out_printf(j->out, "\n");
+        text_printf(t, "\n");
     } else {
         ob_rings R = {0};
         ob_ring *rings;
@@ -550,54 +606,53 @@ obj_write(ob_job *j, ob_obj *o)
                         (rings[r].shell < 0 || rings[s].area2 < rings[rings[r].shell].area2) &&
                         (shells == 1 || ring_holds(pts, &rings[s], rings[r].px, rings[r].py)))
                         rings[r].shell = s;
-        twi_text_out_printf(j->out,
+        text_printf(t,
                             "%s{\"type\":\"Feature\",\"id\":\"%llu\",\"geometry\":{\"type\":\"%s\","
                             "\"coordinates\":[",
-                            j->written ? ",\n" : "", (unsigned long long)o->label,
+                            index ? ",\n" : "", (unsigned long long)o->label,
                             shells > 1 ? "MultiPolygon" : "Polygon");
         for (int64_t s = 0, k = 0; s < nr; s++) {
             if (rings[s].area2 <= 0)
                 continue;
-            twi_text_out_printf(j->out, "%s%s", k++ ? "," : "", shells > 1 ? "[" : "");
-            put_ring(j, pts, &rings[s], ox, oy);
+            text_printf(t, "%s%s", k++ ? "," : "", shells > 1 ? "[" : "");
+            put_ring(j, t, pts, &rings[s], ox, oy);
             for (int64_t r = 0; r < nr; r++)
                 if (rings[r].area2 < 0 && rings[r].shell == s) {
-                    twi_text_out_printf(j->out, ",");
-                    put_ring(j, pts, &rings[r], ox, oy);
+                    text_printf(t, ",");
+                    put_ring(j, t, pts, &rings[r], ox, oy);
                 }
             if (shells > 1)
-                twi_text_out_printf(j->out, "]");
+                text_printf(t, "]");
         }
-        twi_text_out_printf(j->out, "]},\"properties\":{\"objectType\":\"detection\"");
+        text_printf(t, "]},\"properties\":{\"objectType\":\"detection\"");
         if (j->classification)
-            twi_text_out_printf(j->out, ",\"classification\":{\"name\":\"%s\"}",
+            text_printf(t, ",\"classification\":{\"name\":\"%s\"}",
                                 j->classification);
-        twi_text_out_printf(j->out,
+        text_printf(t,
                             ",\"label\":%llu,\"measurements\":{\"area\":%llu,",
                             (unsigned long long)o->label, (unsigned long long)o->area);
         if (j->um2 > 0)
-            twi_text_out_printf(j->out, "\"area_um2\":%.17g,", (double)o->area * j->um2);
-        twi_text_out_printf(j->out,
+            text_printf(t, "\"area_um2\":%.17g,", (double)o->area * j->um2);
+        text_printf(t,
                             "\"centroid_x\":%.17g,\"centroid_y\":%.17g,\"bbox_x\":%lld,"
                             "\"bbox_y\":%lld,\"bbox_w\":%lld,\"bbox_h\":%lld,\"perimeter\":%llu",
                             cx, cy, (long long)o->bx0, (long long)o->by0,
                             (long long)(o->bx1 - o->bx0 + 1), (long long)(o->by1 - o->by0 + 1),
                             (unsigned long long)o->perim);
         if (j->has_inten)
-            twi_text_out_printf(j->out,
+            text_printf(t,
                                 ",\"intensity_mean\":%.17g,\"intensity_min\":%u,"
                                 "\"intensity_max\":%u",
                                 o->isum / (double)o->area, o->imin, o->imax);
-        twi_text_out_printf(j->out, "}}}");
+        text_printf(t, "}}}");
         free(pts);
         free(rings);
     }
-    j->written++;
 out:
     uselocale(old);
     free(o->e);
     o->e = NULL;
-    return st;
+    return st == TW_OK && t->nomem ? TW_E_NOMEM : st;
 }
 
 static int
@@ -610,14 +665,14 @@ fin_cmp(const void *a, const void *b)
     return p->label < q->label ? -1 : p->label > q->label;
 }
 
-/* Write and drop the objects with no pixel in rows >= y (all of them with y = H + 1), in
- * order of their last row, then label: the same order whatever the bands. */
+/* Move the objects with no pixel in rows >= y (all of them with y = H + 1) from the open ones
+ * to band b's complete ones, in order of their last row, then label: the same order whatever
+ * the bands. */
 static tw_status
-finish_objects(ob_job *j, int64_t y)
+finish_objects(ob_job *j, ob_band *b, int64_t y)
 {
     ob_set *s = &j->act;
     int64_t keep = 0, done;
-    tw_status st;
 
     /* the complete ones to the end, in order */
     for (int64_t i = 0; i < s->n; i++)
@@ -629,9 +684,12 @@ finish_objects(ob_job *j, int64_t y)
         }
     done = s->n - keep;
     qsort(s->objs + keep, (size_t)done, sizeof *s->objs, fin_cmp);
-    for (int64_t i = keep; i < s->n; i++)
-        if ((st = obj_write(j, &s->objs[i])) != TW_OK)
-            return st;
+    if (done > 0 && !(b->done = malloc((size_t)done * sizeof *b->done)))
+        return TW_E_NOMEM;
+    memcpy(b->done, s->objs + keep, (size_t)done * sizeof *b->done); /* edges move */
+    b->n_done = done;
+    b->first = j->written;
+    j->written += (uint64_t)done;
     s->n = keep;
     return hash_rebuild(s, keep) == 0 ? TW_OK : TW_E_NOMEM;
 }
@@ -695,7 +753,7 @@ merge_band(ob_job *j, ob_band *b)
 /* ---- tasks */
 
 static tw_status ob_submit(ob_job *j, ob_band *b, const tw_task_kind *kind);
-static const tw_task_kind ob_scan_kind, ob_merge_kind;
+static const tw_task_kind ob_scan_kind, ob_merge_kind, ob_format_kind, ob_write_kind;
 
 static size_t
 row_bytes(const twi_src *s, int64_t w)
@@ -920,7 +978,7 @@ ob_merge(tw_task_ctx *ctx, void *arg)
     if (st == TW_OK && j->act.n > j->max_active)
         j->max_active = j->act.n;
     if (st == TW_OK)
-        st = finish_objects(j, b->y + b->h == j->H ? j->H + 1 : b->y + b->h - 1);
+        st = finish_objects(j, b, b->y + b->h == j->H ? j->H + 1 : b->y + b->h - 1);
     if (st != TW_OK)
         return twi_ctx_fail(ctx, st, OP ": rows %lld..%lld: %s", (long long)b->y,
                             (long long)(b->y + b->h - 1),
@@ -933,12 +991,82 @@ ob_merge_commit(tw_task_ctx *ctx, void *arg)
 {
     ob_band *b = arg;
     ob_job *j = b->j;
+    tw_status st;
 
     twi_job_add_done(j->job, 1);
-    twi_window_retire(j->win);
+    if ((st = ob_submit(j, b, &ob_format_kind)) != TW_OK)
+        return twi_ctx_fail(ctx, st, OP ": cannot submit a %s (%s)", ob_format_kind.name,
+                            tw_status_string(st));
     if (b->k + 1 < j->n_bands)
         return ob_step(ctx, &j->bands[b->k + 1], &j->bands[b->k + 1].merge_ready,
                        &ob_merge_kind);
+    return TW_OK;
+}
+
+/* The rows of the objects band b's merge completed (their rings chained), into its text: the
+ * bands' texts are made at once, then written in band order. */
+static tw_status
+ob_format(tw_task_ctx *ctx, void *arg)
+{
+    ob_band *b = arg;
+    ob_job *j = b->j;
+    tw_status st = TW_OK;
+
+    twi_ctx_no_retry(ctx); /* the objects' edges are freed as they are written */
+    for (int64_t i = 0; i < b->n_done && st == TW_OK; i++) {
+        if (i % 256 == 255 && twi_ctx_canceled(ctx))
+            return TW_E_CANCELED;
+        st = obj_write(j, &b->done[i], &b->text, b->first + (uint64_t)i);
+    }
+    if (st != TW_OK)
+        return twi_ctx_fail(ctx, st, OP ": rows %lld..%lld: %s", (long long)b->y,
+                            (long long)(b->y + b->h - 1),
+                            st == TW_E_NOMEM ? "out of memory" : "a boundary does not close");
+    return TW_OK;
+}
+
+static tw_status
+ob_format_commit(tw_task_ctx *ctx, void *arg)
+{
+    ob_band *b = arg;
+
+    twi_job_add_done(b->j->job, 1);
+    return ob_step(ctx, b, &b->write_ready, &ob_write_kind);
+}
+
+/* Band b's text to the file, after the band above's. */
+static tw_status
+ob_write(tw_task_ctx *ctx, void *arg)
+{
+    ob_band *b = arg;
+    ob_job *j = b->j;
+
+    twi_ctx_no_retry(ctx);
+    for (size_t at = 0; at < b->text.n;) {
+        size_t n = b->text.n - at < (1u << 30) ? b->text.n - at : (1u << 30);
+
+        twi_text_out_printf(j->out, "%.*s", (int)n, b->text.p + at);
+        at += n;
+    }
+    return TW_OK;
+}
+
+static tw_status
+ob_write_commit(tw_task_ctx *ctx, void *arg)
+{
+    ob_band *b = arg;
+    ob_job *j = b->j;
+
+    free(b->text.p);
+    memset(&b->text, 0, sizeof b->text);
+    free(b->done);
+    b->done = NULL;
+    b->n_done = 0;
+    twi_job_add_done(j->job, 1);
+    twi_window_retire(j->win);
+    if (b->k + 1 < j->n_bands)
+        return ob_step(ctx, &j->bands[b->k + 1], &j->bands[b->k + 1].write_ready,
+                       &ob_write_kind);
     return TW_OK;
 }
 
@@ -960,6 +1088,18 @@ static const tw_task_kind ob_merge_kind = {
     .devices = TW_DEVICE_CPU,
     .cpu = ob_merge,
     .commit = ob_merge_commit,
+};
+static const tw_task_kind ob_format_kind = {
+    .name = "objects.format",
+    .devices = TW_DEVICE_CPU,
+    .cpu = ob_format,
+    .commit = ob_format_commit,
+};
+static const tw_task_kind ob_write_kind = {
+    .name = "objects.write",
+    .devices = TW_DEVICE_CPU,
+    .cpu = ob_write,
+    .commit = ob_write_commit,
 };
 
 static tw_status
@@ -1025,6 +1165,10 @@ ob_free(void *user)
         free(j->bands[i].inten);
         free(j->bands[i].last);
         set_free(&j->bands[i].part);
+        for (int64_t k = 0; k < j->bands[i].n_done; k++)
+            free(j->bands[i].done[k].e);
+        free(j->bands[i].done);
+        free(j->bands[i].text.p);
     }
     set_free(&j->act);
     free(j->bands);
@@ -1143,6 +1287,7 @@ ob_setup(ob_job *j, tw_runtime *rt, const tw_objects_opts *o, tw_error *err)
         b->h = (int32_t)(j->H - b->y < j->bh ? j->H - b->y : j->bh);
         atomic_init(&b->ready, k == 0 ? 1 : 0);
         atomic_init(&b->merge_ready, k == 0 ? 1 : 0);
+        atomic_init(&b->write_ready, k == 0 ? 1 : 0);
     }
     if ((j->lab.path && twi_ops_same_file(j->lab.path, o->output)) ||
         (j->has_inten && twi_ops_same_file(j->inten.path, o->output)))
@@ -1201,7 +1346,7 @@ tw_objects_submit(tw_runtime *rt, const tw_objects_opts *o, tw_job **out, tw_err
     j->job = job;
     twi_job_set_finish(job, ob_finish, j, ob_free);
     twi_stream_attach_io(&j->lab.s, job);
-    twi_job_add_total(job, 3 * j->n_bands);
+    twi_job_add_total(job, 5 * j->n_bands);
     st = twi_window_open(job, j->n_bands,
                          (int64_t)(row_bytes(&j->lab, j->W) + row_bytes(&j->inten, j->W)) * j->bh,
                          ob_admit, j, &j->win);
