@@ -396,3 +396,97 @@ Test(objects, labels_not_connected_any_workers, .timeout = TWTEST_TIMEOUT(120))
         }
     check_image(lab, W, H, 0, false, "not connected");
 }
+
+/* A label image whose middle tiles do not decode fails the job in a band mid-way, with the
+ * scans and merges of other bands under way: whatever the workers, nothing is left at the
+ * output's path. */
+Test(objects, a_bad_band_fails_and_leaves_no_file, .timeout = TWTEST_TIMEOUT(60))
+{
+    enum { W = 64, H = 96 };
+    static uint32_t lab[W * H];
+    char *dir = twtest_tmpdir(), *lp = twtest_path(dir, "lab.tif"),
+         *out = twtest_path(dir, "o.geojson");
+    tw_error err;
+    FILE *f;
+    long n;
+
+    for (int i = 0; i < W * H; i++)
+        lab[i] = (uint32_t)(1 + (i / W) / 5 * 8 + (i % W) / 8) * (uint32_t)((i / W) % 5 != 4);
+    cr_assert(eq(int, twtest_write_image(lp, lab, W, H, TW_U32, &err), TW_OK), "%s", err.message);
+    /* the middle third of the file's bytes (deflated tiles) made garbage */
+    f = fopen(lp, "r+b");
+    cr_assert(f != NULL);
+    cr_assert(fseek(f, 0, SEEK_END) == 0);
+    n = ftell(f);
+    cr_assert(n > 0);
+    cr_assert(fseek(f, n / 3, SEEK_SET) == 0);
+    for (long i = n / 3; i < n / 2; i++)
+        fputc(0xAB, f);
+    cr_assert(fclose(f) == 0);
+    for (int r = 0; r < NW; r++) {
+        tw_runtime *rt = twtest_runtime(workers[r], "none", &err);
+
+        cr_assert(rt != NULL, "runtime: %s", err.message);
+        for (int b = 0; b < NB; b++) {
+            tw_objects_opts o;
+            tw_job *job = NULL;
+
+            tw_objects_opts_init(&o);
+            o.labels.path = lp;
+            o.output = out;
+            o.band_h = bands[b];
+            cr_assert(eq(int, tw_objects_submit(rt, &o, &job, &err), TW_OK), "%s", err.message);
+            cr_assert(ne(int, tw_job_wait(job, -1), TW_OK), "%d workers, bands of %d rows",
+                      workers[r], bands[b]);
+            tw_job_destroy(job);
+            cr_assert(not(twtest_exists(out)), "%d workers, bands of %d rows: a file was left",
+                      workers[r], bands[b]);
+        }
+        tw_runtime_destroy(rt);
+    }
+    twtest_rmtree(dir);
+    free(lp);
+    free(out);
+    free(dir);
+}
+
+/* A job canceled while its bands are in flight ends canceled (or done, when it won the race)
+ * and leaves no file unless it completed. */
+Test(objects, cancel_leaves_no_file, .timeout = TWTEST_TIMEOUT(60))
+{
+    enum { W = 300, H = 400 };
+    static uint32_t lab[W * H];
+    char *dir = twtest_tmpdir(), *lp = twtest_path(dir, "lab.tif"),
+         *out = twtest_path(dir, "o.geojson");
+    tw_error err;
+
+    for (int i = 0; i < W * H; i++)
+        lab[i] = (uint32_t)(1 + (i / W) / 3 * 100 + (i % W) / 3) * (uint32_t)((i / W) % 3 != 2);
+    cr_assert(eq(int, twtest_write_image(lp, lab, W, H, TW_U32, &err), TW_OK), "%s", err.message);
+    for (int r = 0; r < NW; r++) {
+        tw_runtime *rt = twtest_runtime(workers[r], "none", &err);
+        tw_objects_opts o;
+        tw_job *job = NULL;
+        tw_status st;
+
+        cr_assert(rt != NULL, "runtime: %s", err.message);
+        tw_objects_opts_init(&o);
+        o.labels.path = lp;
+        o.output = out;
+        o.band_h = 1;
+        cr_assert(eq(int, tw_objects_submit(rt, &o, &job, &err), TW_OK), "%s", err.message);
+        tw_job_cancel(job);
+        st = tw_job_wait(job, -1);
+        tw_job_destroy(job);
+        cr_assert(st == TW_E_CANCELED || st == TW_OK, "%d workers: %s", workers[r],
+                  tw_status_string(st));
+        cr_assert(eq(int, twtest_exists(out), st == TW_OK), "%d workers", workers[r]);
+        if (st == TW_OK)
+            remove(out);
+        tw_runtime_destroy(rt);
+    }
+    twtest_rmtree(dir);
+    free(lp);
+    free(out);
+    free(dir);
+}
