@@ -263,6 +263,189 @@ launch_label(const tw_tile_view *mask, int conn, tw_tile_view *labels, uint32_t 
     return twi_cu::launched_finish(stream);
 }
 
+
+/* ---- The whole image at once (twi_cuda_label_image): the same union-find, with fewer atomic
+ * unions and the labels buffer as the parents.
+ *
+ * Init links each foreground pixel to one earlier foreground neighbour (an index below its own,
+ * so every root stays its set's smallest index), chosen so that the merge has at most one union
+ * left per pixel ([Playne18]'s init, with the neighbour reductions of the decision-tree scans
+ * [Wu09]): with 8-connectivity, a pixel whose upper neighbour is foreground is already
+ * joined to everything else it touches (the upper-left, upper-right and left neighbours all
+ * touch that one, and unite with it themselves); otherwise the left and upper-left touch each
+ * other, and only the upper-right may still need the union. With 4-connectivity the upper and
+ * left neighbours need a union unless the upper-left joins them. The background's parent is
+ * NONE (no index reaches it: the image has fewer than 2^32 - 1 pixels). */
+constexpr uint32_t NONE = UINT32_MAX;
+
+struct WholePolicy {
+    static constexpr int BX = 32;  /* init and merge: 32 x 8 pixels a block */
+    static constexpr int BY = 8;
+    static constexpr unsigned MAX_GRID_Y = 65535u;
+    static constexpr int THREADS = 256; /* the per-pixel passes: one thread a pixel */
+};
+static_assert(WholePolicy::BX * WholePolicy::BY <= 1024, "block too large");
+
+template <typename T>
+__device__ __forceinline__ bool
+fg_at(const unsigned char *m, int64_t ms, uint32_t x, uint64_t y)
+{
+    return reinterpret_cast<const T *>(m + (int64_t)y * ms)[x] != 0;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(WholePolicy::BX * WholePolicy::BY)
+whole_init_kernel(const unsigned char *m, int64_t ms, uint32_t w, uint32_t h, int conn,
+                  uint32_t *par)
+{
+    const uint32_t x = blockIdx.x * WholePolicy::BX + threadIdx.x;
+
+    if (x >= w)
+        return;
+    for (uint64_t y = (uint64_t)blockIdx.y * WholePolicy::BY + threadIdx.y; y < h;
+         y += (uint64_t)gridDim.y * WholePolicy::BY) {
+        const uint32_t p = (uint32_t)(y * w + x);
+        uint32_t q = NONE;
+
+        if (fg_at<T>(m, ms, x, y)) {
+            const bool up = y > 0 && fg_at<T>(m, ms, x, y - 1);
+            const bool left = x > 0 && fg_at<T>(m, ms, x - 1, y);
+
+            if (up)
+                q = p - w;
+            else if (left)
+                q = p - 1;
+            else if (conn == 8 && y > 0 && x > 0 && fg_at<T>(m, ms, x - 1, y - 1))
+                q = p - w - 1;
+            else if (conn == 8 && y > 0 && x + 1 < w && fg_at<T>(m, ms, x + 1, y - 1))
+                q = p - w + 1;
+            else
+                q = p;
+        }
+        par[p] = q;
+    }
+}
+
+/* 8-connectivity: the one union init may have left (see above). */
+template <typename T>
+__global__ void __launch_bounds__(WholePolicy::BX * WholePolicy::BY)
+whole_merge_kernel(const unsigned char *m, int64_t ms, uint32_t w, uint32_t h, uint32_t *par)
+{
+    const uint32_t x = blockIdx.x * WholePolicy::BX + threadIdx.x;
+
+    if (x >= w)
+        return;
+    for (uint64_t y = (uint64_t)blockIdx.y * WholePolicy::BY + threadIdx.y + 1; y < h;
+         y += (uint64_t)gridDim.y * WholePolicy::BY) {
+        const uint32_t p = (uint32_t)(y * w + x);
+
+        if (!fg_at<T>(m, ms, x, y) || fg_at<T>(m, ms, x, y - 1))
+            continue; /* background, or joined through the upper neighbour (init) */
+        if (x + 1 < w && fg_at<T>(m, ms, x + 1, y - 1) && x > 0 &&
+            (fg_at<T>(m, ms, x - 1, y) || fg_at<T>(m, ms, x - 1, y - 1)))
+            unite(par, p, p - w + 1);
+    }
+}
+
+/* 4-connectivity: the upper and left neighbours both foreground, the upper-left not. */
+template <typename T>
+__global__ void __launch_bounds__(WholePolicy::BX * WholePolicy::BY)
+whole_merge4_kernel(const unsigned char *m, int64_t ms, uint32_t w, uint32_t h, uint32_t *par)
+{
+    const uint32_t x = blockIdx.x * WholePolicy::BX + threadIdx.x + 1;
+
+    if (x >= w)
+        return;
+    for (uint64_t y = (uint64_t)blockIdx.y * WholePolicy::BY + threadIdx.y + 1; y < h;
+         y += (uint64_t)gridDim.y * WholePolicy::BY) {
+        const uint32_t p = (uint32_t)(y * w + x);
+
+        if (fg_at<T>(m, ms, x, y) && fg_at<T>(m, ms, x, y - 1) && fg_at<T>(m, ms, x - 1, y) &&
+            !fg_at<T>(m, ms, x - 1, y - 1))
+            unite(par, p, p - 1);
+    }
+}
+
+/* Every foreground pixel points at its root; flags[p] = 1 for the roots, else 0 (p < n). */
+__global__ void __launch_bounds__(WholePolicy::THREADS)
+whole_flatten_kernel(uint32_t *par, uint32_t *flags, uint32_t n)
+{
+    const uint64_t p = (uint64_t)blockIdx.x * WholePolicy::THREADS + threadIdx.x;
+
+    if (p > n)
+        return;
+    if (p == n) {
+        flags[p] = 0;
+        return;
+    }
+    uint32_t r = par[p];
+
+    if (r != NONE && r != (uint32_t)p) {
+        r = find_root(par, r);
+        par[p] = r;
+    }
+    flags[p] = r == (uint32_t)p;
+}
+
+/* labels (the parents, in place) = the root's rank + 1, 0 on background. */
+__global__ void __launch_bounds__(WholePolicy::THREADS)
+whole_number_kernel(uint32_t *lab, const uint32_t *rank, uint32_t n)
+{
+    const uint64_t p = (uint64_t)blockIdx.x * WholePolicy::THREADS + threadIdx.x;
+
+    if (p >= n)
+        return;
+    const uint32_t r = lab[p];
+
+    lab[p] = r == NONE ? 0u : rank[r] + 1u;
+}
+
+/* The in-place scan's temporary storage for n + 1 items. */
+size_t
+whole_scan_bytes(uint32_t n)
+{
+    size_t bytes = 0;
+
+    cub::DeviceScan::ExclusiveSum(nullptr, bytes, static_cast<uint32_t *>(nullptr),
+                                  (uint64_t)n + 1);
+    return bytes;
+}
+
+template <typename T>
+tw_status
+launch_label_image(const tw_tile_view *mask, int conn, tw_tile_view *labels, uint32_t *d_n,
+                   unsigned char *scratch, size_t scratch_bytes, cudaStream_t stream)
+{
+    const uint32_t w = (uint32_t)mask->w, h = (uint32_t)mask->h, n = w * h;
+    unsigned char *base = twi_cu::aligned_base(scratch);
+    uint32_t *rank = reinterpret_cast<uint32_t *>(base);
+    unsigned char *tmp = base + align_up(((size_t)n + 1) * 4);
+    size_t tmp_bytes = whole_scan_bytes(n);
+    const unsigned char *m = static_cast<const unsigned char *>(mask->data);
+    uint32_t *par = static_cast<uint32_t *>(labels->data);
+    const uint64_t gy = twi_cu::ceil_div(h, WholePolicy::BY);
+    const dim3 block(WholePolicy::BX, WholePolicy::BY);
+    const dim3 grid((unsigned)twi_cu::ceil_div(w, WholePolicy::BX),
+                    (unsigned)(gy < WholePolicy::MAX_GRID_Y ? gy : WholePolicy::MAX_GRID_Y));
+    const unsigned g1 = (unsigned)twi_cu::ceil_div((int64_t)n + 1, WholePolicy::THREADS);
+
+    if (scratch_bytes < twi_cuda_label_image_scratch_size(mask->w, mask->h))
+        return TW_E_INVALID;
+    whole_init_kernel<T><<<grid, block, 0, stream>>>(m, mask->stride, w, h, conn, par);
+    if (conn == 8)
+        whole_merge_kernel<T><<<grid, block, 0, stream>>>(m, mask->stride, w, h, par);
+    else
+        whole_merge4_kernel<T><<<grid, block, 0, stream>>>(m, mask->stride, w, h, par);
+    whole_flatten_kernel<<<g1, WholePolicy::THREADS, 0, stream>>>(par, rank, n);
+    if (cub::DeviceScan::ExclusiveSum(tmp, tmp_bytes, rank, (uint64_t)n + 1, stream) !=
+        cudaSuccess)
+        return TW_E_DEVICE;
+    whole_number_kernel<<<g1, WholePolicy::THREADS, 0, stream>>>(par, rank, n);
+    if (cudaMemcpyAsync(d_n, rank + n, 4, cudaMemcpyDeviceToDevice, stream) != cudaSuccess)
+        return TW_E_DEVICE;
+    return twi_cu::launched_finish(stream);
+}
+
 } // namespace
 
 extern "C" size_t
@@ -351,6 +534,45 @@ twi_cuda_label_apply(const tw_tile_view *labels, const uint64_t *d_map, tw_tile_
             apply_kernel<uint64_t><<<g, LabelPolicy::THREADS, 0, s>>>(l, labels->stride, d_map, o,
                                                                       out->stride, w, h);
         return twi_cu::launched_finish(s);
+    } catch (...) {
+        return TW_E_DEVICE;
+    }
+}
+
+extern "C" size_t
+twi_cuda_label_image_scratch_size(int32_t w, int32_t h)
+{
+    try {
+        uint64_t n = (uint64_t)(w > 0 ? w : 0) * (uint64_t)(h > 0 ? h : 0);
+
+        if (n >= UINT32_MAX)
+            return 0;
+        return twi_cu::ALIGN + align_up((n + 1) * 4) + align_up(whole_scan_bytes((uint32_t)n));
+    } catch (...) {
+        return 0;
+    }
+}
+
+extern "C" tw_status
+twi_cuda_label_image(const tw_tile_view *mask, int conn, tw_tile_view *labels, uint32_t *d_n,
+                     void *d_scratch, size_t scratch_bytes, void *stream)
+{
+    try {
+        tw_status st = twi_label_check(mask, conn, labels);
+        cudaStream_t s = static_cast<cudaStream_t>(stream);
+
+        if (st != TW_OK || !d_n)
+            return TW_E_INVALID;
+        if (mask->w == 0 || mask->h == 0)
+            return cudaMemsetAsync(d_n, 0, 4, s) == cudaSuccess ? TW_OK : TW_E_DEVICE;
+        /* the labels are the parents: raster index p at element p */
+        if (labels->stride != (int64_t)labels->w * 4 || !d_scratch)
+            return TW_E_INVALID;
+        unsigned char *sc = static_cast<unsigned char *>(d_scratch);
+
+        return mask->type == TW_U8
+                   ? launch_label_image<uint8_t>(mask, conn, labels, d_n, sc, scratch_bytes, s)
+                   : launch_label_image<uint16_t>(mask, conn, labels, d_n, sc, scratch_bytes, s);
     } catch (...) {
         return TW_E_DEVICE;
     }
