@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: `label`, connected components of a whole slide, tile by tile, exact. */
+/* Why one file: the whole-image GPU path (label.whole, at the end) is the same job as the tile
+ * passes: it shares their job struct, report and finish, and its fallback after a failed GPU
+ * attempt is their entry (the pass windows), so splitting it would put lb_job in a header. */
 /*
  * Two passes over the tiles and one merge between them ([Teodoro13]'s TP/BP shape):
  *
