@@ -729,8 +729,8 @@ static const tw_task_kind lbw_store_kind = {
 
 /* Does the job take the whole-image GPU path (docs/objects.md, "Whole images on a GPU")? An
  * image in memory into 32-bit labels in memory, fewer than 2^32 - 1 pixels, a runtime with GPUs
- * and no host budget, and the mask, the labels and the kernel's scratch in 7/8 of the smallest
- * GPU budget (label.gpu_whole = no: never). */
+ * and no host budget, and the mask, the labels and the kernel's scratch (plus a quarter: the
+ * pool's size classes) in 7/8 of the smallest GPU budget (label.gpu_whole = no: never). */
 static bool
 lb_whole_fits(const lb_job *a, tw_runtime *rt, const tw_config *cfg)
 {
@@ -749,8 +749,10 @@ lb_whole_fits(const lb_job *a, tw_runtime *rt, const tw_config *cfg)
         return false;
     if (!(sb = twi_cuda_label_image_scratch_size((int32_t)a->W, (int32_t)a->H)))
         return false;
-    need = px * (int64_t)(tw_sample_size(a->in.s.in_type) + 4) + (int64_t)sb + 4;
-    return need <= budget - budget / 8;
+    /* three blocks (mask, labels, scratch), each rounded up by at most a quarter by the pool's
+     * size classes (runtime/mem_cuda.c) */
+    need = px * (int64_t)tw_sample_size(a->in.s.in_type) + px * 4 + (int64_t)sb;
+    return need + need / 4 <= budget - budget / 8;
 #else
     (void)a;
     (void)rt;

@@ -41,15 +41,23 @@ typedef struct lj_case {
 } lj_case;
 
 static tw_runtime *
-make_rt(const char *gpus, const char *cpu_workers, const char *caller, const char *fault,
-        const char *whole)
+make_rt_mem(const char *gpus, const char *cpu_workers, const char *caller, const char *fault,
+            const char *whole, const char *gpu_mem)
 {
     tw_log_set_level(TW_LOG_ERROR);
     return twtest_runtime_kv_ok(false, (const char *const[]){"runtime.gpus", gpus,
                                                              "runtime.cpu_workers", cpu_workers,
                                                              "runtime.caller_memory", caller,
                                                              "runtime.fault_inject", fault,
-                                                             "label.gpu_whole", whole, NULL});
+                                                             "label.gpu_whole", whole,
+                                                             "runtime.gpu_mem", gpu_mem, NULL});
+}
+
+static tw_runtime *
+make_rt(const char *gpus, const char *cpu_workers, const char *caller, const char *fault,
+        const char *whole)
+{
+    return make_rt_mem(gpus, cpu_workers, caller, fault, whole, NULL);
 }
 
 /* The mask of c at its stride (*stride; 16-bit: the 8-bit mask times 257), padding 0x5a. */
@@ -228,6 +236,22 @@ Test(label_job, failed_gpu_attempt_falls_back_to_tiles)
             }
         tw_runtime_destroy(gpu);
     }
+    tw_runtime_destroy(cpu);
+}
+
+/* An image whose mask, labels and scratch do not fit 7/8 of the GPU budget (runtime.gpu_mem =
+ * 16 MiB: about 1.2 M pixels) runs tile by tile; a smaller one still whole. */
+Test(label_job, too_large_for_the_budget_runs_tiles)
+{
+    tw_runtime *cpu, *gpu;
+    lj_case big = {2001, 1003, 1, 30, 8, 0, 0, false}, small = {300, 200, 1, 30, 8, 0, 0, false};
+
+    twtest_need_gpu();
+    cpu = make_rt("none", "2", NULL, NULL, NULL);
+    gpu = make_rt_mem("all", "2", NULL, NULL, NULL, "16777216");
+    check_case(cpu, gpu, &big, false, "over the budget");
+    check_case(cpu, gpu, &small, true, "within the budget");
+    tw_runtime_destroy(gpu);
     tw_runtime_destroy(cpu);
 }
 
