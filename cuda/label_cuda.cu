@@ -264,26 +264,33 @@ launch_label(const tw_tile_view *mask, int conn, tw_tile_view *labels, uint32_t 
 }
 
 
-/* ---- The whole image at once (twi_cuda_label_image): the same union-find, with fewer atomic
- * unions and the labels buffer as the parents.
+/* ---- The whole image at once (twi_cuda_label_image): the same union-find, with the labels
+ * buffer as the parents, short paths and fewer atomic unions.
  *
- * Init links each foreground pixel to one earlier foreground neighbour (an index below its own,
- * so every root stays its set's smallest index), chosen so that the merge has at most one union
- * left per pixel ([Playne18]'s init, with the neighbour reductions of the decision-tree scans
- * [Wu09]): with 8-connectivity, a pixel whose upper neighbour is foreground is already
- * joined to everything else it touches (the upper-left, upper-right and left neighbours all
- * touch that one, and unite with it themselves); otherwise the left and upper-left touch each
- * other, and only the upper-right may still need the union. With 4-connectivity the upper and
- * left neighbours need a union unless the upper-left joins them. The background's parent is
- * NONE (no index reaches it: the image has fewer than 2^32 - 1 pixels). */
+ * Init makes each 32-pixel segment of a row's runs (one warp: a ballot of the foreground) point
+ * straight at the run's first pixel in the segment, the run's root: no atomics, one hop. The
+ * merge then unites each foreground pixel with its earlier neighbours, skipping those another
+ * pixel's unions already join it to (the decision-tree scans' reductions, [Wu09]): the left
+ * one only across a segment boundary (inside, init did it); with 8-connectivity, when the left
+ * is foreground the upper-left and upper neighbours are joined through it, and the upper-right
+ * one only needs a union when the upper is background; when the left is background, the upper
+ * neighbour joins both upper corners. With 4-connectivity the upper neighbour needs no union
+ * when the left and upper-left are foreground. Links always go from the larger root to the
+ * smaller (atomicMin), so a set's root is its smallest raster index: the component's first
+ * pixel, itself a run's first pixel. Resolving is two passes: the runs' roots follow their
+ * paths to the root, then every pixel takes its run root's root (two hops), so no pixel walks
+ * a path as long as the image (what linking every pixel to the one above would cost a solid
+ * region). The background's parent is NONE (no index reaches it: the image has fewer than
+ * 2^32 - 1 pixels). */
 constexpr uint32_t NONE = UINT32_MAX;
 
 struct WholePolicy {
-    static constexpr int BX = 32;  /* init and merge: 32 x 8 pixels a block */
+    static constexpr int BX = 32;  /* the 2-D passes: 32 x 8 pixels a block, a warp a segment */
     static constexpr int BY = 8;
     static constexpr unsigned MAX_GRID_Y = 65535u;
-    static constexpr int THREADS = 256; /* the per-pixel passes: one thread a pixel */
+    static constexpr int THREADS = 256; /* the 1-D passes: one thread a pixel */
 };
+static_assert(WholePolicy::BX == 32, "init takes one warp for one row segment");
 static_assert(WholePolicy::BX * WholePolicy::BY <= 1024, "block too large");
 
 template <typename T>
@@ -293,10 +300,42 @@ fg_at(const unsigned char *m, int64_t ms, uint32_t x, uint64_t y)
     return reinterpret_cast<const T *>(m + (int64_t)y * ms)[x] != 0;
 }
 
+/* Is (x, y), foreground, the first pixel of its run in its 32-pixel segment? */
+template <typename T>
+__device__ __forceinline__ bool
+run_start(const unsigned char *m, int64_t ms, uint32_t x, uint64_t y)
+{
+    return x % WholePolicy::BX == 0 || !fg_at<T>(m, ms, x - 1, y);
+}
+
+/* Each warp is one segment of one row (blockDim.x = 32, rows uniform in a warp). */
 template <typename T>
 __global__ void __launch_bounds__(WholePolicy::BX * WholePolicy::BY)
-whole_init_kernel(const unsigned char *m, int64_t ms, uint32_t w, uint32_t h, int conn,
-                  uint32_t *par)
+whole_init_kernel(const unsigned char *m, int64_t ms, uint32_t w, uint32_t h, uint32_t *par)
+{
+    const uint32_t lane = threadIdx.x, x = blockIdx.x * WholePolicy::BX + lane;
+
+    for (uint64_t y = (uint64_t)blockIdx.y * WholePolicy::BY + threadIdx.y; y < h;
+         y += (uint64_t)gridDim.y * WholePolicy::BY) {
+        const bool f = x < w && fg_at<T>(m, ms, x, y);
+        const unsigned bits = __ballot_sync(0xffffffffu, f);
+
+        if (x < w) {
+            const uint32_t p = (uint32_t)(y * w + x);
+            /* background lanes below this one; the run starts after the highest */
+            const unsigned below = ~bits & ((1u << lane) - 1u);
+            const uint32_t start = below ? 32u - (uint32_t)__clz(below) : 0u;
+
+            par[p] = f ? p - (lane - start) : NONE;
+        }
+    }
+}
+
+/* The unions init left (see above). */
+template <typename T>
+__global__ void __launch_bounds__(WholePolicy::BX * WholePolicy::BY)
+whole_merge_kernel(const unsigned char *m, int64_t ms, uint32_t w, uint32_t h, int conn,
+                   uint32_t *par)
 {
     const uint32_t x = blockIdx.x * WholePolicy::BX + threadIdx.x;
 
@@ -305,86 +344,75 @@ whole_init_kernel(const unsigned char *m, int64_t ms, uint32_t w, uint32_t h, in
     for (uint64_t y = (uint64_t)blockIdx.y * WholePolicy::BY + threadIdx.y; y < h;
          y += (uint64_t)gridDim.y * WholePolicy::BY) {
         const uint32_t p = (uint32_t)(y * w + x);
-        uint32_t q = NONE;
 
-        if (fg_at<T>(m, ms, x, y)) {
-            const bool up = y > 0 && fg_at<T>(m, ms, x, y - 1);
-            const bool left = x > 0 && fg_at<T>(m, ms, x - 1, y);
+        if (!fg_at<T>(m, ms, x, y))
+            continue;
+        const bool l = x > 0 && fg_at<T>(m, ms, x - 1, y);
+        const bool u = y > 0 && fg_at<T>(m, ms, x, y - 1);
 
-            if (up)
-                q = p - w;
-            else if (left)
-                q = p - 1;
-            else if (conn == 8 && y > 0 && x > 0 && fg_at<T>(m, ms, x - 1, y - 1))
-                q = p - w - 1;
-            else if (conn == 8 && y > 0 && x + 1 < w && fg_at<T>(m, ms, x + 1, y - 1))
-                q = p - w + 1;
-            else
-                q = p;
+        if (l && x % WholePolicy::BX == 0)
+            unite(par, p, p - 1);
+        if (conn == 4) {
+            if (u && !(l && fg_at<T>(m, ms, x - 1, y - 1)))
+                unite(par, p, p - w);
+            continue;
         }
-        par[p] = q;
+        const bool ur = y > 0 && x + 1 < w && fg_at<T>(m, ms, x + 1, y - 1);
+
+        if (l) {
+            if (!u && ur)
+                unite(par, p, p - w + 1);
+        } else if (u) {
+            unite(par, p, p - w);
+        } else {
+            if (y > 0 && x > 0 && fg_at<T>(m, ms, x - 1, y - 1))
+                unite(par, p, p - w - 1);
+            if (ur)
+                unite(par, p, p - w + 1);
+        }
     }
 }
 
-/* 8-connectivity: the one union init may have left (see above). */
+/* The runs' roots point at their set's root; flags[p] = 1 for the sets' roots, else 0 (every
+ * p < n; the caller zeroes flags[n]). */
 template <typename T>
 __global__ void __launch_bounds__(WholePolicy::BX * WholePolicy::BY)
-whole_merge_kernel(const unsigned char *m, int64_t ms, uint32_t w, uint32_t h, uint32_t *par)
+whole_roots_kernel(const unsigned char *m, int64_t ms, uint32_t w, uint32_t h, uint32_t *par,
+                   uint32_t *flags)
 {
     const uint32_t x = blockIdx.x * WholePolicy::BX + threadIdx.x;
 
     if (x >= w)
         return;
-    for (uint64_t y = (uint64_t)blockIdx.y * WholePolicy::BY + threadIdx.y + 1; y < h;
+    for (uint64_t y = (uint64_t)blockIdx.y * WholePolicy::BY + threadIdx.y; y < h;
          y += (uint64_t)gridDim.y * WholePolicy::BY) {
         const uint32_t p = (uint32_t)(y * w + x);
+        uint32_t f = 0;
 
-        if (!fg_at<T>(m, ms, x, y) || fg_at<T>(m, ms, x, y - 1))
-            continue; /* background, or joined through the upper neighbour (init) */
-        if (x + 1 < w && fg_at<T>(m, ms, x + 1, y - 1) && x > 0 &&
-            (fg_at<T>(m, ms, x - 1, y) || fg_at<T>(m, ms, x - 1, y - 1)))
-            unite(par, p, p - w + 1);
+        if (fg_at<T>(m, ms, x, y) && run_start<T>(m, ms, x, y)) {
+            const uint32_t r = find_root(par, p);
+
+            par[p] = r;
+            f = r == p;
+        }
+        flags[p] = f;
     }
 }
 
-/* 4-connectivity: the upper and left neighbours both foreground, the upper-left not. */
-template <typename T>
-__global__ void __launch_bounds__(WholePolicy::BX * WholePolicy::BY)
-whole_merge4_kernel(const unsigned char *m, int64_t ms, uint32_t w, uint32_t h, uint32_t *par)
-{
-    const uint32_t x = blockIdx.x * WholePolicy::BX + threadIdx.x + 1;
-
-    if (x >= w)
-        return;
-    for (uint64_t y = (uint64_t)blockIdx.y * WholePolicy::BY + threadIdx.y + 1; y < h;
-         y += (uint64_t)gridDim.y * WholePolicy::BY) {
-        const uint32_t p = (uint32_t)(y * w + x);
-
-        if (fg_at<T>(m, ms, x, y) && fg_at<T>(m, ms, x, y - 1) && fg_at<T>(m, ms, x - 1, y) &&
-            !fg_at<T>(m, ms, x - 1, y - 1))
-            unite(par, p, p - 1);
-    }
-}
-
-/* Every foreground pixel points at its root; flags[p] = 1 for the roots, else 0 (p < n). */
+/* Every foreground pixel takes its run root's root: par[p] is its run's first pixel (or, for
+ * that pixel, already the root), whose parent is the root since whole_roots_kernel. Run roots
+ * are rewritten with the value they hold, so concurrent readers see it either way. */
 __global__ void __launch_bounds__(WholePolicy::THREADS)
-whole_flatten_kernel(uint32_t *par, uint32_t *flags, uint32_t n)
+whole_resolve_kernel(uint32_t *par, uint32_t n)
 {
     const uint64_t p = (uint64_t)blockIdx.x * WholePolicy::THREADS + threadIdx.x;
 
-    if (p > n)
+    if (p >= n)
         return;
-    if (p == n) {
-        flags[p] = 0;
-        return;
-    }
-    uint32_t r = par[p];
+    const uint32_t q = par[p];
 
-    if (r != NONE && r != (uint32_t)p) {
-        r = find_root(par, r);
-        par[p] = r;
-    }
-    flags[p] = r == (uint32_t)p;
+    if (q != NONE)
+        par[p] = par[q];
 }
 
 /* labels (the parents, in place) = the root's rank + 1, 0 on background. */
@@ -431,12 +459,12 @@ launch_label_image(const tw_tile_view *mask, int conn, tw_tile_view *labels, uin
 
     if (scratch_bytes < twi_cuda_label_image_scratch_size(mask->w, mask->h))
         return TW_E_INVALID;
-    whole_init_kernel<T><<<grid, block, 0, stream>>>(m, mask->stride, w, h, conn, par);
-    if (conn == 8)
-        whole_merge_kernel<T><<<grid, block, 0, stream>>>(m, mask->stride, w, h, par);
-    else
-        whole_merge4_kernel<T><<<grid, block, 0, stream>>>(m, mask->stride, w, h, par);
-    whole_flatten_kernel<<<g1, WholePolicy::THREADS, 0, stream>>>(par, rank, n);
+    whole_init_kernel<T><<<grid, block, 0, stream>>>(m, mask->stride, w, h, par);
+    whole_merge_kernel<T><<<grid, block, 0, stream>>>(m, mask->stride, w, h, conn, par);
+    whole_roots_kernel<T><<<grid, block, 0, stream>>>(m, mask->stride, w, h, par, rank);
+    whole_resolve_kernel<<<g1, WholePolicy::THREADS, 0, stream>>>(par, n);
+    if (cudaMemsetAsync(rank + n, 0, 4, stream) != cudaSuccess)
+        return TW_E_DEVICE;
     if (cub::DeviceScan::ExclusiveSum(tmp, tmp_bytes, rank, (uint64_t)n + 1, stream) !=
         cudaSuccess)
         return TW_E_DEVICE;
