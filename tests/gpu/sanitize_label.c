@@ -9,9 +9,9 @@
  * sees any read of memory the kernels did not write. Usage: sanitize_label [CASES]; exit 77
  * without a device, 1 on a wrong result.
  * `sanitize_label time [SIDE] [REPS]` times the kernel alone (CUDA events, device memory only,
- * median of REPS after a warm-up) on a SIDE x SIDE mask of random discs (about 40% foreground)
- * and on noise, both connectivities, and prints one line each: what the label job's GPU
- * path adds to its two copies.
+ * median of REPS after a warm-up) on a SIDE x SIDE mask of random discs (about 40% foreground),
+ * on noise and on a full mask, both connectivities, and prints one line each: what the label
+ * job's GPU path adds to its two copies.
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -170,9 +170,10 @@ time_main(int side, int reps)
     CK(cudaMalloc(&d_n, 4));
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    for (int mode = 0; mode < 2; mode++) {
-        /* discs of radius 6..16 on a 32-pixel grid (bench_label's kind of mask), or 50% noise */
-        memset(m, 0, px);
+    for (int mode = 0; mode < 3; mode++) {
+        /* discs of radius 6..16 on a 32-pixel grid (bench_label's kind of mask), 50% noise, or
+         * all foreground (one component: the longest paths a union-find can be given) */
+        memset(m, mode == 2 ? 255 : 0, px);
         if (mode == 0) {
             for (int cy = 0; cy < side; cy += 32)
                 for (int cx = 0; cx < side; cx += 32) {
@@ -184,7 +185,7 @@ time_main(int side, int reps)
                                 (x - x0) * (x - x0) + (y - y0) * (y - y0) <= r * r)
                                 m[(size_t)y * (size_t)side + (size_t)x] = 255;
                 }
-        } else {
+        } else if (mode == 1) {
             for (size_t i = 0; i < px; i++)
                 m[i] = rnd(2) ? 255 : 0;
         }
@@ -207,8 +208,8 @@ time_main(int side, int reps)
             qsort(t, (size_t)reps, sizeof *t, cmp_f);
             printf("label_image %dx%d %s conn %d: %.3f ms median of %d (best %.3f), %.2f GPix/s, "
                    "%u objects\n",
-                   side, side, mode == 0 ? "discs" : "noise50", conn, t[reps / 2], reps, t[0],
-                   (double)px / (t[reps / 2] * 1e-3) / 1e9, n);
+                   side, side, mode == 0 ? "discs" : mode == 1 ? "noise50" : "full", conn,
+                   t[reps / 2], reps, t[0], (double)px / (t[reps / 2] * 1e-3) / 1e9, n);
         }
     }
     CK(cudaFree(d_m));
