@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* tilewave tests: a single-process driver of the whole-image CUDA labelling for compute-sanitizer. */
+/* tilewave tests: a single-process driver of the whole-image CUDA labelling (compute-sanitizer). */
 /*
  * As sanitize_maxtree.c (Criterion's child processes are not reliably followed by
  * compute-sanitizer): random small cases of twi_cuda_label_image (8/16-bit masks, 4/8
