@@ -574,7 +574,6 @@ out:
     return st;
 }
 
-
 /* ---- The whole image on a GPU */
 
 /* Rows of the caller's image `img` into view v (to_view) or back, on the task's team. */
