@@ -10,14 +10,15 @@
 
 static const char help[] =
     "Usage: tw_bench label --size WxH [--variant cpu|gpu|both] [--conn 4|8] [--tile WxH]\n"
-    "                     [--set K=V]... [--repeat R] [--check]\n"
+    "                     [--set K=V]... [--repeat R] [--pinned] [--check]\n"
     "\n"
     "Connected components of a generated nuclei-like mask held in host memory (random\n"
     "overlapping discs of radius 6 to 16, about 40% foreground, objects crossing every tile\n"
     "border), uint8 in, uint32 labels out, through tw_label_submit with caller buffers: the\n"
     "whole job (both tile passes and the border merge), one warm-up, R timed runs, as one JSON\n"
     "line: median, best, GPix/s of each, and the job's report of the last run (objects, tiles,\n"
-    "border labels, tile tasks per device, pass seconds).\n"
+    "border labels, tile tasks per device, pass seconds). With GPUs an image that fits one is\n"
+    "labelled whole on it (label.gpu_whole; the report then says 1 tile, 1 GPU task).\n"
     "\n"
     "  --size WxH      image size (e.g. 16384x16384; W alone: square)\n"
     "  --variant NAME  cpu (default: runtime.gpus=none), gpu (GPU workers only) or both\n"
@@ -25,6 +26,9 @@ static const char help[] =
     "  --tile WxH      processing tile (default: the config's tile.size)\n"
     "  --set KEY=VALUE any configuration key (repeatable)\n"
     "  --repeat R      timed runs (default 3)\n"
+    "  --pinned        page-lock the mask and the labels (cudaHostRegister) before timing: with\n"
+    "                  GPUs, runtime.caller_memory=auto then copies straight between them and\n"
+    "                  the GPU (the default, pageable buffers, goes through pinned tiles)\n"
     "  --check         compare the labels with a one-thread flood fill (slow; small sizes)\n"
     "  --help          this help\n";
 
@@ -101,7 +105,7 @@ check(const uint8_t *mask, const uint32_t *labels, int64_t w, int64_t h, int con
 int
 bench_label(int argc, char **argv)
 {
-    enum { O_SIZE = 1, O_VARIANT, O_CONN, O_TILE, O_SET, O_REPEAT, O_CHECK, O_HELP,
+    enum { O_SIZE = 1, O_VARIANT, O_CONN, O_TILE, O_SET, O_REPEAT, O_PINNED, O_CHECK, O_HELP,
            MAX_SETS = 16 };
     static const struct option opts[] = {{"size", required_argument, NULL, O_SIZE},
                                          {"variant", required_argument, NULL, O_VARIANT},
@@ -109,11 +113,12 @@ bench_label(int argc, char **argv)
                                          {"tile", required_argument, NULL, O_TILE},
                                          {"set", required_argument, NULL, O_SET},
                                          {"repeat", required_argument, NULL, O_REPEAT},
+                                         {"pinned", no_argument, NULL, O_PINNED},
                                          {"check", no_argument, NULL, O_CHECK},
                                          {"help", no_argument, NULL, O_HELP},
                                          {NULL, 0, NULL, 0}};
     const char *variant = "cpu", *tile = NULL, *missing, *sets[MAX_SETS];
-    int n_sets = 0, do_check = 0;
+    int n_sets = 0, do_check = 0, pin = 0, pinned = 0;
     int64_t w = 0, h = 0, repeat = 3, conn = 8, fg = 0;
     tw_config *cfg = NULL;
     tw_runtime *rt = NULL;
@@ -153,6 +158,7 @@ bench_label(int argc, char **argv)
             if ((rc = bench_parse_int("--repeat", optarg, 1, 1000, &repeat)) != BENCH_OK)
                 return rc;
             break;
+        case O_PINNED: pin = 1; break;
         case O_CHECK: do_check = 1; break;
         case 'h':
         case O_HELP: fputs(help, stdout); return BENCH_OK;
@@ -181,6 +187,14 @@ bench_label(int argc, char **argv)
     gen_s = bench_now() - gen_s;
     for (int64_t i = 0; i < w * h; i++)
         fg += mask[i] != 0;
+    if (pin && bench_gpu_count() > 0) {
+        if ((rc = bench_host_pin(mask, (size_t)(w * h))) != BENCH_OK)
+            goto out;
+        pinned = 1;
+        if ((rc = bench_host_pin(labels, (size_t)(w * h) * sizeof *labels)) != BENCH_OK)
+            goto out;
+        pinned = 2;
+    }
 
     tw_label_opts_init(&o);
     o.image = (tw_host_image){mask, w, h, 0, TW_U8};
@@ -208,13 +222,13 @@ bench_label(int argc, char **argv)
                "\"foreground\": %.4f, \"generate_s\": %.3f, \"peak_rss_mib\": %.1f, "
                "\"objects\": %llu, \"tiles\": %lld, \"tile_w\": %d, \"tile_h\": %d, "
                "\"border_labels\": %lld, \"tp_cpu\": %lld, \"tp_cuda\": %lld, "
-               "\"label_s\": %.4f, \"merge_s\": %.4f, \"write_s\": %.4f",
+               "\"label_s\": %.4f, \"merge_s\": %.4f, \"write_s\": %.4f, \"pinned\": %s",
                variant, (long long)w, (long long)h, (long long)conn, (long long)repeat, med,
                lo, hi, px / med / 1e9, px / lo / 1e9, (double)fg / px, gen_s,
                bench_peak_rss_mib(), (unsigned long long)rep.objects, (long long)rep.tiles,
                (int)rep.tile_w, (int)rep.tile_h, (long long)rep.border_labels,
                (long long)rep.tp_cpu, (long long)rep.tp_cuda, rep.label_s, rep.merge_s,
-               rep.write_s);
+               rep.write_s, pinned == 2 ? "true" : "false");
         if (do_check) {
             int64_t bad = check(mask, labels, w, h, (int)conn);
 
@@ -232,6 +246,10 @@ bench_label(int argc, char **argv)
         fputs("}\n", stdout);
     }
 out:
+    if (pinned > 0)
+        bench_host_unpin(mask);
+    if (pinned > 1)
+        bench_host_unpin(labels);
     free(times);
     free(labels);
     free(mask);

@@ -198,6 +198,15 @@ tw_status twi_cuda_label_apply(const tw_tile_view *labels, const uint64_t *d_map
  * twi_label_border with twi_label_border_from_first (omp/omp_kernels.h). */
 tw_status twi_cuda_label_summary(const tw_tile_view *labels, int64_t n, uint32_t *d_out,
                                  void *stream);
+/* A whole image at once (the label job's in-memory GPU path, ops/label.c): the same labels as
+ * twi_cuda_label into `labels` (TW_U32, packed rows: it holds the union-find's parents while it
+ * runs), the count at *d_n; fewer than 2^32 - 1 pixels (short paths: row runs, then roots).
+ * Scratch:
+ * twi_cuda_label_image_scratch_size(w, h) bytes (the roots' ranks and their scan, about 4 bytes
+ * a pixel; 0 when the image is too large). */
+size_t twi_cuda_label_image_scratch_size(int32_t w, int32_t h);
+tw_status twi_cuda_label_image(const tw_tile_view *mask, int conn, tw_tile_view *labels,
+                               uint32_t *d_n, void *d_scratch, size_t scratch_bytes, void *stream);
 
 /*
  * watershed: the CUDA twins of twi_omp_watershed_flood, _preds and _label (omp/omp_kernels.h):

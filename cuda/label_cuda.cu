@@ -263,6 +263,217 @@ launch_label(const tw_tile_view *mask, int conn, tw_tile_view *labels, uint32_t 
     return twi_cu::launched_finish(stream);
 }
 
+
+/* ---- The whole image at once (twi_cuda_label_image): the same union-find, with the labels
+ * buffer as the parents, short paths and fewer atomic unions.
+ *
+ * Init makes each 32-pixel segment of a row's runs (one warp: a ballot of the foreground) point
+ * straight at the run's first pixel in the segment, the run's root: no atomics, one hop. The
+ * merge then unites each foreground pixel with its earlier neighbours, skipping those another
+ * pixel's unions already join it to (the decision-tree scans' reductions, [Wu09]): the left
+ * one only across a segment boundary (inside, init did it); with 8-connectivity, when the left
+ * is foreground the upper-left and upper neighbours are joined through it, and the upper-right
+ * one only needs a union when the upper is background; when the left is background, the upper
+ * neighbour joins both upper corners. With 4-connectivity the upper neighbour needs no union
+ * when the left and upper-left are foreground. Links always go from the larger root to the
+ * smaller (atomicMin), so a set's root is its smallest raster index: the component's first
+ * pixel, itself a run's first pixel. Resolving is two passes: the runs' roots follow their
+ * paths to the root, then every pixel takes its run root's root (two hops), so no pixel walks
+ * a path as long as the image (what linking every pixel to the one above would cost a solid
+ * region). The background's parent is NONE (no index reaches it: the image has fewer than
+ * 2^32 - 1 pixels). */
+constexpr uint32_t NONE = UINT32_MAX;
+
+struct WholePolicy {
+    static constexpr int BX = 32;  /* the 2-D passes: 32 x 8 pixels a block, a warp a segment */
+    static constexpr int BY = 8;
+    static constexpr unsigned MAX_GRID_Y = 65535u;
+    static constexpr int THREADS = 256; /* the 1-D passes: one thread a pixel */
+};
+static_assert(WholePolicy::BX == 32, "init takes one warp for one row segment");
+static_assert(WholePolicy::BX * WholePolicy::BY <= 1024, "block too large");
+
+template <typename T>
+__device__ __forceinline__ bool
+fg_at(const unsigned char *m, int64_t ms, uint32_t x, uint64_t y)
+{
+    return reinterpret_cast<const T *>(m + (int64_t)y * ms)[x] != 0;
+}
+
+/* Is (x, y), foreground, the first pixel of its run in its 32-pixel segment? */
+template <typename T>
+__device__ __forceinline__ bool
+run_start(const unsigned char *m, int64_t ms, uint32_t x, uint64_t y)
+{
+    return x % WholePolicy::BX == 0 || !fg_at<T>(m, ms, x - 1, y);
+}
+
+/* Each warp is one segment of one row (blockDim.x = 32, rows uniform in a warp). */
+template <typename T>
+__global__ void __launch_bounds__(WholePolicy::BX * WholePolicy::BY)
+whole_init_kernel(const unsigned char *m, int64_t ms, uint32_t w, uint32_t h, uint32_t *par)
+{
+    const uint32_t lane = threadIdx.x, x = blockIdx.x * WholePolicy::BX + lane;
+
+    for (uint64_t y = (uint64_t)blockIdx.y * WholePolicy::BY + threadIdx.y; y < h;
+         y += (uint64_t)gridDim.y * WholePolicy::BY) {
+        const bool f = x < w && fg_at<T>(m, ms, x, y);
+        const unsigned bits = __ballot_sync(0xffffffffu, f);
+
+        if (x < w) {
+            const uint32_t p = (uint32_t)(y * w + x);
+            /* background lanes below this one; the run starts after the highest */
+            const unsigned below = ~bits & ((1u << lane) - 1u);
+            const uint32_t start = below ? 32u - (uint32_t)__clz(below) : 0u;
+
+            par[p] = f ? p - (lane - start) : NONE;
+        }
+    }
+}
+
+/* The unions init left (see above). */
+template <typename T>
+__global__ void __launch_bounds__(WholePolicy::BX * WholePolicy::BY)
+whole_merge_kernel(const unsigned char *m, int64_t ms, uint32_t w, uint32_t h, int conn,
+                   uint32_t *par)
+{
+    const uint32_t x = blockIdx.x * WholePolicy::BX + threadIdx.x;
+
+    if (x >= w)
+        return;
+    for (uint64_t y = (uint64_t)blockIdx.y * WholePolicy::BY + threadIdx.y; y < h;
+         y += (uint64_t)gridDim.y * WholePolicy::BY) {
+        const uint32_t p = (uint32_t)(y * w + x);
+
+        if (!fg_at<T>(m, ms, x, y))
+            continue;
+        const bool l = x > 0 && fg_at<T>(m, ms, x - 1, y);
+        const bool u = y > 0 && fg_at<T>(m, ms, x, y - 1);
+
+        if (l && x % WholePolicy::BX == 0)
+            unite(par, p, p - 1);
+        if (conn == 4) {
+            if (u && !(l && fg_at<T>(m, ms, x - 1, y - 1)))
+                unite(par, p, p - w);
+            continue;
+        }
+        const bool ur = y > 0 && x + 1 < w && fg_at<T>(m, ms, x + 1, y - 1);
+
+        if (l) {
+            if (!u && ur)
+                unite(par, p, p - w + 1);
+        } else if (u) {
+            unite(par, p, p - w);
+        } else {
+            if (y > 0 && x > 0 && fg_at<T>(m, ms, x - 1, y - 1))
+                unite(par, p, p - w - 1);
+            if (ur)
+                unite(par, p, p - w + 1);
+        }
+    }
+}
+
+/* The runs' roots point at their set's root; flags[p] = 1 for the sets' roots, else 0 (every
+ * p < n; the caller zeroes flags[n]). */
+template <typename T>
+__global__ void __launch_bounds__(WholePolicy::BX * WholePolicy::BY)
+whole_roots_kernel(const unsigned char *m, int64_t ms, uint32_t w, uint32_t h, uint32_t *par,
+                   uint32_t *flags)
+{
+    const uint32_t x = blockIdx.x * WholePolicy::BX + threadIdx.x;
+
+    if (x >= w)
+        return;
+    for (uint64_t y = (uint64_t)blockIdx.y * WholePolicy::BY + threadIdx.y; y < h;
+         y += (uint64_t)gridDim.y * WholePolicy::BY) {
+        const uint32_t p = (uint32_t)(y * w + x);
+        uint32_t f = 0;
+
+        if (fg_at<T>(m, ms, x, y) && run_start<T>(m, ms, x, y)) {
+            const uint32_t r = find_root(par, p);
+
+            par[p] = r;
+            f = r == p;
+        }
+        flags[p] = f;
+    }
+}
+
+/* Every foreground pixel takes its run root's root: par[p] is its run's first pixel (or, for
+ * that pixel, already the root), whose parent is the root since whole_roots_kernel. Run roots
+ * are rewritten with the value they hold, so concurrent readers see it either way. */
+__global__ void __launch_bounds__(WholePolicy::THREADS)
+whole_resolve_kernel(uint32_t *par, uint32_t n)
+{
+    const uint64_t p = (uint64_t)blockIdx.x * WholePolicy::THREADS + threadIdx.x;
+
+    if (p >= n)
+        return;
+    const uint32_t q = par[p];
+
+    if (q != NONE)
+        par[p] = par[q];
+}
+
+/* labels (the parents, in place) = the root's rank + 1, 0 on background. */
+__global__ void __launch_bounds__(WholePolicy::THREADS)
+whole_number_kernel(uint32_t *lab, const uint32_t *rank, uint32_t n)
+{
+    const uint64_t p = (uint64_t)blockIdx.x * WholePolicy::THREADS + threadIdx.x;
+
+    if (p >= n)
+        return;
+    const uint32_t r = lab[p];
+
+    lab[p] = r == NONE ? 0u : rank[r] + 1u;
+}
+
+/* The in-place scan's temporary storage for n + 1 items. */
+size_t
+whole_scan_bytes(uint32_t n)
+{
+    size_t bytes = 0;
+
+    cub::DeviceScan::ExclusiveSum(nullptr, bytes, static_cast<uint32_t *>(nullptr),
+                                  (uint64_t)n + 1);
+    return bytes;
+}
+
+template <typename T>
+tw_status
+launch_label_image(const tw_tile_view *mask, int conn, tw_tile_view *labels, uint32_t *d_n,
+                   unsigned char *scratch, size_t scratch_bytes, cudaStream_t stream)
+{
+    const uint32_t w = (uint32_t)mask->w, h = (uint32_t)mask->h, n = w * h;
+    unsigned char *base = twi_cu::aligned_base(scratch);
+    uint32_t *rank = reinterpret_cast<uint32_t *>(base);
+    unsigned char *tmp = base + align_up(((size_t)n + 1) * 4);
+    size_t tmp_bytes = whole_scan_bytes(n);
+    const unsigned char *m = static_cast<const unsigned char *>(mask->data);
+    uint32_t *par = static_cast<uint32_t *>(labels->data);
+    const uint64_t gy = twi_cu::ceil_div(h, WholePolicy::BY);
+    const dim3 block(WholePolicy::BX, WholePolicy::BY);
+    const dim3 grid((unsigned)twi_cu::ceil_div(w, WholePolicy::BX),
+                    (unsigned)(gy < WholePolicy::MAX_GRID_Y ? gy : WholePolicy::MAX_GRID_Y));
+    const unsigned g1 = (unsigned)twi_cu::ceil_div((int64_t)n + 1, WholePolicy::THREADS);
+
+    if (scratch_bytes < twi_cuda_label_image_scratch_size(mask->w, mask->h))
+        return TW_E_INVALID;
+    whole_init_kernel<T><<<grid, block, 0, stream>>>(m, mask->stride, w, h, par);
+    whole_merge_kernel<T><<<grid, block, 0, stream>>>(m, mask->stride, w, h, conn, par);
+    whole_roots_kernel<T><<<grid, block, 0, stream>>>(m, mask->stride, w, h, par, rank);
+    whole_resolve_kernel<<<g1, WholePolicy::THREADS, 0, stream>>>(par, n);
+    if (cudaMemsetAsync(rank + n, 0, 4, stream) != cudaSuccess)
+        return TW_E_DEVICE;
+    if (cub::DeviceScan::ExclusiveSum(tmp, tmp_bytes, rank, (uint64_t)n + 1, stream) !=
+        cudaSuccess)
+        return TW_E_DEVICE;
+    whole_number_kernel<<<g1, WholePolicy::THREADS, 0, stream>>>(par, rank, n);
+    if (cudaMemcpyAsync(d_n, rank + n, 4, cudaMemcpyDeviceToDevice, stream) != cudaSuccess)
+        return TW_E_DEVICE;
+    return twi_cu::launched_finish(stream);
+}
+
 } // namespace
 
 extern "C" size_t
@@ -351,6 +562,45 @@ twi_cuda_label_apply(const tw_tile_view *labels, const uint64_t *d_map, tw_tile_
             apply_kernel<uint64_t><<<g, LabelPolicy::THREADS, 0, s>>>(l, labels->stride, d_map, o,
                                                                       out->stride, w, h);
         return twi_cu::launched_finish(s);
+    } catch (...) {
+        return TW_E_DEVICE;
+    }
+}
+
+extern "C" size_t
+twi_cuda_label_image_scratch_size(int32_t w, int32_t h)
+{
+    try {
+        uint64_t n = (uint64_t)(w > 0 ? w : 0) * (uint64_t)(h > 0 ? h : 0);
+
+        if (n >= UINT32_MAX)
+            return 0;
+        return twi_cu::ALIGN + align_up((n + 1) * 4) + align_up(whole_scan_bytes((uint32_t)n));
+    } catch (...) {
+        return 0;
+    }
+}
+
+extern "C" tw_status
+twi_cuda_label_image(const tw_tile_view *mask, int conn, tw_tile_view *labels, uint32_t *d_n,
+                     void *d_scratch, size_t scratch_bytes, void *stream)
+{
+    try {
+        tw_status st = twi_label_check(mask, conn, labels);
+        cudaStream_t s = static_cast<cudaStream_t>(stream);
+
+        if (st != TW_OK || !d_n)
+            return TW_E_INVALID;
+        if (mask->w == 0 || mask->h == 0)
+            return cudaMemsetAsync(d_n, 0, 4, s) == cudaSuccess ? TW_OK : TW_E_DEVICE;
+        /* the labels are the parents: raster index p at element p */
+        if (labels->stride != (int64_t)labels->w * 4 || !d_scratch)
+            return TW_E_INVALID;
+        unsigned char *sc = static_cast<unsigned char *>(d_scratch);
+
+        return mask->type == TW_U8
+                   ? launch_label_image<uint8_t>(mask, conn, labels, d_n, sc, scratch_bytes, s)
+                   : launch_label_image<uint16_t>(mask, conn, labels, d_n, sc, scratch_bytes, s);
     } catch (...) {
         return TW_E_DEVICE;
     }

@@ -97,6 +97,14 @@ static const twi_config_key maxtree_keys[] = {
              "over half of runtime.host_mem."},
 };
 
+/* ops/label.c */
+static const char *const label_whole_words[] = {"auto", "no", NULL};
+static const twi_config_key label_keys[] = {
+    {.key = "label.gpu_whole", .type = TW_CONFIG_ENUM, .def = "auto", .words = label_whole_words,
+     .help = "Label an image in memory whole on a GPU (one task: the mask up, the labels down) "
+             "when it fits the GPU's budget: auto; no = always tile by tile."},
+};
+
 /* ops/tissue.c: --tissue. */
 static const twi_config_key tissue_keys[] = {
     {.key = "tissue.margin", .type = TW_CONFIG_INT, .def = "64", .min = 0, .max = 1000000,
@@ -152,6 +160,7 @@ twi_ops_config_keys(void)
     ADD(mrecon_keys);
     ADD(edt_keys);
     ADD(maxtree_keys);
+    ADD(label_keys);
     ADD(tissue_keys);
     ADD(stream_io_keys);
 }

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* tilewave: `label`, connected components of a whole slide, tile by tile, exact. */
+/* Why one file: the whole-image GPU path (label.whole, at the end) is the same job as the tile
+ * passes: it shares their job struct, report and finish, and its fallback after a failed GPU
+ * attempt is their entry (the pass windows), so splitting it would put lb_job in a header. */
 /*
  * Two passes over the tiles and one merge between them ([Teodoro13]'s TP/BP shape):
  *
@@ -18,6 +21,12 @@
  * (twi_runtime_keep_host_bytes), and pass 2 unpacks them; when they do not fit, pass 2 reads
  * the input again (said by --summary). A single tile needs no merge: pass 2 alone, its
  * labels final.
+ *
+ * An image in memory that fits a GPU whole (lb_whole_fits) skips all that: label.whole_load
+ * (unless the mask is the tile itself) --> label.whole, one CUDA task over the whole image
+ * (cuda/label_cuda.cu, twi_cuda_label_image: the labels final, no merge) --> label.whole_store.
+ * When the GPU attempt fails, the runtime retries label.whole on a CPU worker, whose variant does
+ * nothing: its commit starts the tile passes above instead (same bytes, bounded memory).
  *
  * Numbering: as scikit-image's measure.label, components in raster order of their first pixel
  * (the smallest y, then x, of the whole image), 0 the background; TW_U32 labels, or TW_U64
@@ -75,6 +84,10 @@ struct lb_job {
      * bits (rows of bits_row bytes, tile i at i * th rows); NULL: read again */
     uint8_t *bits, *bits_ok;
     int64_t bits_row;
+    /* the whole image on a GPU (lb_whole_fits): its two tiles, and the count read back */
+    bool whole;
+    tw_tile *w_img, *w_out;
+    uint64_t whole_n;
 };
 
 static tw_status lb_submit_cell(lb_job *a, lb_cell *c, int pass);
@@ -561,6 +574,225 @@ out:
     return st;
 }
 
+/* ---- The whole image on a GPU */
+
+/* Rows of the caller's image `img` into view v (to_view) or back, on the task's team. */
+static void
+lbw_copy(const tw_host_image *img, const tw_tile_view *v, bool to_view, int team)
+{
+    size_t ss = tw_sample_size(v->type), row = (size_t)v->w * ss;
+    size_t stride = img->stride ? img->stride : (size_t)img->w * ss;
+    int64_t h = v->h;
+
+#pragma omp parallel for num_threads(team) schedule(static)
+    for (int64_t y = 0; y < h; y++) {
+        char *hp = (char *)img->data + (size_t)y * stride, *vp = (char *)v->data + y * v->stride;
+
+        if (to_view)
+            memcpy(vp, hp, row);
+        else
+            memcpy(hp, vp, row);
+    }
+}
+
+static tw_status
+lbw_load(tw_task_ctx *ctx, void *arg)
+{
+    lb_job *a = arg;
+    tw_tile_view v = twi_ctx_view(ctx, 0);
+
+    lbw_copy(&a->in.mem, &v, true, twi_ctx_team(ctx));
+    twi_job_add_done(a->job, 1);
+    return TW_OK;
+}
+
+/* The CPU variant runs only when the CUDA one failed (lbw_can_run): the commit falls back to
+ * the tile passes. */
+static tw_status
+lbw_label_cpu(tw_task_ctx *ctx, void *arg)
+{
+    (void)ctx;
+    (void)arg;
+    return TW_OK;
+}
+
+#ifdef TW_HAVE_CUDA
+static tw_status
+lbw_label_cuda(tw_task_ctx *ctx, void *arg)
+{
+    lb_job *a = arg;
+    tw_tile_view in = twi_ctx_view(ctx, 0), out = twi_ctx_view(ctx, 1);
+    size_t sb = twi_cuda_label_image_scratch_size(in.w, in.h);
+    void *sc = sb ? twi_ctx_scratch(ctx, sb) : NULL;
+    uint32_t *d_n = twi_ctx_scratch(ctx, 4), n = 0;
+    tw_status st;
+
+    if (!sc || !d_n)
+        return twi_ctx_fail(ctx, TW_E_DEVICE, OP ": no GPU memory to label the image (%zu bytes)",
+                            sb);
+    if ((st = twi_cuda_label_image(&in, a->conn, &out, d_n, sc, sb, twi_ctx_stream(ctx))) !=
+        TW_OK)
+        return twi_ctx_fail(ctx, st, OP ": labelling the image on the GPU failed (%s)",
+                            tw_status_string(st));
+    if ((st = twi_ctx_copy_to_host(ctx, &n, d_n, 4)) != TW_OK)
+        return st;
+    a->whole_n = n;
+    return TW_OK;
+}
+#endif
+
+/* On a GPU only; a CPU worker runs it after a failed GPU attempt (the runtime's retry). */
+static bool
+lbw_can_run(const void *arg, tw_device_type dev)
+{
+    (void)arg;
+    return dev == TW_DEVICE_CUDA;
+}
+
+static const tw_task_kind lbw_store_kind;
+
+/* The GPU labelled the image: the store. Else the tile passes, from the start. */
+static tw_status
+lbw_label_commit(tw_task_ctx *ctx, void *arg)
+{
+    lb_job *a = arg;
+    tw_task *t = NULL;
+    int pass = a->n_tiles > 1 ? 1 : 2;
+    tw_status st;
+
+    twi_job_add_done(a->job, 1);
+    if (twi_ctx_device(ctx) == TW_DEVICE_CUDA) {
+        a->objects = a->whole_n;
+        atomic_fetch_add(&a->tp_cuda, 1);
+        a->t1 = a->t2 = twi_now_s();
+        if ((st = twi_task_create(a->job, &lbw_store_kind, a, NULL, &t)) == TW_OK &&
+            (st = twi_task_add_tile(t, a->w_out, TW_R)) == TW_OK)
+            st = twi_task_submit(t);
+        twi_task_release(t);
+        if (st != TW_OK)
+            return twi_ctx_fail(ctx, st, OP ": cannot submit the store (%s)",
+                                tw_status_string(st));
+        return TW_OK;
+    }
+    /* Wrapped tiles stay until the job ends (lb_finish detaches them); copies go now. */
+    a->whole = false;
+    if (!a->wrap_in) {
+        twi_tile_release(a->w_img);
+        a->w_img = NULL;
+    }
+    if (!a->wrap_out) {
+        twi_tile_release(a->w_out);
+        a->w_out = NULL;
+    }
+    twi_job_add_total(a->job, 3 * a->n_tiles + (pass == 1 ? 2 * a->n_tiles + 1 : 0));
+    a->t0 = twi_now_s();
+    if ((st = twi_window_open(a->job, a->n_tiles, lb_unit_bytes(a, pass),
+                              pass == 1 ? lb_admit1 : lb_admit2, a, &a->win[pass])) != TW_OK)
+        return twi_ctx_fail(ctx, st, OP ": cannot submit the tile tasks (%s)",
+                            tw_status_string(st));
+    return TW_OK;
+}
+
+static tw_status
+lbw_store(tw_task_ctx *ctx, void *arg)
+{
+    lb_job *a = arg;
+    tw_tile_view o = twi_ctx_view(ctx, 0);
+
+    if (!a->wrap_out) /* wrapped: the download put the labels there */
+        lbw_copy(&a->result, &o, false, twi_ctx_team(ctx));
+    twi_job_add_done(a->job, 1);
+    return TW_OK;
+}
+
+static const tw_task_kind lbw_load_kind = {
+    .name = "label.whole_load",
+    .devices = TW_DEVICE_CPU,
+    .cpu = lbw_load,
+    .load = true,
+    .team = true,
+};
+static const tw_task_kind lbw_label_kind = {
+    .name = "label.whole",
+    .cpu = lbw_label_cpu,
+    TWI_CUDA_VARIANT(lbw_label_cuda),
+    .can_run = lbw_can_run,
+    .commit = lbw_label_commit,
+};
+static const tw_task_kind lbw_store_kind = {
+    .name = "label.whole_store",
+    .devices = TW_DEVICE_CPU,
+    .cpu = lbw_store,
+    .team = true,
+};
+
+/* Does the job take the whole-image GPU path (docs/objects.md, "Whole images on a GPU")? An
+ * image in memory into 32-bit labels in memory, fewer than 2^32 - 1 pixels, a runtime with GPUs
+ * and no host budget, and the mask, the labels and the kernel's scratch (plus a quarter: the
+ * pool's size classes) in 7/8 of the smallest GPU budget (label.gpu_whole = no: never). */
+static bool
+lb_whole_fits(const lb_job *a, tw_runtime *rt, const tw_config *cfg)
+{
+#ifdef TW_HAVE_CUDA
+    const char *mode = "auto";
+    int64_t host_mem = 0, px = a->W * a->H, need, budget = twi_runtime_gpu_budget(rt);
+    size_t sb;
+
+    if (tw_config_get_string(cfg, "label.gpu_whole", &mode) != TW_OK || !mode)
+        mode = "auto";
+    if (strcmp(mode, "no") == 0 || a->out_file || !a->in.mem.data || a->out_type != TW_U32 ||
+        twi_runtime_gpu_count(rt) < 1 || a->W < 1 || a->H < 1 || a->W > INT32_MAX ||
+        a->H > INT32_MAX || px >= (int64_t)UINT32_MAX)
+        return false;
+    if (tw_config_get_int(cfg, "runtime.host_mem", &host_mem) == TW_OK && host_mem > 0)
+        return false;
+    if (!(sb = twi_cuda_label_image_scratch_size((int32_t)a->W, (int32_t)a->H)))
+        return false;
+    /* three blocks (mask, labels, scratch), each rounded up by at most a quarter by the pool's
+     * size classes (runtime/mem_cuda.c) */
+    need = px * (int64_t)tw_sample_size(a->in.s.in_type) + px * 4 + (int64_t)sb;
+    return need + need / 4 <= budget - budget / 8;
+#else
+    (void)a;
+    (void)rt;
+    (void)cfg;
+    return false;
+#endif
+}
+
+/* The whole-image tasks: [label.whole_load] --> label.whole (its commit submits the store). */
+static tw_status
+lbw_graph(lb_job *a)
+{
+    tw_task *ld = NULL, *t = NULL;
+    tw_status st;
+
+    twi_job_add_total(a->job, a->wrap_in ? 2 : 3);
+    if ((st = a->wrap_in ? twi_host_image_wrap(a->rt, &a->in.mem, 0, 0, (int32_t)a->W,
+                                               (int32_t)a->H, &a->w_img)
+                         : twi_tile_create(a->rt, (int32_t)a->W, (int32_t)a->H, 1,
+                                           a->in.s.in_type, &a->w_img)) != TW_OK ||
+        (st = a->wrap_out ? twi_host_image_wrap(a->rt, &a->result, 0, 0, (int32_t)a->W,
+                                                (int32_t)a->H, &a->w_out)
+                          : twi_tile_create(a->rt, (int32_t)a->W, (int32_t)a->H, 1, TW_U32,
+                                            &a->w_out)) != TW_OK)
+        return st;
+    if ((st = twi_task_create(a->job, &lbw_label_kind, a, NULL, &t)) != TW_OK ||
+        (st = twi_task_add_tile(t, a->w_img, TW_R)) != TW_OK ||
+        (st = twi_task_add_tile(t, a->w_out, TW_W)) != TW_OK)
+        goto out;
+    if (!a->wrap_in && ((st = twi_task_create(a->job, &lbw_load_kind, a, NULL, &ld)) != TW_OK ||
+                        (st = twi_task_add_tile(ld, a->w_img, TW_W)) != TW_OK ||
+                        (st = twi_task_depend(t, ld)) != TW_OK))
+        goto out;
+    if ((st = twi_task_submit(t)) == TW_OK && ld)
+        st = twi_task_submit(ld);
+out:
+    twi_task_release(ld);
+    twi_task_release(t);
+    return st;
+}
+
 static tw_status
 lb_finish(tw_job *job, tw_status st, void *user)
 {
@@ -572,6 +804,8 @@ lb_finish(tw_job *job, tw_status st, void *user)
         twi_tile_detach(a->cells[i].img);
         twi_tile_detach(a->cells[i].out);
     }
+    twi_tile_detach(a->w_img);
+    twi_tile_detach(a->w_out);
     st = twi_stream_finish(&a->in.s, st, &err);
     if (a->report) {
         tw_label_report *r = a->report;
@@ -587,6 +821,12 @@ lb_finish(tw_job *job, tw_status st, void *user)
         r->label_s = a->t1 > 0 ? a->t1 - a->t0 : 0;
         r->merge_s = a->t2 > 0 ? a->t2 - a->t1 : 0;
         r->write_s = t3 - (a->t2 > 0 ? a->t2 : a->t0);
+        if (a->whole) { /* one task over the image: label_s its upload, labelling, count */
+            r->tiles = 1;
+            r->tile_w = (int32_t)a->W;
+            r->tile_h = (int32_t)a->H;
+            r->border_labels = 0;
+        }
     }
     if (st != TW_OK && st != TW_E_CANCELED)
         return twi_job_fail(job, st, "%s", err.message);
@@ -607,6 +847,8 @@ lb_free(void *user)
         twi_label_border_free(&a->cells[i].b);
         free(a->cells[i].map);
     }
+    twi_tile_release(a->w_img);
+    twi_tile_release(a->w_out);
     twi_label_merged_free(&a->merged);
     free(a->cells);
     free(a->bits);
@@ -780,10 +1022,12 @@ tw_label_submit(tw_runtime *rt, const tw_label_opts *o, tw_job **out, tw_error *
     if (a->wrap_out)
         twi_host_image_register(job, &a->result);
     twi_stream_attach_io(&a->in.s, job);
+    a->t0 = twi_now_s();
+    if ((a->whole = lb_whole_fits(a, rt, tw_runtime_get_config(rt))))
+        return twi_ops_job_launch(job, OP, lbw_graph(a), out, err);
     /* One tile: pass 2 alone. Progress: load, tp1 per tile; the merge; load, tp2, store. */
     pass = a->n_tiles > 1 ? 1 : 2;
     twi_job_add_total(job, 3 * a->n_tiles + (pass == 1 ? 2 * a->n_tiles + 1 : 0));
-    a->t0 = twi_now_s();
     st = twi_window_open(job, a->n_tiles, lb_unit_bytes(a, pass), pass == 1 ? lb_admit1 : lb_admit2,
                          a, &a->win[pass]);
     return twi_ops_job_launch(job, OP, st, out, err);

@@ -741,7 +741,10 @@ TW_API TW_NODISCARD tw_status tw_grain_submit(tw_runtime *rt, const tw_grain_opt
  * @{
  */
 
-/** What a label job did, filled when the job ends. @since 0.7 */
+/** What a label job did, filled when the job ends. An image in memory labelled whole on a GPU
+ * (docs/objects.md, "Whole images on a GPU") reports one tile of the image's size, one GPU
+ * tile task and no border labels; label_s then ends when the labels are on the device and
+ * write_s is their download. @since 0.7 */
 typedef struct tw_label_report {
     size_t struct_size;      /**< set by tw_label_report_init() */
     uint64_t objects;        /**< components found (the largest label) */

@@ -140,7 +140,8 @@ Test(label_cuda, equals_cpu_kernel)
 }
 
 /* A run of the whole job: GPU workers only, and GPUs with CPU workers, equal the CPU-only job
- * for several tile sizes (the border merge and numbering on top of the GPU's tile labels). */
+ * for several tile sizes (the border merge and numbering on top of the GPU's tile labels; the
+ * whole-image GPU path is off: tests/cuda/test_label_job.c checks that one). */
 Test(label_cuda, job_on_gpu_equals_cpu_job)
 {
     enum { W = 700, H = 500 };
@@ -150,6 +151,7 @@ Test(label_cuda, job_on_gpu_equals_cpu_job)
     static const int tiles[] = {64, 128, 1024};
 
     twtest_need_gpu();
+    setenv("TILEWAVE_LABEL_GPU_WHOLE", "no", 1); /* read by twtest_runtime_with */
     twtest_label_mask(m, W, H, 1, 30, &rng);
     for (int conn = 4; conn <= 8; conn += 4)
         for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++)

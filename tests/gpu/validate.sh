@@ -58,7 +58,7 @@ n=$(compute-sanitizer --tool memcheck --target-processes all $build/tests/cuda_t
     --jobs 1 2>&1 | grep -c "ERROR SUMMARY")
 echo "== compute-sanitizer followed $n process(es) of cuda_test_gray_cuda" | tee -a "$out/sanitizer.log"
 # Single-process drivers, which the sanitizers certainly see (random small cases, checked).
-for drv in edt maxtree maxtree_merge; do
+for drv in edt maxtree maxtree_merge label; do
     for tl in memcheck:150 racecheck:60 synccheck:60 initcheck:100; do
         IFS=: read -r tool ncase <<< "$tl"
         echo "== compute-sanitizer --tool $tool gpu_sanitize_$drv $ncase" | tee -a "$out/sanitizer.log"
@@ -69,7 +69,7 @@ for drv in edt maxtree maxtree_merge; do
         [ $s = 0 ] || rc=1
     done
 done
-grep -E "ERROR SUMMARY|Synthesis|Tested|sanitize_(edt|maxtree|maxtree_merge):" "$out/sanitizer.log" "$out/cuda-tests.log" | tail -40
+grep -E "ERROR SUMMARY|Synthesis|Tested|sanitize_(edt|maxtree|maxtree_merge|label):" "$out/sanitizer.log" "$out/cuda-tests.log" | tail -40
 # The CLI end to end on the GPU: the default sample through gray on GPU workers only, CPU
 # workers only, and both with an odd tile size; times on stderr go to the log.
 b=$build/tilewave
