@@ -474,6 +474,25 @@ launch_label_image(const tw_tile_view *mask, int conn, tw_tile_view *labels, uin
     return twi_cu::launched_finish(stream);
 }
 
+/* The entry checks of the two labellings (a tile; a whole image, whose labels must be packed
+ * rows) and the dispatch on the mask's sample type: run(T{}, scratch) labels a non-empty mask
+ * of samples T; an empty one counts 0 objects. */
+template <class Run>
+tw_status
+label_entry(const tw_tile_view *mask, int conn, tw_tile_view *labels, uint32_t *d_n,
+            void *d_scratch, bool packed, cudaStream_t s, Run run)
+{
+    if (twi_label_check(mask, conn, labels) != TW_OK || !d_n)
+        return TW_E_INVALID;
+    if (mask->w == 0 || mask->h == 0)
+        return cudaMemsetAsync(d_n, 0, 4, s) == cudaSuccess ? TW_OK : TW_E_DEVICE;
+    if (!d_scratch || (packed && labels->stride != (int64_t)labels->w * 4))
+        return TW_E_INVALID;
+    unsigned char *sc = static_cast<unsigned char *>(d_scratch);
+
+    return mask->type == TW_U8 ? run(uint8_t{}, sc) : run(uint16_t{}, sc);
+}
+
 } // namespace
 
 extern "C" size_t
@@ -493,20 +512,13 @@ twi_cuda_label(const tw_tile_view *mask, int conn, tw_tile_view *labels, uint32_
                void *d_scratch, size_t scratch_bytes, void *stream)
 {
     try {
-        tw_status st = twi_label_check(mask, conn, labels);
         cudaStream_t s = static_cast<cudaStream_t>(stream);
 
-        if (st != TW_OK || !d_n)
-            return TW_E_INVALID;
-        if (mask->w == 0 || mask->h == 0)
-            return cudaMemsetAsync(d_n, 0, 4, s) == cudaSuccess ? TW_OK : TW_E_DEVICE;
-        if (!d_scratch)
-            return TW_E_INVALID;
-        unsigned char *sc = static_cast<unsigned char *>(d_scratch);
-
-        return mask->type == TW_U8
-                   ? launch_label<uint8_t>(mask, conn, labels, d_n, sc, scratch_bytes, s)
-                   : launch_label<uint16_t>(mask, conn, labels, d_n, sc, scratch_bytes, s);
+        return label_entry(mask, conn, labels, d_n, d_scratch, false, s,
+                           [&](auto t, unsigned char *sc) {
+                               return launch_label<decltype(t)>(mask, conn, labels, d_n, sc,
+                                                                scratch_bytes, s);
+                           });
     } catch (...) {
         return TW_E_DEVICE;
     }
@@ -586,21 +598,14 @@ twi_cuda_label_image(const tw_tile_view *mask, int conn, tw_tile_view *labels, u
                      void *d_scratch, size_t scratch_bytes, void *stream)
 {
     try {
-        tw_status st = twi_label_check(mask, conn, labels);
         cudaStream_t s = static_cast<cudaStream_t>(stream);
 
-        if (st != TW_OK || !d_n)
-            return TW_E_INVALID;
-        if (mask->w == 0 || mask->h == 0)
-            return cudaMemsetAsync(d_n, 0, 4, s) == cudaSuccess ? TW_OK : TW_E_DEVICE;
-        /* the labels are the parents: raster index p at element p */
-        if (labels->stride != (int64_t)labels->w * 4 || !d_scratch)
-            return TW_E_INVALID;
-        unsigned char *sc = static_cast<unsigned char *>(d_scratch);
-
-        return mask->type == TW_U8
-                   ? launch_label_image<uint8_t>(mask, conn, labels, d_n, sc, scratch_bytes, s)
-                   : launch_label_image<uint16_t>(mask, conn, labels, d_n, sc, scratch_bytes, s);
+        /* the labels are the parents: raster index p at element p (packed rows) */
+        return label_entry(mask, conn, labels, d_n, d_scratch, true, s,
+                           [&](auto t, unsigned char *sc) {
+                               return launch_label_image<decltype(t)>(mask, conn, labels, d_n, sc,
+                                                                      scratch_bytes, s);
+                           });
     } catch (...) {
         return TW_E_DEVICE;
     }

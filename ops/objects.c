@@ -964,6 +964,15 @@ ob_scan_commit(tw_task_ctx *ctx, void *arg)
 
 /* The serial step, band after band: the band's pieces into the open objects, then the objects
  * it completed written out. */
+/* A merge or format of band b failed: the job fails naming its rows. */
+static tw_status
+band_fail(tw_task_ctx *ctx, const ob_band *b, tw_status st)
+{
+    return twi_ctx_fail(ctx, st, OP ": rows %lld..%lld: %s", (long long)b->y,
+                        (long long)(b->y + b->h - 1),
+                        st == TW_E_NOMEM ? "out of memory" : "a boundary does not close");
+}
+
 static tw_status
 ob_merge(tw_task_ctx *ctx, void *arg)
 {
@@ -979,11 +988,7 @@ ob_merge(tw_task_ctx *ctx, void *arg)
         j->max_active = j->act.n;
     if (st == TW_OK)
         st = finish_objects(j, b, b->y + b->h == j->H ? j->H + 1 : b->y + b->h - 1);
-    if (st != TW_OK)
-        return twi_ctx_fail(ctx, st, OP ": rows %lld..%lld: %s", (long long)b->y,
-                            (long long)(b->y + b->h - 1),
-                            st == TW_E_NOMEM ? "out of memory" : "a boundary does not close");
-    return TW_OK;
+    return st == TW_OK ? TW_OK : band_fail(ctx, b, st);
 }
 
 static tw_status
@@ -1018,11 +1023,7 @@ ob_format(tw_task_ctx *ctx, void *arg)
             return TW_E_CANCELED;
         st = obj_write(j, &b->done[i], &b->text, b->first + (uint64_t)i);
     }
-    if (st != TW_OK)
-        return twi_ctx_fail(ctx, st, OP ": rows %lld..%lld: %s", (long long)b->y,
-                            (long long)(b->y + b->h - 1),
-                            st == TW_E_NOMEM ? "out of memory" : "a boundary does not close");
-    return TW_OK;
+    return st == TW_OK ? TW_OK : band_fail(ctx, b, st);
 }
 
 static tw_status
