@@ -683,10 +683,12 @@ finish_objects(ob_job *j, ob_band *b, int64_t y)
             s->objs[i] = t;
         }
     done = s->n - keep;
-    qsort(s->objs + keep, (size_t)done, sizeof *s->objs, fin_cmp);
-    if (done > 0 && !(b->done = malloc((size_t)done * sizeof *b->done)))
-        return TW_E_NOMEM;
-    memcpy(b->done, s->objs + keep, (size_t)done * sizeof *b->done); /* edges move */
+    if (done > 0) { /* (qsort and memcpy take no NULL, even for 0 elements) */
+        qsort(s->objs + keep, (size_t)done, sizeof *s->objs, fin_cmp);
+        if (!(b->done = malloc((size_t)done * sizeof *b->done)))
+            return TW_E_NOMEM;
+        memcpy(b->done, s->objs + keep, (size_t)done * sizeof *b->done); /* edges move */
+    }
     b->n_done = done;
     b->first = j->written;
     j->written += (uint64_t)done;
