@@ -99,5 +99,11 @@ def test_nuclei_cleans_up_and_refuses_bad_arguments(rt, slide, tmp_path):
         tw.nuclei(slide, out, memory="disk", runtime=rt)
     with pytest.raises(ValueError, match="level"):
         tw.nuclei(slide, out, level=7, runtime=rt)
+    with pytest.raises(ValueError, match="region"):
+        tw.nuclei(slide, out, region=(1, 2), runtime=rt)
+    with pytest.raises(ValueError, match="region"):
+        tw.nuclei(slide, out, region="abc", runtime=rt)
+    # a whole-number float level is a level (it was a list index: TypeError)
+    assert tw.nuclei(slide, out, level=1.0, region=(0, 0, 64, 48), runtime=rt)["objects"] >= 0
     with pytest.raises(TypeError, match="paths"):
         tw.nuclei(np.zeros((4, 4), np.uint8), out, runtime=rt)

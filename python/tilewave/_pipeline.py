@@ -67,6 +67,9 @@ def nuclei(slide, out, *, gray="hematoxylin", threshold="otsu", invert=False, mi
             0 <= level < len(info["levels"])):
         raise ValueError(f"tilewave.nuclei: level {level!r} is not a level of the slide "
                          f"({len(info['levels'])} levels)")
+    level = int(level)  # 1.0 too: a list index
+    if region is not None:  # checked here: its size is read below
+        region = _core._options("nuclei", {"region": region}, ("region",), ())[0]["region"]
     lw, lh, ds = info["levels"][level]
     w, h_ = (region[2], region[3]) if region is not None else (lw, lh)
     if memory == "auto":
