@@ -43,6 +43,7 @@
  * the CPU workers: a sequential queue per part.
  */
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -832,6 +833,14 @@ out:
 
 /* ---- the job --------------------------------------------------------------------------------- */
 
+/* A report of this version, or of 0.5-0.6 (without mt_device and mt_s, added in 0.7: a program
+ * built against 0.6 keeps working and gets the fields it knows). */
+static bool
+report_size_ok(const tw_tos_report *r)
+{
+    return r->struct_size == sizeof *r || r->struct_size == offsetof(tw_tos_report, mt_device);
+}
+
 static tw_status
 tos_end(tw_job *job, tw_status st, void *user)
 {
@@ -846,7 +855,6 @@ tos_end(tw_job *job, tw_status st, void *user)
         r->implicit_root = j->rule.implicit_root;
         r->nodes = j->grid_nodes - (j->rule.implicit_root ? 1 : 0);
         r->blocks = j->mt_device == TW_DEVICE_CUDA ? 1 : j->blocks;
-        r->mt_device = j->mt_device;
         /* at the peak: the grid, its canonical bit map, the parent image when not the
          * caller's, and the largest of the queues, the tree's nodes (12 bytes each) and the
          * un-interpolation's index */
@@ -860,8 +868,11 @@ tos_end(tw_job *job, tw_status st, void *user)
                                      (j->scratch_own ? 2 * n * 4 : 0));
         r->sort_s = j->t_sorted - j->t_start;
         r->tree_s = j->t_tree - j->t_sorted;
-        r->mt_s = j->t_mt - j->t_sorted;
         r->attr_s = j->t_end - j->t_tree;
+        if (r->struct_size == sizeof *r) { /* a report of 0.7 or later */
+            r->mt_device = j->mt_device;
+            r->mt_s = j->t_mt - j->t_sorted;
+        }
     }
     return twi_stream_finish_two(job, &j->in.s, &j->area_s, st);
 }
@@ -1102,7 +1113,7 @@ tw_tos_submit(tw_runtime *rt, const tw_tos_opts *o, tw_job **out, tw_error *err)
     if (o->struct_size != sizeof *o)
         return twi_error_set(err, TW_E_INVALID,
                              TOS ": options not initialised with tw_tos_opts_init()");
-    if (o->report && o->report->struct_size != sizeof *o->report)
+    if (o->report && !report_size_ok(o->report))
         return twi_error_set(err, TW_E_INVALID,
                              TOS ": report not initialised with tw_tos_report_init()");
     if (!o->output.path && !o->parent.data)
@@ -1136,7 +1147,7 @@ tw_grain_submit(tw_runtime *rt, const tw_grain_opts *o, tw_job **out, tw_error *
     if (o->struct_size != sizeof *o)
         return twi_error_set(err, TW_E_INVALID,
                              GRAIN ": options not initialised with tw_grain_opts_init()");
-    if (o->report && o->report->struct_size != sizeof *o->report)
+    if (o->report && !report_size_ok(o->report))
         return twi_error_set(err, TW_E_INVALID,
                              GRAIN ": report not initialised with tw_tos_report_init()");
     if (o->area < 1)

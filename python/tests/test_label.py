@@ -89,7 +89,7 @@ def test_objects_table_and_geojson(rt, tmp_path):
     with open(tmp_path / "p.csv") as f:
         for r in csv.DictReader(f):
             assert float(r["area_um2"]) == int(r["area"]) * 0.125
-    for bad in (0, -1.0, float("nan"), (1.0,), "x"):
+    for bad in (0, -1.0, float("nan"), float("inf"), 10**400, (1.0,), "x"):
         with pytest.raises(ValueError, match="pixel_size"):
             tw.objects(lp, str(tmp_path / "q.csv"), pixel_size=bad, runtime=rt)
     assert not os.path.exists(tmp_path / "q.csv")

@@ -3,7 +3,6 @@
 import atexit
 import contextvars
 import ctypes
-import math
 import os
 import threading
 import weakref
@@ -1274,7 +1273,7 @@ def objects(labels, out, *, intensity=None, format=None, classification=None, le
     o.band_h = int(band)
     if pixel_size is not None:
         px = pixel_size if isinstance(pixel_size, (tuple, list)) else (pixel_size, pixel_size)
-        if len(px) != 2 or not all(_is_number(v) and v > 0 and math.isfinite(v) for v in px):
+        if len(px) != 2 or not all(_is_number(v) and 0 < v < 1e300 for v in px):
             raise ValueError("tilewave.objects: pixel_size must be a number or (x, y) above 0 "
                              f"(got {pixel_size!r})")
         o.mpp_x, o.mpp_y = float(px[0]), float(px[1])

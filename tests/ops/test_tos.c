@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -165,6 +166,39 @@ Test(tos_job, natural_images_at_2_3_4_7_workers)
             run_case(rt, &rng, bits, 512, 384, 1, bits ? TW_U16 : TW_U8, true);
         tw_runtime_destroy(rt);
     }
+}
+
+Test(tos_job, a_report_of_0_6_is_filled_up_to_its_size)
+{
+    /* A program built against 0.6 passes a report without mt_device and mt_s (added in 0.7):
+     * accepted, filled up to its size and not beyond; any other size is refused. */
+    tw_runtime *rt = runtime_or_die(2);
+    uint8_t img[12] = { 3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8 };
+    uint32_t par[12];
+    tw_tos_opts o;
+    tw_tos_report rep;
+    tw_job *job = NULL;
+    tw_error err;
+
+    tw_tos_opts_init(&o);
+    tw_tos_report_init(&rep);
+    rep.struct_size = offsetof(tw_tos_report, mt_device);
+    rep.mt_device = (tw_device_type)77;
+    rep.mt_s = -1.0;
+    o.image = (tw_host_image){ img, 4, 3, 0, TW_U8 };
+    o.parent = (tw_host_image){ par, 4, 3, 0, TW_U32 };
+    o.report = &rep;
+    cr_assert(eq(int, tw_tos_submit(rt, &o, &job, &err), TW_OK), "%s", err.message);
+    cr_assert(eq(int, tw_job_wait(job, -1), TW_OK), "%s", tw_job_get_error(job));
+    tw_job_destroy(job);
+    cr_assert(gt(i64, rep.nodes, 0));
+    cr_assert(gt(i64, rep.scratch_bytes, 0));
+    cr_assert(eq(int, (int)rep.mt_device, 77));
+    cr_assert(eq(dbl, rep.mt_s, -1.0));
+    rep.struct_size = sizeof rep - 1;
+    cr_assert(eq(int, tw_tos_submit(rt, &o, &job, &err), TW_E_INVALID));
+    cr_assert(strstr(err.message, "report not initialised") != NULL, "%s", err.message);
+    tw_runtime_destroy(rt);
 }
 
 Test(tos_job, misuse_is_refused_at_submission)
