@@ -375,6 +375,37 @@ tw_status twi_omp_tos(const tw_tile_view *in, tw_tile_view *parent, tw_tile_view
  */
 tw_status twi_omp_label(const tw_tile_view *mask, int conn, tw_tile_view *labels,
                         uint32_t *scratch, int64_t *n_out, int nthreads);
+/*
+ * label by runs (omp/label_runs.c): the components and numbers of twi_omp_label from a
+ * union-find over the runs of foreground pixels of each row; the mask is read once and nothing
+ * per pixel is written until the labels are asked for. `scratch`: twi_label_runs_scratch(w, h)
+ * bytes (host; 8 bytes a pixel for the worst case, a run on every other pixel; a mask's pages
+ * of runs it does not have are never touched), which r points into. The same bytes for any
+ * nthreads. Returns TW_OK, TW_E_INVALID (bad view or conn, a NULL scratch for a non-empty tile,
+ * 2^32 - 1 pixels or more), TW_E_NOMEM.
+ */
+typedef struct twi_label_runs {
+    int32_t w, h;
+    int64_t n;         /* components: labels 1..n in raster order of their first pixels */
+    uint32_t *rs, *re; /* [h]: row y's runs are rs[y] .. re[y] - 1 */
+    uint32_t *run;     /* 4 words a run: first x, end x (exclusive), scratch, label */
+    void *own;         /* what twi_omp_label_runs_alloc allocated, else NULL */
+} twi_label_runs;
+size_t twi_label_runs_scratch(int32_t w, int32_t h);
+tw_status twi_omp_label_runs(const tw_tile_view *mask, int conn, void *scratch,
+                             twi_label_runs *r, int nthreads);
+/* The same with room for exactly the runs the mask has (16 bytes each, plus 8 a row: a first
+ * read counts them), allocated here: for whole images. Free with twi_label_runs_free(). */
+tw_status twi_omp_label_runs_alloc(const tw_tile_view *mask, int conn, twi_label_runs *r,
+                                   int nthreads);
+void twi_label_runs_free(twi_label_runs *r);
+/* The labels of r into out (TW_U32, map NULL: the local labels, twi_omp_label's bytes), or
+ * map[label] (TW_U32 or TW_U64: twi_omp_label_apply's bytes), 0 on background; one pass. */
+tw_status twi_label_runs_write(const twi_label_runs *r, const uint64_t *map, tw_tile_view *out,
+                               int nthreads);
+/* Pass 1 from the runs: the b twi_label_border_extract gives for the written labels. TW_OK,
+ * TW_E_INVALID, TW_E_NOMEM (b then empty). */
+tw_status twi_label_runs_border(const twi_label_runs *r, unsigned sides, twi_label_border *b);
 /* Pass 1: the border labels of a labelled tile (`labels` as twi_omp_label leaves them, n its
  * label count) towards the `sides` (TWI_MAXTREE_SIDE bits), and its per-row counts of first pixels.
  * Returns TW_OK, TW_E_INVALID (labels not numbered in raster order, out of range), TW_E_NOMEM

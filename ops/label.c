@@ -27,6 +27,9 @@
  * (cuda/label_cuda.cu, twi_cuda_label_image: the labels final, no merge) --> label.whole_store.
  * When the GPU attempt fails, the runtime retries label.whole on a CPU worker, whose variant does
  * nothing: its commit starts the tile passes above instead (same bytes, bounded memory).
+ * Without GPUs, an image in memory with no tile size asked for (lb_whole_cpu) goes whole too:
+ * label.whole on a team of the CPU workers labels the runs of the whole image
+ * (omp/label_runs.c) and writes the labels once into the caller's buffer.
  *
  * Numbering: as scikit-image's measure.label, components in raster order of their first pixel
  * (the smallest y, then x, of the whole image), 0 the background; TW_U32 labels, or TW_U64
@@ -84,8 +87,9 @@ struct lb_job {
      * bits (rows of bits_row bytes, tile i at i * th rows); NULL: read again */
     uint8_t *bits, *bits_ok;
     int64_t bits_row;
-    /* the whole image on a GPU (lb_whole_fits): its two tiles, and the count read back */
-    bool whole;
+    /* the whole image on a GPU (lb_whole_fits) or on the CPU workers (lb_whole_cpu,
+     * whole_cpu): its two tiles, and the count */
+    bool whole, whole_cpu;
     tw_tile *w_img, *w_out;
     uint64_t whole_n;
 };
@@ -132,23 +136,18 @@ lb_load(tw_task_ctx *ctx, void *arg)
     return TW_OK;
 }
 
-/* The tile's local labels (view 0 the mask) into scratch: *lab, *n. */
+/* The tile's runs and local labels (view 0 the mask, omp/label_runs.c), in scratch. */
 static tw_status
-lb_label(tw_task_ctx *ctx, lb_cell *c, tw_tile_view *lab, int64_t *n)
+lb_label(tw_task_ctx *ctx, lb_cell *c, twi_label_runs *r)
 {
     tw_tile_view v = twi_ctx_view(ctx, 0);
-    size_t px = (size_t)v.w * (size_t)v.h;
-    uint32_t *par;
+    void *sc = twi_ctx_scratch(ctx, twi_label_runs_scratch(v.w, v.h));
     tw_status st;
 
-    *lab = v;
-    lab->type = TW_U32;
-    lab->stride = (int64_t)v.w * 4;
-    if (!(lab->data = twi_ctx_scratch(ctx, px * 4 + 4)) ||
-        !(par = twi_ctx_scratch(ctx, px * 4 + 4)))
+    if (!sc)
         return twi_ctx_fail(ctx, TW_E_NOMEM, OP ": out of memory labelling tile %lld",
                             (long long)c->i);
-    if ((st = twi_omp_label(&v, c->a->conn, lab, par, n, twi_ctx_team(ctx))) != TW_OK)
+    if ((st = twi_omp_label_runs(&v, c->a->conn, sc, r, twi_ctx_team(ctx))) != TW_OK)
         return twi_ctx_fail(ctx, st, OP ": labelling tile %lld failed (%s)", (long long)c->i,
                             tw_status_string(st));
     return TW_OK;
@@ -240,14 +239,13 @@ static tw_status
 lb_tp1_cpu(tw_task_ctx *ctx, void *arg)
 {
     lb_cell *c = arg;
-    tw_tile_view lab;
-    int64_t n;
+    twi_label_runs r;
     tw_status st;
 
     twi_label_border_free(&c->b); /* a retry starts from nothing */
-    if ((st = lb_label(ctx, c, &lab, &n)) != TW_OK)
+    if ((st = lb_label(ctx, c, &r)) != TW_OK)
         return st;
-    if ((st = twi_label_border_extract(&lab, n, c->sides, &c->b)) != TW_OK)
+    if ((st = twi_label_runs_border(&r, c->sides, &c->b)) != TW_OK)
         return lb_tp1_fail(ctx, c, st);
     return TW_OK;
 }
@@ -395,19 +393,20 @@ static tw_status
 lb_tp2_cpu(tw_task_ctx *ctx, void *arg)
 {
     lb_cell *c = arg;
-    tw_tile_view lab, o = twi_ctx_view(ctx, 1);
+    tw_tile_view o = twi_ctx_view(ctx, 1);
+    twi_label_runs r;
     uint64_t *map;
-    int64_t n;
     tw_status st;
 
-    if ((st = lb_label(ctx, c, &lab, &n)) != TW_OK)
+    if ((st = lb_label(ctx, c, &r)) != TW_OK)
         return st;
     free(c->map); /* a retry after a failed CUDA run */
     c->map = NULL;
-    map = twi_ctx_scratch(ctx, ((size_t)n + 1) * sizeof *map);
-    if ((st = lb_tp2_map(ctx, c, n, map)) != TW_OK)
+    map = twi_ctx_scratch(ctx, ((size_t)r.n + 1) * sizeof *map);
+    if ((st = lb_tp2_map(ctx, c, r.n, map)) != TW_OK)
         return st;
-    if ((st = twi_omp_label_apply(&lab, map, &o, twi_ctx_team(ctx))) != TW_OK)
+    /* the final labels written once, from the runs */
+    if ((st = twi_label_runs_write(&r, map, &o, twi_ctx_team(ctx))) != TW_OK)
         return lb_tp2_fail(ctx, c, st);
     return TW_OK;
 }
@@ -487,13 +486,13 @@ lb_load_host_bytes(const void *arg)
     return c->out ? (int64_t)c->w * c->h * (int64_t)tw_sample_size(c->a->out_type) : 0;
 }
 
-/* The tile tasks' scratch: labels and union-find parents, 8 bytes a pixel. */
+/* The tile tasks' scratch: the runs (omp/label_runs.c), at most about 8 bytes a pixel. */
 static int64_t
 lb_tp_host_bytes(const void *arg)
 {
     const lb_cell *c = arg;
 
-    return (int64_t)c->w * c->h * 8;
+    return (int64_t)twi_label_runs_scratch(c->w, c->h);
 }
 
 static const tw_task_kind lb_load_kind = {
@@ -606,13 +605,31 @@ lbw_load(tw_task_ctx *ctx, void *arg)
     return TW_OK;
 }
 
-/* The CPU variant runs only when the CUDA one failed (lbw_can_run): the commit falls back to
- * the tile passes. */
+/* On the CPU workers (a->whole_cpu): the runs of the whole image (their exact room, a team of
+ * the lent cores), the labels written once into the caller's buffer. Else the CPU variant runs
+ * only when the CUDA one failed (lbw_can_run) and does nothing: the commit falls back to the
+ * tile passes. */
 static tw_status
 lbw_label_cpu(tw_task_ctx *ctx, void *arg)
 {
-    (void)ctx;
-    (void)arg;
+    lb_job *a = arg;
+    tw_tile_view in, out;
+    twi_label_runs r;
+    tw_status st;
+
+    if (!a->whole_cpu)
+        return TW_OK;
+    in = twi_ctx_view(ctx, 0);
+    out = twi_ctx_view(ctx, 1);
+    if ((st = twi_omp_label_runs_alloc(&in, a->conn, &r, twi_ctx_team(ctx))) != TW_OK)
+        return twi_ctx_fail(ctx, st, OP ": labelling the image failed (%s)",
+                            tw_status_string(st));
+    st = twi_label_runs_write(&r, NULL, &out, twi_ctx_team(ctx));
+    a->whole_n = (uint64_t)r.n;
+    twi_label_runs_free(&r);
+    if (st != TW_OK)
+        return twi_ctx_fail(ctx, st, OP ": writing the labels failed (%s)",
+                            tw_status_string(st));
     return TW_OK;
 }
 
@@ -641,12 +658,14 @@ lbw_label_cuda(tw_task_ctx *ctx, void *arg)
 }
 #endif
 
-/* On a GPU only; a CPU worker runs it after a failed GPU attempt (the runtime's retry). */
+/* On a GPU only (a CPU worker runs it after a failed GPU attempt: the runtime's retry), or
+ * on a CPU worker only (a->whole_cpu). */
 static bool
 lbw_can_run(const void *arg, tw_device_type dev)
 {
-    (void)arg;
-    return dev == TW_DEVICE_CUDA;
+    const lb_job *a = arg;
+
+    return a->whole_cpu ? dev == TW_DEVICE_CPU : dev == TW_DEVICE_CUDA;
 }
 
 static const tw_task_kind lbw_store_kind;
@@ -661,9 +680,9 @@ lbw_label_commit(tw_task_ctx *ctx, void *arg)
     tw_status st;
 
     twi_job_add_done(a->job, 1);
-    if (twi_ctx_device(ctx) == TW_DEVICE_CUDA) {
+    if (twi_ctx_device(ctx) == TW_DEVICE_CUDA || a->whole_cpu) {
         a->objects = a->whole_n;
-        atomic_fetch_add(&a->tp_cuda, 1);
+        atomic_fetch_add(a->whole_cpu ? &a->tp_cpu : &a->tp_cuda, 1);
         a->t1 = a->t2 = twi_now_s();
         if ((st = twi_task_create(a->job, &lbw_store_kind, a, NULL, &t)) == TW_OK &&
             (st = twi_task_add_tile(t, a->w_out, TW_R)) == TW_OK)
@@ -718,6 +737,7 @@ static const tw_task_kind lbw_label_kind = {
     TWI_CUDA_VARIANT(lbw_label_cuda),
     .can_run = lbw_can_run,
     .commit = lbw_label_commit,
+    .team = true,
 };
 static const tw_task_kind lbw_store_kind = {
     .name = "label.whole_store",
@@ -758,6 +778,24 @@ lb_whole_fits(const lb_job *a, tw_runtime *rt, const tw_config *cfg)
     (void)cfg;
     return false;
 #endif
+}
+
+/* Does an image in memory go whole through the CPU workers (docs/objects.md, "Whole images")?
+ * A runtime without GPUs and without a host budget, the mask and 32-bit labels the caller's
+ * own buffers (no copies), fewer than 2^32 - 1 pixels, and no tile size asked for (an
+ * explicit one keeps the tile passes). Memory: the runs, 16 bytes each and 8 a row (a mask of
+ * discs: about a byte a pixel; a checkerboard, the worst: 8). */
+static bool
+lb_whole_cpu(const lb_job *a, tw_runtime *rt, const tw_config *cfg, const tw_label_opts *o)
+{
+    int64_t host_mem = 0;
+
+    if (a->out_file || !a->in.mem.data || a->out_type != TW_U32 || !a->wrap_in ||
+        !a->wrap_out || twi_runtime_gpu_count(rt) > 0 || a->W < 1 || a->H < 1 ||
+        a->W > INT32_MAX || a->H > INT32_MAX || a->W * a->H >= (int64_t)UINT32_MAX ||
+        !twi_ops_tile_implicit(cfg, NULL, o->tile_w))
+        return false;
+    return !(tw_config_get_int(cfg, "runtime.host_mem", &host_mem) == TW_OK && host_mem > 0);
 }
 
 /* The whole-image tasks: [label.whole_load] --> label.whole (its commit submits the store). */
@@ -1023,7 +1061,8 @@ tw_label_submit(tw_runtime *rt, const tw_label_opts *o, tw_job **out, tw_error *
         twi_host_image_register(job, &a->result);
     twi_stream_attach_io(&a->in.s, job);
     a->t0 = twi_now_s();
-    if ((a->whole = lb_whole_fits(a, rt, tw_runtime_get_config(rt))))
+    a->whole_cpu = lb_whole_cpu(a, rt, tw_runtime_get_config(rt), o);
+    if ((a->whole = a->whole_cpu || lb_whole_fits(a, rt, tw_runtime_get_config(rt))))
         return twi_ops_job_launch(job, OP, lbw_graph(a), out, err);
     /* One tile: pass 2 alone. Progress: load, tp1 per tile; the merge; load, tp2, store. */
     pass = a->n_tiles > 1 ? 1 : 2;

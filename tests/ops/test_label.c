@@ -111,6 +111,60 @@ Test(label, random_masks_match_flood_fill_three_workers)
     tw_runtime_destroy(rt);
 }
 
+/* An image in memory with no tile size asked for goes whole through the CPU workers (one
+ * label.whole task on a team: the runs of the whole image, omp/label_runs.c): every mask kind,
+ * a checkerboard (the most runs), sizes up to several chunks a thread, 1 and 3 workers, both
+ * connectivities: the flood fill's labels, one tile in the report. 64-bit labels and an
+ * explicit tile size keep the tile passes (the same labels). */
+Test(label, whole_images_on_the_cpu_workers)
+{
+    for (int workers = 1; workers <= 3; workers += 2) {
+        tw_runtime *rt = runtime_or_die(workers);
+
+        for (int it = 0; it < 40; it++) {
+            int w = 1 + (int)twtest_rnd(&rng, it < 20 ? 40 : 700),
+                h = 1 + (int)twtest_rnd(&rng, it < 20 ? 40 : 500);
+            int conn = it % 2 ? 8 : 4, mode = it % 6, tiles = it % 5 == 4;
+            bool wide = it % 7 == 3;
+            uint8_t *m = malloc((size_t)(w * h));
+            uint64_t *want = malloc((size_t)(w * h) * 8), nw;
+            void *got = calloc((size_t)(w * h), 8);
+            tw_label_report rep;
+            tw_error err;
+            tw_status st;
+
+            if (mode == 5)
+                for (int64_t i = 0; i < (int64_t)w * h; i++)
+                    m[i] = (uint8_t)((i % w + i / w) % 2 == 0);
+            else
+                twtest_label_mask(m, w, h, mode, 20 + (int)twtest_rnd(&rng, 60), &rng);
+            tw_label_report_init(&rep);
+            nw = twtest_label_naive(m, w, h, conn, want);
+            st = run_label(rt, m, w, h, conn, tiles ? 16 : 0, tiles ? 16 : 0, got,
+                           wide ? TW_U64 : TW_U32, &rep, &err);
+            cr_assert(eq(int, st, TW_OK), "case %d: %s", it, err.message);
+            cr_assert(eq(u64, rep.objects, nw), "case %d", it);
+            if (!tiles && !wide) {
+                cr_assert(eq(i64, rep.tiles, 1), "case %d", it);
+                cr_assert(eq(i64, rep.tile_w, w));
+                cr_assert(eq(i64, rep.tp_cpu, 1), "case %d", it);
+            } else if (tiles) {
+                cr_assert(eq(i64, rep.tiles, (int64_t)((w + 15) / 16) * ((h + 15) / 16)));
+            }
+            for (int64_t i = 0; i < (int64_t)w * h; i++) {
+                uint64_t v = wide ? ((uint64_t *)got)[i] : ((uint32_t *)got)[i];
+
+                cr_assert(eq(u64, v, want[i]), "case %d: %dx%d conn %d mode %d pixel %lld", it,
+                          w, h, conn, mode, (long long)i);
+            }
+            free(m);
+            free(want);
+            free(got);
+        }
+        tw_runtime_destroy(rt);
+    }
+}
+
 /* Objects that cross many tiles: a spiral and a comb whose teeth join only at the bottom,
  * labelled with 1x1, 3x2 and 7x7 tiles, give the flood fill's labels (the comb's first pixel
  * is far from where its pieces meet). */
