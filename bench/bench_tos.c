@@ -20,6 +20,10 @@ static const char help[] =
     "                    --threads N CPU workers: every step a task\n"
     "  --gpus LIST       --job: the runtime's GPUs (runtime.gpus: none (default), all, 0,\n"
     "                    ...): with one, the max-tree of the ranks runs there (one task)\n"
+    "  --batch N         --job: each timed run submits N jobs at once (the same image, N\n"
+    "                    results) and waits for all: one image's sort runs on the CPU while\n"
+    "                    another's max-tree runs on the GPU; times are per run of N jobs,\n"
+    "                    per_image_s = median_s / N (default 1)\n"
     "  --input KIND|FILE noise, field (natural-like) or a slide / TIFF file (level 0, whole;\n"
     "                    RGB to tilewave's luminance), as `tw_bench maxtree`\n"
     "  --size WxH        size of a generated input\n"
@@ -41,18 +45,18 @@ static const char help[] =
     "Memory: the peak resident set before the first run (image and outputs allocated and\n"
     "touched, the runtime started) and after it; their difference over the pixels is\n"
     "scratch_bytes_per_px, all the computation's own memory. JSON fields: median_s, min_s,\n"
-    "max_s, mpix_per_s, sort_s / tree_s / attr_s (phases, medians; tree_s = the max-tree of\n"
-    "the ranks and un-interpolation), mt_s / un_s (the two parts of tree_s: the max-tree of\n"
-    "the ranks, un-interpolation), mt_device (where the job's max-tree ran: cpu or cuda;\n"
-    "the kernel: cpu), gpus (--gpus), crews and batches (the kernel's batches shared with\n"
-    "helpers and all batches; -1 for the job), parts (sub-propagations), nodes (of the tree,\n"
-    "an implicit root included, as Higra counts them), pixel_nodes (nodes holding pixels),\n"
-    "exterior, implicit_root, peak_rss_mib, scratch_bytes_per_px, check, wrong (pixels\n"
-    "differing).\n";
+    "max_s, per_image_s, batch, mpix_per_s, sort_s / tree_s / attr_s (phases, medians;\n"
+    "tree_s = the max-tree of the ranks and un-interpolation), mt_s / un_s (the two parts of\n"
+    "tree_s: the max-tree of the ranks, un-interpolation), mt_device (where the job's\n"
+    "max-tree ran: cpu or cuda; the kernel: cpu), gpus (--gpus), crews and batches (the\n"
+    "kernel's batches shared with helpers and all batches; -1 for the job), parts\n"
+    "(sub-propagations), nodes (of the tree, an implicit root included, as Higra counts\n"
+    "them), pixel_nodes (nodes holding pixels), exterior, implicit_root, peak_rss_mib,\n"
+    "scratch_bytes_per_px, check, wrong (pixels differing; every result of a batch).\n";
 
 typedef struct tos_params {
     const char *input, *type_name, *dump, *check, *gpus;
-    int64_t w, h, levels, seed, threads, repeat, grain, crew_min, split_min;
+    int64_t w, h, levels, seed, threads, repeat, grain, crew_min, split_min, batch;
     int job, split_always;
 } tos_params;
 
@@ -85,36 +89,50 @@ run_once(const tos_params *p, const bench_image *img, tw_runtime *rt, int64_t th
             return bench_fail("twi_omp_tos failed: %s", tw_status_string(st));
     } else {
         tw_host_image im = { img->data, img->w, img->h, 0, img->type };
-        tw_job *job = NULL;
+        size_t os = p->grain ? tw_sample_size(img->type) : 4,
+               bytes = (size_t)img->w * (size_t)img->h * os;
+        tw_job *jobs[64] = { NULL };
+        tw_tos_report reps[64];
         tw_error err;
+        int rc = BENCH_OK;
+        int64_t k, nb = p->batch;
 
-        tw_tos_report_init(rep);
-        if (p->grain) {
-            tw_grain_opts o;
+        /* the batch's jobs all submitted, then all waited for: the runtime overlaps them */
+        for (k = 0; k < nb; k++) {
+            void *o_k = (char *)out + (size_t)k * bytes;
 
-            tw_grain_opts_init(&o);
-            o.image = im;
-            o.result = (tw_host_image){ out, img->w, img->h, 0, img->type };
-            o.area = (uint64_t)p->grain;
-            o.report = rep;
-            st = tw_grain_submit(rt, &o, &job, &err);
-        } else {
-            tw_tos_opts o;
+            tw_tos_report_init(&reps[k]);
+            if (p->grain) {
+                tw_grain_opts o;
 
-            tw_tos_opts_init(&o);
-            o.image = im;
-            o.parent = (tw_host_image){ out, img->w, img->h, 0, TW_U32 };
-            o.report = rep;
-            st = tw_tos_submit(rt, &o, &job, &err);
+                tw_grain_opts_init(&o);
+                o.image = im;
+                o.result = (tw_host_image){ o_k, img->w, img->h, 0, img->type };
+                o.area = (uint64_t)p->grain;
+                o.report = &reps[k];
+                st = tw_grain_submit(rt, &o, &jobs[k], &err);
+            } else {
+                tw_tos_opts o;
+
+                tw_tos_opts_init(&o);
+                o.image = im;
+                o.parent = (tw_host_image){ o_k, img->w, img->h, 0, TW_U32 };
+                o.report = &reps[k];
+                st = tw_tos_submit(rt, &o, &jobs[k], &err);
+            }
+            if (st != TW_OK) {
+                rc = bench_fail("%s", err.message);
+                break;
+            }
         }
-        if (st != TW_OK)
-            return bench_fail("%s", err.message);
-        if ((st = tw_job_wait(job, -1)) != TW_OK) {
-            bench_fail("%s", tw_job_get_error(job));
-            tw_job_destroy(job);
-            return BENCH_FAIL;
+        for (int64_t j = 0; j < k; j++) {
+            if ((st = tw_job_wait(jobs[j], -1)) != TW_OK && rc == BENCH_OK)
+                rc = bench_fail("%s", tw_job_get_error(jobs[j]));
+            tw_job_destroy(jobs[j]);
         }
-        tw_job_destroy(job);
+        if (rc != BENCH_OK)
+            return rc;
+        *rep = reps[nb - 1];
     }
     return BENCH_OK;
 }
@@ -145,7 +163,8 @@ static int
 parse(int argc, char **argv, tos_params *p)
 {
     enum { O_INPUT = 1, O_SIZE, O_TYPE, O_LEVELS, O_SEED, O_THREADS, O_GRAIN, O_REPEAT,
-           O_CHECK, O_DUMP, O_KERNEL, O_JOB, O_SPLIT, O_CREW, O_SPLITMIN, O_GPUS, O_HELP };
+           O_CHECK, O_DUMP, O_KERNEL, O_JOB, O_SPLIT, O_CREW, O_SPLITMIN, O_GPUS, O_BATCH,
+           O_HELP };
     static const struct option opts[] = {
         {"input", required_argument, NULL, O_INPUT}, {"size", required_argument, NULL, O_SIZE},
         {"type", required_argument, NULL, O_TYPE}, {"levels", required_argument, NULL, O_LEVELS},
@@ -158,7 +177,8 @@ parse(int argc, char **argv, tos_params *p)
         {"split-always", no_argument, NULL, O_SPLIT},
         {"crew-min", required_argument, NULL, O_CREW},
         {"split-min", required_argument, NULL, O_SPLITMIN},
-        {"gpus", required_argument, NULL, O_GPUS}, {"help", no_argument, NULL, O_HELP},
+        {"gpus", required_argument, NULL, O_GPUS}, {"batch", required_argument, NULL, O_BATCH},
+        {"help", no_argument, NULL, O_HELP},
         {NULL, 0, NULL, 0}};
     int opt, rc = BENCH_OK, mode = 0;
 
@@ -191,6 +211,7 @@ parse(int argc, char **argv, tos_params *p)
             rc = bench_parse_int("--split-min", optarg, 1, INT64_MAX, &p->split_min);
             break;
         case O_GPUS: p->gpus = optarg; break;
+        case O_BATCH: rc = bench_parse_int("--batch", optarg, 1, 64, &p->batch); break;
         case 'h':
         case O_HELP: fputs(help, stdout); return -1;
         default: rc = bench_usage("unknown option '%s'", argv[optind - 1]); break;
@@ -211,6 +232,8 @@ parse(int argc, char **argv, tos_params *p)
     p->job = mode == 2;
     if (!p->job && strcmp(p->gpus, "none") != 0)
         return bench_usage("--gpus goes with --job");
+    if (!p->job && p->batch > 1)
+        return bench_usage("--batch goes with --job");
     return BENCH_OK;
 }
 
@@ -218,7 +241,7 @@ int
 bench_tos(int argc, char **argv)
 {
     tos_params p = { .seed = 1, .threads = omp_get_num_procs(), .repeat = 3, .check = "auto",
-                     .gpus = "none" };
+                     .gpus = "none", .batch = 1 };
     bench_image img = { 0 };
     tw_runtime *rt = NULL;
     twi_tos_run r = { 0 }, rr;
@@ -238,12 +261,13 @@ bench_tos(int argc, char **argv)
     n = (size_t)img.w * (size_t)img.h;
     px = (double)n;
     os = p.grain ? tw_sample_size(img.type) : 4;
-    if (!(t = calloc((size_t)p.repeat, 6 * sizeof *t)) || !(out = malloc(n * os))) {
+    if (!(t = calloc((size_t)p.repeat, 6 * sizeof *t)) ||
+        !(out = malloc(n * os * (size_t)p.batch))) {
         rc = bench_fail("out of memory");
         goto out;
     }
     ts = t + p.repeat;
-    memset(out, 0, n * os);
+    memset(out, 0, n * os * (size_t)p.batch);
     if (p.job && !(rt = runtime_of(p.threads, p.gpus))) {
         rc = BENCH_FAIL;
         goto out;
@@ -278,10 +302,14 @@ bench_tos(int argc, char **argv)
         if ((rc = run_once(&p, &img, NULL, 1, ref, &r1, NULL)) != BENCH_OK)
             goto out;
         wrong = 0;
-        for (size_t i = 0; i < n; i++)
-            wrong += os == 4   ? ((uint32_t *)out)[i] != ((uint32_t *)ref)[i]
-                     : os == 2 ? ((uint16_t *)out)[i] != ((uint16_t *)ref)[i]
-                               : ((uint8_t *)out)[i] != ((uint8_t *)ref)[i];
+        for (int64_t k = 0; k < p.batch; k++) /* every result of the batch */
+            for (size_t i = 0; i < n; i++) {
+                size_t j = (size_t)k * n + i;
+
+                wrong += os == 4   ? ((uint32_t *)out)[j] != ((uint32_t *)ref)[i]
+                         : os == 2 ? ((uint16_t *)out)[j] != ((uint16_t *)ref)[i]
+                                   : ((uint8_t *)out)[j] != ((uint8_t *)ref)[i];
+            }
     }
     if (p.dump) {
         FILE *f = fopen(p.dump, "wb");
@@ -300,6 +328,7 @@ bench_tos(int argc, char **argv)
         printf("{\"bench\": \"tos\", \"mode\": \"%s\", \"input\": ", p.job ? "job" : "kernel");
         bench_json_str(stdout, p.input);
         printf(", \"w\": %lld, \"h\": %lld, \"type\": \"%s\", \"threads\": %lld, \"grain\": %lld, "
+               "\"batch\": %lld, \"per_image_s\": %.6f, "
                "\"repeat\": %lld, \"median_s\": %.6f, \"min_s\": %.6f, \"max_s\": %.6f, "
                "\"mpix_per_s\": %.3f, \"sort_s\": %.6f, \"tree_s\": %.6f, \"attr_s\": %.6f, "
                "\"mt_s\": %.6f, \"un_s\": %.6f, \"mt_device\": \"%s\", \"gpus\": \"%s\", "
@@ -309,8 +338,9 @@ bench_tos(int argc, char **argv)
                "\"peak_rss_mib\": %.1f, \"base_rss_mib\": %.1f, \"scratch_bytes_per_px\": %.2f, "
                "\"check\": \"%s\", \"wrong\": %lld}\n",
                (long long)img.w, (long long)img.h, tw_sample_type_name(img.type),
-               (long long)p.threads, (long long)p.grain, (long long)p.repeat, med, lo, hi,
-               px / med * 1e-6, bench_median(ts, (int)p.repeat),
+               (long long)p.threads, (long long)p.grain, (long long)p.batch,
+               med / (double)p.batch, (long long)p.repeat, med, lo, hi,
+               px * (double)p.batch / med * 1e-6, bench_median(ts, (int)p.repeat),
                bench_median(ts + p.repeat, (int)p.repeat),
                bench_median(ts + 2 * p.repeat, (int)p.repeat),
                bench_median(ts + 3 * p.repeat, (int)p.repeat),
