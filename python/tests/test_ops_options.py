@@ -246,6 +246,22 @@ def test_tos_and_grain_equal_cli(rt, tmp_path, dtype):
         tw.grain(img, 0, runtime=rt)
 
 
+def test_tos_batch_of_jobs_at_once(rt):
+    # A batch of images (docs/tos.md, "Batches"): every job submitted with wait=False, then
+    # waited for, runs together on the runtime; each parent image (and grain result) equals
+    # the one computed alone.
+    imgs = [(rng(70 + k).random((60 + 7 * k, 90 - 5 * k)) * (250 if k % 2 else 60000))
+            .astype(np.uint8 if k % 2 else np.uint16) for k in range(5)]
+    alone = [tw.tos(a, runtime=rt) for a in imgs]
+    grains = [tw.grain(a, 25, runtime=rt) for a in imgs]
+    jobs = [tw.tos(a, runtime=rt, wait=False) for a in imgs]
+    gjobs = [tw.grain(a, 25, runtime=rt, wait=False) for a in imgs]
+    for j, want in zip(jobs, alone):
+        np.testing.assert_array_equal(j.wait(), want)
+    for j, want in zip(gjobs, grains):
+        np.testing.assert_array_equal(j.wait(), want)
+
+
 @pytest.mark.parametrize("op", ["height-open", "height-close"])
 def test_height_filters_equal_cli(rt, tmp_path, op):
     # height_open / height_close of a 16-bit TIFF equal `tilewave height-open/close` (files
