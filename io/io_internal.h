@@ -108,6 +108,10 @@ TWI_HIDDEN tw_status twi_meta_from_description(tw_slide *s, const char *desc, tw
  * dpi, within 0.1%: boxes.tiff's 28.3465 pixels per cm is 72 dpi), which says nothing of a
  * microscope (io/metadata.c). */
 TWI_HIDDEN bool twi_meta_mpp_from_cm(double rx, double ry, double *mpp_x, double *mpp_y);
+/* The pixel size of a tilewave output read from its resolution tags (*mpp_x, *mpp_y: a 32-bit
+ * float's precision) made exact: when its description's MPP (10 digits) agrees with both to
+ * that precision, it replaces them; otherwise (tags edited, x != y) they stay. */
+TWI_HIDDEN void twi_meta_exact_own_mpp(const twi_meta *m, double *mpp_x, double *mpp_y);
 
 /* Whether the TIFF at `path` says it was written by tilewave (its Software tag): such files,
  * whose 8-bit outputs carry an Aperio-style description for OpenSlide, are read through

@@ -160,6 +160,21 @@ twi_meta_mpp_from_cm(double rx, double ry, double *mpp_x, double *mpp_y)
     return true;
 }
 
+void
+twi_meta_exact_own_mpp(const twi_meta *m, double *mpp_x, double *mpp_y)
+{
+    /* libtiff keeps XResolution and YResolution as 32-bit floats: 7 digits. The description's
+     * MPP is written with 10; a relative difference under 1e-6 on both axes is the float's
+     * rounding, anything more an edit of the tags (or x != y), which then win. */
+    if (!m->own || !(m->mpp_x > 0) || !(*mpp_x > 0) || !(*mpp_y > 0))
+        return;
+    if (fabs(*mpp_x - m->mpp_x) <= 1e-6 * m->mpp_x &&
+        fabs(*mpp_y - m->mpp_x) <= 1e-6 * m->mpp_x) {
+        *mpp_x = m->mpp_x;
+        *mpp_y = m->mpp_x;
+    }
+}
+
 tw_status
 twi_meta_from_description(tw_slide *s, const char *desc, twi_meta *m)
 {

@@ -239,6 +239,8 @@ os_open(tw_slide *s, const char *path, tw_error *err)
         if (m.mpp_x > 0 && (!m.own || !(s->mpp_x > 0))) { /* as the libtiff reader */
             s->mpp_x = m.mpp_x;
             s->mpp_y = m.mpp_y;
+        } else {
+            twi_meta_exact_own_mpp(&m, &s->mpp_x, &s->mpp_y);
         }
     }
     if ((e = openslide_get_error(r->osr)))

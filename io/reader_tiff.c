@@ -800,6 +800,8 @@ read_properties(tw_slide *s, TIFF *tif)
             /* tilewave's MPP item (one value) when its tags are gone */
             s->mpp_x = m.mpp_x;
             s->mpp_y = m.mpp_y;
+        } else {
+            twi_meta_exact_own_mpp(&m, &s->mpp_x, &s->mpp_y);
         }
     }
     return TW_OK;

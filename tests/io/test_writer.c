@@ -517,6 +517,37 @@ Test(writer, mpp_description_software_round_trip)
     cr_assert_float_eq((double)xr1 * 2, (double)xr, 1e-2, "level 1 has half the resolution");
     TIFFClose(tif);
 
+    /* The tags hold 32-bit floats (0.499 um reads back as 0.49899999...): with its own
+     * description's MPP agreeing to that precision, a tilewave output reads back exactly what
+     * was written, on both readers; a description that disagrees with the tags loses to them. */
+    {
+        static const struct {
+            double tags, desc, want;
+        } c[] = {{0.499, 0.499, 0.499}, {0.2527, 0.2527, 0.2527}, {0.499, 0.3, 0.0}};
+
+        for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
+            for (int rd = 0; rd < 2; rd++) {
+                char desc[64];
+
+                snprintf(desc, sizeof desc, "tilewave test|MPP = %.10g", c[i].desc);
+                o.mpp_x = o.mpp_y = c[i].tags;
+                o.description = desc;
+                cr_assert_eq(tu_write(path, &o, 3, &err), TW_OK, "%s", err.message);
+                cr_assert_eq(tw_slide_open(path, rd ? TW_READER_OPENSLIDE : TW_READER_TIFF, &s,
+                                           &err),
+                             TW_OK, "%s", err.message);
+                tw_slide_get_mpp(s, &mx, &my);
+                if (c[i].want > 0) {
+                    cr_assert(mx == c[i].want && my == c[i].want, "case %zu reader %d: %.17g",
+                              i, rd, mx);
+                } else { /* the tags', to a float's precision */
+                    cr_assert_float_eq(mx, c[i].tags, 1e-6);
+                    cr_assert(mx != c[i].tags, "the float tags are not exact here");
+                }
+                tw_slide_close(s);
+            }
+    }
+
     /* no mpp: no resolution tags, mpp 0 */
     o.mpp_x = o.mpp_y = 0;
     o.description = o.software = NULL;
