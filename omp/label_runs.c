@@ -141,15 +141,17 @@ chunk_runs(const tw_tile_view *m, const uint64_t *bits, size_t words, twi_label_
         r->rs[y] = k;
         /* the row's transitions, 64 pixels at a time: bit i of e set where pixel x + i
          * differs from the pixel before it (the one before the row is background); they
-         * alternate run start, run end */
-        for (int32_t x = 0; x < w; x += 64) {
+         * alternate run start, run end. x in 64 bits: the last block of a row of 2^31 - 1
+         * pixels starts at 2^31 - 64. */
+        for (int64_t x = 0; x < w; x += 64) {
             uint64_t fg = bits ? bits[(size_t)y * words + (size_t)x / 64]
-                               : row_bits(row, x, w - x < 64 ? w - x : 64, wide);
+                               : row_bits(row, (int32_t)x, w - x < 64 ? (int32_t)(w - x) : 64,
+                                          wide);
             uint64_t e = fg ^ ((fg << 1) | carry);
 
             carry = fg >> 63;
             while (e) {
-                int32_t at = x + __builtin_ctzll(e);
+                int32_t at = (int32_t)(x + __builtin_ctzll(e));
 
                 e &= e - 1;
                 if (!open) {
@@ -241,8 +243,9 @@ chunk_bits(const tw_tile_view *m, uint64_t *bits, size_t words, int32_t r0, int3
         const void *row = TWI_ROW(m, uint8_t, y);
         uint64_t carry = 0, *b = bits + (size_t)y * words;
 
-        for (int32_t x = 0; x < m->w; x += 64) {
-            uint64_t fg = row_bits(row, x, m->w - x < 64 ? m->w - x : 64, wide);
+        for (int64_t x = 0; x < m->w; x += 64) { /* 64 bits: as in chunk_runs */
+            uint64_t fg =
+                row_bits(row, (int32_t)x, m->w - x < 64 ? (int32_t)(m->w - x) : 64, wide);
 
             b[x / 64] = fg;
             n += (size_t)popcount64(fg & ~((fg << 1) | carry));
@@ -261,7 +264,8 @@ runs_begin(const tw_tile_view *mask, int conn, twi_label_runs *r)
     memset(r, 0, sizeof *r);
     if (!mask || (mask->type != TW_U8 && mask->type != TW_U16) || mask->channels != 1 ||
         (conn != 4 && conn != 8) ||
-        !twi_view_fits(mask, (size_t)mask->w * (mask->type == TW_U16 ? 2 : 1), 1) ||
+        !twi_view_fits(mask, (size_t)mask->w * tw_sample_size(mask->type),
+                       tw_sample_size(mask->type)) ||
         (int64_t)mask->w * mask->h >= (int64_t)UINT32_MAX)
         return TW_E_INVALID;
     r->w = mask->w;
@@ -425,7 +429,8 @@ twi_label_runs_write(const twi_label_runs *r, const uint64_t *map, tw_tile_view 
 {
     if (!r || !out || (out->type != TW_U32 && out->type != TW_U64) || out->channels != 1 ||
         out->w != r->w || out->h != r->h ||
-        !twi_view_fits(out, (size_t)out->w * (out->type == TW_U64 ? 8 : 4), 4) ||
+        !twi_view_fits(out, (size_t)out->w * tw_sample_size(out->type),
+                       tw_sample_size(out->type)) ||
         (!map && out->type != TW_U32))
         return TW_E_INVALID;
 #pragma omp parallel for num_threads(nthreads > 1 ? nthreads : 1) schedule(static)

@@ -4,6 +4,7 @@
  * twi_omp_label_apply). */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <criterion/criterion.h>
 #include <criterion/new/assert.h>
@@ -244,4 +245,74 @@ Test(label_runs, rejects_bad_arguments)
     cr_assert(eq(u32, l[1], 0));
     cr_assert(eq(u32, l[2], 0));
     cr_assert(eq(u32, l[3], 7));
+}
+
+/* Views the pixel kernel refuses are refused here too (twi_view_fits with the sample size, as
+ * twi_label_check): a u16 mask at an odd address or with an odd stride (its samples would be
+ * read misaligned), a u64 output at 4 mod 8. */
+Test(label_runs, rejects_misaligned_views)
+{
+    uint64_t mbuf[8] = {0}, obuf[16] = {0}, map[4] = {0, 5, 6, 7};
+    char *mb = (char *)mbuf;
+    char sc[1024];
+    twi_label_runs r;
+    tw_tile_view mv = {mb + 1, 8, 3, 2, 1, TW_U16, 0, 0}, ok = {mb, 8, 3, 2, 1, TW_U16, 0, 0};
+    tw_tile_view ov = {(char *)obuf + 4, 24, 3, 2, 1, TW_U64, 0, 0};
+
+    mb[2] = 1;
+    cr_assert(eq(sz, twi_label_runs_scratch(3, 2) <= sizeof sc, 1));
+    cr_assert(eq(int, twi_omp_label_runs(&mv, 4, sc, &r, 1), TW_E_INVALID));
+    cr_assert(eq(int, twi_omp_label_runs_alloc(&mv, 4, &r, 1), TW_E_INVALID));
+    mv.data = mb;
+    mv.stride = 7;
+    cr_assert(eq(int, twi_omp_label_runs(&mv, 4, sc, &r, 1), TW_E_INVALID));
+    cr_assert(eq(int, twi_omp_label_runs(&ok, 4, sc, &r, 1), TW_OK));
+    cr_assert(eq(i64, r.n, 1));
+    cr_assert(eq(int, twi_label_runs_write(&r, map, &ov, 1), TW_E_INVALID));
+    ov.data = obuf;
+    cr_assert(eq(int, twi_label_runs_write(&r, map, &ov, 1), TW_OK));
+    cr_assert(eq(u64, obuf[1], 5));
+}
+
+/* A row of 2^31 - 1 pixels (the widest view; w * h < 2^32 - 1): its 64-pixel blocks are
+ * counted without overflowing int32 (the last block starts at 2^31 - 64). The mask and the
+ * scratch are sparse mappings: untouched pages cost nothing (the zero page when read). */
+Test(label_runs, widest_row)
+{
+    const int32_t w = INT32_MAX;
+    size_t sb = twi_label_runs_scratch(w, 1);
+    char *m = mmap(NULL, (size_t)w, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *sc = mmap(NULL, sb, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                    -1, 0);
+    tw_tile_view mv = {m, w, w, 1, 1, TW_U8, 0, 0};
+    twi_label_runs r;
+
+    if (m == MAP_FAILED || sc == MAP_FAILED) {
+        if (m != MAP_FAILED)
+            munmap(m, (size_t)w);
+        if (sc != MAP_FAILED)
+            munmap(sc, sb);
+        cr_skip_test("no sparse mapping of %zu bytes", sb);
+    }
+    /* runs at 2^31 - 70 (one pixel), 2^31 - 66 .. 2^31 - 63 (across the last block's start),
+     * and the last pixel: the one row's components are its runs */
+    m[w - 70] = 1;
+    m[w - 66] = m[w - 65] = m[w - 64] = m[w - 63] = 9;
+    m[w - 1] = 1;
+    cr_assert(eq(int, twi_omp_label_runs(&mv, 8, sc, &r, 2), TW_OK));
+    cr_assert(eq(i64, r.n, 3));
+    cr_assert(eq(u32, r.re[0] - r.rs[0], 3));
+    cr_assert(eq(u32, r.run[4 * (r.rs[0] + 1)], (uint32_t)w - 66));
+    cr_assert(eq(u32, r.run[4 * (r.rs[0] + 1) + 1], (uint32_t)w - 62));
+    cr_assert(eq(u32, r.run[4 * (r.rs[0] + 2) + 1], (uint32_t)w));
+    cr_assert(eq(u32, r.run[4 * (r.rs[0] + 2) + 3], 3));
+    /* the same from the mask's bits (256 MiB of them: a bit a pixel) */
+    cr_assert(eq(int, twi_omp_label_runs_alloc(&mv, 4, &r, 2), TW_OK));
+    cr_assert(eq(i64, r.n, 3));
+    cr_assert(eq(u32, r.run[4 * 1 + 1], (uint32_t)w - 62));
+    cr_assert(eq(u32, r.run[4 * 2 + 1], (uint32_t)w));
+    twi_label_runs_free(&r);
+    munmap(sc, sb);
+    munmap(m, (size_t)w);
 }
