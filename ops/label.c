@@ -606,9 +606,10 @@ lbw_load(tw_task_ctx *ctx, void *arg)
 }
 
 /* On the CPU workers (a->whole_cpu): the runs of the whole image (their exact room, a team of
- * the lent cores), the labels written once into the caller's buffer. Else the CPU variant runs
- * only when the CUDA one failed (lbw_can_run) and does nothing: the commit falls back to the
- * tile passes. */
+ * the lent cores), the labels written once into the caller's buffer; when there is no room
+ * for the runs (unbounded: 16 bytes a run), whole_cpu cleared and the commit falls back to the
+ * tile passes (bounded memory, the same bytes). Else the CPU variant runs only when the CUDA
+ * one failed (lbw_can_run) and does nothing: the commit falls back to the tile passes. */
 static tw_status
 lbw_label_cpu(tw_task_ctx *ctx, void *arg)
 {
@@ -621,7 +622,11 @@ lbw_label_cpu(tw_task_ctx *ctx, void *arg)
         return TW_OK;
     in = twi_ctx_view(ctx, 0);
     out = twi_ctx_view(ctx, 1);
-    if ((st = twi_omp_label_runs_alloc(&in, a->conn, &r, twi_ctx_team(ctx))) != TW_OK)
+    if ((st = twi_omp_label_runs_alloc(&in, a->conn, &r, twi_ctx_team(ctx))) == TW_E_NOMEM) {
+        a->whole_cpu = false;
+        return TW_OK;
+    }
+    if (st != TW_OK)
         return twi_ctx_fail(ctx, st, OP ": labelling the image failed (%s)",
                             tw_status_string(st));
     st = twi_label_runs_write(&r, NULL, &out, twi_ctx_team(ctx));
@@ -670,7 +675,8 @@ lbw_can_run(const void *arg, tw_device_type dev)
 
 static const tw_task_kind lbw_store_kind;
 
-/* The GPU labelled the image: the store. Else the tile passes, from the start. */
+/* The GPU or the CPU workers (whole_cpu) labelled the image: the store. Else the tile passes,
+ * from the start. */
 static tw_status
 lbw_label_commit(tw_task_ctx *ctx, void *arg)
 {
