@@ -44,7 +44,8 @@ static const char help[] =
     "\n"
     "Memory: the peak resident set before the first run (image and outputs allocated and\n"
     "touched, the runtime started) and after it; their difference over the pixels is\n"
-    "scratch_bytes_per_px, all the computation's own memory. JSON fields: median_s, min_s,\n"
+    "scratch_bytes_per_px, all the computation's own memory (with --batch N: the N jobs'\n"
+    "together, over one image's pixels). JSON fields: median_s, min_s,\n"
     "max_s, per_image_s, batch, mpix_per_s, sort_s / tree_s / attr_s (phases, medians;\n"
     "tree_s = the max-tree of the ranks and un-interpolation), mt_s / un_s (the two parts of\n"
     "tree_s: the max-tree of the ranks, un-interpolation), mt_device (where the job's\n"
@@ -356,7 +357,7 @@ bench_tos(int argc, char **argv)
     }
     if (wrong > 0)
         rc = bench_fail("%lld of %lld pixels differ from the one-thread kernel's",
-                        (long long)wrong, (long long)n);
+                        (long long)wrong, (long long)n * (long long)p.batch);
 out:
     tw_runtime_destroy(rt);
     free(ref);
