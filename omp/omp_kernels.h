@@ -452,9 +452,10 @@ tw_status twi_omp_watershed_levels(const tw_tile_view *img, bool invert, uint32_
                                    int64_t *nan);
 
 /*
- * Flooding keys inside the tile (Dijkstra over the path cost, a binary heap of the keys):
+ * Flooding keys inside the tile (Dijkstra over the path cost, a radix heap of the keys):
  * seeds == NULL: from every pixel whose key is below TWI_WATERSHED_KINF (the markers); else from
- * the n_seeds listed pixels (tile raster indices), whose keys were just lowered from outside.
+ * the n_seeds listed pixels (tile raster indices), whose keys were just lowered from outside
+ * (a seed whose key is TWI_WATERSHED_KINF gives nothing).
  * Result: the smallest key over paths inside the tile from those pixels; pixels outside the
  * mask are never entered. Allocates its heap. `stop` (or NULL) is asked every 2^16 pixels:
  * TW_E_CANCELED, the keys then unusable. Returns TW_OK, TW_E_INVALID, TW_E_NOMEM.

@@ -78,67 +78,173 @@ twi_omp_watershed_levels(const tw_tile_view *img, bool invert, uint32_t *lev, in
     return TW_OK;
 }
 
-/* ---- keys: Dijkstra with a binary min-heap of (key, pixel); stale entries are skipped. */
+/*
+ * ---- keys: Dijkstra with a radix heap of (key, pixel); stale entries are skipped.
+ *
+ * Why a radix heap fits. Every key pushed is at least the last key popped: the markers or
+ * seeds are pushed before the first pop, and a key pushed while flooding is
+ * twi_watershed_step(k, lev) of the key k just popped, which is strictly larger than k. So the
+ * popped keys never decrease, and a monotone priority queue does what a general one does.
+ * This one is the radix heap of [Ahuja90] in its bitwise form: with `last` the last key popped
+ * (0 before the first pop), an entry of key k sits in bucket 0 when k == last, else in bucket
+ * b = 1 + the index of the highest bit in which k and last differ (1..64). As k > last, bit
+ * b - 1 is set in k and clear in last and the higher bits agree: every key of a lower bucket
+ * is smaller than every key of a higher one. A pop takes from bucket 0; when it is empty, the
+ * first non-empty bucket b is emptied: its smallest key (each bucket keeps its minimum as
+ * entries arrive) becomes `last` and its entries move to buckets below b (they now agree with
+ * last down to bit b - 1). An entry only moves down, so
+ * at most 64 times (in practice once or twice), and a push or pop costs O(1) besides, against
+ * the O(log n) sift steps of the binary heap this replaced.
+ *
+ * Why the keys are unchanged. The keys are the fixpoint of key(p) = min over neighbours of the
+ * step (the file's essay): the smallest path costs, which any correct Dijkstra order reaches.
+ * Like the binary heap, the radix heap pops a smallest key held at every step; only the order
+ * among equal keys may differ, and that order decides nothing (a pixel's key is final when it
+ * is first popped at that key, whichever pixel of that key comes first).
+ *
+ * Memory: the entries of all buckets are nodes of one pool, linked through `next`; popped
+ * nodes go to a free list that pushes take from first, so the pool holds at most as many nodes
+ * as there were entries at once: 16 bytes an entry, as the binary heap's, grown by doubling as
+ * it was (plus the 65 bucket heads).
+ */
+#define RH_BUCKETS 65
+#define RH_NIL UINT32_MAX
 
-typedef struct heap_ent {
+typedef struct rh_node {
     uint64_t k;
-    uint32_t i;
-} heap_ent;
+    uint32_t i;    /* tile raster index */
+    uint32_t next; /* next node of its bucket or of the free list; RH_NIL: none */
+} rh_node;
 
-typedef struct heap {
-    heap_ent *a;
-    int64_t n, cap;
-} heap;
+typedef struct radix_heap {
+    rh_node *pool;
+    uint32_t cap, used;         /* nodes allocated, nodes ever taken (the rest never used) */
+    uint32_t free;              /* head of the free list */
+    uint32_t head[RH_BUCKETS];  /* head of each bucket's list */
+    uint64_t min[RH_BUCKETS];   /* smallest key of bucket b > 0; UINT64_MAX when empty */
+    uint64_t full;              /* bit b - 1: bucket b (1..64) is not empty */
+    uint64_t last;              /* the last key popped, 0 before the first: keys held >= last */
+} radix_heap;
 
-static int
-heap_push(heap *h, uint64_t k, uint32_t i)
+static void
+rh_init(radix_heap *h)
 {
-    int64_t c;
-
-    if (h->n == h->cap) {
-        int64_t cap = h->cap ? 2 * h->cap : 256;
-        heap_ent *a = realloc(h->a, (size_t)cap * sizeof *a);
-
-        if (!a)
-            return -1;
-        h->a = a;
-        h->cap = cap;
+    h->pool = NULL;
+    h->cap = h->used = 0;
+    h->free = RH_NIL;
+    for (int b = 0; b < RH_BUCKETS; b++) {
+        h->head[b] = RH_NIL;
+        h->min[b] = UINT64_MAX;
     }
-    c = h->n++;
-    while (c > 0) {
-        int64_t p = (c - 1) / 2;
+    h->full = 0;
+    h->last = 0;
+}
 
-        if (h->a[p].k <= k)
-            break;
-        h->a[c] = h->a[p];
-        c = p;
+/* The bucket of key k (k >= h->last). */
+static inline int
+rh_bucket(const radix_heap *h, uint64_t k)
+{
+    return k == h->last ? 0 : 64 - __builtin_clzll(k ^ h->last);
+}
+
+static inline void
+rh_link(radix_heap *h, uint32_t node)
+{
+    uint64_t k = h->pool[node].k;
+    int b = rh_bucket(h, k);
+
+    h->pool[node].next = h->head[b];
+    h->head[b] = node;
+    if (b > 0) {
+        h->full |= 1ull << (b - 1);
+        if (k < h->min[b])
+            h->min[b] = k;
     }
-    h->a[c].k = k;
-    h->a[c].i = i;
+}
+
+/* 0, or -1 when the pool cannot grow (malloc failed, or 2^32 - 1 entries at once). */
+static int
+rh_push(radix_heap *h, uint64_t k, uint32_t i)
+{
+    uint32_t node;
+
+    if (h->free != RH_NIL) {
+        node = h->free;
+        h->free = h->pool[node].next;
+    } else {
+        if (h->used == h->cap) {
+            uint32_t cap = h->cap == 0 ? 256 : h->cap > RH_NIL / 2 ? RH_NIL : 2 * h->cap;
+            rh_node *p;
+
+            if (cap == h->cap || !(p = realloc(h->pool, (size_t)cap * sizeof *p)))
+                return -1;
+            h->pool = p;
+            h->cap = cap;
+        }
+        node = h->used++;
+    }
+    h->pool[node].k = k;
+    h->pool[node].i = i;
+    rh_link(h, node);
     return 0;
 }
 
-static heap_ent
-heap_pop(heap *h)
+static inline bool
+rh_empty(const radix_heap *h)
 {
-    heap_ent top = h->a[0], last = h->a[--h->n];
-    int64_t c = 0;
+    return h->head[0] == RH_NIL && h->full == 0;
+}
 
-    for (;;) {
-        int64_t l = 2 * c + 1;
+/* The entry of the smallest key (the heap not empty). */
+static rh_node
+rh_pop(radix_heap *h)
+{
+    uint32_t node;
+    rh_node e;
 
-        if (l >= h->n)
-            break;
-        if (l + 1 < h->n && h->a[l + 1].k < h->a[l].k)
-            l++;
-        if (h->a[l].k >= last.k)
-            break;
-        h->a[c] = h->a[l];
-        c = l;
+    if (h->head[0] == RH_NIL) {
+        int b = __builtin_ctzll(h->full) + 1;
+        uint32_t list = h->head[b];
+
+        /* the buckets below b are empty (their minima UINT64_MAX), and receive all of b */
+        h->last = h->min[b];
+        h->head[b] = RH_NIL;
+        h->min[b] = UINT64_MAX;
+        h->full &= ~(1ull << (b - 1));
+        while (list != RH_NIL) {
+            uint32_t next = h->pool[list].next;
+
+            rh_link(h, list); /* to a bucket below b; the smallest key to bucket 0 */
+            list = next;
+        }
     }
-    if (h->n > 0)
-        h->a[c] = last;
-    return top;
+    node = h->head[0];
+    e = h->pool[node];
+    h->head[0] = e.next;
+    h->pool[node].next = h->free;
+    h->free = node;
+    return e;
+}
+
+/* Prefetches the key of pixel i and the keys, levels and flags of the rows above and below. */
+static inline void
+prefetch_around(const twi_watershed_tile *t, uint32_t i)
+{
+    int64_t w = t->w, n = w * t->h;
+
+    __builtin_prefetch(&t->key[i]);
+    __builtin_prefetch(&t->lev[i]);
+    __builtin_prefetch(&t->in[i]);
+    if ((int64_t)i >= w) {
+        __builtin_prefetch(&t->key[i - w]);
+        __builtin_prefetch(&t->lev[i - w]);
+        __builtin_prefetch(&t->in[i - w]);
+    }
+    if ((int64_t)i + w < n) {
+        __builtin_prefetch(&t->key[i + w]);
+        __builtin_prefetch(&t->lev[i + w]);
+        __builtin_prefetch(&t->in[i + w]);
+    }
 }
 
 tw_status
@@ -148,11 +254,12 @@ twi_omp_watershed_flood(twi_watershed_tile *t, int conn, const uint32_t *seeds, 
     atomic_bool stopped = false;
     int64_t n, pops = 0;
     int nk = conn == 8 ? 8 : 4;
-    heap h = {NULL, 0, 0};
+    radix_heap h;
     tw_status st = TW_OK;
 
     if (!t || t->w < 0 || t->h < 0 || (conn != 4 && conn != 8) || (seeds && n_seeds < 0))
         return TW_E_INVALID;
+    rh_init(&h);
     n = (int64_t)t->w * t->h;
     if (seeds) {
         for (int64_t s = 0; s < n_seeds; s++) {
@@ -160,22 +267,29 @@ twi_omp_watershed_flood(twi_watershed_tile *t, int conn, const uint32_t *seeds, 
                 st = TW_E_INVALID;
                 goto out;
             }
-            if (heap_push(&h, t->key[seeds[s]], seeds[s]) != 0) {
+            /* an unreached seed has nothing to give (and no step from KINF is defined) */
+            if (t->key[seeds[s]] == TWI_WATERSHED_KINF)
+                continue;
+            if (rh_push(&h, t->key[seeds[s]], seeds[s]) != 0) {
                 st = TW_E_NOMEM;
                 goto out;
             }
         }
     } else {
         for (int64_t i = 0; i < n; i++)
-            if (t->key[i] != TWI_WATERSHED_KINF && heap_push(&h, t->key[i], (uint32_t)i) != 0) {
+            if (t->key[i] != TWI_WATERSHED_KINF && rh_push(&h, t->key[i], (uint32_t)i) != 0) {
                 st = TW_E_NOMEM;
                 goto out;
             }
     }
-    while (h.n > 0) {
-        heap_ent e = heap_pop(&h);
+    while (!rh_empty(&h)) {
+        rh_node e = rh_pop(&h);
         int32_t x, y;
 
+        /* The next pop is known when bucket 0 holds more: start loading its pixel's key and
+         * its neighbours' rows now (they are scattered over the tile; a miss each otherwise). */
+        if (h.head[0] != RH_NIL)
+            prefetch_around(t, h.pool[h.head[0]].i);
         if (e.k != t->key[e.i])
             continue; /* lowered since it was pushed */
         if (++pops % STOP_EVERY == 0 && twi_stop_now(stop, &stopped)) {
@@ -195,14 +309,14 @@ twi_omp_watershed_flood(twi_watershed_tile *t, int conn, const uint32_t *seeds, 
             if (!t->in[q] || (c = twi_watershed_step(e.k, t->lev[q])) >= t->key[q])
                 continue;
             t->key[q] = c;
-            if (heap_push(&h, c, (uint32_t)q) != 0) {
+            if (rh_push(&h, c, (uint32_t)q) != 0) {
                 st = TW_E_NOMEM;
                 goto out;
             }
         }
     }
 out:
-    free(h.a);
+    free(h.pool);
     return st;
 }
 
