@@ -36,7 +36,9 @@ def nuclei(slide, out, *, gray="hematoxylin", threshold="otsu", invert=False, mi
     pixel at most) and writes only the labels, to ``workdir``; "files" writes every
     intermediate image as a tiled TIFF (zstd) in ``workdir`` and reads it back, for slides
     whose arrays do not fit; "auto" (default): arrays when they take at most half of the
-    memory available and the runtime has no GPU (with one, files were faster). ``workdir``: a new folder beside ``out`` when None, removed at the end
+    memory available and the runtime has no GPU or uses arrays in place
+    (``runtime.caller_memory`` wrap or register; with auto it copies them into page-locked
+    tiles, and files were faster). ``workdir``: a new folder beside ``out`` when None, removed at the end
     unless ``keep``. The steps:
 
     1. mask: ``fill_holes`` of the slide thresholded (``gray`` channel, ``threshold``,
@@ -73,12 +75,14 @@ def nuclei(slide, out, *, gray="hematoxylin", threshold="otsu", invert=False, mi
     lw, lh, ds = info["levels"][level]
     w, h_ = (region[2], region[3]) if region is not None else (lw, lh)
     if memory == "auto":
-        # arrays where they fit and the runtime has no GPU: with GPUs, images in pageable
-        # memory are copied into page-locked tiles (docs/runtime.md, "Caller memory"), and on
-        # the H200 machine the chain through arrays was slower than through zstd files
-        # (docs/objects.md)
+        # arrays where they fit, unless the runtime has GPUs and copies pageable arrays into
+        # page-locked tiles (runtime.caller_memory = auto or copy: docs/runtime.md, "Caller
+        # memory"): on the H200 machine the chain through arrays was then slower than through
+        # zstd files, and faster with `wrap` (docs/objects.md)
         avail = _available_memory()
-        memory = ("arrays" if avail is not None and not _core._runtime(runtime).gpus and
+        rt = _core._runtime(runtime)
+        direct = not rt.gpus or rt.config.get("runtime.caller_memory") in ("wrap", "register")
+        memory = ("arrays" if avail is not None and direct and
                   w * h_ * _ARRAY_BYTES_PER_PIXEL <= avail // 2 else "files")
     out = os.fspath(out)
     made = workdir is None
