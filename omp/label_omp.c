@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "omp_kernels.h"
+#include "omp_uf.h"
 
 
 static inline int
@@ -35,26 +36,10 @@ fg(const tw_tile_view *m, int32_t x, int32_t y)
     return TWI_ROW(m, uint16_t, y)[x] != 0;
 }
 
-/* Root of p with path halving; parents stay below their children. */
-static inline uint32_t
-uf_find(uint32_t *par, uint32_t p)
-{
-    while (par[p] != p) {
-        par[p] = par[par[p]];
-        p = par[p];
-    }
-    return p;
-}
-
 static inline void
 uf_union(uint32_t *par, uint32_t a, uint32_t b)
 {
-    a = uf_find(par, a);
-    b = uf_find(par, b);
-    if (a < b)
-        par[b] = a;
-    else if (b < a)
-        par[a] = b;
+    twi_uf_union(par, 1, a, b);
 }
 
 /* Phase 1, one chunk of rows [r0, r1): sets inside the chunk, then flattened in raster order

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "omp_kernels.h"
+#include "omp_uf.h"
 
 enum { RX0, RX1, RP, RQ }; /* a run's words: first x, end x (exclusive), parent, root / label */
 
@@ -44,29 +45,6 @@ twi_label_runs_scratch(int32_t w, int32_t h)
     return (size_t)h * 8 + 16 + (size_t)h * runs_per_row(w) * 16;
 }
 
-static inline uint32_t
-rfind(uint32_t *run, uint32_t p)
-{
-    while (run[4 * (size_t)p + RP] != p) {
-        uint32_t g = run[4 * (size_t)run[4 * (size_t)p + RP] + RP];
-
-        run[4 * (size_t)p + RP] = g;
-        p = g;
-    }
-    return p;
-}
-
-static inline void
-runion(uint32_t *run, uint32_t a, uint32_t b)
-{
-    a = rfind(run, a);
-    b = rfind(run, b);
-    if (a < b)
-        run[4 * (size_t)b + RP] = a;
-    else if (b < a)
-        run[4 * (size_t)a + RP] = b;
-}
-
 /* Joins the runs of row y (cur) with those of row y - 1 (prev) that touch them. */
 static void
 join_rows(twi_label_runs *r, int32_t y, int conn)
@@ -80,7 +58,7 @@ join_rows(twi_label_runs *r, int32_t y, int conn)
         while (j < je && RUN(r, j, RX1) + d <= x0)
             j++;
         for (uint32_t k = j; k < je && RUN(r, k, RX0) < x1 + d; k++)
-            runion(r->run, i, k);
+            twi_uf_union(r->run + RP, 4, i, k);
     }
 }
 
