@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "omp_kernels.h"
+#include "omp_stop.h"
 #include "omp_uf.h"
 
 enum { RX0, RX1, RP, RQ }; /* a run's words: first x, end x (exclusive), parent, root / label */
@@ -264,13 +265,17 @@ runs_chunks(int32_t h, int nthreads)
 
 #define R0(c) ((int32_t)((int64_t)h * (c) / nc))
 
-/* The phases over nc chunks, chunk c's runs from index base[c]; r->n set. */
+/* The phases over nc chunks, chunk c's runs from index base[c]; r->n set. `stop` (NULL: never)
+ * is asked before each chunk of the first phase, the one that reads the mask; once it says
+ * stop, the rest is skipped and TW_E_CANCELED returned. */
 static tw_status
 runs_build(const tw_tile_view *mask, const uint64_t *bits, size_t words, int conn,
-           twi_label_runs *r, int nthreads, int32_t nc, const size_t *base)
+           twi_label_runs *r, int nthreads, int32_t nc, const size_t *base,
+           const twi_stop *stop)
 {
     int32_t h = r->h;
     int64_t *cnt = calloc((size_t)nc + 1, sizeof *cnt);
+    atomic_bool stopped = false;
 
     if (!cnt)
         return TW_E_NOMEM;
@@ -278,7 +283,15 @@ runs_build(const tw_tile_view *mask, const uint64_t *bits, size_t words, int con
     {
 #pragma omp for schedule(dynamic, 1)
         for (int32_t c = 0; c < nc; c++)
-            chunk_runs(mask, bits, words, r, conn, R0(c), R0(c + 1), (uint32_t)base[c]);
+            if (!twi_stop_now(stop, &stopped))
+                chunk_runs(mask, bits, words, r, conn, R0(c), R0(c + 1), (uint32_t)base[c]);
+    }
+    if (atomic_load(&stopped)) {
+        free(cnt);
+        return TW_E_CANCELED;
+    }
+#pragma omp parallel num_threads(nc > 1 ? nthreads : 1)
+    {
 #pragma omp single
         for (int32_t c = 1; c < nc; c++)
             join_rows(r, R0(c), conn);
@@ -321,14 +334,16 @@ twi_omp_label_runs(const tw_tile_view *mask, int conn, void *scratch, twi_label_
         return TW_E_NOMEM;
     for (int32_t c = 0; c < nc; c++) /* the most runs the rows above chunk c can hold */
         base[c] = (size_t)R0(c) * runs_per_row(mask->w);
-    st = runs_build(mask, NULL, 0, conn, r, nthreads, nc, base);
+    st = runs_build(mask, NULL, 0, conn, r, nthreads, nc, base, NULL);
     free(base);
     return st;
 }
 
 tw_status
-twi_omp_label_runs_alloc(const tw_tile_view *mask, int conn, twi_label_runs *r, int nthreads)
+twi_omp_label_runs_alloc(const tw_tile_view *mask, int conn, twi_label_runs *r, int nthreads,
+                         const twi_stop *stop)
 {
+    atomic_bool stopped = false;
     int32_t h, nc;
     size_t *base, total = 0, words;
     uint64_t *bits;
@@ -350,7 +365,14 @@ twi_omp_label_runs_alloc(const tw_tile_view *mask, int conn, twi_label_runs *r, 
      * runs then take exactly their room, and are made from the bits */
 #pragma omp parallel for num_threads(nc > 1 ? nthreads : 1) schedule(dynamic, 1)
     for (int32_t c = 0; c < nc; c++)
-        base[c + 1] = chunk_bits(mask, bits, words, R0(c), R0(c + 1));
+        base[c + 1] = twi_stop_now(stop, &stopped) ? 0
+                                                   : chunk_bits(mask, bits, words, R0(c),
+                                                                R0(c + 1));
+    if (atomic_load(&stopped)) {
+        free(base);
+        free(bits);
+        return TW_E_CANCELED;
+    }
     for (int32_t c = 0; c < nc; c++) {
         size_t k = base[c + 1];
 
@@ -365,7 +387,7 @@ twi_omp_label_runs_alloc(const tw_tile_view *mask, int conn, twi_label_runs *r, 
     r->rs = r->own;
     r->re = r->rs + h;
     r->run = (uint32_t *)(void *)((char *)r->own + (((size_t)h * 8 + 15) & ~(size_t)15));
-    if ((st = runs_build(mask, bits, words, conn, r, nthreads, nc, base)) != TW_OK)
+    if ((st = runs_build(mask, bits, words, conn, r, nthreads, nc, base, stop)) != TW_OK)
         twi_label_runs_free(r);
     free(base);
     free(bits);

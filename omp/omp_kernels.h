@@ -395,9 +395,11 @@ size_t twi_label_runs_scratch(int32_t w, int32_t h);
 tw_status twi_omp_label_runs(const tw_tile_view *mask, int conn, void *scratch,
                              twi_label_runs *r, int nthreads);
 /* The same with room for exactly the runs the mask has (16 bytes each, plus 8 a row: a first
- * read counts them), allocated here: for whole images. Free with twi_label_runs_free(). */
+ * read counts them), allocated here: for whole images. `stop` (NULL: never) is asked before
+ * each chunk of rows of both reads: TW_E_CANCELED once it says stop (r then empty). Free with
+ * twi_label_runs_free(). */
 tw_status twi_omp_label_runs_alloc(const tw_tile_view *mask, int conn, twi_label_runs *r,
-                                   int nthreads);
+                                   int nthreads, const twi_stop *stop);
 void twi_label_runs_free(twi_label_runs *r);
 /* The labels of r into out (TW_U32, map NULL: the local labels, twi_omp_label's bytes), or
  * map[label] (TW_U32 or TW_U64: twi_omp_label_apply's bytes), 0 on background; one pass. */

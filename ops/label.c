@@ -622,10 +622,17 @@ lbw_label_cpu(tw_task_ctx *ctx, void *arg)
         return TW_OK;
     in = twi_ctx_view(ctx, 0);
     out = twi_ctx_view(ctx, 1);
-    if ((st = twi_omp_label_runs_alloc(&in, a->conn, &r, twi_ctx_team(ctx))) == TW_E_NOMEM) {
+    {
+        const twi_stop stop = {twi_ops_ctx_stop, ctx};
+
+        st = twi_omp_label_runs_alloc(&in, a->conn, &r, twi_ctx_team(ctx), &stop);
+    }
+    if (st == TW_E_NOMEM) {
         a->whole_cpu = false;
         return TW_OK;
     }
+    if (st == TW_E_CANCELED)
+        return st;
     if (st != TW_OK)
         return twi_ctx_fail(ctx, st, OP ": labelling the image failed (%s)",
                             tw_status_string(st));

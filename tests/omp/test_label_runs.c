@@ -2,6 +2,7 @@
 /* tilewave tests: the run labeller (omp/label_runs.c) against the naive flood fill, and its
  * border labels and mapped writes against the pixel kernel's (twi_label_border_extract,
  * twi_omp_label_apply). */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -262,7 +263,7 @@ Test(label_runs, rejects_misaligned_views)
     mb[2] = 1;
     cr_assert(eq(sz, twi_label_runs_scratch(3, 2) <= sizeof sc, 1));
     cr_assert(eq(int, twi_omp_label_runs(&mv, 4, sc, &r, 1), TW_E_INVALID));
-    cr_assert(eq(int, twi_omp_label_runs_alloc(&mv, 4, &r, 1), TW_E_INVALID));
+    cr_assert(eq(int, twi_omp_label_runs_alloc(&mv, 4, &r, 1, NULL), TW_E_INVALID));
     mv.data = mb;
     mv.stride = 7;
     cr_assert(eq(int, twi_omp_label_runs(&mv, 4, sc, &r, 1), TW_E_INVALID));
@@ -308,11 +309,59 @@ Test(label_runs, widest_row)
     cr_assert(eq(u32, r.run[4 * (r.rs[0] + 2) + 1], (uint32_t)w));
     cr_assert(eq(u32, r.run[4 * (r.rs[0] + 2) + 3], 3));
     /* the same from the mask's bits (256 MiB of them: a bit a pixel) */
-    cr_assert(eq(int, twi_omp_label_runs_alloc(&mv, 4, &r, 2), TW_OK));
+    cr_assert(eq(int, twi_omp_label_runs_alloc(&mv, 4, &r, 2, NULL), TW_OK));
     cr_assert(eq(i64, r.n, 3));
     cr_assert(eq(u32, r.run[4 * 1 + 1], (uint32_t)w - 62));
     cr_assert(eq(u32, r.run[4 * 2 + 1], (uint32_t)w));
     twi_label_runs_free(&r);
     munmap(sc, sb);
     munmap(m, (size_t)w);
+}
+
+/* A stop hook that says stop after `left` questions (asked by the team's threads). */
+static bool
+stop_after(const void *user)
+{
+    atomic_int *left = (atomic_int *)(uintptr_t)user;
+
+    return atomic_fetch_sub(left, 1) <= 0;
+}
+
+/* The whole-image maker asks its stop hook before each chunk of rows: never stopped, the runs
+ * of twi_omp_label_runs; stopped at once or after any number of questions short of all of
+ * them (in the first read or the second), TW_E_CANCELED with r empty (nothing leaked, under
+ * ASan). */
+Test(label_runs, alloc_stops_when_asked)
+{
+    const int w = 200, h = 300;
+    uint8_t *m = malloc((size_t)(w * h));
+    tw_tile_view mv = {m, w, w, h, 1, TW_U8, 0, 0};
+    void *sc = malloc(twi_label_runs_scratch(w, h));
+    twi_label_runs r, want;
+    atomic_int left = 1 << 30;
+    twi_stop stop = {stop_after, (const void *)(uintptr_t)&left};
+    int asked;
+
+    twtest_label_mask(m, w, h, 1, 40, &rng);
+    cr_assert(eq(int, twi_omp_label_runs(&mv, 8, sc, &want, 2), TW_OK));
+    cr_assert(eq(int, twi_omp_label_runs_alloc(&mv, 8, &r, 2, &stop), TW_OK));
+    asked = (1 << 30) - atomic_load(&left);
+    cr_assert(asked >= 2, "the hook was asked %d times", asked);
+    cr_assert(eq(i64, r.n, want.n));
+    for (int32_t y = 0; y < h; y++) {
+        cr_assert(eq(u32, r.re[y] - r.rs[y], want.re[y] - want.rs[y]));
+        for (uint32_t k = 0; k < r.re[y] - r.rs[y]; k++)
+            for (int f = 0; f < 4; f += f == 1 ? 2 : 1) /* first x, end x, label */
+                cr_assert(eq(u32, r.run[4 * (r.rs[y] + k) + f],
+                             want.run[4 * (want.rs[y] + k) + f]));
+    }
+    twi_label_runs_free(&r);
+    for (int after = 0; after < asked; after++) {
+        atomic_store(&left, after);
+        cr_assert(eq(int, twi_omp_label_runs_alloc(&mv, 8, &r, 2, &stop), TW_E_CANCELED),
+                  "stop after %d of %d", after, asked);
+        cr_assert(r.own == NULL && r.run == NULL && r.rs == NULL, "after %d", after);
+    }
+    free(sc);
+    free(m);
 }

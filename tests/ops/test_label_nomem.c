@@ -92,7 +92,7 @@ Test(label_runs_nomem, each_allocation_fails_cleanly)
     nw = twtest_label_naive(m, w, h, 8, want);
     for (k = 0;; k++) {
         arm_nth(k);
-        st = twi_omp_label_runs_alloc(&mv, 8, &r, 2);
+        st = twi_omp_label_runs_alloc(&mv, 8, &r, 2, NULL);
         disarm();
         if (st == TW_OK)
             break;
