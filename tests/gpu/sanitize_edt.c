@@ -17,24 +17,8 @@
 #include <cuda_runtime.h>
 
 #include "cuda_kernels.h"
-#include "twtest_rnd.h"
-
-static uint64_t rs = 0x1234567ull;
-
-static unsigned
-rnd(unsigned n)
-{
-    return twtest_rnd(&rs, n);
-}
-
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            printf("CUDA %s at line %d\n", cudaGetErrorString(e_), __LINE__);                  \
-            exit(2);                                                                           \
-        }                                                                                      \
-    } while (0)
+#define SANITIZE_SEED 0x1234567ull
+#include "sanitize_common.h"
 
 /* The reference d2 of rows [y0, y0 + h) of the hi-row image: per column the nearest
  * background row, then the minimum over columns. INFINITY without background. */

@@ -22,24 +22,8 @@
 
 #include "cuda_kernels.h"
 #include "omp_kernels.h"
-#include "twtest_rnd.h"
-
-static uint64_t rs = 0x6a09e667f3bcc909ull;
-
-static unsigned
-rnd(unsigned n)
-{
-    return twtest_rnd(&rs, n);
-}
-
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            printf("CUDA %s at line %d\n", cudaGetErrorString(e_), __LINE__);                  \
-            exit(2);                                                                           \
-        }                                                                                      \
-    } while (0)
+#define SANITIZE_SEED 0x6a09e667f3bcc909ull
+#include "sanitize_common.h"
 
 /* A 0/1 mask: 0 noise of density p%, 1 discs, 2 stripes, 3 full, 4 empty. */
 static void

@@ -24,24 +24,8 @@
 
 #include "cuda_kernels.h"
 #include "omp_kernels.h"
-#include "twtest_rnd.h"
-
-static uint64_t rs = 0x9E3779B97F4A7C15ull;
-
-static unsigned
-rnd(unsigned n)
-{
-    return twtest_rnd(&rs, n);
-}
-
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            printf("CUDA %s at line %d\n", cudaGetErrorString(e_), __LINE__);                  \
-            exit(2);                                                                           \
-        }                                                                                      \
-    } while (0)
+#define SANITIZE_SEED 0x9E3779B97F4A7C15ull
+#include "sanitize_common.h"
 
 /* Image modes like twtest_maxtree_random_image: noise, few levels, plateaus, smooth, extremes. */
 static unsigned

@@ -22,7 +22,7 @@
 #include <cstring>
 #include <vector>
 
-#include "../common/twtest_rnd.h"
+#include "sanitize_common.h" /* CK, and twtest_rnd.h */
 
 namespace
 {
@@ -40,15 +40,6 @@ template <class B> struct Stat : B {
     static constexpr bool STATS = true;
     static __device__ void stat(int i, unsigned long long v) { atomicAdd(&g_stats[i], v); }
 };
-
-#define CK(x)                                                                                      \
-    do {                                                                                           \
-        cudaError_t e_ = (x);                                                                      \
-        if (e_ != cudaSuccess) {                                                                   \
-            printf("CUDA %s at line %d\n", cudaGetErrorString(e_), __LINE__);                      \
-            exit(2);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 uint64_t rs = 88172645463325252ull;
 
