@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* tilewave: connected-component labelling on the CPU: one tile (union-find over raster
- * indices, rows split among an OpenMP team), its border labels, and the merge of the borders
- * of a grid of tiles into labels numbered as scikit-image numbers them. */
+/* tilewave: connected-component labelling on the CPU: one tile by a union-find over pixels
+ * (rows split among an OpenMP team: the GPU kernel's CPU twin and the reference the run
+ * labeller of omp/label_runs.c, which the job's CPU tasks use, is tested against), its border
+ * labels, and the merge of the borders of a grid of tiles into labels numbered as scikit-image
+ * numbers them (the job's, whichever labeller made the borders). */
 /*
  * Tile labelling. Every foreground pixel p starts as its own set; the union of two sets links
  * the root of larger raster index under the other, so a set's root is always its pixel of

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* tilewave tests: the OpenMP labelling kernel and the border-label merge against a naive
- * flood fill. */
+/* tilewave tests: the pixel labelling kernel (the GPU kernel's CPU twin) against a naive flood
+ * fill, and border labels from a summary against those from the labels (the merge across
+ * tiles, by runs and by pixels: tests/omp/test_label_runs.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -149,81 +150,4 @@ Test(label_omp, rejects_bad_views)
     cr_assert(eq(i64, n, 1));
     cr_assert(eq(int, twi_omp_label(&mv, 4, &lv, par, &n, 1), TW_OK));
     cr_assert(eq(i64, n, 2));
-}
-
-/* The whole cross-tile path without the runtime: label every tile of a grid, extract its
- * border labels, merge, map and apply; the assembled image equals the flood fill of the whole
- * mask for tile sizes down to 1x1 and both connectivities. */
-Test(label_omp, tiles_merged_equal_whole_image)
-{
-    for (int it = 0; it < 120; it++) {
-        int w = 1 + (int)twtest_rnd(&rng, 40), h = 1 + (int)twtest_rnd(&rng, 40);
-        int tw = 1 + (int)twtest_rnd(&rng, (uint32_t)w + 1),
-            th = 1 + (int)twtest_rnd(&rng, (uint32_t)h + 1);
-        int conn = it % 2 ? 8 : 4, mode = it % 5;
-        int64_t tx_n, ty_n, nt;
-        uint8_t *m = malloc((size_t)(w * h));
-        uint64_t *want = malloc((size_t)(w * h) * 8), *got = calloc((size_t)(w * h), 8), nw;
-        twi_label_border *bs, **bp;
-        twi_label_merged mg;
-
-        if (it % 7 == 0)
-            tw = th = 1;
-        tx_n = (w + tw - 1) / tw;
-        ty_n = (h + th - 1) / th;
-        nt = tx_n * ty_n;
-        bs = calloc((size_t)nt, sizeof *bs);
-        bp = calloc((size_t)nt, sizeof *bp);
-        twtest_label_mask(m, w, h, mode, 45, &rng);
-        nw = twtest_label_naive(m, w, h, conn, want);
-        for (int pass = 1; pass <= 2; pass++) {
-            if (pass == 2)
-                cr_assert(eq(int, twi_label_merge(bp, tx_n, ty_n, tw, th, w, conn, &mg), TW_OK));
-            for (int64_t t = 0; t < nt; t++) {
-                int x0 = (int)(t % tx_n) * tw, y0 = (int)(t / tx_n) * th;
-                int cw = w - x0 < tw ? w - x0 : tw, ch = h - y0 < th ? h - y0 : th;
-                tw_tile_view mv = {m + (int64_t)y0 * w + x0, w, cw, ch, 1, TW_U8, 0, 0};
-                uint32_t *lab = malloc((size_t)(cw * ch) * 4), *par = malloc((size_t)(cw * ch) * 4);
-                uint64_t *out = malloc((size_t)(cw * ch) * 8);
-                tw_tile_view lv = {lab, cw * 4, cw, ch, 1, TW_U32, 0, 0};
-                tw_tile_view ov = {out, cw * 8, cw, ch, 1, TW_U64, 0, 0};
-                unsigned sides = (y0 > 0 ? TWI_MAXTREE_SIDE(TWI_MAXTREE_TOP) : 0u) |
-                                 (y0 + ch < h ? TWI_MAXTREE_SIDE(TWI_MAXTREE_BOTTOM) : 0u) |
-                                 (x0 > 0 ? TWI_MAXTREE_SIDE(TWI_MAXTREE_LEFT) : 0u) |
-                                 (x0 + cw < w ? TWI_MAXTREE_SIDE(TWI_MAXTREE_RIGHT) : 0u);
-                int64_t n;
-
-                cr_assert(eq(int, twi_omp_label(&mv, conn, &lv, par, &n, 2), TW_OK));
-                if (pass == 1) {
-                    cr_assert(eq(int, twi_label_border_extract(&lv, n, sides, &bs[t]), TW_OK));
-                    bp[t] = &bs[t];
-                } else {
-                    uint64_t *map = malloc((size_t)(n + 1) * 8);
-
-                    cr_assert(eq(int, twi_label_map(&bs[t], &mg, t, y0, map), TW_OK));
-                    cr_assert(eq(int, twi_omp_label_apply(&lv, map, &ov, 1), TW_OK));
-                    for (int y = 0; y < ch; y++)
-                        memcpy(got + (int64_t)(y0 + y) * w + x0, out + (int64_t)y * cw,
-                               (size_t)cw * 8);
-                    free(map);
-                }
-                free(lab);
-                free(par);
-                free(out);
-            }
-        }
-        cr_assert(eq(u64, mg.total, nw), "case %d %dx%d tiles %dx%d conn %d", it, w, h, tw, th,
-                  conn);
-        for (int64_t i = 0; i < (int64_t)w * h; i++)
-            cr_assert(eq(u64, got[i], want[i]), "case %d %dx%d tiles %dx%d conn %d pixel %lld",
-                      it, w, h, tw, th, conn, (long long)i);
-        twi_label_merged_free(&mg);
-        for (int64_t t = 0; t < nt; t++)
-            twi_label_border_free(&bs[t]);
-        free(bs);
-        free(bp);
-        free(m);
-        free(want);
-        free(got);
-    }
 }

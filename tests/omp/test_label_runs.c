@@ -98,10 +98,11 @@ Test(label_runs, equals_flood_fill)
             }
 }
 
-/* The whole cross-tile path with runs: each tile's border labels from its runs are those the
- * pixel kernel's labels give (twi_label_border_extract), for every set of sides; after the
- * merge, the runs written through each tile's map equal the flood fill of the whole mask, in
- * u32 and u64, for tile sizes down to 1x1. */
+/* The whole cross-tile path, by runs and by pixels: each tile's border labels from its runs
+ * are those the pixel kernel's labels give (twi_label_border_extract), for several sets of
+ * sides; after the merge, the runs written through each tile's map are the bytes of the pixel
+ * kernel's labels through it (twi_omp_label_apply), and the assembled image equals the flood
+ * fill of the whole mask, in u32 and u64, for tile sizes down to 1x1. */
 Test(label_runs, tiles_merged_equal_whole_image)
 {
     for (int it = 0; it < 160; it++) {
@@ -171,6 +172,22 @@ Test(label_runs, tiles_merged_equal_whole_image)
 
                     cr_assert(eq(int, twi_label_map(&bs[t], &mg, t, y0, map), TW_OK));
                     cr_assert(eq(int, twi_label_runs_write(&r, map, &ov, 2), TW_OK));
+                    { /* the pixel kernel's labels through the same map: the same bytes */
+                        uint32_t *lab = malloc((size_t)(cw * ch) * 4),
+                                 *par = malloc((size_t)(cw * ch) * 4);
+                        uint64_t *px = malloc((size_t)(cw * ch) * 8);
+                        tw_tile_view lv = {lab, cw * 4, cw, ch, 1, TW_U32, 0, 0},
+                                     pv = {px, ov.stride, cw, ch, 1, ov.type, 0, 0};
+                        int64_t n;
+
+                        cr_assert(eq(int, twi_omp_label(&mv, conn, &lv, par, &n, 2), TW_OK));
+                        cr_assert(eq(int, twi_omp_label_apply(&lv, map, &pv, 1), TW_OK));
+                        cr_assert(eq(int, memcmp(px, out, (size_t)(ch * ov.stride)), 0),
+                                  "case %d tile %lld", it, (long long)t);
+                        free(lab);
+                        free(par);
+                        free(px);
+                    }
                     for (int y = 0; y < ch; y++)
                         for (int x = 0; x < cw; x++)
                             got[(int64_t)(y0 + y) * w + x0 + x] =
