@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-# tilewave bench: label and watershed of in-memory arrays against their CPU peers, one run.
-"""Connected-component labelling and marker-controlled watershed of numpy arrays through the
-Python binding (tilewave.label, tilewave.watershed, the default runtime: every core), against
+# tilewave bench: label, small-object removal and watershed of in-memory arrays against their CPU
+# peers, one run.
+"""Connected-component labelling, removal of small objects and marker-controlled watershed of
+numpy arrays through the Python binding (tilewave.label, tilewave.area_open, tilewave.watershed,
+the default runtime: every core), against
 scikit-image, SciPy, OpenCV and DIPlib on the same inputs in the same process (issue 29):
 
     TILEWAVE_LIBRARY=build/libtilewave.so python3 bench/objects.py
@@ -12,16 +14,21 @@ scikit-image, SciPy, OpenCV and DIPlib on the same inputs in the same process (i
 Inputs (generated, not timed): a nuclei-like mask, random overlapping discs of radius 6 to 16
 (one or two centres in every 32x32 cell, drawn from a hash of the cell: the same mask as
 `tw_bench label`), about 40% foreground, its objects crossing every tile border. Label: that
-mask, 8-connectivity. Watershed: the negated Euclidean distance map of the mask (float32,
-tilewave.edt), markers the labelled local maxima of the distance (a 7x7 maximum filter, at
-least 2 pixels from the background), the mask as mask, 8-connectivity; scikit-image and
-DIPlib flood the negated map as given (negation not timed), tilewave floods it with
-negate=True.
+mask, 8-connectivity. Area opening (`--ops area_open`, not by default: the nuclei pipeline's
+step 2): the mask with specks (about 2% of the pixels set at random besides the discs: most are
+components of 1 to 3 pixels), components under 30 pixels removed, 8-connectivity.
+Watershed: the negated Euclidean distance map of the mask (float32, tilewave.edt), markers the
+labelled local maxima of the distance (a 7x7 maximum filter, at least 2 pixels from the
+background), the mask as mask, 8-connectivity; scikit-image and DIPlib flood the negated map
+as given (negation not timed), tilewave floods it with negate=True.
 
 Peers (each skipped when its package is missing):
   label      skimage.measure.label (connectivity=2, int64 out), scipy.ndimage.label (3x3,
              int32), cv2.connectedComponents (8, CV_32S; OpenCV's threads), dip.Label
              (connectivity=2; DIPlib's threads)
+  area_open  skimage.morphology.remove_small_objects (min_size=30, connectivity=2),
+             scipy.ndimage.label then a table of the sizes, cv2.connectedComponentsWithStats
+             then a table of the areas, dip.BinaryAreaOpening (30, connectivity=2)
   watershed  skimage.segmentation.watershed(-dist, markers, mask, connectivity=2),
              dip.SeededWatershed(-dist, markers, mask, connectivity=2, maxDepth=0,
              flags={"labels", "no gaps"}: no merging, no lines).
@@ -30,9 +37,10 @@ Peers (each skipped when its package is missing):
              between regions and takes no mask: not the same work.
 Agreement, printed for every peer so that no row compares different work: label, identical
 bytes to tilewave's (raster-order numbering, as scikit-image) or else the same partition (a
-bijection between the labels); watershed, the share of pixels where the peer's labels equal
-scikit-image's and tilewave's (docs/watershed.md: tilewave and scikit-image differ only at
-ties on borders, 0.1-0.2% of the pixels of such inputs).
+bijection between the labels); area opening, the same foreground pixels; watershed, the
+share of pixels where the peer's labels equal scikit-image's and tilewave's
+(docs/watershed.md: tilewave and scikit-image differ only at ties on borders, 0.1-0.2% of the
+pixels of such inputs).
 
 Times: best of --repeat wall times after one untimed warm-up for tilewave; peers taking more
 than --slow seconds a call are not repeated, and a peer whose time at the previous size,
@@ -231,6 +239,50 @@ def label_peers(mods):
     return peers
 
 
+AREA = 30
+
+
+def speck_mask(mask):
+    """The disc mask with about 2% of the pixels set at random (a hash of the pixel index)."""
+    idx = np.arange(mask.size, dtype=np.uint64).reshape(mask.shape)
+    with np.errstate(over="ignore"):
+        specks = mix64(idx ^ np.uint64(0x5EC5)) % np.uint64(100) < 2
+    return np.where(specks, np.uint8(255), mask)
+
+
+def area_peers(mods):
+    skm, ndi, cv2, dip = mods["skimage"], mods["scipy"], mods["cv2"], mods["dip"]
+    peers = []
+
+    def keep_by_size(lab, sizes):
+        keep = sizes >= AREA
+        keep[0] = False
+        return keep[lab]
+    if skm is not None:
+        from skimage.morphology import remove_small_objects
+        peers.append(("skimage.morphology.remove_small_objects",
+                      lambda m, b: remove_small_objects(b, min_size=AREA, connectivity=2)))
+    if ndi is not None:
+        import scipy.ndimage as nd
+        st = np.ones((3, 3), bool)
+
+        def sp(m, b):
+            lab = nd.label(b, structure=st)[0]
+            return keep_by_size(lab, np.bincount(lab.ravel()))
+        peers.append(("scipy.ndimage.label+bincount", sp))
+    if cv2 is not None:
+        def cv(m, b):
+            _, lab, stats, _ = cv2.connectedComponentsWithStats(m, connectivity=8,
+                                                                ltype=cv2.CV_32S)
+            return keep_by_size(lab, stats[:, cv2.CC_STAT_AREA].copy())
+        peers.append(("cv2.connectedComponentsWithStats", cv))
+    if dip is not None:
+        peers.append(("dip.BinaryAreaOpening",
+                      lambda m, b: np.asarray(dip.BinaryAreaOpening(dip.Image(b), AREA,
+                                                                    connectivity=2))))
+    return peers
+
+
 def watershed_peers(mods):
     skm, dip = mods["skimage"], mods["dip"]
     peers = []
@@ -304,7 +356,7 @@ def main():
     # Peak estimate, bytes a pixel: label (mask 1, bool 1, tilewave 4, skimage int64 8 plus
     # its scratch ~8), watershed (dist 4, negated 4 and skimage's float64 8, markers 4, labels
     # 4 + 4, skimage's heap and index arrays ~24).
-    peak_bpp = {"label": 26, "watershed": 56}
+    peak_bpp = {"label": 26, "area_open": 26, "watershed": 56}
     for n in sizes:
         px = n * n
         avail = mem_available_gib()
@@ -355,6 +407,37 @@ def main():
                 print(f"label {n}^2: {name} {tp:.3f} s, {agree}; tilewave {tp / t:.2f}x",
                       flush=True)
             del ref
+            gc.collect()
+        if "area_open" in ops:
+            sm = speck_mask(mask)
+            sb = sm > 0
+            t, ref, k = best_of(lambda: tw.area_open(sm, AREA, conn=8, runtime=rt),
+                                args.repeat, args.slow, warmup=True)
+            ref = ref > 0
+            rec = {"op": "area_open", "size": n, "tool": "tilewave", "best_s": t, "calls": k,
+                   "mpix_per_s": px / t / 1e6, "kept": float(np.count_nonzero(ref)) / px,
+                   "foreground": float(np.count_nonzero(sb)) / px}
+            records.append(rec)
+            print(f"area_open {n}^2: tilewave {t:.3f} s ({px / t / 1e6:.0f} MPix/s), "
+                  f"{rec['foreground'] * 100:.1f}% -> {rec['kept'] * 100:.1f}% foreground",
+                  flush=True)
+            for name, f in area_peers(mods):
+                if not use(name):
+                    continue
+                try:
+                    tp, out, k = best_of(lambda: f(sm, sb), args.repeat, args.slow)
+                except Exception as e:
+                    print(f"area_open {n}^2: {name}: failed: {e}", flush=True)
+                    continue
+                agree = "identical" if np.array_equal(out != 0, ref) else "DIFFERENT"
+                del out
+                failed |= agree == "DIFFERENT"
+                records.append({"op": "area_open", "size": n, "tool": name, "best_s": tp,
+                                "calls": k, "mpix_per_s": px / tp / 1e6, "agreement": agree,
+                                "tilewave_speedup": tp / t})
+                print(f"area_open {n}^2: {name} {tp:.3f} s, {agree}; tilewave {tp / t:.2f}x",
+                      flush=True)
+            del sm, sb, ref
             gc.collect()
         if "watershed" in ops:
             dist, markers = watershed_inputs(tw, mask, rt)
@@ -412,6 +495,8 @@ def main():
             continue
         if r["op"] == "label":
             agree = r.get("agreement", f"{r.get('objects')} objects")
+        elif r["op"] == "area_open":
+            agree = r["agreement"] if "agreement" in r else f"{r['kept'] * 100:.1f}% kept"
         else:
             agree = (f"{r['agree_skimage'] * 100:.3f}% with skimage"
                      if r.get("agree_skimage") is not None and r["tool"] != "skimage."

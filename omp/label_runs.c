@@ -63,11 +63,12 @@ join_rows(twi_label_runs *r, int32_t y, int conn)
     }
 }
 
-/* Foreground bits of n <= 64 samples of a row from x: bit i set when sample x + i is nonzero,
- * bits n and above clear. Eight u8 (or four u16) samples at a time: a word's nonzero lanes
- * marked in their high bits without a branch, then gathered (a multiply for bytes). */
+/* Foreground bits of n <= 64 samples of a row from x: bit i set when sample x + i differs
+ * from bg (0 for a mask), bits n and above clear. Eight u8 (or four u16) samples at a time,
+ * XORed with bg in every lane: a word's nonzero lanes marked in their high bits without a
+ * branch, then gathered (a multiply for bytes). */
 static inline uint64_t
-row_bits(const void *row, int32_t x, int32_t n, int wide)
+row_bits(const void *row, int32_t x, int32_t n, int wide, uint16_t bg)
 {
     uint64_t m = 0;
     int32_t i = 0;
@@ -80,6 +81,7 @@ row_bits(const void *row, int32_t x, int32_t n, int wide)
             uint64_t v, nz;
 
             memcpy(&v, (const uint8_t *)row + x + i, 8);
+            v ^= (uint64_t)(uint8_t)bg * 0x0101010101010101ull;
             nz = (((v & lo7) + lo7) | v) & hi;
             m |= ((nz >> 7) * 0x0102040810204080ull >> 56) << i;
         }
@@ -90,14 +92,15 @@ row_bits(const void *row, int32_t x, int32_t n, int wide)
             uint64_t v, nz;
 
             memcpy(&v, (const uint16_t *)row + x + i, 8);
+            v ^= (uint64_t)bg * 0x0001000100010001ull;
             nz = (((v & lo15) + lo15) | v) & hi;
             m |= (((nz >> 15) | (nz >> 30) | (nz >> 45) | (nz >> 60)) & 0xf) << i;
         }
     }
 #endif
     for (; i < n; i++)
-        m |= (uint64_t)(wide ? ((const uint16_t *)row)[x + i] != 0
-                             : ((const uint8_t *)row)[x + i] != 0)
+        m |= (uint64_t)(wide ? ((const uint16_t *)row)[x + i] != bg
+                             : ((const uint8_t *)row)[x + i] != (uint8_t)bg)
              << i;
     return m;
 }
@@ -125,7 +128,7 @@ chunk_runs(const tw_tile_view *m, const uint64_t *bits, size_t words, twi_label_
         for (int64_t x = 0; x < w; x += 64) {
             uint64_t fg = bits ? bits[(size_t)y * words + (size_t)x / 64]
                                : row_bits(row, (int32_t)x, w - x < 64 ? (int32_t)(w - x) : 64,
-                                          wide);
+                                          wide, r->bg);
             uint64_t e = fg ^ ((fg << 1) | carry);
 
             carry = fg >> 63;
@@ -213,7 +216,8 @@ popcount64(uint64_t v)
 /* The foreground bits of rows [r0, r1) into bits (rows of `words` words); returns their runs
  * (the starts among the rows' transitions). */
 static size_t
-chunk_bits(const tw_tile_view *m, uint64_t *bits, size_t words, int32_t r0, int32_t r1)
+chunk_bits(const tw_tile_view *m, uint16_t bg, uint64_t *bits, size_t words, int32_t r0,
+           int32_t r1)
 {
     int wide = m->type == TW_U16;
     size_t n = 0;
@@ -224,7 +228,7 @@ chunk_bits(const tw_tile_view *m, uint64_t *bits, size_t words, int32_t r0, int3
 
         for (int64_t x = 0; x < m->w; x += 64) { /* 64 bits: as in chunk_runs */
             uint64_t fg =
-                row_bits(row, (int32_t)x, m->w - x < 64 ? (int32_t)(m->w - x) : 64, wide);
+                row_bits(row, (int32_t)x, m->w - x < 64 ? (int32_t)(m->w - x) : 64, wide, bg);
 
             b[x / 64] = fg;
             n += (size_t)popcount64(fg & ~((fg << 1) | carry));
@@ -343,6 +347,13 @@ tw_status
 twi_omp_label_runs_alloc(const tw_tile_view *mask, int conn, twi_label_runs *r, int nthreads,
                          const twi_stop *stop)
 {
+    return twi_omp_label_runs_alloc_bg(mask, 0, conn, r, nthreads, stop);
+}
+
+tw_status
+twi_omp_label_runs_alloc_bg(const tw_tile_view *mask, uint16_t bg, int conn, twi_label_runs *r,
+                            int nthreads, const twi_stop *stop)
+{
     atomic_bool stopped = false;
     int32_t h, nc;
     size_t *base, total = 0, words;
@@ -351,6 +362,7 @@ twi_omp_label_runs_alloc(const tw_tile_view *mask, int conn, twi_label_runs *r, 
 
     if ((st = runs_begin(mask, conn, r)) != TW_OK || mask->w == 0 || mask->h == 0)
         return st;
+    r->bg = bg;
     h = r->h;
     nc = runs_chunks(h, nthreads);
     words = ((size_t)mask->w + 63) / 64;
@@ -366,7 +378,7 @@ twi_omp_label_runs_alloc(const tw_tile_view *mask, int conn, twi_label_runs *r, 
 #pragma omp parallel for num_threads(nc > 1 ? nthreads : 1) schedule(dynamic, 1)
     for (int32_t c = 0; c < nc; c++)
         base[c + 1] = twi_stop_now(stop, &stopped) ? 0
-                                                   : chunk_bits(mask, bits, words, R0(c),
+                                                   : chunk_bits(mask, bg, bits, words, R0(c),
                                                                 R0(c + 1));
     if (atomic_load(&stopped)) {
         free(base);

@@ -1286,11 +1286,15 @@ twi_omp_maxtree_stop(const tw_tile_view *in, int conn, tw_tile_view *parent, int
 {
     tw_status st;
     int32_t gx, gy;
+    uint16_t lo, hi;
 
     if ((st = twi_maxtree_check(in, conn, parent)) != TW_OK)
         return st;
     if (in->type == TW_U32)
         return maxtree_u32(in, conn, parent, nthreads, 0, 0);
+    /* masks: the components of their upper level by runs, not a flood (omp/maxtree_two.c) */
+    if ((uint64_t)in->w * (uint64_t)in->h < UINT32_MAX && twi_maxtree_two_levels(in, &lo, &hi))
+        return twi_omp_maxtree_two(in, lo, hi, conn, parent, nthreads, stop);
     if (in->type == TW_U16)
         choose_grid(in->w, in->h, BLOCK_PIXELS_16, BLOCKS_PER_THREAD_16, nthreads, &gx, &gy);
     else if (nthreads > 1)

@@ -129,6 +129,15 @@ tw_status twi_omp_maxtree(const tw_tile_view *in, int conn, tw_tile_view *parent
  * the end): also TW_E_CANCELED. */
 tw_status twi_omp_maxtree_stop(const tw_tile_view *in, int conn, tw_tile_view *parent,
                                int nthreads, const twi_stop *stop);
+/* Images of at most two levels (omp/maxtree_two.c), which twi_omp_maxtree(_stop) hands to
+ * twi_omp_maxtree_two: true, with the two levels (lo == hi for one), when every sample of `in`
+ * (TW_U8 / TW_U16, not empty) is lo or hi; reads the image until a third value. */
+bool twi_maxtree_two_levels(const tw_tile_view *in, uint16_t *lo, uint16_t *hi);
+/* The canonical max-tree of such an image (views checked by twi_maxtree_check, fewer than
+ * 2^32 - 1 pixels): the components of level hi by runs, the parents written once. Memory: a
+ * bit a pixel, 16 bytes a run of hi, 8 bytes a component. TW_OK, TW_E_NOMEM, TW_E_CANCELED. */
+tw_status twi_omp_maxtree_two(const tw_tile_view *in, uint16_t lo, uint16_t hi, int conn,
+                              tw_tile_view *parent, int nthreads, const twi_stop *stop);
 /* TW_U32 levels (omp/maxtree_u32.c): fewer than 2^31 pixels; sorted union-find per block and
  * CONNECT on nodes, in place: `parent` may be the very view `in` (TW_U32, same data and
  * stride), and the levels are then replaced by the parent image (else the levels are copied
@@ -224,6 +233,16 @@ void twi_maxtree_resolve(uint64_t *res, int64_t n, const uint64_t *block_res);
 tw_status twi_maxtree_filter_tile(const tw_tile_view *levels, const tw_tile_view *parent,
                                   unsigned sides, const uint64_t *res, const twi_maxtree_filter *f,
                                   tw_tile_view *out);
+
+/* Pass 1 and pass 2 for a tile of at most two levels (twi_maxtree_two_levels' lo and hi; fewer
+ * than 2^32 - 1 pixels) under 4- or 8-connectivity, from its runs (omp/maxtree_two.c): the
+ * same b, and the same out bytes, as twi_maxtree_border_extract and twi_maxtree_filter_tile
+ * given its canonical parent image, which is not needed. A team of nthreads. */
+tw_status twi_maxtree_two_border(const tw_tile_view *levels, uint16_t lo, uint16_t hi, int conn,
+                                 unsigned sides, int nthreads, twi_maxtree_border *b);
+tw_status twi_maxtree_two_filter(const tw_tile_view *levels, uint16_t lo, uint16_t hi, int conn,
+                                 unsigned sides, const uint64_t *res,
+                                 const twi_maxtree_filter *f, int nthreads, tw_tile_view *out);
 
 /* The checks of a grid of border max-trees that twi_maxtree_merge and twi_maxtree_pack_build share:
  * tiles_x, tiles_y >= 1, no NULL tile, every tile with nodes and the side arrays its
@@ -390,6 +409,7 @@ typedef struct twi_label_runs {
     uint32_t *rs, *re; /* [h]: row y's runs are rs[y] .. re[y] - 1 */
     uint32_t *run;     /* 4 words a run: first x, end x (exclusive), scratch, label */
     void *own;         /* what twi_omp_label_runs_alloc allocated, else NULL */
+    uint16_t bg;       /* the background sample: 0 but for twi_omp_label_runs_alloc_bg */
 } twi_label_runs;
 size_t twi_label_runs_scratch(int32_t w, int32_t h);
 tw_status twi_omp_label_runs(const tw_tile_view *mask, int conn, void *scratch,
@@ -400,6 +420,10 @@ tw_status twi_omp_label_runs(const tw_tile_view *mask, int conn, void *scratch,
  * twi_label_runs_free(). */
 tw_status twi_omp_label_runs_alloc(const tw_tile_view *mask, int conn, twi_label_runs *r,
                                    int nthreads, const twi_stop *stop);
+/* The same with the pixels other than bg as the foreground (the upper component of an image
+ * of two levels: omp/maxtree_two.c). */
+tw_status twi_omp_label_runs_alloc_bg(const tw_tile_view *mask, uint16_t bg, int conn,
+                                      twi_label_runs *r, int nthreads, const twi_stop *stop);
 void twi_label_runs_free(twi_label_runs *r);
 /* The labels of r into out (TW_U32, map NULL: the local labels, twi_omp_label's bytes), or
  * map[label] (TW_U32 or TW_U64: twi_omp_label_apply's bytes), 0 on background; one pass. */

@@ -326,15 +326,29 @@ af_tp1_fail(tw_task_ctx *ctx, af_cell *c, tw_status st)
 }
 
 /* TP, pass 1: the tile's max-tree, attributes and border max-tree. */
+/* Is the tile a mask (at most two levels): omp/maxtree_two.c's passes, from its runs. */
+static bool
+af_two_levels(const tw_tile_view *v, uint16_t *lo, uint16_t *hi)
+{
+    return (uint64_t)v->w * (uint64_t)v->h < UINT32_MAX && twi_maxtree_two_levels(v, lo, hi);
+}
+
 static tw_status
 af_tp1_cpu(tw_task_ctx *ctx, void *arg)
 {
     af_cell *c = arg;
     tw_tile_view v = twi_ctx_view(ctx, 0), par;
+    uint16_t lo, hi;
     tw_status st;
 
     /* A retry after a failed CUDA run starts from nothing (that run may have fetched it). */
     twi_maxtree_border_free(&c->bt);
+    if (af_two_levels(&v, &lo, &hi)) { /* a mask: its runs, no parent image */
+        if ((st = twi_maxtree_two_border(&v, lo, hi, c->a->conn, c->sides, twi_ctx_team(ctx),
+                                         &c->bt)) != TW_OK)
+            return af_tp1_fail(ctx, c, st);
+        return TW_OK;
+    }
     if ((st = af_tree_cpu(ctx, c, &par)) != TW_OK)
         return st;
     if ((st = twi_maxtree_border_extract(&v, &par, c->sides, &c->bt)) != TW_OK)
@@ -888,10 +902,18 @@ af_tp2_cpu(tw_task_ctx *ctx, void *arg)
     tw_tile_view v = twi_ctx_view(ctx, 0), o = twi_ctx_view(ctx, 1), par;
     const uint64_t *res;
     size_t rb;
+    uint16_t lo, hi;
     tw_status st;
 
-    if ((st = af_tp2_answers(ctx, c, &res, &rb)) != TW_OK ||
-        (st = af_tree_cpu(ctx, c, &par)) != TW_OK)
+    if ((st = af_tp2_answers(ctx, c, &res, &rb)) != TW_OK)
+        return st;
+    if (af_two_levels(&v, &lo, &hi)) {
+        if ((st = twi_maxtree_two_filter(&v, lo, hi, c->a->conn, c->sides, res, &c->a->f,
+                                         twi_ctx_team(ctx), &o)) != TW_OK)
+            return af_tp2_fail(ctx, c, st);
+        return TW_OK;
+    }
+    if ((st = af_tree_cpu(ctx, c, &par)) != TW_OK)
         return st;
     if ((st = twi_maxtree_filter_tile(&v, &par, c->sides, res, &c->a->f, &o)) != TW_OK)
         return af_tp2_fail(ctx, c, st);

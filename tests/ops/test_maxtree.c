@@ -22,7 +22,7 @@
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
 /* A random image: mode 0 few levels (0..3), 1 full range, 2 plateaus, 3 smooth ramps + noise,
- * 4 extremes only. */
+ * 4 extremes only, 5 two levels inside the range (a mask: omp/maxtree_two.c's tiles). */
 static void
 random_image(void *img, tw_sample_type t, int w, int h, int mode)
 {
@@ -37,7 +37,8 @@ random_image(void *img, tw_sample_type t, int w, int h, int mode)
             case 1: v = twtest_rnd(&rng, vmax + 1); break;
             case 2: v = ((uint32_t)(x / 3) * 7 + (uint32_t)(y / 4) * 13) % 5 * (vmax / 4); break;
             case 3: v = ((uint32_t)(x + 2 * y) * 3 + twtest_rnd(&rng, 8)) % (vmax + 1); break;
-            default: v = twtest_rnd(&rng, 2) ? vmax : 0; break;
+            case 4: v = twtest_rnd(&rng, 2) ? vmax : 0; break;
+            default: v = twtest_rnd(&rng, 3) ? vmax / 5 : vmax / 3; break;
             }
             if (t == TW_U8)
                 ((uint8_t *)img)[y * w + x] = (uint8_t)v;
@@ -93,7 +94,7 @@ random_cases(tw_runtime *rt, int n)
 
     for (int it = 0; it < n; it++) {
         tw_sample_type t = it % 3 == 2 ? TW_U16 : TW_U8;
-        int mode = (int)twtest_rnd(&rng, 5), w = 1 + (int)twtest_rnd(&rng, 24),
+        int mode = (int)twtest_rnd(&rng, 6), w = 1 + (int)twtest_rnd(&rng, 24),
             h = 1 + (int)twtest_rnd(&rng, 24), conn = twtest_rnd(&rng, 2) ? 8 : 4;
         tw_attr_filter flt = (tw_attr_filter)twtest_rnd(&rng, 4);
         int area = flt <= TW_AREA_CLOSING;

@@ -416,6 +416,23 @@ def main():
         crop = np.ascontiguousarray(img[:128, :160])
         case_maxtree(name + " crop", crop, write(f"c{i}.tif", crop), 4 + 4 * (i % 2))
 
+    # Masks (two levels: the tiles take omp/maxtree_two.c's passes): the samples above their
+    # median as 0/255, 0/1 and 7/9, random specks, both area filters and connectivities.
+    for i, (name, img) in enumerate(samples[:5]):
+        on = img > np.median(img)
+        for lo, hi in ((0, 255), (0, 1), (7, 9)):
+            m = np.where(on, hi, lo).astype(np.uint8)
+            path = write(f"m{i}-{hi}.tif", m)
+            for j, (filt, conn) in enumerate([("area-open", 8), ("area-close", 4)]):
+                c = 12 - conn if hi % 2 else conn
+                case_filter(f"{name} mask {lo}/{hi}", m, path, filt, c,
+                            [5, 30, 400][(i + j + hi) % 3], ntiles=3)
+    specks = np.where(rng.random((300, 280)) < 0.3, 65535, 0).astype(np.uint16)
+    path = write("specks.tif", specks)
+    for conn in (4, 8):
+        case_filter("random specks 16-bit", specks, path, "area-open", conn, 6, ntiles=4)
+        case_filter("random specks 16-bit", specks, path, "area-close", conn, 3, ntiles=4)
+
     # 16-bit coins, an RGB input (luminance first) and 64-bit parent indices.
     coins16 = (data.coins().astype(np.uint16) * 257 +
                rng.integers(0, 257, data.coins().shape)).astype(np.uint16)
