@@ -30,6 +30,7 @@ typedef struct af_cell {
                                     from pass 1 to pass 2 when kept in memory) */
     int pass;                    /* the pass its tasks belong to */
     bool saved;                  /* AF_KEEP_SCRATCH: pass 1 wrote its tile to the keep file */
+    bool mask;                   /* the tile has at most two levels (af_load) */
     twi_maxtree_border bt;            /* pass 1's border max-tree, until the merge */
     int64_t block;               /* merge in blocks: the cell's block */
     int64_t res_at, res_n;       /* merge in blocks: where its nodes' answers are in the
@@ -111,6 +112,13 @@ struct af_job {
 
 static tw_status af_submit_cell(af_job *a, af_cell *c, int pass);
 
+/* Is the tile a mask (at most two levels): omp/maxtree_two.c's passes, from its runs. */
+static bool
+af_two_levels(const tw_tile_view *v, uint16_t *lo, uint16_t *hi)
+{
+    return (uint64_t)v->w * (uint64_t)v->h < UINT32_MAX && twi_maxtree_two_levels(v, lo, hi);
+}
+
 /* Read (pass 1, or pass 2 re-reading) or fetch from the keep file (pass 2) a cell's tile,
  * inverted for closings. Pass 1 with a keep file writes it there; a tile that could not be
  * written is read again in pass 2. */
@@ -121,6 +129,7 @@ af_load(tw_task_ctx *ctx, void *arg)
     af_job *a = c->a;
     tw_tile_view v = twi_ctx_view(ctx, 0);
     size_t bytes = (size_t)v.stride * (size_t)v.h;
+    uint16_t lo, hi;
     tw_status st;
 
     if (c->pass == 2 && c->saved) {
@@ -134,6 +143,7 @@ af_load(tw_task_ctx *ctx, void *arg)
         return st;
     if (a->invert)
         twi_maxtree_invert(&v);
+    c->mask = af_two_levels(&v, &lo, &hi);
     if (c->pass == 1 && a->keep == AF_KEEP_SCRATCH)
         c->saved = twi_pwrite_all(a->keep_fd, v.data, bytes, c->i * a->keep_bytes) == 0;
     twi_job_add_done(a->job, 1);
@@ -142,7 +152,8 @@ af_load(tw_task_ctx *ctx, void *arg)
 
 /* With GPU workers, the tile passes and the merge run there only (the GPU kernels are tens of
  * times faster than a core) and CPU workers read and write around them, as for the EDT's
- * bands. */
+ * bands; but the tile passes of masks run on any worker: from their runs (omp/maxtree_two.c)
+ * a core takes a tile in about the time the GPU's transfers do. */
 static bool
 af_gpu_can_run(const void *arg, tw_device_type dev)
 {
@@ -154,7 +165,9 @@ af_gpu_can_run(const void *arg, tw_device_type dev)
 static bool
 af_cell_can_run(const void *arg, tw_device_type dev)
 {
-    return af_gpu_can_run(((const af_cell *)arg)->a, dev);
+    const af_cell *c = arg;
+
+    return c->mask || af_gpu_can_run(c->a, dev);
 }
 
 /* Scratch for the tile's parent image (view 0's size, TW_U32) into *par, on the worker's
@@ -326,13 +339,6 @@ af_tp1_fail(tw_task_ctx *ctx, af_cell *c, tw_status st)
 }
 
 /* TP, pass 1: the tile's max-tree, attributes and border max-tree. */
-/* Is the tile a mask (at most two levels): omp/maxtree_two.c's passes, from its runs. */
-static bool
-af_two_levels(const tw_tile_view *v, uint16_t *lo, uint16_t *hi)
-{
-    return (uint64_t)v->w * (uint64_t)v->h < UINT32_MAX && twi_maxtree_two_levels(v, lo, hi);
-}
-
 static tw_status
 af_tp1_cpu(tw_task_ctx *ctx, void *arg)
 {
