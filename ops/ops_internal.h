@@ -35,6 +35,10 @@ typedef struct twi_stream {
     struct twi_prep *prep;         /* gray mode, threshold, tissue of a file input (tissue.c);
                                       freed by twi_stream_finish() */
     bool in_mask;                  /* the input is thresholded into a mask */
+    bool prep_keep;                /* reads go through twi_src_read: Otsu's pass may keep the
+                                      gray image for them (tissue.c, twi_prep_kept) */
+    twi_io_counts setup_io;        /* decodes before the job (Otsu's pass, the tissue mask's
+                                      low level): added to the job's by twi_stream_attach_io */
     const char *in_path;           /* the input's path (borrowed from the tw_input: valid
                                       during submission only), for twi_stream_open_output's
                                       checks; NULL: none */
@@ -234,6 +238,12 @@ TWI_HIDDEN tw_status twi_prep_create(const tw_config *cfg, const char *op, const
                                      int mode, twi_stream *s, twi_prep **out, tw_error *err);
 /* Add the counts to the input's report and free. NULL is a no-op. */
 TWI_HIDDEN void twi_prep_destroy(twi_prep *p);
+/* The gray image Otsu's pass kept (s->prep_keep, no tissue mask, no host budget, at most an
+ * eighth of the machine's memory), at (x, y) of the stream's region, when it holds the w x h
+ * block there: *stride its row bytes; else NULL (read the slide). Thresholding is left to the
+ * caller (twi_src_read). */
+TWI_HIDDEN const void *twi_prep_kept(const twi_prep *p, int64_t x, int64_t y, int64_t w,
+                                     int64_t h, size_t *stride);
 /* The kernel parameters (mode, stains, threshold). */
 TWI_HIDDEN const struct twi_gray_params *twi_prep_params(const twi_prep *p);
 /* With --tissue: true when the rectangle (x, y, w, h) of the region (region-relative) holds no

@@ -551,9 +551,18 @@ twi_stream_finish_two(tw_job *job, twi_stream *main, twi_stream *second, tw_stat
 void
 twi_stream_attach_io(twi_stream *s, tw_job *job)
 {
-    twi_slide_set_io(s->slide, twi_job_io(job));
-    /* the run began when its input began to open (Otsu's pass is part of it) */
+    twi_io_counts *io = twi_job_io(job);
+
+    twi_slide_set_io(s->slide, io);
+    /* the run began when its input began to open (Otsu's pass is part of it), and so did its
+     * decodes */
     twi_job_started_at(job, s->t_open);
+    if (io) {
+        twi_io_add(&io->bytes_read, atomic_load(&s->setup_io.bytes_read));
+        twi_io_add(&io->bytes_decoded, atomic_load(&s->setup_io.bytes_decoded));
+        twi_io_add(&io->tiles_decoded, atomic_load(&s->setup_io.tiles_decoded));
+        twi_io_add(&io->tiles_redecoded, atomic_load(&s->setup_io.tiles_redecoded));
+    }
     /* tiles filled while the job was set up (a low level read for Otsu, the tissue mask) */
     if (twi_job_io(job))
         twi_io_add(&twi_job_io(job)->tiles_bad, twi_slide_get_bad_tiles(s->slide));
@@ -643,7 +652,9 @@ twi_src_open(const tw_config *cfg, const char *op, unsigned types, const char *w
         twi_stream_finish(&src->s, st, NULL);
         return st;
     }
-    /* Gray mode, threshold, tissue: Otsu and the tissue mask are computed now. */
+    /* Gray mode, threshold, tissue: Otsu and the tissue mask are computed now; Otsu's pass
+     * may keep the gray image for the reads (twi_prep_kept). */
+    src->s.prep_keep = true;
     if ((st = twi_prep_create(cfg, op, file, (int)file->gray, &src->s, &src->s.prep, err)) !=
         TW_OK) {
         twi_stream_finish(&src->s, st, NULL);
@@ -668,7 +679,8 @@ tw_status
 twi_src_read(tw_task_ctx *ctx, const char *op, const twi_src *src, int64_t x, int64_t y,
              tw_tile_view *v, void *rgb_buf)
 {
-    size_t ss = tw_sample_size(v->type);
+    size_t ss = tw_sample_size(v->type), kstride = 0;
+    const void *kept;
     tw_error err;
     tw_status st;
 
@@ -683,6 +695,20 @@ twi_src_read(tw_task_ctx *ctx, const char *op, const twi_src *src, int64_t x, in
     if (src->s.prep && twi_prep_skip(src->s.prep, x, y, v->w, v->h)) {
         /* No tissue under it: not read, every pixel what glass becomes. */
         twi_prep_fill_output(src->s.prep, v);
+        return TW_OK;
+    }
+    if (src->s.prep && v->type == src->s.in_type &&
+        (kept = twi_prep_kept(src->s.prep, x, y, v->w, v->h, &kstride))) {
+        /* Otsu's pass kept the gray image: not decoded again, only thresholded (the mode is
+         * for colour; a gray view is thresholded as it is) */
+        twi_gray_params tp = *twi_prep_params(src->s.prep);
+
+        tp.mode = TWI_GRAY_LUMINANCE;
+        for (int32_t r = 0; r < v->h; r++)
+            memcpy((char *)v->data + r * v->stride, (const char *)kept + (size_t)r * kstride,
+                   (size_t)v->w * ss);
+        if (tp.threshold && (st = twi_omp_gray_p(v, v, &tp, 1)) != TW_OK)
+            return twi_ctx_fail(ctx, st, "%s: cannot threshold '%s'", op, src->path);
         return TW_OK;
     }
     if (src->s.in_channels == 1) {

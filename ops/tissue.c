@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "omp_kernels.h"
 #include "ops_internal.h"
@@ -61,6 +62,9 @@ struct twi_prep {
     uint16_t bg;           /* what a glass pixel becomes */
     atomic_llong reads, skipped;
     tw_input_report *report;
+    /* the gray image of the region from Otsu's pass (twi_prep_kept), kw x kh samples */
+    void *kept;
+    int64_t kw, kh;
 };
 
 /* ---- stain vectors */
@@ -361,7 +365,7 @@ otsu_blocks(const twi_stream *s, const tw_level_info *L, int64_t *bw, int64_t *b
 /* Count the gray values (step 1, no threshold) of w x h pixels read at buf into hist. */
 static tw_status
 count_block(const twi_prep *p, const twi_gray_params *gp, void *buf, void *gray, int64_t w,
-            int64_t h, uint64_t *hist)
+            int64_t h, uint64_t *hist, const void **gout)
 {
     size_t ss = tw_sample_size(p->type);
     tw_tile_view in, out;
@@ -385,7 +389,40 @@ count_block(const twi_prep *p, const twi_gray_params *gp, void *buf, void *gray,
         g = gray;
     }
     twi_omp_tissue_hist(g, ss, w * h, hist);
+    *gout = g;
     return TW_OK;
+}
+
+/* Keep the gray image of the region for the job's reads? Only for inputs read through
+ * twi_src_read (s->prep_keep), without the tissue mask (whose skipped blocks are never
+ * converted), with runtime.keep_input auto or host, without a host budget (the image is
+ * outside its account), and when it takes at most an eighth of the machine's memory: then the
+ * slide is decoded and converted once. */
+static bool
+keep_gray(const tw_config *cfg, const twi_prep *p, const twi_stream *s, size_t ss)
+{
+    int64_t host_mem = 0;
+    const char *keep = NULL;
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+
+    if (!s->prep_keep || p->tissue || s->w < 1 || s->h < 1 || pages <= 0 || psz <= 0 ||
+        (tw_config_get_int(cfg, "runtime.host_mem", &host_mem) == TW_OK && host_mem > 0))
+        return false;
+    if (tw_config_get_string(cfg, "runtime.keep_input", &keep) == TW_OK && keep &&
+        strcmp(keep, "auto") != 0 && strcmp(keep, "host") != 0)
+        return false;
+    return (double)s->w * (double)s->h * (double)ss <= (double)pages * (double)psz / 8;
+}
+
+/* A block's gray samples into the kept image. */
+static void
+keep_block(twi_prep *p, const twi_stream *s, const void *g, int64_t x0, int64_t y0, int64_t w,
+           int64_t h, size_t ss)
+{
+    for (int64_t r = 0; r < h; r++)
+        memcpy((char *)p->kept + ((size_t)(y0 - s->y + r) * (size_t)p->kw +
+                                  (size_t)(x0 - s->x)) * ss,
+               (const char *)g + (size_t)r * (size_t)w * ss, (size_t)w * ss);
 }
 
 /* What a glass pixel is after step 1 (--tissue: the value of a skipped block). */
@@ -453,6 +490,10 @@ full_otsu(const tw_config *cfg, const char *op, twi_prep *p, twi_stream *s, tw_e
     nthreads = (int)(workers < n ? workers : n);
     if (!(hist = calloc(bins, sizeof *hist)))
         return twi_error_set(err, TW_E_NOMEM, "%s: out of memory for Otsu's threshold", op);
+    if (keep_gray(cfg, p, s, ss) && (p->kept = malloc((size_t)s->w * (size_t)s->h * ss))) {
+        p->kw = s->w;
+        p->kh = s->h;
+    }
 #pragma omp parallel num_threads(nthreads)
     {
         uint64_t *local = calloc(bins, sizeof *local);
@@ -469,6 +510,7 @@ full_otsu(const tw_config *cfg, const char *op, twi_prep *p, twi_stream *s, tw_e
         for (int64_t b = 0; b < n; b++) {
             int64_t x0 = gx0 + (b % nbx) * bw, y0 = gy0 + (b / nbx) * bh;
             int64_t x1 = x0 + bw, y1 = y0 + bh;
+            const void *g = NULL;
 
             if (lst != TW_OK || atomic_load(&failed))
                 continue;
@@ -482,8 +524,10 @@ full_otsu(const tw_config *cfg, const char *op, twi_prep *p, twi_stream *s, tw_e
             }
             if ((lst = tw_slide_read_region(s->slide, s->level, x0, y0, x1 - x0, y1 - y0, buf,
                                             (size_t)(x1 - x0) * px, &lerr)) == TW_OK &&
-                (lst = count_block(p, &gp, buf, gray, x1 - x0, y1 - y0, local)) != TW_OK)
+                (lst = count_block(p, &gp, buf, gray, x1 - x0, y1 - y0, local, &g)) != TW_OK)
                 twi_error_set(&lerr, lst, "%s: cannot convert '%s' to gray", op, s->in_path);
+            if (lst == TW_OK && p->kept)
+                keep_block(p, s, g, x0, y0, x1 - x0, y1 - y0, ss);
             if (lst != TW_OK)
                 atomic_store(&failed, 1);
         }
@@ -573,7 +617,11 @@ twi_prep_create(const tw_config *cfg, const char *op, const tw_input *in, int mo
             in->report->tissue_level = li.level;
     }
     if (in->threshold_mode == TW_THRESHOLD_OTSU) {
-        if ((st = full_otsu(cfg, op, p, s, err)) != TW_OK)
+        /* its decodes are the job's (twi_stream_attach_io adds them) */
+        twi_slide_set_io(s->slide, &s->setup_io);
+        st = full_otsu(cfg, op, p, s, err);
+        twi_slide_set_io(s->slide, NULL);
+        if (st != TW_OK)
             goto out;
         if (in->report)
             in->report->otsu_level = s->level;
@@ -612,7 +660,20 @@ twi_prep_destroy(twi_prep *p)
         p->report->skipped += atomic_load(&p->skipped);
     }
     free(p->sat);
+    free(p->kept);
     free(p);
+}
+
+const void *
+twi_prep_kept(const twi_prep *p, int64_t x, int64_t y, int64_t w, int64_t h, size_t *stride)
+{
+    size_t ss;
+
+    if (!p || !p->kept || x < 0 || y < 0 || w < 0 || h < 0 || x + w > p->kw || y + h > p->kh)
+        return NULL;
+    ss = tw_sample_size(p->type);
+    *stride = (size_t)p->kw * ss;
+    return (const char *)p->kept + ((size_t)y * (size_t)p->kw + (size_t)x) * ss;
 }
 
 const struct twi_gray_params *

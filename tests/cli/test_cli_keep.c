@@ -248,3 +248,46 @@ Test(cli_keep, label_decodes_each_tile_once)
     free(out);
     free(m16);
 }
+
+Test(cli_keep, otsu_pass_keeps_the_gray_image_for_the_reads)
+{
+    /* fill-holes and label of the RGB slide's hematoxylin above its Otsu threshold, in 256x256
+     * tiles: Otsu's pass over the slide keeps the gray image, so the job's reads take it and no
+     * tile is decoded twice (the summary counts the pass's decodes); under a host budget it is
+     * not kept and every tile is decoded again (the behaviour before). The same bytes either
+     * way; the summary says what happened. */
+    static const char *const ops[] = {"fill-holes", "label"};
+    char *out = twtest_path(dir, "k.tif"), *ref = twtest_path(dir, "kref.tif");
+    int64_t w, h;
+    uint8_t *gray;
+    char *s = sample(&gray, &w, &h);
+
+    for (int o = 0; o < 2; o++) {
+        twtest_run r = RUN(ops[o], s, "--gray", "hematoxylin", "--threshold", "otsu", "--tile",
+                           "256x256", "-o", ref, "--summary", "--mem-budget", "512M");
+        size_t bytes = (size_t)(w * h) * (o ? 4 : 1);
+        void *a, *b;
+
+        cr_assert(eq(int, r.status, 0), "%s", r.err);
+        cr_assert(eq(long, redecoded(r.err), 6), "%s under a budget: %s", ops[o], r.err);
+        twtest_run_free(&r);
+        r = RUN(ops[o], s, "--gray", "hematoxylin", "--threshold", "otsu", "--tile", "256x256",
+                "-o", out, "--summary");
+        cr_assert(eq(int, r.status, 0), "%s", r.err);
+        cr_assert(eq(long, redecoded(r.err), 0), "%s: %s", ops[o], r.err);
+        cr_assert(strstr(r.err, "(6 tiles, 0 decoded more") != NULL, "%s: %s", ops[o], r.err);
+        twtest_run_free(&r);
+        a = twtest_read_image(ref, &w, &h, NULL, NULL);
+        b = twtest_read_image(out, &w, &h, NULL, NULL);
+        cr_assert(a != NULL && b != NULL && w == 640 && h == 480);
+        cr_assert(eq(int, memcmp(a, b, bytes), 0), "%s: kept and decoded again differ", ops[o]);
+        free(a);
+        free(b);
+        remove(out);
+        remove(ref);
+    }
+    free(gray);
+    free(s);
+    free(out);
+    free(ref);
+}
