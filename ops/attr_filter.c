@@ -1371,8 +1371,9 @@ af_setup(af_job *a, tw_runtime *rt, const tw_attr_filter_opts *o, tw_error *err)
     const tw_config *cfg = tw_runtime_get_config(rt);
     tw_status st;
 
-    if ((st = twi_src_open(cfg, a->op, TWI_SRC_U8 | TWI_SRC_U16, "input", &o->input, &o->image,
-                           &a->in, err)) != TW_OK)
+    if ((st = twi_src_open(cfg, a->op,
+                           TWI_SRC_U8 | TWI_SRC_U16 | (a->dist ? TWI_SRC_NO_KEEP : 0u), "input",
+                           &o->input, &o->image, &a->in, err)) != TW_OK)
         return st;
     a->W = a->in.s.w;
     a->H = a->in.s.h;

@@ -1452,7 +1452,8 @@ mr_setup(mr_job *m, tw_runtime *rt, const twi_mrecon_spec *sp, tw_error *err)
                              "%s: not available across MPI ranks (its marker needs rows of the "
                              "neighbouring bands)",
                              m->op);
-    if ((st = twi_src_open(cfg, m->op, TWI_SRC_U8 | TWI_SRC_U16,
+    if ((st = twi_src_open(cfg, m->op,
+                           TWI_SRC_U8 | TWI_SRC_U16 | (m->dist ? TWI_SRC_NO_KEEP : 0u),
                            sp->prep == TWI_MRECON_PREP_MARKER ? "mask" : "input", sp->mask_file,
                            sp->mask_mem, &m->mask, err)) != TW_OK)
         return st;
@@ -1462,8 +1463,10 @@ mr_setup(mr_job *m, tw_runtime *rt, const twi_mrecon_spec *sp, tw_error *err)
     m->W = m->mask.s.w;
     m->H = m->mask.s.h;
     if (sp->prep == TWI_MRECON_PREP_MARKER) {
-        if ((st = twi_src_open(cfg, m->op, TWI_SRC_U8 | TWI_SRC_U16, "marker", sp->marker_file,
-                               sp->marker_mem, &m->marker, err)) != TW_OK)
+        if ((st = twi_src_open(cfg, m->op,
+                               TWI_SRC_U8 | TWI_SRC_U16 | (m->dist ? TWI_SRC_NO_KEEP : 0u),
+                               "marker", sp->marker_file, sp->marker_mem, &m->marker, err)) !=
+            TW_OK)
             return st;
         if (m->marker.s.w != m->W || m->marker.s.h != m->H)
             return twi_error_set(err, TW_E_INVALID, "%s: marker is %lldx%lld but mask is %lldx%lld",

@@ -195,6 +195,9 @@ typedef struct twi_src {
 #define TWI_SRC_U32 (1u << TW_U32)
 #define TWI_SRC_F32 (1u << TW_F32)
 #define TWI_SRC_U64 (1u << TW_U64)
+/* With the types: Otsu's pass keeps no gray image (a job across MPI ranks reads its band
+ * only; every rank would keep the whole image). */
+#define TWI_SRC_NO_KEEP (1u << 30)
 
 /* Open one input (`what`: "mask", "input" ... for messages): the file, or `mem` when its data
  * is set. Files may be gray (1 channel) or RGB (3 channels, read by the input's gray mode);

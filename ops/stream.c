@@ -654,7 +654,7 @@ twi_src_open(const tw_config *cfg, const char *op, unsigned types, const char *w
     }
     /* Gray mode, threshold, tissue: Otsu and the tissue mask are computed now; Otsu's pass
      * may keep the gray image for the reads (twi_prep_kept). */
-    src->s.prep_keep = true;
+    src->s.prep_keep = !(types & TWI_SRC_NO_KEEP);
     if ((st = twi_prep_create(cfg, op, file, (int)file->gray, &src->s, &src->s.prep, err)) !=
         TW_OK) {
         twi_stream_finish(&src->s, st, NULL);
