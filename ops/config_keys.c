@@ -98,11 +98,11 @@ static const twi_config_key maxtree_keys[] = {
 };
 
 /* ops/label.c */
-static const char *const label_whole_words[] = {"auto", "no", NULL};
+static const char *const label_whole_words[] = {"auto", "yes", "no", NULL};
 static const twi_config_key label_keys[] = {
     {.key = "label.gpu_whole", .type = TW_CONFIG_ENUM, .def = "auto", .words = label_whole_words,
-     .help = "Label an image in memory whole on a GPU (one task: the mask up, the labels down) "
-             "when it fits the GPU's budget: auto; no = always tile by tile."},
+     .help = "Label an image in memory whole on a GPU when it fits the GPU's budget: yes; auto "
+             "= only from page-locked memory or with fewer than 8 CPU workers; no = never."},
 };
 
 /* ops/tissue.c: --tissue. */

@@ -27,13 +27,25 @@ host_stride(const tw_host_image *a)
     return a->stride ? a->stride : (size_t)a->w * tw_sample_size(a->type);
 }
 
-bool
-twi_host_image_wrappable(const tw_runtime *rt, const tw_host_image *a)
+static bool
+wrappable(const tw_host_image *a)
 {
     size_t ss = tw_sample_size(a->type);
 
     return a->data && ss && a->w > 0 && a->h > 0 && host_stride(a) % ss == 0 &&
-           (uintptr_t)a->data % ss == 0 && twi_tile_can_wrap(rt, a->data);
+           (uintptr_t)a->data % ss == 0;
+}
+
+bool
+twi_host_image_wrappable(const tw_runtime *rt, const tw_host_image *a)
+{
+    return wrappable(a) && twi_tile_can_wrap(rt, a->data);
+}
+
+bool
+twi_host_image_wrappable_cpu(const tw_runtime *rt, const tw_host_image *a)
+{
+    return wrappable(a) && twi_tile_can_wrap_cpu(rt, a->data);
 }
 
 bool

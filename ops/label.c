@@ -793,22 +793,52 @@ lb_whole_fits(const lb_job *a, tw_runtime *rt, const tw_config *cfg)
 #endif
 }
 
+/* With GPUs, does an image in memory go to a GPU whole rather than to the CPU workers?
+ * label.gpu_whole = yes: yes; no: no (tiles). auto: when the transfers are fast or the cores
+ * few: the caller's buffers page-locked (or registered by the runtime), or fewer than
+ * LB_CPU_WHOLE_MIN CPU workers. From pageable memory the GPU path moves 5 bytes a pixel over
+ * the host link at pageable speed, where 16 cores label in memory as fast (16384^2: 0.066 s
+ * on the CPU workers, 0.070 s on the GPU from pageable buffers, 0.033 s page-locked; the
+ * lent H200 machine, docs/objects.md). */
+#define LB_CPU_WHOLE_MIN 8
+
+static bool
+lb_gpu_first(const lb_job *a, tw_runtime *rt, const tw_config *cfg)
+{
+    const char *mode = "auto";
+
+    if (tw_config_get_string(cfg, "label.gpu_whole", &mode) != TW_OK || !mode)
+        mode = "auto";
+    if (strcmp(mode, "auto") != 0)
+        return strcmp(mode, "yes") == 0;
+    return twi_runtime_cpu_count(rt) < LB_CPU_WHOLE_MIN || twi_runtime_registers_caller(rt) ||
+           (twi_runtime_host_pinned(a->in.mem.data) && twi_runtime_host_pinned(a->result.data));
+}
+
 /* Does an image in memory go whole through the CPU workers (docs/objects.md, "Whole images")?
- * A runtime without GPUs and without a host budget, the mask and 32-bit labels the caller's
+ * A runtime without GPUs (or one whose GPUs would not be faster: lb_gpu_first) and without a
+ * host budget, the mask and 32-bit labels the caller's
  * own buffers (no copies), fewer than 2^32 - 1 pixels, and no tile size asked for (an
  * explicit one keeps the tile passes). Memory: the runs, 16 bytes each and 8 a row (a mask of
  * discs: about a byte a pixel; a checkerboard, the worst: 8). */
 static bool
-lb_whole_cpu(const lb_job *a, tw_runtime *rt, const tw_config *cfg, const tw_label_opts *o)
+lb_whole_cpu(lb_job *a, tw_runtime *rt, const tw_config *cfg, const tw_label_opts *o)
 {
     int64_t host_mem = 0;
 
-    if (a->out_file || !a->in.mem.data || a->out_type != TW_U32 || !a->wrap_in ||
-        !a->wrap_out || twi_runtime_gpu_count(rt) > 0 || a->W < 1 || a->H < 1 ||
+    /* only CPU tasks touch the images: the caller's pageable buffers are used in place even
+     * where GPU tasks would take copies (caller_memory = auto with GPUs) */
+    if (a->out_file || !a->in.mem.data || a->out_type != TW_U32 ||
+        !twi_host_image_wrappable_cpu(rt, &a->in.mem) ||
+        !twi_host_image_wrappable_cpu(rt, &a->result) ||
+        twi_host_image_overlap(&a->result, &a->in.mem) || a->W < 1 || a->H < 1 ||
         a->W > INT32_MAX || a->H > INT32_MAX || a->W * a->H >= (int64_t)UINT32_MAX ||
-        !twi_ops_tile_implicit(cfg, NULL, o->tile_w))
+        !twi_ops_tile_implicit(cfg, NULL, o->tile_w) ||
+        (twi_runtime_gpu_count(rt) > 0 && lb_gpu_first(a, rt, cfg)) ||
+        (tw_config_get_int(cfg, "runtime.host_mem", &host_mem) == TW_OK && host_mem > 0))
         return false;
-    return !(tw_config_get_int(cfg, "runtime.host_mem", &host_mem) == TW_OK && host_mem > 0);
+    a->wrap_in = a->wrap_out = true;
+    return true;
 }
 
 /* The whole-image tasks: [label.whole_load] --> label.whole (its commit submits the store). */

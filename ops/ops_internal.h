@@ -110,6 +110,8 @@ TWI_HIDDEN tw_status twi_host_image_check(const char *op, const char *what,
  * twi_host_image_same: the same pixels at the same place (data, size, type, stride).
  * twi_host_image_wrap: the w x h pixels of a at (x, y) as a tile. */
 TWI_HIDDEN bool twi_host_image_wrappable(const tw_runtime *rt, const tw_host_image *a);
+/* The same for an image only CPU tasks will touch (twi_tile_can_wrap_cpu). */
+TWI_HIDDEN bool twi_host_image_wrappable_cpu(const tw_runtime *rt, const tw_host_image *a);
 TWI_HIDDEN bool twi_host_image_overlap(const tw_host_image *a, const tw_host_image *b);
 TWI_HIDDEN bool twi_host_image_same(const tw_host_image *a, const tw_host_image *b);
 TWI_HIDDEN tw_status twi_host_image_wrap(tw_runtime *rt, const tw_host_image *a, int64_t x,

@@ -483,6 +483,18 @@ twi_runtime_gpu_count(const tw_runtime *rt)
     return rt ? rt->n_gpus : 0;
 }
 
+int
+twi_runtime_cpu_count(const tw_runtime *rt)
+{
+    return rt ? rt->n_cpu_workers : 0;
+}
+
+bool
+twi_runtime_host_pinned(const void *p)
+{
+    return twi_host_pinned(p);
+}
+
 int64_t
 twi_runtime_gpu_budget(const tw_runtime *rt)
 {

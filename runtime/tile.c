@@ -126,6 +126,12 @@ twi_tile_detach(tw_tile *t)
 }
 
 bool
+twi_tile_can_wrap_cpu(const tw_runtime *rt, const void *p)
+{
+    return rt && p && rt->caller_mode != TWI_CALLER_COPY;
+}
+
+bool
 twi_tile_can_wrap(const tw_runtime *rt, const void *p)
 {
     if (!rt || !p)

@@ -60,6 +60,9 @@ TWI_HIDDEN void twi_job_register_host(tw_job *job, void *p, size_t len);
  * already (GPU copies from pageable memory are slower than pinned tiles' copies plus a
  * copy on the host, docs/benchmarks.md); never under a host budget. */
 TWI_HIDDEN bool twi_tile_can_wrap(const tw_runtime *rt, const void *p);
+/* The same for a tile only CPU workers will touch: the caller's memory whatever its kind,
+ * unless runtime.caller_memory = copy (or a host budget) asks for copies. */
+TWI_HIDDEN bool twi_tile_can_wrap_cpu(const tw_runtime *rt, const void *p);
 TWI_HIDDEN void twi_tile_acquire(tw_tile *t);
 TWI_HIDDEN void twi_tile_release(tw_tile *t); /* NULL is a no-op */
 TWI_HIDDEN void twi_tile_set_origin(tw_tile *t, int64_t x0, int64_t y0);
@@ -262,6 +265,10 @@ TWI_HIDDEN int64_t twi_window_cap(const tw_runtime *rt, int64_t unit_bytes);
 
 /* ---- runtime queries used by ops */
 TWI_HIDDEN int twi_runtime_gpu_count(const tw_runtime *rt);
+/* CPU workers of the runtime (not GPU managers). */
+TWI_HIDDEN int twi_runtime_cpu_count(const tw_runtime *rt);
+/* Is p in page-locked host memory (cudaHostAlloc'ed or registered)? false without CUDA. */
+TWI_HIDDEN bool twi_runtime_host_pinned(const void *p);
 /* The smallest device memory budget of the runtime's GPUs (runtime.gpu_mem, else the free
  * memory at start less 1/32 of the device): the most a task's tiles and scratch may take on
  * any of them. 0 without GPUs. */

@@ -89,10 +89,11 @@ make_mask(const lj_case *c, size_t *stride)
     return img;
 }
 
-/* Label c's mask on rt into a fresh result at c's stride (padding bytes 0xAB), with a report. */
+/* Label c's mask on rt into a fresh result at c's stride (padding bytes 0xAB), with a report,
+ * in tiles of `tile` (0: the runtime's choice). */
 static uint8_t *
-run(tw_runtime *rt, const lj_case *c, const void *mask, size_t mstride, size_t *ostride,
-    tw_label_report *rep)
+run_tiled(tw_runtime *rt, const lj_case *c, const void *mask, size_t mstride, size_t *ostride,
+          tw_label_report *rep, int tile)
 {
     size_t os = (size_t)c->w * 4 + (size_t)c->out_pad;
     uint8_t *out = malloc(os * (size_t)c->h);
@@ -107,7 +108,7 @@ run(tw_runtime *rt, const lj_case *c, const void *mask, size_t mstride, size_t *
     o.image = (tw_host_image){(void *)mask, c->w, c->h, mstride, c->u16 ? TW_U16 : TW_U8};
     o.result = (tw_host_image){out, c->w, c->h, os, TW_U32};
     o.connectivity = c->conn;
-    o.tile_w = o.tile_h = 64; /* the fallback: tiles, and a merge, for all but small images */
+    o.tile_w = o.tile_h = tile;
     o.report = rep;
     cr_assert(eq(int, tw_label_submit(rt, &o, &job, &err), TW_OK), "%s", err.message);
     cr_assert(eq(int, tw_job_wait(job, -1), TW_OK), "%dx%d: %s", c->w, c->h,
@@ -115,6 +116,14 @@ run(tw_runtime *rt, const lj_case *c, const void *mask, size_t mstride, size_t *
     tw_job_destroy(job);
     *ostride = os;
     return out;
+}
+
+static uint8_t *
+run(tw_runtime *rt, const lj_case *c, const void *mask, size_t mstride, size_t *ostride,
+    tw_label_report *rep)
+{
+    /* the fallback: tiles, and a merge, for all but small images */
+    return run_tiled(rt, c, mask, mstride, ostride, rep, 64);
 }
 
 /* c on the CPU-only runtime and on `gpu`: the same bytes (padding included) and objects; the
@@ -252,6 +261,47 @@ Test(label_job, too_large_for_the_budget_runs_tiles)
     check_case(cpu, gpu, &big, false, "over the budget");
     check_case(cpu, gpu, &small, true, "within the budget");
     tw_runtime_destroy(gpu);
+    tw_runtime_destroy(cpu);
+}
+
+/* label.gpu_whole: with 8 CPU workers and pageable buffers (runtime.caller_memory wrap, or
+ * auto, where GPU tasks would copy them), auto labels an image in memory whole on the CPU
+ * workers, in place, yes on the GPU, no tile by tile; the same bytes as the CPU-only
+ * runtime's whole run. */
+Test(label_job, gpu_whole_auto_leaves_pageable_images_to_many_cores)
+{
+    static const char *const modes[] = {"auto", "yes", "no"};
+    lj_case c = {1500, 1100, 1, 40, 8, 0, 0, false}; /* 2x2 tiles of the default 1024 */
+    size_t ms, os, os2;
+    tw_label_report want_rep, rep;
+    tw_runtime *cpu;
+    void *mask;
+    uint8_t *want;
+
+    twtest_need_gpu();
+    cpu = make_rt("none", "2", NULL, NULL, NULL);
+    mask = make_mask(&c, &ms);
+    want = run_tiled(cpu, &c, mask, ms, &os, &want_rep, 0);
+    cr_assert(eq(i64, want_rep.tiles, 1)); /* the CPU-only runtime's whole path */
+    for (int k = 0; k < 6; k++) {
+        int m = k % 3;
+        tw_runtime *gpu = make_rt("all", "8", k < 3 ? "wrap" : "auto", NULL, modes[m]);
+        uint8_t *got = run_tiled(gpu, &c, mask, ms, &os2, &rep, 0);
+
+        cr_assert(eq(int, memcmp(got, want, os * (size_t)c.h), 0), "%s", modes[m]);
+        cr_assert(eq(u64, rep.objects, want_rep.objects));
+        if (m < 2) {
+            cr_assert(eq(i64, rep.tiles, 1), "%s", modes[m]);
+            cr_assert(eq(i64, rep.tp_cpu, m == 0 ? 1 : 0), "%s", modes[m]);
+            cr_assert(eq(i64, rep.tp_cuda, m == 1 ? 1 : 0), "%s", modes[m]);
+        } else {
+            cr_assert(gt(i64, rep.tiles, 1), "no: tiles");
+        }
+        free(got);
+        tw_runtime_destroy(gpu);
+    }
+    free(want);
+    free(mask);
     tw_runtime_destroy(cpu);
 }
 

@@ -60,7 +60,7 @@ static const expect_key expected[] = {
     {"maxtree.tile_size", TW_CONFIG_DIMS, "0x0", "0x0 or 1x1..65536x65536",
      "TILEWAVE_MAXTREE_TILE_SIZE"},
     {"maxtree.merge_block", TW_CONFIG_INT, "0", "0..65536", "TILEWAVE_MAXTREE_MERGE_BLOCK"},
-    {"label.gpu_whole", TW_CONFIG_ENUM, "auto", "auto|no", "TILEWAVE_LABEL_GPU_WHOLE"},
+    {"label.gpu_whole", TW_CONFIG_ENUM, "auto", "auto|yes|no", "TILEWAVE_LABEL_GPU_WHOLE"},
     {"tissue.margin", TW_CONFIG_INT, "64", "0..1000000", "TILEWAVE_TISSUE_MARGIN"},
     {"io.reader", TW_CONFIG_ENUM, "auto", "auto|openslide|tiff", "TILEWAVE_IO_READER"},
     {"io.compression", TW_CONFIG_ENUM, "deflate", "none|deflate|zstd|lzw|jpeg",
