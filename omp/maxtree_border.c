@@ -188,6 +188,34 @@ tile_build(mt_tile *t, const tw_tile_view *levels, const tw_tile_view *parent, u
 }
 
 tw_status
+twi_maxtree_border_nodes(twi_maxtree_border *b, int64_t m)
+{
+    b->n = m;
+    if (!(b->level = malloc((size_t)(m ? m : 1) * sizeof *b->level)) ||
+        !(b->lparent = malloc((size_t)(m ? m : 1) * sizeof *b->lparent)) ||
+        !(b->own = malloc((size_t)(m ? m : 1) * sizeof *b->own)) ||
+        !(b->maxv = malloc((size_t)(m ? m : 1) * sizeof *b->maxv)))
+        return TW_E_NOMEM;
+    return TW_OK;
+}
+
+bool
+twi_maxtree_filter_out_ok(const tw_tile_view *levels, unsigned sides, const uint64_t *res,
+                          const twi_maxtree_filter *f, const tw_tile_view *out)
+{
+    int map;
+
+    if (!f || !out || !levels || sides > 15 || (sides && !res) || out->channels != 1 ||
+        out->w != levels->w || out->h != levels->h)
+        return false;
+    map = f->rule == TWI_MAXTREE_AREA_MAP;
+    return !((map && out->type != TW_U32 && out->type != TW_U64) ||
+             (!map && out->type != levels->type) ||
+             !twi_view_fits(out, (size_t)out->w * tw_sample_size(out->type),
+                            tw_sample_size(out->type)));
+}
+
+tw_status
 twi_maxtree_border_extract(const tw_tile_view *levels, const tw_tile_view *parent, unsigned sides,
                            twi_maxtree_border *b)
 {
@@ -205,14 +233,8 @@ twi_maxtree_border_extract(const tw_tile_view *levels, const tw_tile_view *paren
     m = t.nodes;
     b->w = t.w;
     b->h = t.h;
-    b->n = m;
-    if (!(b->level = malloc((size_t)(m ? m : 1) * sizeof *b->level)) ||
-        !(b->lparent = malloc((size_t)(m ? m : 1) * sizeof *b->lparent)) ||
-        !(b->own = malloc((size_t)(m ? m : 1) * sizeof *b->own)) ||
-        !(b->maxv = malloc((size_t)(m ? m : 1) * sizeof *b->maxv))) {
-        st = TW_E_NOMEM;
+    if ((st = twi_maxtree_border_nodes(b, m)) != TW_OK)
         goto out;
-    }
     for (int64_t p = 0; p < t.n && t.id; p++) {
         uint32_t i = t.id[p];
 
@@ -744,15 +766,10 @@ twi_maxtree_filter_tile(const tw_tile_view *levels, const tw_tile_view *parent, 
     tw_status st;
     int map;
 
-    if (!f || !out || !levels_ok(levels) || !parent32_ok(levels, parent) || sides > 15 ||
-        (sides && !res) || out->channels != 1 || out->w != levels->w || out->h != levels->h)
+    if (!levels_ok(levels) || !parent32_ok(levels, parent) ||
+        !twi_maxtree_filter_out_ok(levels, sides, res, f, out))
         return TW_E_INVALID;
     map = f->rule == TWI_MAXTREE_AREA_MAP;
-    if ((map && out->type != TW_U32 && out->type != TW_U64) ||
-        (!map && out->type != levels->type) ||
-        !twi_view_fits(out, (size_t)out->w * tw_sample_size(out->type),
-                       tw_sample_size(out->type)))
-        return TW_E_INVALID;
     /* the height rule needs the highest levels; the area rule keeps its answers in area */
     if ((st = tile_build(&t, levels, parent, sides, f->rule == TWI_MAXTREE_HEIGHT)) != TW_OK)
         return st;

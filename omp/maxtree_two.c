@@ -288,14 +288,8 @@ twi_maxtree_two_border(const tw_tile_view *levels, uint16_t lo, uint16_t hi, int
     m = t.m;
     b->w = levels->w;
     b->h = levels->h;
-    b->n = m;
-    if (!(b->level = malloc((size_t)(m ? m : 1) * sizeof *b->level)) ||
-        !(b->lparent = malloc((size_t)(m ? m : 1) * sizeof *b->lparent)) ||
-        !(b->own = malloc((size_t)(m ? m : 1) * sizeof *b->own)) ||
-        !(b->maxv = malloc((size_t)(m ? m : 1) * sizeof *b->maxv))) {
-        st = TW_E_NOMEM;
+    if ((st = twi_maxtree_border_nodes(b, m)) != TW_OK)
         goto out;
-    }
     for (int64_t l = 0; l <= t.k && m; l++) {
         uint32_t i = t.id[l];
 
@@ -363,16 +357,11 @@ twi_maxtree_two_filter(const tw_tile_view *levels, uint16_t lo, uint16_t hi, int
     tw_status st;
     int map;
 
-    if (!f || !out || !levels || levels->w < 1 || levels->h < 1 || sides > 15 ||
-        (sides && !res) || out->channels != 1 || out->w != levels->w ||
-        out->h != levels->h || (uint64_t)levels->w * (uint64_t)levels->h >= UINT32_MAX)
+    if (!levels || levels->w < 1 || levels->h < 1 ||
+        (uint64_t)levels->w * (uint64_t)levels->h >= UINT32_MAX ||
+        !twi_maxtree_filter_out_ok(levels, sides, res, f, out))
         return TW_E_INVALID;
     map = f->rule == TWI_MAXTREE_AREA_MAP;
-    if ((map && out->type != TW_U32 && out->type != TW_U64) ||
-        (!map && out->type != levels->type) ||
-        !twi_view_fits(out, (size_t)out->w * tw_sample_size(out->type),
-                       tw_sample_size(out->type)))
-        return TW_E_INVALID;
     if ((st = two_build(&t, levels, lo, hi, conn, sides, nthreads)) != TW_OK)
         return st;
     if (!(ans = malloc(((size_t)t.k + 1) * sizeof *ans))) {

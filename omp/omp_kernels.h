@@ -186,6 +186,13 @@ uint64_t *twi_radix_u64(uint64_t *a, uint64_t *tmp, size_t n, unsigned first_bit
 tw_status twi_maxtree_border_extract(const tw_tile_view *levels, const tw_tile_view *parent,
                                      unsigned sides, twi_maxtree_border *b);
 void twi_maxtree_border_free(twi_maxtree_border *b);
+/* b's node arrays for m nodes (at least one each), b->n = m: TW_OK or TW_E_NOMEM (free b). */
+tw_status twi_maxtree_border_nodes(twi_maxtree_border *b, int64_t m);
+/* The checks of pass 2's arguments but the levels and parents (twi_maxtree_filter_tile): a
+ * filter, res with sides, out of the levels' size, 1 channel, of the levels' type (TW_U32 /
+ * TW_U64 for the area map), rows that fit. */
+bool twi_maxtree_filter_out_ok(const tw_tile_view *levels, unsigned sides, const uint64_t *res,
+                               const twi_maxtree_filter *f, const tw_tile_view *out);
 
 /*
  * BP: merge the border max-trees of a tiles_x x tiles_y grid of tiles (raster order; tile
