@@ -317,3 +317,46 @@ Test(maxtree_two, border_trees_and_filters_match_the_general_passes)
                 free(f);
             }
 }
+
+/* Views the general passes refuse (twi_maxtree_border_extract, twi_maxtree_filter_tile: no
+ * data, rows shorter than the width, misaligned 16-bit samples, several channels, 32-bit
+ * levels) and a connectivity other than 4 or 8: TW_E_INVALID from the runs' passes too, with
+ * one level or two, before any sample is read. */
+Test(maxtree_two, bad_views_are_refused_before_reading)
+{
+    static uint16_t buf[64];
+    const tw_tile_view good = {buf, 8 * 2, 8, 4, 1, TW_U16, 0, 0};
+    uint16_t out[32];
+    tw_tile_view ov = {out, 8 * 2, 8, 4, 1, TW_U16, 0, 0};
+    twi_maxtree_filter fl = {TWI_MAXTREE_AREA, 3, 0};
+    uint64_t res[8] = {0};
+
+    for (int i = 0; i < 64; i++)
+        buf[i] = (uint16_t)(i % 3 ? 7 : 9);
+    for (int bad = 0; bad < 6; bad++) {
+        tw_tile_view v = good;
+        int conn = bad == 5 ? 6 : 4;
+
+        if (bad == 0)
+            v.data = NULL;
+        else if (bad == 1)
+            v.stride = 8; /* a u16 row of 8 samples needs 16 bytes */
+        else if (bad == 2)
+            v.data = (char *)buf + 1;
+        else if (bad == 3)
+            v.channels = 3;
+        else if (bad == 4)
+            v.type = TW_U32;
+        for (int two = 0; two < 2; two++) {
+            twi_maxtree_border b;
+            uint16_t lo = 7, hi = two ? 9 : 7;
+
+            cr_assert(eq(int, twi_maxtree_two_border(&v, lo, hi, conn, 15, 1, &b), TW_E_INVALID),
+                      "bad %d two %d", bad, two);
+            cr_assert(eq(i64, b.n, 0));
+            cr_assert(eq(int, twi_maxtree_two_filter(&v, lo, hi, conn, 15, res, &fl, 1, &ov),
+                         TW_E_INVALID),
+                      "bad %d two %d", bad, two);
+        }
+    }
+}
