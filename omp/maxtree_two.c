@@ -154,6 +154,17 @@ twi_omp_maxtree_two(const tw_tile_view *in, uint16_t lo, uint16_t hi, int conn,
 
 #define TWO_UNMARKED UINT32_MAX
 
+/* The views and connectivity the general passes and the runs accept (omp/maxtree_border.c's
+ * levels_ok), checked before last_low reads a sample, with one level as with two. */
+static bool
+two_args_ok(const tw_tile_view *v, int conn)
+{
+    return v && v->w >= 1 && v->h >= 1 && v->channels == 1 &&
+           (v->type == TW_U8 || v->type == TW_U16) && (conn == 4 || conn == 8) &&
+           twi_view_fits(v, (size_t)v->w * tw_sample_size(v->type), tw_sample_size(v->type)) &&
+           (uint64_t)v->w * (uint64_t)v->h < UINT32_MAX;
+}
+
 typedef struct two_tree {
     twi_label_runs r;
     int64_t k;          /* components of level hi */
@@ -280,8 +291,7 @@ twi_maxtree_two_border(const tw_tile_view *levels, uint16_t lo, uint16_t hi, int
     if (!b)
         return TW_E_INVALID;
     memset(b, 0, sizeof *b);
-    if (!levels || levels->w < 1 || levels->h < 1 || sides > 15 ||
-        (uint64_t)levels->w * (uint64_t)levels->h >= UINT32_MAX)
+    if (!two_args_ok(levels, conn) || sides > 15)
         return TW_E_INVALID;
     if ((st = two_build(&t, levels, lo, hi, conn, sides, nthreads)) != TW_OK)
         return st;
@@ -357,9 +367,7 @@ twi_maxtree_two_filter(const tw_tile_view *levels, uint16_t lo, uint16_t hi, int
     tw_status st;
     int map;
 
-    if (!levels || levels->w < 1 || levels->h < 1 ||
-        (uint64_t)levels->w * (uint64_t)levels->h >= UINT32_MAX ||
-        !twi_maxtree_filter_out_ok(levels, sides, res, f, out))
+    if (!two_args_ok(levels, conn) || !twi_maxtree_filter_out_ok(levels, sides, res, f, out))
         return TW_E_INVALID;
     map = f->rule == TWI_MAXTREE_AREA_MAP;
     if ((st = two_build(&t, levels, lo, hi, conn, sides, nthreads)) != TW_OK)
