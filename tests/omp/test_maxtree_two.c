@@ -360,3 +360,166 @@ Test(maxtree_two, bad_views_are_refused_before_reading)
         }
     }
 }
+
+/* Random tiles against the general passes, with what the tests above fix: levels that differ
+ * in one byte of a 16-bit sample only (the runs XOR every lane with lo), lo > 0 and hi =
+ * 65535, one level, a third value in the row padding (never a sample), one-row and
+ * one-column tiles and widths about a 64-pixel word, 1-4 threads, every side set, each rule
+ * with thresholds 0, hi - lo and its neighbours, n and n + 1, any vmin, and answers above
+ * 2^32 for the area map (saturated in 32 bits). Parents, border trees and filtered bytes
+ * (the output's padding included) must be the general ones. */
+static const uint16_t lane_pairs[][2] = {
+    {0x0100, 0x0000}, {0x0001, 0x0100}, {0x00ff, 0xff00}, {0x1234, 0x1235}, {0x1234, 0x2234},
+    {0x8000, 0x0000}, {0x7fff, 0x8000}, {0xff00, 0xffff}, {65534, 65535}, {0, 65535},
+    {0x8080, 0x0808}, {1, 0x8001},     {9, 9},          {65535, 65535}, {0, 0}};
+
+static tw_tile_view
+padded_view(const uint16_t *f, int w, int h, int wide, int pad, uint16_t junk, void **buf)
+{
+    void *b;
+    tw_tile_view v = level_view(f, w, h, wide, pad, &b);
+
+    for (int y = 0; y < h; y++)
+        for (int x = w; x < w + pad; x++) {
+            if (wide)
+                TWI_ROW(&v, uint16_t, y)[x] = junk;
+            else
+                TWI_ROW(&v, uint8_t, y)[x] = (uint8_t)junk;
+        }
+    *buf = b;
+    return v;
+}
+
+static void
+random_tile(int it)
+{
+    static const int widths[] = {1, 2, 7, 63, 64, 65, 70};
+    int wide = (int)twtest_rnd(&rng, 2), conn = twtest_rnd(&rng, 2) ? 8 : 4;
+    int w = widths[twtest_rnd(&rng, 7)], h = 1 + (int)twtest_rnd(&rng, twtest_rnd(&rng, 4) ? 9 : 70);
+    int pad = 1 + (int)twtest_rnd(&rng, 3), np = (int)(sizeof lane_pairs / sizeof lane_pairs[0]);
+    int64_t n;
+    uint16_t a, b, lo, hi, junk, *f;
+    uint32_t dens = twtest_rnd(&rng, 101), *pb;
+    unsigned sides = twtest_rnd(&rng, 16);
+    void *lb;
+    tw_tile_view lv, pv;
+    twi_maxtree_border g, t;
+
+    if (twtest_rnd(&rng, 2))
+        h = h > 1 ? 1 : h; /* one row */
+    if (twtest_rnd(&rng, 5) == 0) {
+        int s = w; /* one column */
+        w = 1;
+        h = s;
+    }
+    n = (int64_t)w * h;
+    if (wide && twtest_rnd(&rng, 4)) {
+        int k = (int)twtest_rnd(&rng, (uint32_t)np);
+
+        a = lane_pairs[k][0];
+        b = lane_pairs[k][1];
+    } else {
+        a = (uint16_t)twtest_rnd(&rng, wide ? 65536 : 256);
+        b = (uint16_t)(twtest_rnd(&rng, 2) ? a ^ (1u << twtest_rnd(&rng, wide ? 16 : 8))
+                                           : twtest_rnd(&rng, wide ? 65536 : 256));
+    }
+    do
+        junk = (uint16_t)twtest_rnd(&rng, wide ? 65536 : 256);
+    while (junk == a || junk == b);
+    f = malloc((size_t)n * sizeof *f);
+    for (int64_t i = 0; i < n; i++)
+        f[i] = twtest_rnd(&rng, 100) < dens ? b : a;
+    if (twtest_rnd(&rng, 4) == 0) { /* the other level in the last pixel only */
+        for (int64_t i = 0; i < n; i++)
+            f[i] = a;
+        f[n - 1] = b;
+    }
+    lv = padded_view(f, w, h, wide, pad, junk, &lb);
+    cr_assert(twi_maxtree_two_levels(&lv, &lo, &hi), "case %d", it);
+    {
+        uint16_t mn = f[0], mx = f[0];
+
+        for (int64_t i = 0; i < n; i++) {
+            mn = f[i] < mn ? f[i] : mn;
+            mx = f[i] > mx ? f[i] : mx;
+        }
+        cr_assert(lo == mn && hi == mx, "case %d: %u/%u, not %u/%u", it, lo, hi, mn, mx);
+    }
+    pb = malloc((size_t)n * 8 * 2);
+    pv = (tw_tile_view){pb, (int64_t)w * 4, w, h, 1, TW_U32, 0, 0};
+    {
+        tw_tile_view p64 = {pb + 2 * n, (int64_t)w * 8, w, h, 1, TW_U64, 0, 0};
+
+        /* the runs' parents (64-bit, a team) against the one-block flood's (32-bit) */
+        cr_assert(eq(int, twi_omp_maxtree(&lv, conn, &p64, 1 + (int)twtest_rnd(&rng, 4)), TW_OK));
+        cr_assert(eq(int, twi_omp_maxtree_grid(&lv, conn, &pv, 1, 1, 1), TW_OK));
+        for (int64_t i = 0; i < n; i++)
+            cr_assert(eq(u64, par_at(&p64, i), par_at(&pv, i)),
+                      "case %d: %dx%d %u/%u conn %d pixel %lld", it, w, h, lo, hi, conn,
+                      (long long)i);
+    }
+    cr_assert(eq(int, twi_maxtree_border_extract(&lv, &pv, sides, &g), TW_OK));
+    cr_assert(eq(int, twi_maxtree_two_border(&lv, lo, hi, conn, sides,
+                                             1 + (int)twtest_rnd(&rng, 4), &t), TW_OK));
+    cr_assert(eq(i64, t.n, g.n), "case %d: %dx%d %u/%u conn %d sides %u", it, w, h, lo, hi,
+              conn, sides);
+    for (int64_t i = 0; i < g.n; i++)
+        cr_assert(t.level[i] == g.level[i] && t.lparent[i] == g.lparent[i] &&
+                      t.own[i] == g.own[i] && t.maxv[i] == g.maxv[i],
+                  "case %d: node %lld", it, (long long)i);
+    for (int s = 0; s < 4; s++) {
+        cr_assert(eq(int, !t.side[s], !g.side[s]));
+        if (g.side[s])
+            cr_assert(eq(int, memcmp(t.side[s], g.side[s],
+                                     (size_t)(s <= TWI_MAXTREE_BOTTOM ? w : h) * 4), 0),
+                      "case %d: side %d", it, s);
+    }
+    for (int k = 0; k < 3; k++) {
+        int rule = (int)twtest_rnd(&rng, 4), opad = (int)twtest_rnd(&rng, 3);
+        uint64_t d = (uint64_t)(hi - lo);
+        uint64_t thr[] = {0, 1, d, d + 1, d ? d - 1 : 0, (uint64_t)n, (uint64_t)n + 1,
+                          twtest_rnd(&rng, 70000), UINT64_MAX};
+        twi_maxtree_filter fl = {rule == 0 ? TWI_MAXTREE_AREA
+                                 : rule == 1 ? TWI_MAXTREE_HEIGHT
+                                             : TWI_MAXTREE_AREA_MAP,
+                                 thr[twtest_rnd(&rng, 9)],
+                                 (uint16_t)(twtest_rnd(&rng, 2) ? lo
+                                                                : twtest_rnd(&rng, wide ? 65536 : 256))};
+        tw_sample_type ot = rule < 2 ? lv.type : rule == 2 ? TW_U32 : TW_U64;
+        size_t os = tw_sample_size(ot), ob = (size_t)(w + opad) * os * (size_t)h;
+        uint64_t *res = malloc((size_t)(g.n + 1) * sizeof *res);
+        char *o1 = malloc(ob), *o2 = malloc(ob);
+        tw_tile_view v1 = {o1, (int64_t)(w + opad) * (int64_t)os, w, h, 1, ot, 0, 0}, v2 = v1;
+
+        for (int64_t i = 0; i <= g.n; i++)
+            res[i] = rule >= 2 ? (twtest_rnd(&rng, 2) ? UINT32_MAX - 1 + twtest_rnd(&rng, 3)
+                                                       : twtest_xorshift(&rng))
+                     : twtest_rnd(&rng, 2) ? (twtest_rnd(&rng, 2) ? lo : hi)
+                                           : twtest_xorshift(&rng);
+        v2.data = o2;
+        memset(o1, 0x3c, ob);
+        memset(o2, 0x3c, ob);
+        cr_assert(eq(int, twi_maxtree_filter_tile(&lv, &pv, sides, sides ? res : NULL, &fl, &v1),
+                     TW_OK));
+        cr_assert(eq(int, twi_maxtree_two_filter(&lv, lo, hi, conn, sides, sides ? res : NULL, &fl,
+                                                 1 + (int)twtest_rnd(&rng, 4), &v2),
+                     TW_OK));
+        cr_assert(eq(int, memcmp(o1, o2, ob), 0),
+                  "case %d: %dx%d %u/%u conn %d sides %u rule %d threshold %llu vmin %u", it, w, h,
+                  lo, hi, conn, sides, rule, (unsigned long long)fl.threshold, fl.vmin);
+        free(o1);
+        free(o2);
+        free(res);
+    }
+    twi_maxtree_border_free(&g);
+    twi_maxtree_border_free(&t);
+    free(pb);
+    free(lb);
+    free(f);
+}
+
+Test(maxtree_two, random_tiles_match_the_general_passes, .timeout = TWTEST_TIMEOUT(60))
+{
+    for (int it = 0; it < 3000; it++)
+        random_tile(it);
+}
