@@ -30,7 +30,10 @@ typedef struct af_cell {
                                     from pass 1 to pass 2 when kept in memory) */
     int pass;                    /* the pass its tasks belong to */
     bool saved;                  /* AF_KEEP_SCRATCH: pass 1 wrote its tile to the keep file */
-    bool mask;                   /* the tile has at most two levels (af_load) */
+    bool mask;                   /* the tile has at most two levels, lo and hi: its passes
+                                    take them from its runs (af_load; the bytes every pass
+                                    sees are those the load read, or pass 1's copy of them) */
+    uint16_t lo, hi;
     twi_maxtree_border bt;            /* pass 1's border max-tree, until the merge */
     int64_t block;               /* merge in blocks: the cell's block */
     int64_t res_at, res_n;       /* merge in blocks: where its nodes' answers are in the
@@ -112,13 +115,6 @@ struct af_job {
 
 static tw_status af_submit_cell(af_job *a, af_cell *c, int pass);
 
-/* Is the tile a mask (at most two levels): omp/maxtree_two.c's passes, from its runs. */
-static bool
-af_two_levels(const tw_tile_view *v, uint16_t *lo, uint16_t *hi)
-{
-    return (uint64_t)v->w * (uint64_t)v->h < UINT32_MAX && twi_maxtree_two_levels(v, lo, hi);
-}
-
 /* Read (pass 1, or pass 2 re-reading) or fetch from the keep file (pass 2) a cell's tile,
  * inverted for closings. Pass 1 with a keep file writes it there; a tile that could not be
  * written is read again in pass 2. */
@@ -129,7 +125,6 @@ af_load(tw_task_ctx *ctx, void *arg)
     af_job *a = c->a;
     tw_tile_view v = twi_ctx_view(ctx, 0);
     size_t bytes = (size_t)v.stride * (size_t)v.h;
-    uint16_t lo, hi;
     tw_status st;
 
     if (c->pass == 2 && c->saved) {
@@ -143,7 +138,9 @@ af_load(tw_task_ctx *ctx, void *arg)
         return st;
     if (a->invert)
         twi_maxtree_invert(&v);
-    c->mask = af_two_levels(&v, &lo, &hi);
+    /* a mask (omp/maxtree_two.c): its passes take it from its runs, on any worker */
+    c->mask = (uint64_t)v.w * (uint64_t)v.h < UINT32_MAX &&
+              twi_maxtree_two_levels(&v, &c->lo, &c->hi);
     if (c->pass == 1 && a->keep == AF_KEEP_SCRATCH)
         c->saved = twi_pwrite_all(a->keep_fd, v.data, bytes, c->i * a->keep_bytes) == 0;
     twi_job_add_done(a->job, 1);
@@ -344,14 +341,13 @@ af_tp1_cpu(tw_task_ctx *ctx, void *arg)
 {
     af_cell *c = arg;
     tw_tile_view v = twi_ctx_view(ctx, 0), par;
-    uint16_t lo, hi;
     tw_status st;
 
     /* A retry after a failed CUDA run starts from nothing (that run may have fetched it). */
     twi_maxtree_border_free(&c->bt);
-    if (af_two_levels(&v, &lo, &hi)) { /* a mask: its runs, no parent image */
-        if ((st = twi_maxtree_two_border(&v, lo, hi, c->a->conn, c->sides, twi_ctx_team(ctx),
-                                         &c->bt)) != TW_OK)
+    if (c->mask) { /* its runs, no parent image */
+        if ((st = twi_maxtree_two_border(&v, c->lo, c->hi, c->a->conn, c->sides,
+                                         twi_ctx_team(ctx), &c->bt)) != TW_OK)
             return af_tp1_fail(ctx, c, st);
         return TW_OK;
     }
@@ -908,13 +904,12 @@ af_tp2_cpu(tw_task_ctx *ctx, void *arg)
     tw_tile_view v = twi_ctx_view(ctx, 0), o = twi_ctx_view(ctx, 1), par;
     const uint64_t *res;
     size_t rb;
-    uint16_t lo, hi;
     tw_status st;
 
     if ((st = af_tp2_answers(ctx, c, &res, &rb)) != TW_OK)
         return st;
-    if (af_two_levels(&v, &lo, &hi)) {
-        if ((st = twi_maxtree_two_filter(&v, lo, hi, c->a->conn, c->sides, res, &c->a->f,
+    if (c->mask) {
+        if ((st = twi_maxtree_two_filter(&v, c->lo, c->hi, c->a->conn, c->sides, res, &c->a->f,
                                          twi_ctx_team(ctx), &o)) != TW_OK)
             return af_tp2_fail(ctx, c, st);
         return TW_OK;
