@@ -37,8 +37,8 @@ typedef struct twi_stream {
     bool in_mask;                  /* the input is thresholded into a mask */
     bool prep_keep;                /* reads go through twi_src_read: Otsu's pass may keep the
                                       gray image for them (tissue.c, twi_prep_kept) */
-    twi_io_counts setup_io;        /* decodes before the job (Otsu's pass, the tissue mask's
-                                      low level): added to the job's by twi_stream_attach_io */
+    twi_io_counts setup_io;        /* decodes before the job (Otsu's pass): added to the
+                                      job's by twi_stream_attach_io */
     const char *in_path;           /* the input's path (borrowed from the tw_input: valid
                                       during submission only), for twi_stream_open_output's
                                       checks; NULL: none */

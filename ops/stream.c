@@ -699,15 +699,15 @@ twi_src_read(tw_task_ctx *ctx, const char *op, const twi_src *src, int64_t x, in
     }
     if (src->s.prep && v->type == src->s.in_type &&
         (kept = twi_prep_kept(src->s.prep, x, y, v->w, v->h, &kstride))) {
-        /* Otsu's pass kept the gray image: not decoded again, only thresholded (the mode is
-         * for colour; a gray view is thresholded as it is) */
+        /* Otsu's pass kept the gray image: not decoded again, copied and thresholded (the
+         * mode is for colour; a gray view is copied as it is) */
         twi_gray_params tp = *twi_prep_params(src->s.prep);
+        tw_tile_view kv = *v;
 
         tp.mode = TWI_GRAY_LUMINANCE;
-        for (int32_t r = 0; r < v->h; r++)
-            memcpy((char *)v->data + r * v->stride, (const char *)kept + (size_t)r * kstride,
-                   (size_t)v->w * ss);
-        if (tp.threshold && (st = twi_omp_gray_p(v, v, &tp, 1)) != TW_OK)
+        kv.data = (void *)(uintptr_t)kept;
+        kv.stride = (int64_t)kstride;
+        if ((st = twi_omp_gray_p(&kv, v, &tp, 1)) != TW_OK)
             return twi_ctx_fail(ctx, st, "%s: cannot threshold '%s'", op, src->path);
         return TW_OK;
     }
