@@ -37,6 +37,9 @@ static const char help[] =
     "                    faces (default 4096)\n"
     "  --split-min N     --kernel: split a sort part only when the side it gives away holds\n"
     "                    N queued faces (default 4096; 1 with --split-always)\n"
+    "  --comp-every N    --kernel: a sort part labels its region's components (the sub-tree\n"
+    "                    split) every N faces it pops (default 0: 16-bit images every 2^20,\n"
+    "                    8-bit ones never; -1: never)\n"
     "  --repeat R        timed runs (default 3)\n"
     "  --check C         auto (default: one thread's result compared with this run's, unless\n"
     "                    that is this run), full (always) or none\n"
@@ -50,14 +53,16 @@ static const char help[] =
     "tree_s = the max-tree of the ranks and un-interpolation), mt_s / un_s (the two parts of\n"
     "tree_s: the max-tree of the ranks, un-interpolation), mt_device (where the job's\n"
     "max-tree ran: cpu or cuda; the kernel: cpu), gpus (--gpus), crews and batches (the\n"
-    "kernel's batches shared with helpers and all batches; -1 for the job), parts\n"
+    "kernel's batches shared with helpers and all batches; -1 for the job), labellings\n"
+    "(the kernel's sub-tree splits; -1 for the job) and comp_parts (the parts they made),\n"
+    "parts\n"
     "(sub-propagations), nodes (of the tree, an implicit root included, as Higra counts\n"
     "them), pixel_nodes (nodes holding pixels), exterior, implicit_root, peak_rss_mib,\n"
     "scratch_bytes_per_px, check, wrong (pixels differing; every result of a batch).\n";
 
 typedef struct tos_params {
     const char *input, *type_name, *dump, *check, *gpus;
-    int64_t w, h, levels, seed, threads, repeat, grain, crew_min, split_min, batch;
+    int64_t w, h, levels, seed, threads, repeat, grain, crew_min, split_min, batch, comp_every;
     int job, split_always;
 } tos_params;
 
@@ -84,6 +89,7 @@ run_once(const tos_params *p, const bench_image *img, tw_runtime *rt, int64_t th
         r->split_always = p->split_always;
         r->crew_min = p->crew_min;
         r->split_min = p->split_min;
+        r->comp_every = p->comp_every;
         st = p->grain ? twi_omp_tos(&vi, NULL, NULL, &vo, (uint64_t)p->grain, r)
                       : twi_omp_tos(&vi, &vo, NULL, NULL, 0, r);
         if (st != TW_OK)
@@ -165,7 +171,7 @@ parse(int argc, char **argv, tos_params *p)
 {
     enum { O_INPUT = 1, O_SIZE, O_TYPE, O_LEVELS, O_SEED, O_THREADS, O_GRAIN, O_REPEAT,
            O_CHECK, O_DUMP, O_KERNEL, O_JOB, O_SPLIT, O_CREW, O_SPLITMIN, O_GPUS, O_BATCH,
-           O_HELP };
+           O_COMP, O_HELP };
     static const struct option opts[] = {
         {"input", required_argument, NULL, O_INPUT}, {"size", required_argument, NULL, O_SIZE},
         {"type", required_argument, NULL, O_TYPE}, {"levels", required_argument, NULL, O_LEVELS},
@@ -178,6 +184,7 @@ parse(int argc, char **argv, tos_params *p)
         {"split-always", no_argument, NULL, O_SPLIT},
         {"crew-min", required_argument, NULL, O_CREW},
         {"split-min", required_argument, NULL, O_SPLITMIN},
+        {"comp-every", required_argument, NULL, O_COMP},
         {"gpus", required_argument, NULL, O_GPUS}, {"batch", required_argument, NULL, O_BATCH},
         {"help", no_argument, NULL, O_HELP},
         {NULL, 0, NULL, 0}};
@@ -210,6 +217,9 @@ parse(int argc, char **argv, tos_params *p)
         case O_CREW: rc = bench_parse_int("--crew-min", optarg, 1, INT64_MAX, &p->crew_min); break;
         case O_SPLITMIN:
             rc = bench_parse_int("--split-min", optarg, 1, INT64_MAX, &p->split_min);
+            break;
+        case O_COMP:
+            rc = bench_parse_int("--comp-every", optarg, -1, INT64_MAX, &p->comp_every);
             break;
         case O_GPUS: p->gpus = optarg; break;
         case O_BATCH: rc = bench_parse_int("--batch", optarg, 1, 64, &p->batch); break;
@@ -333,7 +343,7 @@ bench_tos(int argc, char **argv)
                "\"repeat\": %lld, \"median_s\": %.6f, \"min_s\": %.6f, \"max_s\": %.6f, "
                "\"mpix_per_s\": %.3f, \"sort_s\": %.6f, \"tree_s\": %.6f, \"attr_s\": %.6f, "
                "\"mt_s\": %.6f, \"un_s\": %.6f, \"mt_device\": \"%s\", \"gpus\": \"%s\", "
-               "\"crews\": %lld, \"batches\": %lld, "
+               "\"crews\": %lld, \"batches\": %lld, \"labellings\": %lld, \"comp_parts\": %lld, "
                "\"parts\": %lld, \"nodes\": %lld, \"pixel_nodes\": %lld, \"exterior\": %u, "
                "\"implicit_root\": %s, "
                "\"peak_rss_mib\": %.1f, \"base_rss_mib\": %.1f, \"scratch_bytes_per_px\": %.2f, "
@@ -348,7 +358,8 @@ bench_tos(int argc, char **argv)
                bench_median(ts + 4 * p.repeat, (int)p.repeat),
                p.job && rep.mt_device == TW_DEVICE_CUDA ? "cuda" : "cpu", p.gpus,
                (long long)(p.job ? -1 : r.crews),
-               (long long)(p.job ? -1 : r.batches), (long long)(p.job ? rep.parts : r.parts),
+               (long long)(p.job ? -1 : r.batches), (long long)(p.job ? -1 : r.labellings),
+               (long long)(p.job ? rep.comp_parts : r.comp_parts), (long long)(p.job ? rep.parts : r.parts),
                (long long)(nodes + implicit), (long long)nodes,
                p.job ? rep.exterior : r.exterior, implicit ? "true" : "false", peak_mib,
                base_mib, (peak_mib - base_mib) * 1048576.0 / px, wrong < 0 ? "none" : "thread-1",

@@ -57,10 +57,11 @@ summary(tw_job *job, const char *what, const char *extra, const tw_tos_report *r
     tw_job_get_progress(job, &p);
     fprintf(stderr,
             "%s: wrote %s%s%s in %.2f s (%lld nodes, exterior level %u%s; sort %.2f s in %lld "
-            "parts, tree %.2f s (max-tree %.2f s on the %s), areas %.2f s)\n",
+            "parts, %lld of them sub-trees, tree %.2f s (max-tree %.2f s on the %s), areas "
+            "%.2f s)\n",
             cli_prog, what, extra ? " and " : "", extra ? extra : "", p.elapsed_s,
             (long long)r->nodes, r->exterior, r->implicit_root ? ", implicit root" : "",
-            r->sort_s, (long long)r->parts, r->tree_s, r->mt_s,
+            r->sort_s, (long long)r->parts, (long long)r->comp_parts, r->tree_s, r->mt_s,
             r->mt_device == TW_DEVICE_CUDA ? "GPU" : "CPU", r->attr_s);
 }
 

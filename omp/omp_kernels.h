@@ -310,6 +310,11 @@ typedef struct twi_tos_hooks {
     /* after want_split, a part splits only when the side it would give away (the one with
      * fewer queued faces) holds split_min queued faces or more (0: 4096) */
     int64_t split_min;
+    /* the sub-tree split: after want_split, a part labels the components of its remaining
+     * region and gives components away (to idle(user) new parts, or one without idle, each
+     * share holding split_min faces or more) once it has popped comp_every faces since its
+     * last labelling (0: 16-bit images every 2^20 faces, 8-bit ones never; -1: never) */
+    int64_t comp_every;
 } twi_tos_hooks;
 size_t twi_tos_seen_words(int64_t w, int64_t h);
 tw_status twi_tos_sort_create(const tw_tile_view *in, uint32_t *a, uint64_t *seen,
@@ -325,6 +330,8 @@ void twi_tos_crew_release(twi_tos_crew *crew);                    /* NULL is a n
  * allocated (peak). */
 void twi_tos_sort_stats(twi_tos_sort *s, int64_t *parts, int64_t *batches, int64_t *crews,
                         size_t *queue_bytes);
+/* Labellings of a part's region into components, parts they made (within `parts`). */
+void twi_tos_sort_comp_stats(twi_tos_sort *s, int64_t *labellings, int64_t *comp_parts);
 uint32_t twi_tos_sort_exterior(const twi_tos_sort *s);
 void twi_tos_sort_destroy(twi_tos_sort *s);                        /* NULL is a no-op */
 
@@ -378,11 +385,13 @@ typedef struct twi_tos_run {
     int64_t crew_min;      /* in: faces of a level that make a batch shared, 0: 4096 */
     int64_t split_min;     /* in: queued faces a split gives away at least, 0: 4096 (1 when
                             * split_always) */
+    int64_t comp_every;    /* in: twi_tos_hooks.comp_every (0: automatic, -1: never) */
     int32_t gx, gy;        /* in: the max-tree's block grid, 0: automatic */
     uint32_t exterior;     /* out: m */
     bool implicit_root;    /* out */
     int64_t nodes;         /* out: nodes holding pixels */
     int64_t parts, batches, crews; /* out: parts, batches, batches shared with helpers */
+    int64_t labellings, comp_parts; /* out: sub-tree splits' labellings, parts they made */
     size_t queue_bytes;
     double t_sort, t_tree, t_un, t_attr; /* seconds */
 } twi_tos_run;

@@ -99,6 +99,7 @@ typedef struct tos_job {
     int64_t rows, bands;
     int64_t grid_nodes;
     size_t queue_bytes;
+    int64_t labellings, comp_parts; /* the sort's sub-tree splits */
 
     double t_start, t_sorted, t_mt, t_tree, t_end;
 } tos_job;
@@ -377,6 +378,7 @@ t_sort_commit(tw_task_ctx *ctx, void *arg)
     j->rule.area = j->grain_area;
     twi_tos_sort_stats(j->sort, j->report ? &j->report->parts : NULL, NULL, NULL,
                        &j->queue_bytes);
+    twi_tos_sort_comp_stats(j->sort, &j->labellings, &j->comp_parts);
     twi_tos_sort_destroy(j->sort);
     j->sort = NULL;
     if ((st = j->gpu_tree ? submit_gpu_tree(j) : cpu_tree(j)) != TW_OK)
@@ -865,13 +867,16 @@ tos_end(tw_job *job, tw_status st, void *user)
                                           : ((size_t)j->grid_nodes * 12 > un
                                                  ? (size_t)j->grid_nodes * 12
                                                  : un)) +
-                                     (j->scratch_own ? 2 * n * 4 : 0));
+                                     (j->scratch_own ? 2 * n * 4 : 0) +
+                                     /* the sub-tree split's two bit maps */
+                                     (j->labellings ? twi_tos_seen_words(j->W, j->H) * 16 : 0));
         r->sort_s = j->t_sorted - j->t_start;
         r->tree_s = j->t_tree - j->t_sorted;
         r->attr_s = j->t_end - j->t_tree;
         if (r->struct_size == sizeof *r) { /* a report of 0.7 or later */
             r->mt_device = j->mt_device;
             r->mt_s = j->t_mt - j->t_sorted;
+            r->comp_parts = j->comp_parts;
         }
     }
     return twi_stream_finish_two(job, &j->in.s, &j->area_s, st);

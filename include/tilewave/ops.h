@@ -662,6 +662,9 @@ typedef struct tw_tos_report {
                                      or TW_DEVICE_CPU (blocks). @since 0.7 */
     double mt_s;                /**< the max-tree of the ranks, part of tree_s (on a GPU: the
                                      uploads and downloads included). @since 0.7 */
+    int64_t comp_parts;         /**< of @c parts, those the sub-tree split made (a part's
+                                     queue divided by the components of its remaining
+                                     region; 16-bit images, see @ref tos). @since 0.7 */
 } tw_tos_report;
 
 /** Zero @p r and set its struct_size; NULL is a no-op. Thread-safe. @since 0.5 */

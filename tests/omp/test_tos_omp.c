@@ -490,7 +490,7 @@ ref_grain(const void *img, tw_sample_type t, const tree *tr, const uint32_t *nod
 typedef struct runopt {
     int nthreads;
     bool split_always;
-    int64_t crew_min, split_min;
+    int64_t crew_min, split_min, comp_every;
     int32_t gx, gy;
 } runopt;
 
@@ -508,8 +508,8 @@ check_image(const void *img, tw_sample_type t, int w, int h, const tree *want, c
                         .type = TW_U32 },
                  va = vp, vg = vi;
     twi_tos_run r = { .nthreads = o->nthreads, .split_always = o->split_always,
-                      .crew_min = o->crew_min, .split_min = o->split_min, .gx = o->gx,
-                      .gy = o->gy };
+                      .crew_min = o->crew_min, .split_min = o->split_min,
+                      .comp_every = o->comp_every, .gx = o->gx, .gy = o->gy };
     uint64_t rng = rng_seed, N = 1 + twtest_rnd(&rng, (uint32_t)n + 1);
     int64_t nodes = 0;
 
@@ -546,7 +546,9 @@ check_image(const void *img, tw_sample_type t, int w, int h, const tree *want, c
 
 /* Thread counts 1, 2, 3, 4, 7; parts split after every batch or when threads are idle (giving
  * away sides of 16 queued faces or more, or the default 4096); batches shared with helpers from
- * 1, 2 or 8 faces on (the default, 4096, is never reached here). */
+ * 1, 2 or 8 faces on (the default, 4096, is never reached here); parts divided by the
+ * components of their region (the sub-tree split) after every batch or every 5 faces, alone
+ * or with the level-side split after every batch. */
 static const runopt RUNS[] = {
     { .nthreads = 1 },
     { .nthreads = 1, .split_always = true, .gx = 3, .gy = 2 },
@@ -556,6 +558,9 @@ static const runopt RUNS[] = {
     { .nthreads = 7, .crew_min = 8, .gx = 2, .gy = 3 },
     { .nthreads = 2 },
     { .nthreads = 4, .split_min = 16 },
+    { .nthreads = 1, .split_always = true, .comp_every = 1 },
+    { .nthreads = 4, .comp_every = 1, .split_min = 1 },
+    { .nthreads = 3, .split_always = true, .crew_min = 2, .comp_every = 5 },
 };
 #define N_RUNS ((int)(sizeof RUNS / sizeof RUNS[0]))
 
@@ -685,13 +690,17 @@ Test(tos_omp, shared_batches_give_the_one_thread_bytes)
     /* 512 x 384 natural-like and noise images, 8- and 16-bit: with 2, 3, 4 and 7 threads,
      * batches shared from 64 faces on (counted: some were; parts then split off sides of 64
      * queued faces or more) and from the default 4096, with and without splitting after every
-     * batch, the parent and area images equal the one-thread kernel's byte for byte. */
+     * batch, and with the sub-tree split every 2048 faces (some labellings every run, parts
+     * made by it in all), the parent and area images equal the one-thread kernel's byte for
+     * byte. */
     const int w = 512, h = 384;
     const size_t n = (size_t)w * h;
     static const int threads[] = { 2, 3, 4, 7 };
     uint64_t rng = 0x7368617265ull;
     void *img = malloc(n * 2);
     uint32_t *p1 = malloc(n * 4), *a1 = malloc(n * 4), *pk = malloc(n * 4), *ak = malloc(n * 4);
+
+    int64_t comp_parts = 0;
 
     cr_assert(img && p1 && a1 && pk && ak);
     for (int c = 0; c < 4; c++) {
@@ -711,10 +720,11 @@ Test(tos_omp, shared_batches_give_the_one_thread_bytes)
         cr_assert(eq(int, twi_omp_tos(&vi, &vp, &va, NULL, 0, &r1), TW_OK));
         cr_assert(eq(i64, r1.crews, 0));
         for (size_t k = 0; k < sizeof threads / sizeof threads[0]; k++) {
-            for (int mode = 0; mode < 3; mode++) {
+            for (int mode = 0; mode < 4; mode++) {
                 twi_tos_run r = { .nthreads = threads[k], .split_always = mode == 2,
                                   .crew_min = mode == 1 ? 0 : 64,
-                                  .split_min = mode == 0 ? 64 : 0 };
+                                  .split_min = mode == 0 ? 64 : 0,
+                                  .comp_every = mode == 3 ? 2048 : 0 };
 
                 vp.data = pk;
                 va.data = ak;
@@ -727,8 +737,83 @@ Test(tos_omp, shared_batches_give_the_one_thread_bytes)
                 if (mode == 2)
                     cr_assert(gt(i64, r.crews, 0), "case %d, %d threads: no batch shared", c,
                               threads[k]);
+                if (mode == 3) {
+                    cr_assert(gt(i64, r.labellings, 0), "case %d, %d threads: no labelling", c,
+                              threads[k]);
+                    comp_parts += r.comp_parts;
+                }
             }
         }
+    }
+    cr_assert(gt(i64, comp_parts, 0), "no part made by the sub-tree split");
+    free(ak);
+    free(pk);
+    free(a1);
+    free(p1);
+    free(img);
+}
+
+/* A 16-bit image of `bumps` x `bumps` separate cones (distinct levels rising to the centre of
+ * each cell, odd cells inverted into pits) on a flat background at 30000. */
+static void
+bump_image(uint16_t *img, int w, int h, int bumps)
+{
+    const int cw = w / bumps, ch = h / bumps;
+
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            int bx = x / cw, by = y / ch, dx = x % cw - cw / 2, dy = y % ch - ch / 2;
+            int r = cw / 2 - 3, d2 = dx * dx + dy * dy, v = 30000;
+
+            if (bx < bumps && by < bumps && d2 < r * r) {
+                int rise = (r * r - d2) * 7 + bx * 3 + by;
+
+                v = (bx + by) & 1 ? 30000 - 1 - rise : 30000 + 1 + rise;
+            }
+            img[(size_t)y * w + (size_t)x] = (uint16_t)(v < 0 ? 0 : v > 65535 ? 65535 : v);
+        }
+}
+
+Test(tos_omp, sub_tree_split_hands_components_to_parts)
+{
+    /* 6 x 6 cones and pits on a flat 16-bit background, 300 x 300: once the background's
+     * batch is done, each cone is a component of the remaining faces. With the sub-tree split
+     * every 4096 or 64 faces (4 and 7 threads) and after every batch (one thread, parts run
+     * one after the other, and 4 threads), parts are made by it and the parent and area images
+     * equal the one-thread kernel's. (The default, every 2^20 faces, is not reached here.) */
+    const int w = 300, h = 300;
+    const size_t n = (size_t)w * h;
+    uint16_t *img = malloc(n * 2);
+    uint32_t *p1 = malloc(n * 4), *a1 = malloc(n * 4), *pk = malloc(n * 4), *ak = malloc(n * 4);
+    tw_tile_view vi = { .data = img, .stride = 2 * w, .w = w, .h = h, .channels = 1,
+                        .type = TW_U16 },
+                 vp = { .data = p1, .stride = 4 * w, .w = w, .h = h, .channels = 1,
+                        .type = TW_U32 },
+                 va = vp;
+    const twi_tos_run runs[] = {
+        { .nthreads = 4, .comp_every = 4096 },
+        { .nthreads = 1, .split_always = true, .comp_every = 1 },
+        { .nthreads = 4, .comp_every = 1 },
+        { .nthreads = 7, .comp_every = 64 },
+    };
+    twi_tos_run r1 = { .nthreads = 1 };
+
+    cr_assert(img && p1 && a1 && pk && ak);
+    bump_image(img, w, h, 6);
+    va.data = a1;
+    cr_assert(eq(int, twi_omp_tos(&vi, &vp, &va, NULL, 0, &r1), TW_OK));
+    cr_assert(eq(i64, r1.labellings, 0));
+    for (size_t k = 0; k < sizeof runs / sizeof runs[0]; k++) {
+        twi_tos_run r = runs[k];
+
+        vp.data = pk;
+        va.data = ak;
+        cr_assert(eq(int, twi_omp_tos(&vi, &vp, &va, NULL, 0, &r), TW_OK));
+        cr_assert(eq(int, memcmp(pk, p1, n * 4), 0), "run %zu: parent image", k);
+        cr_assert(eq(int, memcmp(ak, a1, n * 4), 0), "run %zu: areas", k);
+        cr_assert(eq(i64, r.nodes, r1.nodes));
+        cr_assert(gt(i64, r.labellings, 0), "run %zu", k);
+        cr_assert(gt(i64, r.comp_parts, 0), "run %zu", k);
     }
     free(ak);
     free(pk);

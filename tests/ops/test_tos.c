@@ -151,6 +151,48 @@ Test(tos_job, large_image_splits_the_sort)
     tw_runtime_destroy(rt);
 }
 
+Test(tos_job, sub_tree_split_in_the_job)
+{
+    /* 1200 x 1000 16-bit natural-like image (4.8 million faces), 4 workers: with the default
+     * rule (a labelling every 2^20 faces a part pops while workers are idle) the sort's parts
+     * are divided by the components of their regions (parts made so, counted in the report),
+     * and the result equals the one-thread kernel's. */
+    tw_runtime *rt = runtime_or_die(4);
+    uint64_t rng = 0x73756274ull;
+    const int w = 1200, h = 1000;
+    const size_t n = (size_t)w * h;
+    uint16_t *img = malloc(n * 2);
+    uint32_t *pk = malloc(n * 4), *pj = malloc(n * 4);
+    tw_tile_view vi = { .data = img, .stride = 2 * w, .w = w, .h = h, .channels = 1,
+                        .type = TW_U16 },
+                 vp = { .data = pk, .stride = 4 * w, .w = w, .h = h, .channels = 1,
+                        .type = TW_U32 };
+    twi_tos_run r = { .nthreads = 1 };
+    tw_tos_opts o;
+    tw_tos_report rep;
+    tw_job *job = NULL;
+    tw_error err;
+
+    cr_assert(img && pk && pj);
+    twtest_maxtree_natural_image(&rng, img, TW_U16, w, h);
+    cr_assert(eq(int, twi_omp_tos(&vi, &vp, NULL, NULL, 0, &r), TW_OK));
+    tw_tos_opts_init(&o);
+    tw_tos_report_init(&rep);
+    o.image = (tw_host_image){ img, w, h, 0, TW_U16 };
+    o.parent = (tw_host_image){ pj, w, h, 0, TW_U32 };
+    o.report = &rep;
+    cr_assert(eq(int, twtest_job_finish(tw_tos_submit(rt, &o, &job, &err), &job), TW_OK), "%s",
+              err.message);
+    cr_assert(eq(int, memcmp(pj, pk, n * 4), 0), "parent image");
+    cr_assert(eq(i64, rep.nodes, r.nodes));
+    cr_assert(gt(i64, rep.comp_parts, 0), "parts %lld, none by sub-trees", (long long)rep.parts);
+    cr_assert(le(i64, rep.comp_parts, rep.parts - 1));
+    free(pj);
+    free(pk);
+    free(img);
+    tw_runtime_destroy(rt);
+}
+
 Test(tos_job, natural_images_at_2_3_4_7_workers)
 {
     /* 512 x 384 natural-like images, 8- and 16-bit, through runtimes of 2, 3, 4 and 7 CPU
