@@ -152,6 +152,7 @@ struct twi_tos_sort {
     twi_tos_part *spare;       /* ended parts, empty, for the next split or crew (under lock) */
     atomic_llong parts, batches, crews;
     atomic_llong labellings, comp_parts; /* sub-tree splits: labellings, parts they made */
+    pthread_mutex_t lab_lock;  /* one labelling at a time: it holds the two maps below */
     _Atomic uint64_t *lab_v, *lab_q; /* the labellings' maps (reached, queued), or NULL */
     atomic_int alive;          /* parts made and not ended */
 };
@@ -669,6 +670,7 @@ twi_tos_sort_create(const tw_tile_view *in, uint32_t *a, uint64_t *seen, twi_tos
     s->gshift = s->wide ? 4 : 0;
     s->m = twi_tos_exterior(in);
     pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->lab_lock, NULL);
     atomic_init(&s->parts, 1);
     atomic_init(&s->batches, 0);
     atomic_init(&s->crews, 0);
@@ -966,23 +968,24 @@ twi_tos_crew_help(twi_tos_crew *c, uint64_t gen, const twi_tos_hooks *hk)
  * 16-bit natural images the longest chain of parts it leaves holds half of the faces
  * (docs/tos.md).
  *
- * The labelling reads the seen map and never writes it, nor the ranks: parts' regions may
- * still touch through a face whose span holds the level of both (an edge between a darker and
- * a brighter pixel), which either part may claim with its atomic OR, so a part must not hide
- * or show a face to the others even for a moment. Two sort-wide bit maps of the grid's layout
- * hold the labelling's own state: the queued faces of the part (set, then cleared) and the
- * faces its flood reached (set run by run, then cleared from the recorded runs). A part's
- * remaining region is then the faces that are unseen or queued by it; a flood by row runs (64
- * faces a word) takes it component by component; a run that reaches into another part's
- * region only makes the components coarser. Each queued face's component is its run's (a
- * binary search over the runs sorted). The labelling costs a pass over the region by runs
- * (30-130 faces a run on natural images) and runs only while workers are idle, every 2^20
- * faces the part pops (COMP_FACES).
+ * The labelling reads the seen map and never writes it: parts' regions may still touch
+ * through a face whose span holds the level of both (an edge between a darker and a brighter
+ * pixel), which either part may claim with its atomic OR, so a part must not hide or show a
+ * face to the others even for a moment. Two sort-wide bit maps of the grid's layout hold the
+ * labelling's own state: the queued faces of the part (set, then cleared) and the faces its
+ * flood reached (set run by run, then cleared from the recorded runs); one part labels at a
+ * time (a trylock: a part that finds another labelling tries again after its next batch), so
+ * that no flood sees another part's queue as its own. A part's remaining region is then the
+ * faces that are unseen or queued by it; a flood by row runs (64 faces a word) takes it
+ * component by component (a run that reaches into another part's region only makes the
+ * components coarser) and writes each component's number into the rank slots of the part's
+ * queued faces it covers (theirs until the part pops them). The labelling costs a pass over
+ * the region by runs (30-130 faces a run on natural images) and runs only while workers are
+ * idle, every 2^20 faces the part pops (COMP_FACES).
  */
 
 typedef struct comp_run {
     uint32_t b, e;             /* bits [b, e) of the maps */
-    uint32_t k;                /* component */
 } comp_run;
 
 typedef struct comp_scratch {
@@ -1098,9 +1101,23 @@ flood(twi_tos_sort *s, comp_scratch *cs, uint32_t k, uint32_t seed)
         rb = g + y * kw;
         x0 = free_left(s, b, rb);
         x1 = free_find(s, b, rb + kw, false);
-        cs->runs[cs->n_runs++] = (comp_run){ (uint32_t)x0, (uint32_t)x1, k };
+        cs->runs[cs->n_runs++] = (comp_run){ (uint32_t)x0, (uint32_t)x1 };
         map_mark(s->lab_v, x0, x1, true);
         cs->size[k] += x1 - x0;
+        /* the part's queued faces in the run: their rank slots hold the component until they
+         * are popped (by this part alone) */
+        for (int64_t i = x0; i < x1; i++) {
+            uint64_t q = atomic_load_explicit(&s->lab_q[i >> 6], memory_order_relaxed) >>
+                         (i & 63);
+
+            if (!q) {
+                i |= 63;
+                continue;
+            }
+            i += CTZ64(q);
+            if (i < x1)
+                s->a[i - g] = k;
+        }
         for (int d = -1; d <= 1; d += 2) {
             int64_t lo = x0 + d * kw, hi = x1 + d * kw, i;
 
@@ -1118,32 +1135,6 @@ flood(twi_tos_sort *s, comp_scratch *cs, uint32_t k, uint32_t seed)
     return TW_OK;
 }
 
-static int
-run_cmp(const void *x, const void *y)
-{
-    const comp_run *a = x, *b = y;
-
-    return (a->b > b->b) - (a->b < b->b);
-}
-
-/* The component of face `face` (reached by the flood): its run's. */
-static uint32_t
-run_comp(const comp_scratch *cs, uint32_t face, int64_t g)
-{
-    const uint64_t b = (uint64_t)face + (uint64_t)g;
-    size_t lo = 0, hi = cs->n_runs;
-
-    while (hi - lo > 1) {
-        size_t mid = lo + (hi - lo) / 2;
-
-        if (cs->runs[mid].b <= b)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return cs->runs[lo].k;
-}
-
 /* Components by decreasing size (ties: by number), as qsort sorts them. */
 typedef struct comp_ord {
     int64_t size;
@@ -1158,14 +1149,11 @@ comp_cmp(const void *x, const void *y)
     return a->size != b->size ? (a->size < b->size ? 1 : -1) : (a->k > b->k) - (a->k < b->k);
 }
 
-/* The labelling's bit maps, made at the first labelling of the sort (calloc: pages that no
- * region reaches are never touched). */
+/* The labelling's bit maps, made at the first labelling of the sort (under lab_lock; calloc:
+ * pages that no region reaches are never touched). */
 static bool
 lab_maps(twi_tos_sort *s)
 {
-    bool ok;
-
-    pthread_mutex_lock(&s->lock);
     if (!s->lab_v) {
         size_t words = twi_tos_seen_words(s->w, s->h);
 
@@ -1176,9 +1164,7 @@ lab_maps(twi_tos_sort *s)
             s->lab_v = NULL;
         }
     }
-    ok = s->lab_v != NULL;
-    pthread_mutex_unlock(&s->lock);
-    return ok;
+    return s->lab_v != NULL;
 }
 
 /* Mark (or unmark) part p's queued faces in lab_q. */
@@ -1210,10 +1196,16 @@ comp_split(twi_tos_sort *s, twi_tos_part *p, const twi_tos_hooks *hk, int room,
     int n_new = 0, made = 0;
     tw_status st = TW_OK;
 
+    /* another part is labelling: this one tries again after its next batch */
+    if (pthread_mutex_trylock(&s->lab_lock) != 0)
+        return TW_OK;
+    if (!lab_maps(s) || !grow((void **)&cs.stack, &cs.cap_stack, 1, sizeof *cs.stack)) {
+        pthread_mutex_unlock(&s->lab_lock);
+        free(cs.stack);
+        return TW_E_NOMEM;
+    }
     atomic_fetch_add_explicit(&s->labellings, 1, memory_order_relaxed);
     p->done = 0;
-    if (!lab_maps(s) || !grow((void **)&cs.stack, &cs.cap_stack, 1, sizeof *cs.stack))
-        return TW_E_NOMEM;
     queue_mark(s, p, true);
     for (int64_t L = lv_min_ge(p, 0, s->nl); L < s->nl && st == TW_OK && !cs.over;
          L = lv_min_ge(p, L + 1, s->nl))
@@ -1234,6 +1226,7 @@ comp_split(twi_tos_sort *s, twi_tos_part *p, const twi_tos_hooks *hk, int room,
     for (size_t r = 0; r < cs.n_runs; r++)
         map_mark(s->lab_v, cs.runs[r].b, cs.runs[r].e, false);
     queue_mark(s, p, false);
+    pthread_mutex_unlock(&s->lab_lock);
     if (st != TW_OK)
         goto out;
     if (cs.over) {
@@ -1243,7 +1236,6 @@ comp_split(twi_tos_sort *s, twi_tos_part *p, const twi_tos_hooks *hk, int room,
     }
     if (cs.n_comp <= 1)
         goto out;
-    qsort(cs.runs, cs.n_runs, sizeof *cs.runs, run_cmp);
     /* the components by decreasing size, the largest kept, the others to the least loaded */
     if (room > (int)cs.n_comp - 1)
         room = (int)cs.n_comp - 1;
@@ -1305,7 +1297,7 @@ comp_split(twi_tos_sort *s, twi_tos_part *p, const twi_tos_hooks *hk, int room,
             chunk *nx = c->next;
 
             for (uint32_t j = 0; j < c->n && st == TW_OK; j++)
-                st = push(s, np[dest[run_comp(&cs, c->v[j], s->g)]], lvls[i], c->v[j]);
+                st = push(s, np[dest[s->a[c->v[j]]]], lvls[i], c->v[j]);
             chunk_put(s, p, c);
             c = nx;
         }
@@ -1542,6 +1534,7 @@ twi_tos_sort_destroy(twi_tos_sort *s)
         free(s->slabs[i]);
     free(s->slabs);
     pthread_mutex_destroy(&s->lock);
+    pthread_mutex_destroy(&s->lab_lock);
     free(s);
 }
 
