@@ -54,7 +54,8 @@ static const char help[] =
     "tree_s: the max-tree of the ranks, un-interpolation), mt_device (where the job's\n"
     "max-tree ran: cpu or cuda; the kernel: cpu), gpus (--gpus), crews and batches (the\n"
     "kernel's batches shared with helpers and all batches; -1 for the job), labellings\n"
-    "(the kernel's sub-tree splits; -1 for the job) and comp_parts (the parts they made),\n"
+    "(the kernel's sub-tree splits; -1 for the job), comp_parts (the parts they made),\n"
+    "label_s (the kernel's seconds labelling, within sort_s; -1 for the job),\n"
     "parts\n"
     "(sub-propagations), nodes (of the tree, an implicit root included, as Higra counts\n"
     "them), pixel_nodes (nodes holding pixels), exterior, implicit_root, peak_rss_mib,\n"
@@ -272,7 +273,7 @@ bench_tos(int argc, char **argv)
     n = (size_t)img.w * (size_t)img.h;
     px = (double)n;
     os = p.grain ? tw_sample_size(img.type) : 4;
-    if (!(t = calloc((size_t)p.repeat, 6 * sizeof *t)) ||
+    if (!(t = calloc((size_t)p.repeat, 7 * sizeof *t)) ||
         !(out = malloc(n * os * (size_t)p.batch))) {
         rc = bench_fail("out of memory");
         goto out;
@@ -300,6 +301,7 @@ bench_tos(int argc, char **argv)
         ts[2 * p.repeat + k] = p.job ? rrep.attr_s : rr.t_attr;
         ts[3 * p.repeat + k] = p.job ? rrep.mt_s : rr.t_tree;
         ts[4 * p.repeat + k] = p.job ? rrep.tree_s - rrep.mt_s : rr.t_un;
+        ts[5 * p.repeat + k] = p.job ? -1 : rr.t_label;
         r = rr;
         rep = rrep;
     }
@@ -344,6 +346,7 @@ bench_tos(int argc, char **argv)
                "\"mpix_per_s\": %.3f, \"sort_s\": %.6f, \"tree_s\": %.6f, \"attr_s\": %.6f, "
                "\"mt_s\": %.6f, \"un_s\": %.6f, \"mt_device\": \"%s\", \"gpus\": \"%s\", "
                "\"crews\": %lld, \"batches\": %lld, \"labellings\": %lld, \"comp_parts\": %lld, "
+               "\"label_s\": %.6f, "
                "\"parts\": %lld, \"nodes\": %lld, \"pixel_nodes\": %lld, \"exterior\": %u, "
                "\"implicit_root\": %s, "
                "\"peak_rss_mib\": %.1f, \"base_rss_mib\": %.1f, \"scratch_bytes_per_px\": %.2f, "
@@ -359,7 +362,8 @@ bench_tos(int argc, char **argv)
                p.job && rep.mt_device == TW_DEVICE_CUDA ? "cuda" : "cpu", p.gpus,
                (long long)(p.job ? -1 : r.crews),
                (long long)(p.job ? -1 : r.batches), (long long)(p.job ? -1 : r.labellings),
-               (long long)(p.job ? rep.comp_parts : r.comp_parts), (long long)(p.job ? rep.parts : r.parts),
+               (long long)(p.job ? rep.comp_parts : r.comp_parts),
+               bench_median(ts + 5 * p.repeat, (int)p.repeat), (long long)(p.job ? rep.parts : r.parts),
                (long long)(nodes + implicit), (long long)nodes,
                p.job ? rep.exterior : r.exterior, implicit ? "true" : "false", peak_mib,
                base_mib, (peak_mib - base_mib) * 1048576.0 / px, wrong < 0 ? "none" : "thread-1",

@@ -116,9 +116,10 @@
  * faces it pops (default). 16-bit field, 16-core host, 16 threads, the sort: every 2^14 faces
  * 3.49 s (2048^2) / 6.16 s (4096^2); 2^16 1.30 / 2.58 s; 2^18 0.63 / 1.20 s; 2^20 0.58 / 0.92
  * s; an eighth of the last labelling's region 0.73 / 1.81 s; none 0.89 / 3.66 s. A labelling
- * that meets more than COMP_RUNS row runs gives up (noise: a run every few faces). */
+ * that meets more than COMP_RUNS row runs (16 bytes each) gives up (noise: a run every few
+ * faces). */
 #define COMP_FACES (1 << 20)
-#define COMP_RUNS (1 << 22)
+#define COMP_RUNS (1 << 21)
 
 #if defined(__GNUC__)
 #define CLZ64(x) __builtin_clzll(x)
@@ -152,8 +153,9 @@ struct twi_tos_sort {
     twi_tos_part *spare;       /* ended parts, empty, for the next split or crew (under lock) */
     atomic_llong parts, batches, crews;
     atomic_llong labellings, comp_parts; /* sub-tree splits: labellings, parts they made */
+    atomic_llong label_ns;     /* time spent labelling (under lab_lock) */
     pthread_mutex_t lab_lock;  /* one labelling at a time: it holds the two maps below */
-    _Atomic uint64_t *lab_v, *lab_q; /* the labellings' maps (reached, queued), or NULL */
+    _Atomic uint64_t *lab_q;   /* the labelling part's queued faces (a map), or NULL */
     atomic_int alive;          /* parts made and not ended */
 };
 
@@ -676,6 +678,7 @@ twi_tos_sort_create(const tw_tile_view *in, uint32_t *a, uint64_t *seen, twi_tos
     atomic_init(&s->crews, 0);
     atomic_init(&s->labellings, 0);
     atomic_init(&s->comp_parts, 0);
+    atomic_init(&s->label_ns, 0);
     atomic_init(&s->alive, 1);
     /* the guard rows seen, so that no neighbour test leaves the grid */
     memset(seen, 0xFF, (size_t)s->g / 8);
@@ -971,26 +974,29 @@ twi_tos_crew_help(twi_tos_crew *c, uint64_t gen, const twi_tos_hooks *hk)
  * The labelling reads the seen map and never writes it: parts' regions may still touch
  * through a face whose span holds the level of both (an edge between a darker and a brighter
  * pixel), which either part may claim with its atomic OR, so a part must not hide or show a
- * face to the others even for a moment. Two sort-wide bit maps of the grid's layout hold the
- * labelling's own state: the queued faces of the part (set, then cleared) and the faces its
- * flood reached (set run by run, then cleared from the recorded runs); one part labels at a
- * time (a trylock: a part that finds another labelling tries again after its next batch), so
- * that no flood sees another part's queue as its own. A part's remaining region is then the
- * faces that are unseen or queued by it; a flood by row runs (64 faces a word) takes it
- * component by component (a run that reaches into another part's region only makes the
- * components coarser) and writes each component's number into the rank slots of the part's
- * queued faces it covers (theirs until the part pops them). The labelling costs a pass over
- * the region by runs (30-130 faces a run on natural images) and runs only while workers are
- * idle, every 2^20 faces the part pops (COMP_FACES).
+ * face to the others even for a moment. A sort-wide bit map of the grid's layout holds the
+ * labelling part's queued faces (set, then cleared); one part labels at a time (a trylock: a
+ * part that finds another labelling tries again after its next batch), so that no labelling
+ * takes another part's queue for its own. The remaining faces (unseen, or queued by the part)
+ * are then labelled in one raster pass by row runs (64 faces a word): a union-find over the
+ * runs, each joined to the runs above it that it touches. The components that hold the part's
+ * queued faces are its region's (one that reaches into another part's region is only
+ * coarser); each queued face's component number goes into its rank slot (the part's until it
+ * pops the face). The pass reads the whole grid's bit maps (2 MB at 4096^2 u16: a 64 MB grid
+ * of ranks) and handles every run of unseen faces, its own or not (30-130 faces a run on
+ * natural images); a DFS flood of the part's region alone, tried first, took 100 ms a
+ * labelling at 2048^2 (three bit maps, nine cache lines a run). It runs only while workers
+ * are idle, every 2^20 faces the part pops (COMP_FACES); past COMP_RUNS runs (noise: a run
+ * every few faces) the part labels no more.
  */
 
 typedef struct comp_run {
-    uint32_t b, e;             /* bits [b, e) of the maps */
+    uint32_t b, e;             /* a run of remaining faces: bits [b, e) of the maps */
+    uint32_t par;              /* union-find over the runs */
+    uint32_t cid;              /* a root's component, or UINT32_MAX */
 } comp_run;
 
 typedef struct comp_scratch {
-    uint32_t *stack;           /* faces to flood from */
-    size_t n_stack, cap_stack;
     comp_run *runs;
     size_t n_runs, cap_runs;
     int64_t *size;             /* faces of each component */
@@ -1015,13 +1021,12 @@ grow(void **v, size_t *cap, size_t need, size_t elem)
     return true;
 }
 
-/* Word w of the part's remaining region not yet flooded: unseen or queued by it, not reached. */
+/* Word w of the remaining faces: unseen, or queued by the labelling part. */
 static inline uint64_t
 free_word(const twi_tos_sort *s, int64_t w)
 {
-    return (~atomic_load_explicit(&s->seen[w], memory_order_relaxed) |
-            atomic_load_explicit(&s->lab_q[w], memory_order_relaxed)) &
-           ~atomic_load_explicit(&s->lab_v[w], memory_order_relaxed);
+    return ~atomic_load_explicit(&s->seen[w], memory_order_relaxed) |
+           atomic_load_explicit(&s->lab_q[w], memory_order_relaxed);
 }
 
 /* The first bit in [b, e) that is free (`want`) or not, or e. */
@@ -1042,95 +1047,57 @@ free_find(const twi_tos_sort *s, int64_t b, int64_t e, bool want)
     return e;
 }
 
-/* The lowest i >= lo with bits i..b all free (bit b free). */
-static int64_t
-free_left(const twi_tos_sort *s, int64_t b, int64_t lo)
+static inline uint32_t
+run_find(comp_run *u, uint32_t r)
 {
-    int64_t i = b;
-
-    while (i > lo) {
-        int64_t j = i - 1;
-        uint64_t v = ~free_word(s, j >> 6) & (~(uint64_t)0 >> (63 - (j & 63)));
-
-        if (v) {
-            i = (j & ~(int64_t)63) + 64 - CLZ64(v);
-            break;
-        }
-        i = j & ~(int64_t)63;
+    while (u[r].par != r) {
+        u[r].par = u[u[r].par].par;
+        r = u[r].par;
     }
-    return i > lo ? i : lo;
+    return r;
 }
 
-/* Set (or clear) bits [b, e) of map m, word by word (other parts change other bits). */
-static void
-map_mark(_Atomic uint64_t *m, int64_t b, int64_t e, bool set)
-{
-    while (b < e) {
-        int64_t we = (b & ~(int64_t)63) + 64, end = e < we ? e : we;
-        uint64_t x = (~(uint64_t)0 << (b & 63)) & (~(uint64_t)0 >> (63 - ((end - 1) & 63)));
-
-        if (set)
-            atomic_fetch_or_explicit(&m[b >> 6], x, memory_order_relaxed);
-        else
-            atomic_fetch_and_explicit(&m[b >> 6], ~x, memory_order_relaxed);
-        b = end;
-    }
-}
-
-/* Component k: the free bits 4-connected to face `seed` (free), by row runs, marked in lab_v
- * and recorded. TW_OK (cs->over set past COMP_RUNS runs) or TW_E_NOMEM. */
+/* The runs of the remaining faces, row by row, each joined to the runs of the row above that
+ * it touches (4-connected: overlapping columns). TW_OK (cs->over set past COMP_RUNS runs) or
+ * TW_E_NOMEM. */
 static tw_status
-flood(twi_tos_sort *s, comp_scratch *cs, uint32_t k, uint32_t seed)
+label_runs(const twi_tos_sort *s, comp_scratch *cs)
 {
     const int64_t g = s->g, kw = s->kw;
+    size_t prev0 = 0, prev1 = 0;
+    comp_run *u;
 
-    cs->n_stack = 0;
-    cs->stack[cs->n_stack++] = seed;
-    while (cs->n_stack > 0) {
-        int64_t f = cs->stack[--cs->n_stack], b = f + g, y, rb, x0, x1;
+    for (int64_t y = 0; y < s->kh; y++) {
+        const int64_t rb = g + y * kw, re = rb + kw;
+        const size_t cur0 = cs->n_runs;
+        size_t j = prev0;
 
-        if (!(free_word(s, b >> 6) >> (b & 63) & 1))
-            continue;
-        if (cs->n_runs >= (size_t)COMP_RUNS) {
-            cs->over = true;
-            return TW_OK;
-        }
-        if (!grow((void **)&cs->runs, &cs->cap_runs, cs->n_runs + 1, sizeof *cs->runs))
-            return TW_E_NOMEM;
-        y = f / kw;
-        rb = g + y * kw;
-        x0 = free_left(s, b, rb);
-        x1 = free_find(s, b, rb + kw, false);
-        cs->runs[cs->n_runs++] = (comp_run){ (uint32_t)x0, (uint32_t)x1 };
-        map_mark(s->lab_v, x0, x1, true);
-        cs->size[k] += x1 - x0;
-        /* the part's queued faces in the run: their rank slots hold the component until they
-         * are popped (by this part alone) */
-        for (int64_t i = x0; i < x1; i++) {
-            uint64_t q = atomic_load_explicit(&s->lab_q[i >> 6], memory_order_relaxed) >>
-                         (i & 63);
+        for (int64_t x0 = free_find(s, rb, re, true), x1; x0 < re;
+             x0 = free_find(s, x1, re, true)) {
+            size_t r = cs->n_runs;
 
-            if (!q) {
-                i |= 63;
-                continue;
+            x1 = free_find(s, x0, re, false);
+            if (r >= (size_t)COMP_RUNS) {
+                cs->over = true;
+                return TW_OK;
             }
-            i += CTZ64(q);
-            if (i < x1)
-                s->a[i - g] = k;
-        }
-        for (int d = -1; d <= 1; d += 2) {
-            int64_t lo = x0 + d * kw, hi = x1 + d * kw, i;
+            if (!grow((void **)&cs->runs, &cs->cap_runs, r + 1, sizeof *cs->runs))
+                return TW_E_NOMEM;
+            u = cs->runs;
+            u[r] = (comp_run){ (uint32_t)x0, (uint32_t)x1, (uint32_t)r, UINT32_MAX };
+            cs->n_runs++;
+            /* the runs above that overlap [x0, x1) (shifted by a row) */
+            while (j < prev1 && u[j].e + (uint64_t)kw <= (uint64_t)x0)
+                j++;
+            for (size_t k = j; k < prev1 && u[k].b + (uint64_t)kw < (uint64_t)x1; k++) {
+                uint32_t a = run_find(u, (uint32_t)r), b = run_find(u, (uint32_t)k);
 
-            if (y + d < 0 || y + d >= s->kh)
-                continue;
-            for (i = free_find(s, lo, hi, true); i < hi;
-                 i = free_find(s, free_find(s, i, hi, false), hi, true)) {
-                if (!grow((void **)&cs->stack, &cs->cap_stack, cs->n_stack + 1,
-                          sizeof *cs->stack))
-                    return TW_E_NOMEM;
-                cs->stack[cs->n_stack++] = (uint32_t)(i - g);
+                if (a != b)
+                    u[a > b ? a : b].par = a < b ? a : b;
             }
         }
+        prev0 = cur0;
+        prev1 = cs->n_runs;
     }
     return TW_OK;
 }
@@ -1149,34 +1116,29 @@ comp_cmp(const void *x, const void *y)
     return a->size != b->size ? (a->size < b->size ? 1 : -1) : (a->k > b->k) - (a->k < b->k);
 }
 
-/* The labelling's bit maps, made at the first labelling of the sort (under lab_lock; calloc:
- * pages that no region reaches are never touched). */
+/* The labelling's map of queued faces, made at the first labelling of the sort (under
+ * lab_lock; calloc: pages that no queue reaches are never touched). */
 static bool
 lab_maps(twi_tos_sort *s)
 {
-    if (!s->lab_v) {
-        size_t words = twi_tos_seen_words(s->w, s->h);
-
-        s->lab_v = calloc(words, sizeof *s->lab_v);
-        s->lab_q = s->lab_v ? calloc(words, sizeof *s->lab_q) : NULL;
-        if (!s->lab_q) {
-            free((void *)s->lab_v);
-            s->lab_v = NULL;
-        }
-    }
-    return s->lab_v != NULL;
+    if (!s->lab_q)
+        s->lab_q = calloc(twi_tos_seen_words(s->w, s->h), sizeof *s->lab_q);
+    return s->lab_q != NULL;
 }
 
-/* Mark (or unmark) part p's queued faces in lab_q. */
+/* Mark (or unmark) part p's queued faces in lab_q (plain stores: the map is the lab_lock
+ * holder's alone). */
 static void
 queue_mark(twi_tos_sort *s, const twi_tos_part *p, bool set)
 {
     for (int64_t L = lv_min_ge(p, 0, s->nl); L < s->nl; L = lv_min_ge(p, L + 1, s->nl))
         for (const chunk *c = p->head[L]; c; c = c->next)
             for (uint32_t i = 0; i < c->n; i++) {
-                int64_t b = (int64_t)c->v[i] + s->g;
+                uint64_t b = (uint64_t)c->v[i] + (uint64_t)s->g, x = (uint64_t)1 << (b & 63);
+                uint64_t v = atomic_load_explicit(&s->lab_q[b >> 6], memory_order_relaxed);
 
-                map_mark(s->lab_q, b, b + 1, set);
+                atomic_store_explicit(&s->lab_q[b >> 6], set ? v | x : v & ~x,
+                                      memory_order_relaxed);
             }
 }
 
@@ -1195,37 +1157,58 @@ comp_split(twi_tos_sort *s, twi_tos_part *p, const twi_tos_hooks *hk, int room,
     int64_t *load = NULL, n_lv = 0;
     int n_new = 0, made = 0;
     tw_status st = TW_OK;
+    double t0;
 
     /* another part is labelling: this one tries again after its next batch */
     if (pthread_mutex_trylock(&s->lab_lock) != 0)
         return TW_OK;
-    if (!lab_maps(s) || !grow((void **)&cs.stack, &cs.cap_stack, 1, sizeof *cs.stack)) {
+    if (!lab_maps(s)) {
         pthread_mutex_unlock(&s->lab_lock);
-        free(cs.stack);
         return TW_E_NOMEM;
     }
     atomic_fetch_add_explicit(&s->labellings, 1, memory_order_relaxed);
     p->done = 0;
+    t0 = omp_get_wtime();
     queue_mark(s, p, true);
-    for (int64_t L = lv_min_ge(p, 0, s->nl); L < s->nl && st == TW_OK && !cs.over;
-         L = lv_min_ge(p, L + 1, s->nl))
-        for (const chunk *c = p->head[L]; c && st == TW_OK && !cs.over; c = c->next)
-            for (uint32_t i = 0; i < c->n && st == TW_OK && !cs.over; i++) {
-                int64_t b = (int64_t)c->v[i] + s->g;
+    st = label_runs(s, &cs);
+    if (st == TW_OK && !cs.over) {
+        comp_run *u = cs.runs;
 
-                if (!(free_word(s, b >> 6) >> (b & 63) & 1))
+        /* the part's queued faces: their runs' components, numbered as met, written into
+         * their rank slots */
+        for (size_t r = 0; r < cs.n_runs && st == TW_OK; r++)
+            for (int64_t i = u[r].b; i < (int64_t)u[r].e; i++) {
+                uint64_t q = atomic_load_explicit(&s->lab_q[i >> 6], memory_order_relaxed) >>
+                             (i & 63);
+                uint32_t root;
+
+                if (!q) {
+                    i |= 63;
                     continue;
-                if (!grow((void **)&cs.size, &cs.cap_comp, cs.n_comp + 1, sizeof *cs.size)) {
-                    st = TW_E_NOMEM;
-                    break;
                 }
-                cs.size[cs.n_comp] = 0;
-                st = flood(s, &cs, (uint32_t)cs.n_comp++, c->v[i]);
+                if ((i += CTZ64(q)) >= (int64_t)u[r].e)
+                    break;
+                root = run_find(u, (uint32_t)r);
+                if (u[root].cid == UINT32_MAX) {
+                    if (!grow((void **)&cs.size, &cs.cap_comp, cs.n_comp + 1, sizeof *cs.size)) {
+                        st = TW_E_NOMEM;
+                        break;
+                    }
+                    cs.size[cs.n_comp] = 0;
+                    u[root].cid = (uint32_t)cs.n_comp++;
+                }
+                s->a[i - s->g] = u[root].cid;
             }
-    /* the maps cleared for the next labelling (of any part) */
-    for (size_t r = 0; r < cs.n_runs; r++)
-        map_mark(s->lab_v, cs.runs[r].b, cs.runs[r].e, false);
+        for (size_t r = 0; r < cs.n_runs && st == TW_OK; r++) {
+            uint32_t root = run_find(u, (uint32_t)r);
+
+            if (u[root].cid != UINT32_MAX)
+                cs.size[u[root].cid] += u[r].e - u[r].b;
+        }
+    }
     queue_mark(s, p, false);
+    atomic_fetch_add_explicit(&s->label_ns, (long long)((omp_get_wtime() - t0) * 1e9),
+                              memory_order_relaxed);
     pthread_mutex_unlock(&s->lab_lock);
     if (st != TW_OK)
         goto out;
@@ -1324,7 +1307,6 @@ out:
     free(ord);
     free(cs.size);
     free(cs.runs);
-    free(cs.stack);
     return st;
 }
 
@@ -1501,8 +1483,11 @@ twi_tos_sort_stats(twi_tos_sort *s, int64_t *parts, int64_t *batches, int64_t *c
 }
 
 void
-twi_tos_sort_comp_stats(twi_tos_sort *s, int64_t *labellings, int64_t *comp_parts)
+twi_tos_sort_comp_stats(twi_tos_sort *s, int64_t *labellings, int64_t *comp_parts,
+                        double *label_s)
 {
+    if (label_s)
+        *label_s = (double)atomic_load(&s->label_ns) * 1e-9;
     if (labellings)
         *labellings = atomic_load(&s->labellings);
     if (comp_parts)
@@ -1528,7 +1513,6 @@ twi_tos_sort_destroy(twi_tos_sort *s)
         free(p->l1);
         free(p);
     }
-    free((void *)s->lab_v);
     free((void *)s->lab_q);
     for (size_t i = 0; i < s->n_slabs; i++)
         free(s->slabs[i]);
@@ -2025,7 +2009,7 @@ twi_omp_tos(const tw_tile_view *in, tw_tile_view *parent, tw_tile_view *area,
     if (r) {
         r->exterior = m;
         twi_tos_sort_stats(s, &r->parts, &r->batches, &r->crews, &r->queue_bytes);
-        twi_tos_sort_comp_stats(s, &r->labellings, &r->comp_parts);
+        twi_tos_sort_comp_stats(s, &r->labellings, &r->comp_parts, &r->t_label);
         r->t_sort = omp_get_wtime() - t0;
     }
     /* the queues' chunks go before the max-tree's nodes come */
