@@ -868,8 +868,8 @@ tos_end(tw_job *job, tw_status st, void *user)
                                                  ? (size_t)j->grid_nodes * 12
                                                  : un)) +
                                      (j->scratch_own ? 2 * n * 4 : 0) +
-                                     /* the sub-tree split's two bit maps */
-                                     (j->labellings ? twi_tos_seen_words(j->W, j->H) * 16 : 0));
+                                     /* the sub-tree split's map of queued faces */
+                                     (j->labellings ? twi_tos_seen_words(j->W, j->H) * 8 : 0));
         r->sort_s = j->t_sorted - j->t_start;
         r->tree_s = j->t_tree - j->t_sorted;
         r->attr_s = j->t_end - j->t_tree;
