@@ -55,7 +55,9 @@ static const char help[] =
     "max-tree ran: cpu or cuda; the kernel: cpu), gpus (--gpus), crews and batches (the\n"
     "kernel's batches shared with helpers and all batches; -1 for the job), labellings\n"
     "(the kernel's sub-tree splits; -1 for the job), comp_parts (the parts they made),\n"
-    "label_s (the kernel's seconds labelling, within sort_s; -1 for the job),\n"
+    "label_s (the kernel's seconds labelling, within sort_s; -1 for the job), chain_share\n"
+    "(the kernel's longest chain of sort parts over all faces, last run: 1 / it bounds the\n"
+    "sort's speed-up; -1 for the job),\n"
     "parts\n"
     "(sub-propagations), nodes (of the tree, an implicit root included, as Higra counts\n"
     "them), pixel_nodes (nodes holding pixels), exterior, implicit_root, peak_rss_mib,\n"
@@ -346,7 +348,7 @@ bench_tos(int argc, char **argv)
                "\"mpix_per_s\": %.3f, \"sort_s\": %.6f, \"tree_s\": %.6f, \"attr_s\": %.6f, "
                "\"mt_s\": %.6f, \"un_s\": %.6f, \"mt_device\": \"%s\", \"gpus\": \"%s\", "
                "\"crews\": %lld, \"batches\": %lld, \"labellings\": %lld, \"comp_parts\": %lld, "
-               "\"label_s\": %.6f, "
+               "\"label_s\": %.6f, \"chain_share\": %.4f, "
                "\"parts\": %lld, \"nodes\": %lld, \"pixel_nodes\": %lld, \"exterior\": %u, "
                "\"implicit_root\": %s, "
                "\"peak_rss_mib\": %.1f, \"base_rss_mib\": %.1f, \"scratch_bytes_per_px\": %.2f, "
@@ -363,7 +365,8 @@ bench_tos(int argc, char **argv)
                (long long)(p.job ? -1 : r.crews),
                (long long)(p.job ? -1 : r.batches), (long long)(p.job ? -1 : r.labellings),
                (long long)(p.job ? rep.comp_parts : r.comp_parts),
-               bench_median(ts + 5 * p.repeat, (int)p.repeat), (long long)(p.job ? rep.parts : r.parts),
+               bench_median(ts + 5 * p.repeat, (int)p.repeat),
+               p.job ? -1.0 : (double)r.chain / ((2.0 * (double)img.w - 1) * (2.0 * (double)img.h - 1)), (long long)(p.job ? rep.parts : r.parts),
                (long long)(nodes + implicit), (long long)nodes,
                p.job ? rep.exterior : r.exterior, implicit ? "true" : "false", peak_mib,
                base_mib, (peak_mib - base_mib) * 1048576.0 / px, wrong < 0 ? "none" : "thread-1",

@@ -331,9 +331,11 @@ void twi_tos_crew_release(twi_tos_crew *crew);                    /* NULL is a n
 void twi_tos_sort_stats(twi_tos_sort *s, int64_t *parts, int64_t *batches, int64_t *crews,
                         size_t *queue_bytes);
 /* Labellings of a part's region into components, parts they made (within `parts`), seconds
- * spent labelling (all parts). */
+ * spent labelling (all parts), the longest chain of parts in faces popped along it (a part's
+ * own and its ancestors' before they split it off; a shared batch counted whole): the sort's
+ * critical path, so that faces / chain bounds its speed-up. */
 void twi_tos_sort_comp_stats(twi_tos_sort *s, int64_t *labellings, int64_t *comp_parts,
-                             double *label_s);
+                             double *label_s, int64_t *chain);
 uint32_t twi_tos_sort_exterior(const twi_tos_sort *s);
 void twi_tos_sort_destroy(twi_tos_sort *s);                        /* NULL is a no-op */
 
@@ -397,6 +399,7 @@ typedef struct twi_tos_run {
     size_t queue_bytes;
     double t_sort, t_tree, t_un, t_attr; /* seconds */
     double t_label;        /* out: seconds the sub-tree split's labellings took (in t_sort) */
+    int64_t chain;         /* out: the sort's longest chain of parts, in faces */
 } twi_tos_run;
 tw_status twi_omp_tos(const tw_tile_view *in, tw_tile_view *parent, tw_tile_view *area,
                       tw_tile_view *grain, uint64_t grain_area, twi_tos_run *r);

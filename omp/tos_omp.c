@@ -154,6 +154,7 @@ struct twi_tos_sort {
     atomic_llong parts, batches, crews;
     atomic_llong labellings, comp_parts; /* sub-tree splits: labellings, parts they made */
     atomic_llong label_ns;     /* time spent labelling (under lab_lock) */
+    atomic_llong max_chain;    /* the longest chain of parts, in faces (see part.chain) */
     pthread_mutex_t lab_lock;  /* one labelling at a time: it holds the two maps below */
     _Atomic uint64_t *lab_q;   /* the labelling part's queued faces (a map), or NULL */
     atomic_int alive;          /* parts made and not ended */
@@ -191,6 +192,8 @@ struct twi_tos_part {
     twi_tos_crew *crew;        /* made at the part's first shared batch */
     int64_t done;              /* faces popped since its region was last labelled */
     bool comp_off;             /* its last labelling gave up (too many runs) */
+    int64_t chain;             /* faces it and its ancestors popped before it (a crew's batch
+                                * counted whole): the sort's critical path, in faces */
     twi_tos_part *next_side;   /* a participant's queue in crew->sides, or the next spare */
 };
 
@@ -462,6 +465,7 @@ part_new(twi_tos_sort *s)
         p->next_side = NULL;
         p->done = 0;
         p->comp_off = false;
+        p->chain = 0;
         return p;
     }
     if (!(p = calloc(1, sizeof *p)))
@@ -679,6 +683,7 @@ twi_tos_sort_create(const tw_tile_view *in, uint32_t *a, uint64_t *seen, twi_tos
     atomic_init(&s->labellings, 0);
     atomic_init(&s->comp_parts, 0);
     atomic_init(&s->label_ns, 0);
+    atomic_init(&s->max_chain, 0);
     atomic_init(&s->alive, 1);
     /* the guard rows seen, so that no neighbour test leaves the grid */
     memset(seen, 0xFF, (size_t)s->g / 8);
@@ -888,6 +893,7 @@ crew_batch(twi_tos_sort *s, twi_tos_part *p, uint32_t l, int helpers, const twi_
         p->gq[l >> s->gshift] -= k->n;
         p->gq2[l >> s->gshift >> 6] -= k->n;
         p->done += k->n;
+        p->chain += k->n;
     }
     lv_clear(p, l);
     atomic_fetch_add_explicit(&s->crews, 1, memory_order_relaxed);
@@ -1265,6 +1271,7 @@ comp_split(twi_tos_sort *s, twi_tos_part *p, const twi_tos_hooks *hk, int room,
         }
         np[i]->cur = p->cur;
         np[i]->ord = p->ord;
+        np[i]->chain = p->chain;
     }
     /* every queued face to its component's part, at its level */
     for (int64_t L = lv_min_ge(p, 0, s->nl); L < s->nl; L = lv_min_ge(p, L + 1, s->nl)) {
@@ -1370,6 +1377,7 @@ twi_tos_sort_run(twi_tos_sort *s, twi_tos_part *p, const twi_tos_hooks *hk)
             face_xy(kw, rkw, face, &X, &Y);
             a[face] = p->ord;
             p->done++;
+            p->chain++;
             TOS_VISIT((int64_t)face - kw, X, Y - 1);
             TOS_VISIT((int64_t)face - 1, X - 1, Y);
             TOS_VISIT((int64_t)face + 1, X + 1, Y);
@@ -1449,6 +1457,7 @@ twi_tos_sort_run(twi_tos_sort *s, twi_tos_part *p, const twi_tos_hooks *hk)
                     lv_clear(p, (uint32_t)L);
                 np->cur = l;
                 np->ord = p->ord;
+                np->chain = p->chain;
                 atomic_fetch_add_explicit(&s->parts, 1, memory_order_relaxed);
                 atomic_fetch_add_explicit(&s->alive, 1, memory_order_relaxed);
                 if ((st = hk->spawn(hk->user, np)) != TW_OK)
@@ -1460,6 +1469,11 @@ twi_tos_sort_run(twi_tos_sort *s, twi_tos_part *p, const twi_tos_hooks *hk)
         hk->progress(hk->user, since);
 out:
     atomic_fetch_add_explicit(&s->batches, batches, memory_order_relaxed);
+    for (long long c = atomic_load_explicit(&s->max_chain, memory_order_relaxed);
+         c < p->chain && !atomic_compare_exchange_weak_explicit(
+                             &s->max_chain, &c, p->chain, memory_order_relaxed,
+                             memory_order_relaxed);)
+        ;
     twi_tos_part_free(s, p);
     atomic_fetch_sub_explicit(&s->alive, 1, memory_order_release);
     return st;
@@ -1484,8 +1498,10 @@ twi_tos_sort_stats(twi_tos_sort *s, int64_t *parts, int64_t *batches, int64_t *c
 
 void
 twi_tos_sort_comp_stats(twi_tos_sort *s, int64_t *labellings, int64_t *comp_parts,
-                        double *label_s)
+                        double *label_s, int64_t *chain)
 {
+    if (chain)
+        *chain = atomic_load(&s->max_chain);
     if (label_s)
         *label_s = (double)atomic_load(&s->label_ns) * 1e-9;
     if (labellings)
@@ -2009,7 +2025,7 @@ twi_omp_tos(const tw_tile_view *in, tw_tile_view *parent, tw_tile_view *area,
     if (r) {
         r->exterior = m;
         twi_tos_sort_stats(s, &r->parts, &r->batches, &r->crews, &r->queue_bytes);
-        twi_tos_sort_comp_stats(s, &r->labellings, &r->comp_parts, &r->t_label);
+        twi_tos_sort_comp_stats(s, &r->labellings, &r->comp_parts, &r->t_label, &r->chain);
         r->t_sort = omp_get_wtime() - t0;
     }
     /* the queues' chunks go before the max-tree's nodes come */

@@ -378,7 +378,7 @@ t_sort_commit(tw_task_ctx *ctx, void *arg)
     j->rule.area = j->grain_area;
     twi_tos_sort_stats(j->sort, j->report ? &j->report->parts : NULL, NULL, NULL,
                        &j->queue_bytes);
-    twi_tos_sort_comp_stats(j->sort, &j->labellings, &j->comp_parts, NULL);
+    twi_tos_sort_comp_stats(j->sort, &j->labellings, &j->comp_parts, NULL, NULL);
     twi_tos_sort_destroy(j->sort);
     j->sort = NULL;
     if ((st = j->gpu_tree ? submit_gpu_tree(j) : cpu_tree(j)) != TW_OK)
