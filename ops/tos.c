@@ -852,24 +852,20 @@ tos_end(tw_job *job, tw_status st, void *user)
         tw_tos_report *r = j->report;
         size_t n = (size_t)(j->W * j->H), nk = (size_t)(j->kw * j->kh);
         size_t un = (nk + 63) / 64 * 4 + (size_t)j->grid_nodes * 4;
+        /* the sort's (its queues and, when it labelled, the sub-tree split's map of queued
+         * faces), then the tree's nodes (12 bytes each) or the un-interpolation's index */
+        size_t sq = j->queue_bytes + (j->labellings ? twi_tos_seen_words(j->W, j->H) * 8 : 0);
+        size_t later = (size_t)j->grid_nodes * 12 > un ? (size_t)j->grid_nodes * 12 : un;
 
         r->exterior = j->rule.exterior;
         r->implicit_root = j->rule.implicit_root;
         r->nodes = j->grid_nodes - (j->rule.implicit_root ? 1 : 0);
         r->blocks = j->mt_device == TW_DEVICE_CUDA ? 1 : j->blocks;
         /* at the peak: the grid, its canonical bit map, the parent image when not the
-         * caller's, and the largest of the queues, the tree's nodes (12 bytes each) and the
-         * un-interpolation's index */
+         * caller's, and the larger of the sort's scratch and the tree's */
         r->scratch_bytes = (int64_t)(nk * 4 + twi_tos_seen_words(j->W, j->H) * 8 +
-                                     (j->par_own ? n * 4 : 0) +
-                                     (j->queue_bytes > (size_t)j->grid_nodes * 12
-                                          ? (j->queue_bytes > un ? j->queue_bytes : un)
-                                          : ((size_t)j->grid_nodes * 12 > un
-                                                 ? (size_t)j->grid_nodes * 12
-                                                 : un)) +
-                                     (j->scratch_own ? 2 * n * 4 : 0) +
-                                     /* the sub-tree split's map of queued faces */
-                                     (j->labellings ? twi_tos_seen_words(j->W, j->H) * 8 : 0));
+                                     (j->par_own ? n * 4 : 0) + (sq > later ? sq : later) +
+                                     (j->scratch_own ? 2 * n * 4 : 0));
         r->sort_s = j->t_sorted - j->t_start;
         r->tree_s = j->t_tree - j->t_sorted;
         r->attr_s = j->t_end - j->t_tree;
