@@ -95,6 +95,7 @@
 #include <omp.h>
 
 #include "omp_kernels.h"
+#include "omp_uf.h"
 
 /* Faces a chunk of a level's stack holds (256-byte chunks). */
 #define CHUNK_N 61
@@ -113,9 +114,10 @@
  * parts, 0.72-0.86 s (one thread: 0.77 s). */
 #define SPLIT_FACES 4096
 /* The sub-tree split: a part labels the components of its remaining region every COMP_FACES
- * faces it pops (default). 16-bit field, 16-core host, 16 threads, the sort: every 2^14 faces
- * 3.49 s (2048^2) / 6.16 s (4096^2); 2^16 1.30 / 2.58 s; 2^18 0.63 / 1.20 s; 2^20 0.58 / 0.92
- * s; an eighth of the last labelling's region 0.73 / 1.81 s; none 0.89 / 3.66 s. A labelling
+ * faces it pops (default). 16-bit field, 16-core host, 16 threads, the sort (2048^2 / 4096^2):
+ * every 2^17 faces 0.47 / 0.97 s, 2^18 0.46 / 0.88 s, 2^19 0.42 / 0.87 s, 2^20 0.48 / 0.90 s,
+ * never 0.69 / 2.77 s (with the depth-first flood tried first, 2^14 took 3.49 / 6.16 s and an
+ * eighth of the last labelling's region 0.73 / 1.81 s). A labelling
  * that meets more than COMP_RUNS row runs (16 bytes each) gives up (noise: a run every few
  * faces). */
 #define COMP_FACES (1 << 20)
@@ -155,7 +157,7 @@ struct twi_tos_sort {
     atomic_llong labellings, comp_parts; /* sub-tree splits: labellings, parts they made */
     atomic_llong label_ns;     /* time spent labelling (under lab_lock) */
     atomic_llong max_chain;    /* the longest chain of parts, in faces (see part.chain) */
-    pthread_mutex_t lab_lock;  /* one labelling at a time: it holds the two maps below */
+    pthread_mutex_t lab_lock;  /* one labelling at a time: it holds the map below */
     _Atomic uint64_t *lab_q;   /* the labelling part's queued faces (a map), or NULL */
     atomic_int alive;          /* parts made and not ended */
 };
@@ -190,10 +192,10 @@ struct twi_tos_part {
     chunk *free;               /* chunks kept by this part */
     size_t n_free;
     twi_tos_crew *crew;        /* made at the part's first shared batch */
-    int64_t done;              /* faces popped since its region was last labelled */
     bool comp_off;             /* its last labelling gave up (too many runs) */
     int64_t chain;             /* faces it and its ancestors popped before it (a crew's batch
                                 * counted whole): the sort's critical path, in faces */
+    int64_t labelled_at;       /* chain when its region was last labelled (or it was made) */
     twi_tos_part *next_side;   /* a participant's queue in crew->sides, or the next spare */
 };
 
@@ -463,9 +465,8 @@ part_new(twi_tos_sort *s)
     if (p) {
         p->cur = p->ord = 0;
         p->next_side = NULL;
-        p->done = 0;
         p->comp_off = false;
-        p->chain = 0;
+        p->chain = p->labelled_at = 0;
         return p;
     }
     if (!(p = calloc(1, sizeof *p)))
@@ -892,7 +893,6 @@ crew_batch(twi_tos_sort *s, twi_tos_part *p, uint32_t l, int helpers, const twi_
     for (const chunk *k = p->head[l]; k; k = k->next) {
         p->gq[l >> s->gshift] -= k->n;
         p->gq2[l >> s->gshift >> 6] -= k->n;
-        p->done += k->n;
         p->chain += k->n;
     }
     lv_clear(p, l);
@@ -1053,14 +1053,14 @@ free_find(const twi_tos_sort *s, int64_t b, int64_t e, bool want)
     return e;
 }
 
+/* The union-find of the labellings (omp/omp_uf.h) over the runs' par fields. */
+#define RUN_UF_STRIDE (sizeof(comp_run) / sizeof(uint32_t))
+_Static_assert(sizeof(comp_run) == 4 * sizeof(uint32_t), "comp_run: four words, no padding");
+
 static inline uint32_t
 run_find(comp_run *u, uint32_t r)
 {
-    while (u[r].par != r) {
-        u[r].par = u[u[r].par].par;
-        r = u[r].par;
-    }
-    return r;
+    return twi_uf_find(&u->par, RUN_UF_STRIDE, r);
 }
 
 /* The runs of the remaining faces, row by row, each joined to the runs of the row above that
@@ -1095,12 +1095,8 @@ label_runs(const twi_tos_sort *s, comp_scratch *cs)
             /* the runs above that overlap [x0, x1) (shifted by a row) */
             while (j < prev1 && u[j].e + (uint64_t)kw <= (uint64_t)x0)
                 j++;
-            for (size_t k = j; k < prev1 && u[k].b + (uint64_t)kw < (uint64_t)x1; k++) {
-                uint32_t a = run_find(u, (uint32_t)r), b = run_find(u, (uint32_t)k);
-
-                if (a != b)
-                    u[a > b ? a : b].par = a < b ? a : b;
-            }
+            for (size_t k = j; k < prev1 && u[k].b + (uint64_t)kw < (uint64_t)x1; k++)
+                twi_uf_union(&u->par, RUN_UF_STRIDE, (uint32_t)r, (uint32_t)k);
         }
         prev0 = cur0;
         prev1 = cs->n_runs;
@@ -1173,7 +1169,7 @@ comp_split(twi_tos_sort *s, twi_tos_part *p, const twi_tos_hooks *hk, int room,
         return TW_E_NOMEM;
     }
     atomic_fetch_add_explicit(&s->labellings, 1, memory_order_relaxed);
-    p->done = 0;
+    p->labelled_at = p->chain;
     t0 = omp_get_wtime();
     queue_mark(s, p, true);
     st = label_runs(s, &cs);
@@ -1271,7 +1267,7 @@ comp_split(twi_tos_sort *s, twi_tos_part *p, const twi_tos_hooks *hk, int room,
         }
         np[i]->cur = p->cur;
         np[i]->ord = p->ord;
-        np[i]->chain = p->chain;
+        np[i]->chain = np[i]->labelled_at = p->chain;
     }
     /* every queued face to its component's part, at its level */
     for (int64_t L = lv_min_ge(p, 0, s->nl); L < s->nl; L = lv_min_ge(p, L + 1, s->nl)) {
@@ -1376,7 +1372,6 @@ twi_tos_sort_run(twi_tos_sort *s, twi_tos_part *p, const twi_tos_hooks *hk)
             face = pop(s, p, l);
             face_xy(kw, rkw, face, &X, &Y);
             a[face] = p->ord;
-            p->done++;
             p->chain++;
             TOS_VISIT((int64_t)face - kw, X, Y - 1);
             TOS_VISIT((int64_t)face - 1, X - 1, Y);
@@ -1393,7 +1388,8 @@ twi_tos_sort_run(twi_tos_sort *s, twi_tos_part *p, const twi_tos_hooks *hk)
         }
         /* the components of the part's region, for idle workers, every comp_every faces */
         if (hk && hk->want_split && hk->spawn && p->top && comp_every >= 0 && !p->comp_off &&
-            p->done >= (comp_every > 0 ? comp_every : COMP_FACES) && hk->want_split(hk->user)) {
+            p->chain - p->labelled_at >= (comp_every > 0 ? comp_every : COMP_FACES) &&
+            hk->want_split(hk->user)) {
             int room = hk->idle ? hk->idle(hk->user) : 1;
 
             if ((st = comp_split(s, p, hk, room > 0 ? room : 1, split_min)) != TW_OK)
@@ -1457,7 +1453,7 @@ twi_tos_sort_run(twi_tos_sort *s, twi_tos_part *p, const twi_tos_hooks *hk)
                     lv_clear(p, (uint32_t)L);
                 np->cur = l;
                 np->ord = p->ord;
-                np->chain = p->chain;
+                np->chain = np->labelled_at = p->chain;
                 atomic_fetch_add_explicit(&s->parts, 1, memory_order_relaxed);
                 atomic_fetch_add_explicit(&s->alive, 1, memory_order_relaxed);
                 if ((st = hk->spawn(hk->user, np)) != TW_OK)
